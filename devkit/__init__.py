@@ -1,0 +1,1 @@
+"""Local development helpers shared by component tests and the local demo."""

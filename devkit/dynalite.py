@@ -1,0 +1,111 @@
+"""Start and stop a local DynamoDB-compatible server (dynalite, from node_modules) on loopback.
+
+Used by the conformance tests and the demo. The process is always stopped on exit, including on
+KeyboardInterrupt, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DYNALITE_CLI = REPO_ROOT / "node_modules" / "dynalite" / "cli.js"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DynaliteServer:
+    """`with DynaliteServer() as server: server.endpoint_url` -> http://127.0.0.1:PORT."""
+
+    def __init__(self, *, port: int | None = None, data_dir: Path | None = None) -> None:
+        self.port = port or free_port()
+        self.data_dir = data_dir
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> DynaliteServer:
+        node = shutil.which("node")
+        if node is None:
+            raise RuntimeError("node is not on PATH: dynalite needs Node.js 20+")
+        if not DYNALITE_CLI.exists():
+            raise RuntimeError(f"{DYNALITE_CLI} is missing: run `npm ci` in {REPO_ROOT}")
+        args = [node, str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(self.port)]
+        # Tables become ACTIVE at once instead of after dynalite's default simulated delay.
+        args += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
+        if self.data_dir is not None:
+            args += ["--path", str(self.data_dir)]
+        self._log = tempfile.NamedTemporaryFile(prefix="dynalite-", suffix=".log")  # noqa: SIM115
+        self._process = subprocess.Popen(
+            args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"dynalite exited at start: {self._output()}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
+            ):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"dynalite did not listen on port {self.port} in {timeout}s")
+
+    def _output(self) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        return Path(self._log.name).read_text(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> DynaliteServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def local_client_env(endpoint_url: str) -> dict[str, str]:
+    """Environment for a boto3 client of a local server: dummy credentials, fixed region."""
+    env = dict(os.environ)
+    env.update(
+        AWS_ENDPOINT_URL=endpoint_url,
+        AWS_ACCESS_KEY_ID="local",
+        AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - a local server accepts any credentials
+        AWS_REGION="us-east-1",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    return env

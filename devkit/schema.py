@@ -1,0 +1,176 @@
+"""Local tables built FROM the synthesised CloudFormation, never from a hand-copied schema.
+
+Component tests (moto), conformance tests (dynalite) and the local demo all call create_table(),
+so a key or index change in infra/ reaches every local table on the next run instead of
+silently drifting from what deploys.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CDK_OUT = REPO_ROOT / "cdk.out"
+TEMPLATE_PATH = CDK_OUT / "RenewalSagaIndex.template.json"
+TABLE_RESOURCE_TYPE = "AWS::DynamoDB::Table"
+# The GSI name comes from saga_index.keys, so a change there must also trigger a fresh synth.
+_INDEX_NAME_SOURCE = REPO_ROOT / "lambdas" / "saga_index" / "keys.py"
+_SYNTH_TIMEOUT_SECONDS = 300
+
+
+class SchemaError(RuntimeError):
+    """The template cannot be synthesised, or holds no single table to copy."""
+
+
+def template_sources() -> list[Path]:
+    """Files whose change makes a synthesised template stale."""
+    return [
+        REPO_ROOT / "app.py",
+        REPO_ROOT / "cdk.json",
+        *sorted((REPO_ROOT / "infra").glob("*.py")),
+        _INDEX_NAME_SOURCE,
+    ]
+
+
+def is_stale(path: Path) -> bool:
+    """True when the template is missing or older than any file it is synthesised from."""
+    if not path.exists():
+        return True
+    built = path.stat().st_mtime
+    return any(source.exists() and source.stat().st_mtime > built for source in template_sources())
+
+
+def load_template(path: Path | None = None) -> dict[str, Any]:
+    """The synthesised RenewalSagaIndex template, synthesising first when it is stale.
+
+    A custom path synthesises into that path's directory; the file name must still be the
+    stack's template name.
+    """
+    template_path = TEMPLATE_PATH if path is None else Path(path)
+    if is_stale(template_path):
+        # Parallel test workers would otherwise synthesise into the same cdk.out at once.
+        with _synth_lock(template_path.parent):
+            if is_stale(template_path):
+                _synthesise(template_path.parent)
+        if not template_path.exists():
+            raise SchemaError(
+                f"synthesis succeeded but wrote no {template_path.name} in {template_path.parent}"
+            )
+    with template_path.open(encoding="utf-8") as handle:
+        template: dict[str, Any] = json.load(handle)
+    return template
+
+
+def table_create_kwargs(template: Mapping[str, Any], table_name: str) -> dict[str, Any]:
+    """boto3 `create_table` kwargs for the template's single table, under another name."""
+    properties = _single_table(template).get("Properties", {})
+    billing_mode = properties.get("BillingMode")
+    if billing_mode != "PAY_PER_REQUEST":
+        # create_table would then need ProvisionedThroughput the template may not carry.
+        raise SchemaError(
+            f"expected BillingMode PAY_PER_REQUEST, the template has {billing_mode!r}"
+        )
+    kwargs: dict[str, Any] = {
+        "TableName": table_name,
+        "KeySchema": _copy(properties["KeySchema"]),
+        "AttributeDefinitions": _copy(properties["AttributeDefinitions"]),
+        "BillingMode": billing_mode,
+    }
+    indexes = properties.get("GlobalSecondaryIndexes")
+    if indexes:
+        kwargs["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index["IndexName"],
+                "KeySchema": _copy(index["KeySchema"]),
+                "Projection": _copy(index["Projection"]),
+            }
+            for index in indexes
+        ]
+    return kwargs
+
+
+def create_table(client: Any, table_name: str, template: Mapping[str, Any] | None = None) -> None:
+    """Create the table on the client's endpoint (moto, dynalite, AWS) and wait until ACTIVE."""
+    kwargs = table_create_kwargs(load_template() if template is None else template, table_name)
+    client.create_table(**kwargs)
+    # The waiter's default 20 s delay would dominate a local run; local servers are ACTIVE
+    # within milliseconds, and 120 polls still cover a real table.
+    client.get_waiter("table_exists").wait(
+        TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
+    )
+
+
+def _single_table(template: Mapping[str, Any]) -> Mapping[str, Any]:
+    tables = [
+        (logical_id, resource)
+        for logical_id, resource in template.get("Resources", {}).items()
+        if resource.get("Type") == TABLE_RESOURCE_TYPE
+    ]
+    if not tables:
+        raise SchemaError(
+            f"the template defines no {TABLE_RESOURCE_TYPE}: it was synthesised with "
+            "importExistingTable=true, so there is no table definition to copy; "
+            "synthesise with importExistingTable=false"
+        )
+    if len(tables) > 1:
+        names = ", ".join(logical_id for logical_id, _ in tables)
+        raise SchemaError(f"expected one {TABLE_RESOURCE_TYPE}, the template defines: {names}")
+    return tables[0][1]
+
+
+def _copy(value: Any) -> Any:
+    # A deep copy through JSON: callers may mutate kwargs without touching the template.
+    return json.loads(json.dumps(value))
+
+
+def _synthesise(outdir: Path) -> None:
+    outdir.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_DISABLE_VERSION_CHECK": "1",
+    }
+    try:
+        result = subprocess.run(
+            [sys.executable, "app.py"],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_SYNTH_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise SchemaError(
+            f"CDK synthesis did not finish in {_SYNTH_TIMEOUT_SECONDS} s:\n"
+            f"--- stdout ---\n{err.stdout!s}\n--- stderr ---\n{err.stderr!s}"
+        ) from err
+    if result.returncode != 0:
+        raise SchemaError(
+            f"CDK synthesis failed (exit {result.returncode}) running {sys.executable} app.py "
+            f"in {REPO_ROOT}:\n--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+        )
+
+
+@contextmanager
+def _synth_lock(outdir: Path) -> Iterator[None]:
+    # The lock lives outside the repository so it never shows up in `git status`.
+    digest = sha256(str(outdir.resolve()).encode("utf-8")).hexdigest()[:16]
+    lock_path = Path(tempfile.gettempdir()) / f"devkit-synth-{digest}.lock"
+    with lock_path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

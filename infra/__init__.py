@@ -1,0 +1,1 @@
+"""CDK infrastructure: one construct per capability; stack.py composes them."""

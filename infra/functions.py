@@ -1,0 +1,132 @@
+"""The one place that builds Lambda functions: every function of the stack comes from here.
+
+All functions share one code asset (lambdas/, without the operator CLI), the Powertools layer
+pinned to the SAME version as requirements.txt, JSON logs, active tracing, a retained log group,
+and the environment that carries the migration phase and the shard contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from infra.config import StackConfig
+
+LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+POWERTOOLS_VERSION = "3.37.0"  # keep equal to requirements.txt
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+ARCHITECTURE = lambda_.Architecture.ARM_64
+# What the asset must never carry: the operator CLI, caches, build debris.
+ASSET_EXCLUDES = [
+    "saga_index/cli",
+    "saga_index/__main__.py",
+    "**/__pycache__",
+    "**/*.pyc",
+    "*.egg-info",
+    ".mypy_cache",
+    ".pytest_cache",
+]
+
+# Environment variable names shared with lambdas/handlers/settings.py.
+ENV_TABLE = "SAGA_TABLE_NAME"
+ENV_INDEX = "SAGA_INDEX_NAME"
+ENV_PHASE = "SAGA_INDEX_PHASE"
+ENV_SHARDS = "SAGA_INDEX_SHARDS"
+ENV_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+METRICS_NAMESPACE = "RenewalSagaIndex"
+
+
+def powertools_layer_parameter(architecture: lambda_.Architecture = ARCHITECTURE) -> str:
+    """AWS publishes one public SSM parameter per Powertools release whose value is its layer ARN;
+    resolving it at deploy time pins the layer to the version the code was tested with."""
+    arch = "arm64" if architecture == lambda_.Architecture.ARM_64 else "x86_64"
+    return f"/aws/service/powertools/python/{arch}/python3.13/{POWERTOOLS_VERSION}"
+
+
+class SagaFunctions(Construct):
+    """Factory for the stack's functions. `function(...)` adds one."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        table: dynamodb.ITable,
+        index_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        self.table = table
+        self.index_name = index_name
+        self.code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES)
+        layer_arn = config.powertools_layer_arn or ssm.StringParameter.value_for_string_parameter(
+            self, powertools_layer_parameter()
+        )
+        self.powertools = lambda_.LayerVersion.from_layer_version_arn(
+            self, "PowertoolsLayer", layer_arn
+        )
+
+    def base_environment(self, service: str) -> dict[str, str]:
+        return {
+            ENV_TABLE: self.table.table_name,
+            ENV_INDEX: self.index_name,
+            ENV_PHASE: self.config.phase,
+            ENV_SHARDS: str(self.config.shard_count),
+            "POWERTOOLS_SERVICE_NAME": service,
+            ENV_NAMESPACE: METRICS_NAMESPACE,
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+
+    def function(
+        self,
+        construct_id: str,
+        *,
+        handler: str,
+        description: str,
+        service: str,
+        timeout: cdk.Duration | None = None,
+        memory_size: int = 256,
+        environment: Mapping[str, str] | None = None,
+    ) -> lambda_.Function:
+        log_group = logs.LogGroup(
+            self,
+            f"{construct_id}Logs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        fn = lambda_.Function(
+            self,
+            construct_id,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=handler,
+            code=self.code,
+            description=description,
+            timeout=timeout or cdk.Duration.minutes(1),
+            memory_size=memory_size,
+            layers=[self.powertools],
+            environment={**self.base_environment(service), **(environment or {})},
+            tracing=lambda_.Tracing.ACTIVE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            log_group=log_group,
+        )
+        role = fn.role
+        if role is not None:
+            cdk.Validations.of(role).acknowledge(
+                cdk.Acknowledgment(
+                    id="AwsSolutions-IAM4",
+                    reason="AWSLambdaBasicExecutionRole only grants writing this function's "
+                    "own CloudWatch logs; data access is granted explicitly per function.",
+                )
+            )
+        return fn

@@ -1,0 +1,106 @@
+"""Every scheduled job of the stack, in ONE declarative table, and the construct that schedules one.
+
+The stagger: every period is a multiple of 5 minutes that divides 60, and every job has its own
+offset modulo 5, so no two jobs can ever fire in the same minute (a sweep that coincides with
+another sweep, the drift guard and a page load is exactly the burst ADR-0085 describes).
+tests/infra asserts this from the synthesised template over a whole week.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+
+@dataclass(frozen=True)
+class ScheduledJob:
+    name: str
+    period_minutes: int
+    offset_minutes: int
+    description: str
+
+    def __post_init__(self) -> None:
+        if self.period_minutes <= 0 or 60 % self.period_minutes:
+            raise ValueError(f"{self.name}: period must divide 60, got {self.period_minutes}")
+        if not 0 <= self.offset_minutes < self.period_minutes:
+            raise ValueError(
+                f"{self.name}: offset must be in [0, period), got {self.offset_minutes}"
+            )
+
+    @property
+    def expression(self) -> str:
+        # Scheduler cron: minutes hours day-of-month month day-of-week year, UTC.
+        return f"cron({self.offset_minutes}/{self.period_minutes} * * * ? *)"
+
+
+SCHEDULED_JOBS: tuple[ScheduledJob, ...] = (
+    ScheduledJob("drift-guard", 5, 0, "Drift guard: legacy, misrouted and unindexed saga rows"),
+    ScheduledJob("workflow-health-sweep", 5, 1, "Open sagas whose workflow heartbeat is stale"),
+    ScheduledJob("retry-failed-prepare", 10, 2, "Retry PREPARE_FAILED sagas with backoff"),
+    ScheduledJob("stuck-saga-sweep", 15, 3, "Open sagas with no update for too long"),
+    ScheduledJob("agent-metrics-snapshot", 5, 4, "Open sagas by state and oldest age (EMF)"),
+)
+JOBS_BY_NAME = {job.name: job for job in SCHEDULED_JOBS}
+
+
+class ScheduledInvocation(Construct):
+    """One EventBridge Scheduler schedule invoking one function at the job's staggered minute.
+
+    Flexible time window OFF (a window would move runs and undo the stagger); retries and an
+    encrypted dead-letter queue per target; the scheduled time in the payload, because
+    Scheduler delivers at least once and the time keys idempotent claims.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        job_name: str,
+        function: lambda_.IFunction,
+        retry_attempts: int = 2,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        job = JOBS_BY_NAME[job_name]
+        self.job = job
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),
+        )
+        cdk.Validations.of(self.dead_letter_queue).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-SQS3",
+                reason="This queue IS the dead-letter queue of the schedule target.",
+            )
+        )
+        payload = scheduler.ScheduleTargetInput.from_object(
+            {
+                "job": job.name,
+                "scheduledTime": scheduler.ContextAttribute.scheduled_time,
+                "executionId": scheduler.ContextAttribute.execution_id,
+                "attempt": scheduler.ContextAttribute.attempt_number,
+            }
+        )
+        self.schedule = scheduler.Schedule(
+            self,
+            "Schedule",
+            schedule=scheduler.ScheduleExpression.expression(job.expression),
+            description=job.description,
+            time_window=scheduler.TimeWindow.off(),
+            target=targets.LambdaInvoke(
+                function,
+                input=payload,
+                dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=retry_attempts,
+                max_event_age=cdk.Duration.minutes(min(job.period_minutes, 60)),
+            ),
+        )

@@ -1,0 +1,66 @@
+"""The saga table capability: own the table (dev/test stacks) or attach to an existing one."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from saga_index.keys import INDEX_NAME
+
+# Attribute names of the single-table design the saga rows already live in (ADR-0035).
+PARTITION_KEY = "PK"
+SORT_KEY = "SK"
+GSI4_PARTITION_KEY = "GSI4PK"
+GSI4_SORT_KEY = "GSI4SK"
+
+
+class SagaTable(Construct):
+    """Exposes `.table` and `.index_name` whichever way the table came to exist.
+
+    import_existing=True attaches by name and creates no table resource: the production table
+    predates this stack and CloudFormation must never be able to replace or delete it.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, table_name: str, import_existing: bool
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.index_name = INDEX_NAME
+        self.table: dynamodb.ITable
+        if import_existing:
+            # global_indexes makes grant_* cover ".../index/<name>" ARNs; without it a Query on
+            # the GSI is denied even though the table grant looks right.
+            self.table = dynamodb.Table.from_table_attributes(
+                self, "Table", table_name=table_name, global_indexes=[INDEX_NAME]
+            )
+            return
+
+        table = dynamodb.Table(
+            self,
+            "Table",
+            table_name=table_name,
+            partition_key=dynamodb.Attribute(
+                name=PARTITION_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.STRING),
+            # On-demand, as production runs; the hot-partition ceiling does not depend on it.
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # The table holds the durable saga read-model (ADR-0047): a stack deletion or a
+            # replacing change must orphan it, never drop it.
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        table.add_global_secondary_index(
+            index_name=INDEX_NAME,
+            partition_key=dynamodb.Attribute(
+                name=GSI4_PARTITION_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(name=GSI4_SORT_KEY, type=dynamodb.AttributeType.STRING),
+            # Readers return whole saga rows from the index; a narrower projection would force
+            # a GetItem per row on the very partition we are trying to unload.
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.table = table

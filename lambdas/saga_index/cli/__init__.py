@@ -1,0 +1,1 @@
+"""The operator CLI `saga-index` (not part of the Lambda asset)."""

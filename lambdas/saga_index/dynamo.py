@@ -1,0 +1,136 @@
+"""DynamoDB client plumbing shared by every adapter.
+
+Retries are botocore's (standard or adaptive retry mode), never hand-written loops. This module
+only adds what botocore does not: it recognises both throttle error codes, counts them, and logs
+DynamoDB's ThrottlingReasons so on-call can tell a hot key from a table-level limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from botocore.config import Config
+
+log = logging.getLogger(__name__)
+
+# On-demand tables throttle with ThrottlingException, provisioned ones with
+# ProvisionedThroughputExceededException: the same event for our purposes.
+THROTTLE_CODES = frozenset({"ThrottlingException", "ProvisionedThroughputExceededException"})
+
+_deserializer = TypeDeserializer()
+_serializer = TypeSerializer()
+
+
+def retry_config(max_attempts: int = 10, mode: str = "standard") -> Config:
+    """botocore retry policy: exponential backoff with jitter, throttles included."""
+    return Config(retries={"max_attempts": max_attempts, "mode": mode})
+
+
+class ThrottleCounter:
+    """Counts throttled attempts seen by a client (thread-safe); read by metrics and tests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self.reasons: dict[str, int] = {}
+
+    def record(self, operation: str, code: str, reasons: list[Mapping[str, Any]]) -> None:
+        with self._lock:
+            self.count += 1
+            for reason in reasons:
+                name = str(reason.get("reason", "unknown"))
+                self.reasons[name] = self.reasons.get(name, 0) + 1
+        log.warning(
+            "dynamodb throttled",
+            extra={
+                "operation": operation,
+                "errorCode": code,
+                "throttlingReasons": [dict(r) for r in reasons],
+            },
+        )
+
+
+def attach_throttle_observer(
+    client: Any, counter: ThrottleCounter | None = None
+) -> ThrottleCounter:
+    """Observe every throttled attempt of `client` (before botocore decides to retry it)."""
+    counter = counter or ThrottleCounter()
+
+    def observe(response: Any = None, operation: Any = None, **_: Any) -> None:
+        if not response or len(response) < 2 or not isinstance(response[1], Mapping):
+            return
+        error = response[1].get("Error") or {}
+        code = error.get("Code")
+        if code in THROTTLE_CODES:
+            # The service model spells it throttlingReasons on ThrottlingException and
+            # ThrottlingReasons on ProvisionedThroughputExceededException.
+            parsed = response[1]
+            reasons = parsed.get("ThrottlingReasons") or parsed.get("throttlingReasons") or []
+            counter.record(getattr(operation, "name", "?"), str(code), list(reasons))
+
+    # register_first: the retry handler answers needs-retry and stops the chain; observe first.
+    client.meta.events.register_first("needs-retry.dynamodb", observe)
+    return counter
+
+
+def make_client(
+    *,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    max_attempts: int = 10,
+    retry_mode: str = "standard",
+    max_pool_connections: int = 32,
+) -> Any:
+    """A low-level DynamoDB client (thread-safe, unlike boto3 resources) with botocore retries.
+
+    endpoint_url None lets boto3 honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB itself.
+    """
+    config = retry_config(max_attempts, retry_mode).merge(
+        Config(max_pool_connections=max_pool_connections)
+    )
+    return boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
+
+
+def is_throttle(err: BaseException) -> bool:
+    response = getattr(err, "response", None)
+    return isinstance(response, Mapping) and response.get("Error", {}).get("Code") in THROTTLE_CODES
+
+
+def error_code(err: BaseException) -> str | None:
+    response = getattr(err, "response", None)
+    if isinstance(response, Mapping):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code is not None else None
+    return None
+
+
+def deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def serialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in item.items()}
+
+
+def to_plain_json(value: Any) -> Any:
+    """Deserialised values as plain JSON: Decimal to int/float, sets to lists, bytes to base64."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_plain_json(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return sorted((to_plain_json(v) for v in value), key=repr)
+    if isinstance(value, list | tuple):
+        return [to_plain_json(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Binary):
+        return base64.b64encode(value.value).decode("ascii")
+    return value

@@ -1,0 +1,49 @@
+"""Domain errors. Each names the problem so operators and callers can act on it."""
+
+from __future__ import annotations
+
+
+class SagaIndexError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class InvalidInputError(SagaIndexError, ValueError):
+    """An input violates the contract (shard count, personId, key shape, state...)."""
+
+
+class InvalidShardCountError(InvalidInputError):
+    """The shard count is not a power of two between 1 and 1024."""
+
+
+class InvalidPersonIdError(InvalidInputError):
+    """A personId is empty, not a string, or too long for DynamoDB's key limit."""
+
+
+class InvalidKeyError(InvalidInputError):
+    """A GSI4PK / GSI4SK value does not parse under the key contract."""
+
+
+class EnumerationError(SagaIndexError):
+    """A fan-out read could not read every partition: no partial list is returned."""
+
+    def __init__(self, failures: dict[str, BaseException]) -> None:
+        self.failures = dict(sorted(failures.items()))
+        detail = "; ".join(
+            f"{partition}: {type(err).__name__}: {err}" for partition, err in self.failures.items()
+        )
+        super().__init__(
+            f"could not enumerate {len(self.failures)} partition(s) after retries, "
+            f"no partial result returned: {detail}"
+        )
+
+    @property
+    def partitions(self) -> list[str]:
+        return list(self.failures)
+
+
+class SagaAlreadyExistsError(SagaIndexError):
+    """Create refused: a saga with this id already exists."""
+
+
+class SagaConflictError(SagaIndexError):
+    """A conditional transition failed: the saga is missing or not in the expected state."""

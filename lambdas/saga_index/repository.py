@@ -1,0 +1,227 @@
+"""The saga repository: phase-aware reads of the renewal-saga index (ADR-0085).
+
+Reads
+  by person    one Query on the person's partition (two while migrating: legacy first).
+  enumerations one Query per partition, N shards in parallel on a bounded pool, merged,
+               de-duplicated on the table key, in a deterministic order. Complete or error.
+
+Why legacy first while migrating: GSI reads are eventually consistent and a row being re-stamped
+is visible under exactly one of its two keys at any instant. Reading the legacy partition to the
+end BEFORE the shards means a row that leaves legacy during the read has already landed in its
+shard by the time that shard is read, so it cannot fall between the two reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index import keys
+from saga_index.dynamo import deserialize
+from saga_index.errors import EnumerationError, InvalidKeyError
+from saga_index.model import OPEN_STATES, Phase
+from saga_index.shard import validate_shard_count
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Rows as stored (deserialised), and what reading them cost."""
+
+    items: list[dict[str, Any]]
+    requests: int
+    partitions: tuple[str, ...]
+    anomalies: int = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass
+class _PartitionRead:
+    items: list[dict[str, Any]]
+    requests: int
+
+
+class SagaRepository:
+    """Reads sagas through GSI4 in the configured phase. The client is injected (thread-safe)."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        phase: Phase | str,
+        shard_count: int = 16,
+        index_name: str = keys.INDEX_NAME,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+        page_size: int | None = None,
+    ) -> None:
+        if not table_name:
+            raise ValueError("table_name is required")
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        if page_size is not None and page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        self.client = client
+        self.table_name = table_name
+        self.phase = Phase.parse(phase)
+        self.shard_count = validate_shard_count(shard_count)
+        self.index_name = index_name
+        self.max_workers = max_workers
+        self.page_size = page_size
+
+    # ---- public reads -------------------------------------------------------------------
+
+    def get_sagas_by_person(self, person_id: str) -> ReadResult:
+        """Only this person's sagas: begins_with(personId + "#") also matches person "p-1#x"
+        when asked for "p-1", so rows are kept only when their GSI4SK parses back to person_id."""
+        prefix = keys.person_prefix(person_id)
+        partitions = self._partitions_for(keys.shard_gsi4pk_for_person(person_id, self.shard_count))
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        requests = 0
+        for partition in partitions:  # sequential on purpose: legacy strictly before the shard
+            read = self._query_partition(partition, prefix=prefix)
+            requests += read.requests
+            for item in read.items:
+                if _sort_key_person(item) == person_id:
+                    merged[keys.table_key_of(item)] = item
+        return self._result(merged, requests, partitions)
+
+    def get_all_sagas(self) -> ReadResult:
+        return self._enumerate(open_only=False)
+
+    def get_all_open_sagas(self) -> ReadResult:
+        return self._enumerate(open_only=True)
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _partitions_for(self, sharded: str | Iterable[str]) -> tuple[str, ...]:
+        shards = (sharded,) if isinstance(sharded, str) else tuple(sharded)
+        legacy = (keys.LEGACY_GSI4PK,) if self.phase.reads_legacy else ()
+        return legacy + (shards if self.phase.reads_shards else ())
+
+    def _enumerate(self, *, open_only: bool) -> ReadResult:
+        partitions = self._partitions_for(keys.all_shard_gsi4pks(self.shard_count))
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        requests = 0
+        failures: dict[str, BaseException] = {}
+
+        shard_partitions = [p for p in partitions if p != keys.LEGACY_GSI4PK]
+        if keys.LEGACY_GSI4PK in partitions:
+            # Completed before any shard is read: see the module docstring.
+            try:
+                read = self._query_partition(keys.LEGACY_GSI4PK, open_only=open_only)
+            except (ClientError, BotoCoreError) as err:
+                raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
+            requests += read.requests
+            merged.update((keys.table_key_of(i), i) for i in read.items)
+
+        if shard_partitions:
+            workers = min(self.max_workers, len(shard_partitions))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="saga-shard") as pool:
+                futures = {
+                    p: pool.submit(self._query_partition, p, open_only=open_only)
+                    for p in shard_partitions
+                }
+                for partition, future in futures.items():
+                    try:
+                        read = future.result()
+                    except (ClientError, BotoCoreError) as err:
+                        failures[partition] = err
+                        continue
+                    requests += read.requests
+                    # A row seen under legacy AND a shard was re-stamped between the two reads:
+                    # the shard copy is the later one, so it wins.
+                    merged.update((keys.table_key_of(i), i) for i in read.items)
+        if failures:
+            for partition, failure in failures.items():
+                log.error(
+                    "saga enumeration failed",
+                    extra={"partition": partition, "error": f"{type(failure).__name__}: {failure}"},
+                )
+            raise EnumerationError(failures)
+        return self._result(merged, requests, partitions)
+
+    def _query_partition(
+        self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
+    ) -> _PartitionRead:
+        """One partition read to its last page (a Query returns at most 1 MB per page)."""
+        names = {"#pk": "GSI4PK"}
+        values: dict[str, Any] = {":pk": {"S": gsi4pk}}
+        condition = "#pk = :pk"
+        if prefix is not None:
+            names["#sk"] = "GSI4SK"
+            values[":prefix"] = {"S": prefix}
+            condition += " AND begins_with(#sk, :prefix)"
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": self.index_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if open_only:
+            placeholders = []
+            for n, state in enumerate(OPEN_STATES):
+                values[f":s{n}"] = {"S": state}
+                placeholders.append(f":s{n}")
+            names["#state"] = "state"
+            request["FilterExpression"] = f"#state IN ({', '.join(placeholders)})"
+        if self.page_size is not None:
+            request["Limit"] = self.page_size
+        items: list[dict[str, Any]] = []
+        requests = 0
+        while True:
+            response = self.client.query(**request)
+            requests += 1
+            items.extend(deserialize(raw) for raw in response.get("Items", []))
+            last_key = response.get("LastEvaluatedKey")
+            if not last_key:
+                return _PartitionRead(items=items, requests=requests)
+            request["ExclusiveStartKey"] = last_key
+
+    def _result(
+        self,
+        merged: Mapping[tuple[str, str], dict[str, Any]],
+        requests: int,
+        partitions: tuple[str, ...],
+    ) -> ReadResult:
+        items = sorted(merged.values(), key=_order_key)
+        anomalies = 0
+        for item in items:
+            reason = keys.person_anomaly(item)
+            if reason is not None:
+                anomalies += 1
+                log.warning(
+                    "saga row anomaly: returned as stored",
+                    extra={"PK": item.get("PK"), "SK": item.get("SK"), "reason": reason},
+                )
+        return ReadResult(
+            items=items, requests=requests, partitions=partitions, anomalies=anomalies
+        )
+
+
+def _sort_key_person(item: Mapping[str, Any]) -> str | None:
+    value = item.get("GSI4SK")
+    if not isinstance(value, str):
+        return None
+    try:
+        return keys.parse_gsi4sk(value).person_id
+    except InvalidKeyError:
+        return None
+
+
+def _order_key(item: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(item.get("GSI4SK", "")), str(item.get("PK", "")), str(item.get("SK", "")))

@@ -1,0 +1,167 @@
+"""Creates and transitions sagas, stamping GSI4 keys for the configured phase.
+
+legacy phase writes the legacy key; migrating and sharded write the person's shard key. A
+transition re-stamps GSI4PK too, so in the migrating phase every touched row leaves the hot
+partition on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from saga_index import keys
+from saga_index.dynamo import deserialize, error_code, serialize
+from saga_index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
+from saga_index.model import Phase, validate_state
+from saga_index.shard import validate_shard_count
+
+# Creation never overwrites: a saga id is created exactly once.
+ROW_IS_NEW = "attribute_not_exists(PK)"
+# A transition applies to an existing saga of the same person; it never re-creates a deleted row.
+ROW_EXISTS_FOR_PERSON = "attribute_exists(PK) AND #personId = :personId"
+STILL_IN_EXPECTED_STATE = "#state = :expected"
+_RESERVED = frozenset(
+    {
+        "PK",
+        "SK",
+        "entityType",
+        "sagaId",
+        "personId",
+        "leaseId",
+        "openedAt",
+        "state",
+        "updatedAt",
+        "GSI4PK",
+        "GSI4SK",
+    }
+)
+
+
+def utc_iso(moment: datetime) -> str:
+    """ISO-8601 UTC with millisecond precision and a Z, the format production rows carry."""
+    if moment.tzinfo is None:
+        raise InvalidInputError("timestamps must be timezone-aware (UTC)")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def validate_utc_timestamp(value: object, name: str) -> str:
+    if not isinstance(value, str) or "#" in value:
+        raise InvalidInputError(f"{name} must be an ISO-8601 UTC string, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an ISO-8601 UTC string, got {value!r}") from None
+    if parsed.tzinfo is None or parsed.utcoffset() != UTC.utcoffset(None):
+        raise InvalidInputError(f"{name} must be in UTC (Z or +00:00), got {value!r}")
+    return value
+
+
+class SagaWriter:
+    def __init__(
+        self, client: Any, table_name: str, *, phase: Phase | str, shard_count: int = 16
+    ) -> None:
+        self.client = client
+        self.table_name = table_name
+        self.phase = Phase.parse(phase)
+        self.shard_count = validate_shard_count(shard_count)
+
+    def gsi4pk_for(self, person_id: str) -> str:
+        if self.phase.writes_sharded:
+            return keys.shard_gsi4pk_for_person(person_id, self.shard_count)
+        keys.validate_person_id(person_id)
+        return keys.LEGACY_GSI4PK
+
+    def create_saga(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        lease_id: str,
+        opened_at: str,
+        state: str = "OPENED",
+        updated_at: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Put a new saga row; refuses to overwrite an existing one."""
+        validate_utc_timestamp(opened_at, "openedAt")
+        if updated_at is not None:
+            validate_utc_timestamp(updated_at, "updatedAt")
+        if not isinstance(lease_id, str) or not lease_id:
+            raise InvalidInputError(f"leaseId must be a non-empty string, got {lease_id!r}")
+        clash = sorted(_RESERVED.intersection(extra or {}))
+        if clash:
+            raise InvalidInputError(f"extra attributes may not set contract fields: {clash}")
+        item: dict[str, Any] = {
+            **keys.saga_table_key(saga_id),
+            "entityType": keys.ENTITY_TYPE,
+            "sagaId": saga_id,
+            "personId": person_id,
+            "leaseId": lease_id,
+            "openedAt": opened_at,
+            "state": validate_state(state),
+            "updatedAt": updated_at or opened_at,
+            "GSI4PK": self.gsi4pk_for(person_id),
+            "GSI4SK": keys.gsi4sk(person_id, opened_at),
+            **(extra or {}),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table_name, Item=serialize(item), ConditionExpression=ROW_IS_NEW
+            )
+        except ClientError as err:
+            if error_code(err) == "ConditionalCheckFailedException":
+                raise SagaAlreadyExistsError(f"saga {saga_id!r} already exists") from err
+            raise
+        return item
+
+    def transition(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        to_state: str,
+        updated_at: str,
+        expected_state: str | None = None,
+    ) -> dict[str, Any]:
+        """Move a saga to `to_state` and stamp GSI4PK for the phase; returns the new row."""
+        validate_state(to_state)
+        validate_utc_timestamp(updated_at, "updatedAt")
+        names = {
+            "#state": "state",
+            "#updatedAt": "updatedAt",
+            "#gsi4pk": "GSI4PK",
+            "#personId": "personId",
+        }
+        values: dict[str, Any] = {
+            ":to": to_state,
+            ":now": updated_at,
+            ":gsi4pk": self.gsi4pk_for(person_id),
+            ":personId": person_id,
+        }
+        condition = ROW_EXISTS_FOR_PERSON
+        if expected_state is not None:
+            values[":expected"] = validate_state(expected_state)
+            condition += " AND " + STILL_IN_EXPECTED_STATE
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=serialize(keys.saga_table_key(saga_id)),
+                UpdateExpression="SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=serialize(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as err:
+            if error_code(err) == "ConditionalCheckFailedException":
+                expected = f" in state {expected_state}" if expected_state else ""
+                raise SagaConflictError(
+                    f"saga {saga_id!r} of person {person_id!r}{expected} does not exist "
+                    "or was changed by someone else"
+                ) from err
+            raise
+        return deserialize(response["Attributes"])

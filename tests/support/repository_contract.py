@@ -1,0 +1,282 @@
+"""The repository's behaviour, as one suite run against every backend (moto and dynalite).
+
+A subclass provides the `dynamo` fixture (a fresh table built from the synthesised template).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from saga_index import keys
+from saga_index.dynamo import attach_throttle_observer
+from saga_index.errors import EnumerationError, SagaAlreadyExistsError, SagaConflictError
+from saga_index.model import Phase
+from saga_index.repository import SagaRepository
+from saga_index.shard import shard
+from saga_index.writer import SagaWriter
+from tests.support.backends import Backend
+from tests.support.faults import ThrottleInjector, queries_partition
+
+N = 16
+
+
+def repo(dynamo: Backend, phase: str, **kwargs: Any) -> SagaRepository:
+    return SagaRepository(dynamo.client, dynamo.table_name, phase=phase, shard_count=N, **kwargs)
+
+
+def ids(result: Any) -> list[str]:
+    return [item["sagaId"] for item in result]
+
+
+def seed_mixed(dynamo: Backend) -> None:
+    """Six sagas over three persons, half still on the legacy key, plus a non-saga row."""
+    dynamo.put_saga("s1", "p-1", gsi4pk=None, opened_at="2026-01-01T00:00:00.000Z")
+    dynamo.put_saga("s2", "p-1", gsi4pk="shard", opened_at="2026-02-01T00:00:00.000Z")
+    dynamo.put_saga("s3", "p-2", gsi4pk=None, state="SIGNED")
+    dynamo.put_saga("s4", "p-2", gsi4pk="shard", state="PREPARE_FAILED")
+    dynamo.put_saga("s5", "p-3", gsi4pk="shard", state="EXPIRED")
+    dynamo.put_saga("s6", "p-3", gsi4pk=None, state="NEGOTIATING")
+    dynamo.client.put_item(
+        TableName=dynamo.table_name,
+        Item={"PK": {"S": "PERSON#p-1"}, "SK": {"S": "PROFILE"}, "entityType": {"S": "Person"}},
+    )
+
+
+class RepositoryContract:
+    # ---- by person ----------------------------------------------------------------------
+
+    def test_sharded_by_person_is_one_query_on_the_persons_shard(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        result = repo(dynamo, "sharded").get_sagas_by_person("p-1")
+        assert ids(result) == ["s2"]
+        assert result.requests == 1
+        assert result.partitions == (f"RenewalSaga#{shard('p-1', N)}",)
+
+    def test_migrating_by_person_reads_legacy_then_shard_in_two_queries(
+        self, dynamo: Backend
+    ) -> None:
+        seed_mixed(dynamo)
+        result = repo(dynamo, "migrating").get_sagas_by_person("p-1")
+        assert ids(result) == ["s1", "s2"]
+        assert result.requests == 2
+        assert result.partitions == ("RenewalSaga", f"RenewalSaga#{shard('p-1', N)}")
+
+    def test_legacy_by_person_reads_only_the_legacy_partition(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        result = repo(dynamo, "legacy").get_sagas_by_person("p-1")
+        assert ids(result) == ["s1"]
+        assert result.requests == 1
+
+    @pytest.mark.parametrize("phase", ["legacy", "migrating", "sharded"])
+    def test_a_person_never_receives_the_sagas_of_a_person_whose_id_extends_theirs(
+        self, dynamo: Backend, phase: str
+    ) -> None:
+        where = None if phase == "legacy" else "shard"
+        dynamo.put_saga("a", "p-1", gsi4pk=where)
+        dynamo.put_saga("b", "p-1#x", gsi4pk=where)
+        dynamo.put_saga("c", "p-10", gsi4pk=where)
+        r = repo(dynamo, phase)
+        assert ids(r.get_sagas_by_person("p-1")) == ["a"]
+        assert ids(r.get_sagas_by_person("p-1#x")) == ["b"]
+
+    def test_by_person_reads_every_page(self, dynamo: Backend) -> None:
+        for n in range(7):
+            dynamo.put_saga(f"s{n}", "p-1", gsi4pk="shard", opened_at=f"2026-01-0{n + 1}T00:00:00Z")
+        result = repo(dynamo, "sharded", page_size=2).get_sagas_by_person("p-1")
+        assert len(result) == 7
+        assert result.requests >= 4
+
+    # ---- enumerations -------------------------------------------------------------------
+
+    def test_sharded_enumeration_fans_out_over_every_shard(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        result = repo(dynamo, "sharded").get_all_sagas()
+        assert sorted(ids(result)) == ["s2", "s4", "s5"]
+        assert result.partitions == tuple(keys.all_shard_gsi4pks(N))
+        assert result.requests == N
+
+    def test_migrating_enumeration_is_the_union_of_legacy_and_shards(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        r = repo(dynamo, "migrating")
+        assert sorted(ids(r.get_all_sagas())) == ["s1", "s2", "s3", "s4", "s5", "s6"]
+        assert sorted(ids(r.get_all_open_sagas())) == ["s1", "s2", "s4", "s6"]
+        assert r.get_all_sagas().partitions[0] == "RenewalSaga"
+
+    def test_legacy_enumeration_is_one_partition(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        result = repo(dynamo, "legacy").get_all_open_sagas()
+        assert sorted(ids(result)) == ["s1", "s6"]
+        assert result.requests == 1
+
+    def test_enumeration_order_is_deterministic_by_sort_key(self, dynamo: Backend) -> None:
+        for n, person in enumerate(["zed", "amy", "kim", "bob", "eve"]):
+            dynamo.put_saga(f"s{n}", person, gsi4pk="shard" if n % 2 else None)
+        r = repo(dynamo, "migrating")
+        first, second = r.get_all_sagas(), r.get_all_sagas()
+        assert first.items == second.items
+        assert [i["personId"] for i in first] == ["amy", "bob", "eve", "kim", "zed"]
+
+    def test_enumeration_reads_every_page_of_every_partition(self, dynamo: Backend) -> None:
+        for n in range(30):
+            dynamo.put_saga(f"s{n:02}", f"person-{n}", gsi4pk="shard" if n % 3 else None)
+        paged = repo(dynamo, "migrating", page_size=1).get_all_sagas()
+        unpaged = repo(dynamo, "migrating").get_all_sagas()
+        assert paged.items == unpaged.items
+        assert len(paged) == 30
+        assert paged.requests > unpaged.requests
+
+    def test_anomalous_rows_are_returned_as_stored_and_counted(self, dynamo: Backend) -> None:
+        dynamo.put_saga("ok", "p-1")
+        dynamo.put_saga("no-person", None, GSI4SK="#2026-01-01T00:00:00Z")
+        dynamo.put_saga("numeric-person", 42)
+        dynamo.put_saga("empty-person", "")
+        result = repo(dynamo, "migrating").get_all_open_sagas()
+        assert sorted(ids(result)) == ["empty-person", "no-person", "numeric-person", "ok"]
+        assert result.anomalies == 3
+
+    def test_a_row_restamped_between_the_two_reads_is_returned_exactly_once(
+        self, dynamo: Backend
+    ) -> None:
+        # Given a legacy row that a concurrent backfill moves right after the legacy read
+        dynamo.put_saga("moving", "p-7")
+        dynamo.put_saga("other", "p-8", gsi4pk="shard")
+        mover = dynamo.new_client()
+        moved: list[str] = []
+
+        def move_after_legacy_read(http_response: Any, parsed: Any, model: Any, **kw: Any) -> None:
+            if moved or model.name != "Query":
+                return
+            moved.append("done")
+            mover.update_item(
+                TableName=dynamo.table_name,
+                Key={"PK": {"S": "RSAGA#moving"}, "SK": {"S": "META"}},
+                UpdateExpression="SET GSI4PK = :pk",
+                ExpressionAttributeValues={":pk": {"S": keys.shard_gsi4pk_for_person("p-7", N)}},
+            )
+
+        dynamo.client.meta.events.register("after-call.dynamodb.Query", move_after_legacy_read)
+        # When the migrating enumeration runs
+        result = repo(dynamo, "migrating").get_all_sagas()
+        # Then the row is present once, as its later (sharded) copy
+        assert ids(result) == ["moving", "other"]
+        assert result.items[0]["GSI4PK"] == keys.shard_gsi4pk_for_person("p-7", N)
+
+    def test_a_row_restamped_between_by_person_reads_is_returned_once(
+        self, dynamo: Backend
+    ) -> None:
+        dynamo.put_saga("moving", "p-7")
+        mover = dynamo.new_client()
+
+        def move(http_response: Any, parsed: Any, model: Any, **kw: Any) -> None:
+            mover.update_item(
+                TableName=dynamo.table_name,
+                Key={"PK": {"S": "RSAGA#moving"}, "SK": {"S": "META"}},
+                UpdateExpression="SET GSI4PK = :pk",
+                ExpressionAttributeValues={":pk": {"S": keys.shard_gsi4pk_for_person("p-7", N)}},
+            )
+
+        dynamo.client.meta.events.register("after-call.dynamodb.Query", move)
+        assert ids(repo(dynamo, "migrating").get_sagas_by_person("p-7")) == ["moving"]
+
+    # ---- throttles ----------------------------------------------------------------------
+
+    def test_transient_throttles_are_retried_by_botocore(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        counter = attach_throttle_observer(dynamo.client)
+        reasons = [{"reason": "IndexReadKeyRangeThroughputExceeded", "resource": "idx"}]
+        injector = ThrottleInjector(dynamo.client, "Query", times=2, reasons=reasons)
+        result = repo(dynamo, "sharded").get_all_sagas()
+        assert sorted(ids(result)) == ["s2", "s4", "s5"]
+        assert injector.injected == 2
+        assert counter.count == 2
+        assert counter.reasons == {"IndexReadKeyRangeThroughputExceeded": 2}
+
+    @pytest.mark.parametrize(
+        "code", ["ThrottlingException", "ProvisionedThroughputExceededException"]
+    )
+    def test_a_shard_that_stays_throttled_fails_the_enumeration_naming_it(
+        self, dynamo: Backend, code: str
+    ) -> None:
+        seed_mixed(dynamo)
+        hot = keys.shard_gsi4pk_for_person("p-2", N)
+        ThrottleInjector(
+            dynamo.client, "Query", times=None, match=queries_partition(hot), code=code
+        )
+        with pytest.raises(EnumerationError) as caught:
+            repo(dynamo, "migrating").get_all_open_sagas()
+        assert caught.value.partitions == [hot]
+        assert hot in str(caught.value)
+        assert code in str(caught.value)
+
+    def test_a_throttled_legacy_partition_fails_the_enumeration(self, dynamo: Backend) -> None:
+        seed_mixed(dynamo)
+        ThrottleInjector(dynamo.client, "Query", times=None, match=queries_partition("RenewalSaga"))
+        with pytest.raises(EnumerationError, match="RenewalSaga:"):
+            repo(dynamo, "migrating").get_all_sagas()
+
+    # ---- writer -------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("phase", "expected"),
+        [("legacy", "RenewalSaga"), ("migrating", "shard"), ("sharded", "shard")],
+    )
+    def test_create_stamps_the_key_of_the_phase(
+        self, dynamo: Backend, phase: str, expected: str
+    ) -> None:
+        writer = SagaWriter(dynamo.client, dynamo.table_name, phase=phase, shard_count=N)
+        writer.create_saga(
+            saga_id="new", person_id="p-9", lease_id="L-1", opened_at="2026-03-01T10:00:00.000Z"
+        )
+        stored = dynamo.get("RSAGA#new", "META")
+        assert stored is not None
+        want = keys.shard_gsi4pk_for_person("p-9", N) if expected == "shard" else expected
+        assert stored["GSI4PK"] == {"S": want}
+        assert stored["GSI4SK"] == {"S": "p-9#2026-03-01T10:00:00.000Z"}
+        assert ids(repo(dynamo, Phase(phase)).get_sagas_by_person("p-9")) == ["new"]
+
+    def test_create_never_overwrites(self, dynamo: Backend) -> None:
+        writer = SagaWriter(dynamo.client, dynamo.table_name, phase="sharded", shard_count=N)
+        args = {
+            "saga_id": "dup",
+            "person_id": "p",
+            "lease_id": "L",
+            "opened_at": "2026-01-01T00:00:00Z",
+        }
+        writer.create_saga(**args)
+        with pytest.raises(SagaAlreadyExistsError, match="dup"):
+            writer.create_saga(**args)
+
+    def test_transition_restamps_and_never_recreates_a_deleted_row(self, dynamo: Backend) -> None:
+        dynamo.put_saga("t", "p-4", state="OPENED", note="kept")
+        writer = SagaWriter(dynamo.client, dynamo.table_name, phase="migrating", shard_count=N)
+        row = writer.transition(
+            saga_id="t",
+            person_id="p-4",
+            to_state="PREPARING",
+            updated_at="2026-01-02T00:00:00Z",
+            expected_state="OPENED",
+        )
+        assert row["state"] == "PREPARING"
+        assert row["GSI4PK"] == keys.shard_gsi4pk_for_person("p-4", N)
+        assert row["note"] == "kept"
+        with pytest.raises(SagaConflictError):
+            writer.transition(
+                saga_id="t",
+                person_id="p-4",
+                to_state="OFFER_SENT",
+                updated_at="2026-01-03T00:00:00Z",
+                expected_state="OPENED",
+            )
+        dynamo.client.delete_item(
+            TableName=dynamo.table_name, Key={"PK": {"S": "RSAGA#t"}, "SK": {"S": "META"}}
+        )
+        with pytest.raises(SagaConflictError):
+            writer.transition(
+                saga_id="t",
+                person_id="p-4",
+                to_state="OFFER_SENT",
+                updated_at="2026-01-03T00:00:00Z",
+            )
+        assert dynamo.get("RSAGA#t", "META") is None
