@@ -22,7 +22,7 @@ from saga_index.shard import MAX_SHARD_COUNT, validate_shard_count
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON_PATH = REPO_ROOT / "cdk.json"
 
-Phase = Literal["legacy", "migrating", "sharded"]
+Phase = Literal["legacy", "migrating", "sharded", "rolling-back"]
 PHASES: tuple[str, ...] = get_args(Phase)
 
 TABLE_NAME_KEY = "tableName"

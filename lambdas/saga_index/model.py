@@ -13,6 +13,9 @@ class Phase(StrEnum):
     LEGACY = "legacy"  # write the legacy key; read the legacy partition
     MIGRATING = "migrating"  # write sharded; read legacy FIRST, then shards; de-duplicate
     SHARDED = "sharded"  # write sharded; read shards only
+    # The rollback's mirror image of MIGRATING: write legacy; read the shards FIRST, then
+    # legacy; de-duplicate. Rows move shard -> legacy, so the source is read first.
+    ROLLING_BACK = "rolling-back"
 
     @classmethod
     def parse(cls, value: object) -> Phase:
@@ -24,7 +27,7 @@ class Phase(StrEnum):
 
     @property
     def writes_sharded(self) -> bool:
-        return self is not Phase.LEGACY
+        return self in (Phase.MIGRATING, Phase.SHARDED)
 
     @property
     def reads_legacy(self) -> bool:
@@ -33,6 +36,11 @@ class Phase(StrEnum):
     @property
     def reads_shards(self) -> bool:
         return self is not Phase.LEGACY
+
+    @property
+    def reads_legacy_first(self) -> bool:
+        """Dual reads read the key rows are moving AWAY from first (see repository.py)."""
+        return self is not Phase.ROLLING_BACK
 
 
 OPEN_STATES: tuple[str, ...] = (

@@ -8,7 +8,8 @@ Reads
 Why legacy first while migrating: GSI reads are eventually consistent and a row being re-stamped
 is visible under exactly one of its two keys at any instant. Reading the legacy partition to the
 end BEFORE the shards means a row that leaves legacy during the read has already landed in its
-shard by the time that shard is read, so it cannot fall between the two reads.
+shard by the time that shard is read, so it cannot fall between the two reads. The rolling-back
+phase moves rows the other way, so it reads the shards first and legacy last.
 """
 
 from __future__ import annotations
@@ -108,26 +109,47 @@ class SagaRepository:
     # ---- internals ----------------------------------------------------------------------
 
     def _partitions_for(self, sharded: str | Iterable[str]) -> tuple[str, ...]:
+        """The partitions to read, in the order they must be read (source of moves first)."""
         shards = (sharded,) if isinstance(sharded, str) else tuple(sharded)
         legacy = (keys.LEGACY_GSI4PK,) if self.phase.reads_legacy else ()
-        return legacy + (shards if self.phase.reads_shards else ())
+        shards = shards if self.phase.reads_shards else ()
+        return legacy + shards if self.phase.reads_legacy_first else shards + legacy
 
     def _enumerate(self, *, open_only: bool) -> ReadResult:
         partitions = self._partitions_for(keys.all_shard_gsi4pks(self.shard_count))
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
-        failures: dict[str, BaseException] = {}
-
-        shard_partitions = [p for p in partitions if p != keys.LEGACY_GSI4PK]
-        if keys.LEGACY_GSI4PK in partitions:
+        reads_legacy = keys.LEGACY_GSI4PK in partitions
+        if reads_legacy and self.phase.reads_legacy_first:
             # Completed before any shard is read: see the module docstring.
-            try:
-                read = self._query_partition(keys.LEGACY_GSI4PK, open_only=open_only)
-            except (ClientError, BotoCoreError) as err:
-                raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
-            requests += read.requests
-            merged.update((keys.table_key_of(i), i) for i in read.items)
+            requests += self._read_legacy_into(merged, open_only=open_only)
+        requests += self._read_shards_into(
+            merged, [p for p in partitions if p != keys.LEGACY_GSI4PK], open_only=open_only
+        )
+        if reads_legacy and not self.phase.reads_legacy_first:
+            requests += self._read_legacy_into(merged, open_only=open_only)
+        return self._result(merged, requests, partitions)
 
+    def _read_legacy_into(
+        self, merged: dict[tuple[str, str], dict[str, Any]], *, open_only: bool
+    ) -> int:
+        try:
+            read = self._query_partition(keys.LEGACY_GSI4PK, open_only=open_only)
+        except (ClientError, BotoCoreError) as err:
+            raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
+        # A row seen under both keys moved between the two reads: the later read wins.
+        merged.update((keys.table_key_of(i), i) for i in read.items)
+        return read.requests
+
+    def _read_shards_into(
+        self,
+        merged: dict[tuple[str, str], dict[str, Any]],
+        shard_partitions: list[str],
+        *,
+        open_only: bool,
+    ) -> int:
+        requests = 0
+        failures: dict[str, BaseException] = {}
         if shard_partitions:
             workers = min(self.max_workers, len(shard_partitions))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="saga-shard") as pool:
@@ -142,8 +164,7 @@ class SagaRepository:
                         failures[partition] = err
                         continue
                     requests += read.requests
-                    # A row seen under legacy AND a shard was re-stamped between the two reads:
-                    # the shard copy is the later one, so it wins.
+                    # A row seen under both keys moved between the two reads: later read wins.
                     merged.update((keys.table_key_of(i), i) for i in read.items)
         if failures:
             for partition, failure in failures.items():
@@ -152,7 +173,7 @@ class SagaRepository:
                     extra={"partition": partition, "error": f"{type(failure).__name__}: {failure}"},
                 )
             raise EnumerationError(failures)
-        return self._result(merged, requests, partitions)
+        return requests
 
     def _query_partition(
         self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False

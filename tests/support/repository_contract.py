@@ -180,6 +180,30 @@ class RepositoryContract:
         dynamo.client.meta.events.register("after-call.dynamodb.Query", move)
         assert ids(repo(dynamo, "migrating").get_sagas_by_person("p-7")) == ["moving"]
 
+    def test_rolling_back_reads_shards_first_and_keeps_a_row_moving_back_to_legacy(
+        self, dynamo: Backend
+    ) -> None:
+        # Given a sharded row that a rollback moves to legacy right after the first shard read
+        dynamo.put_saga("back", "p-5", gsi4pk="shard")
+        mover = dynamo.new_client()
+
+        def move_back(http_response: Any, parsed: Any, model: Any, **kw: Any) -> None:
+            mover.update_item(
+                TableName=dynamo.table_name,
+                Key={"PK": {"S": "RSAGA#back"}, "SK": {"S": "META"}},
+                UpdateExpression="SET GSI4PK = :pk",
+                ExpressionAttributeValues={":pk": {"S": keys.LEGACY_GSI4PK}},
+            )
+
+        dynamo.client.meta.events.register("after-call.dynamodb.Query", move_back)
+        result = repo(dynamo, "rolling-back").get_sagas_by_person("p-5")
+        assert result.partitions == (keys.shard_gsi4pk_for_person("p-5", N), "RenewalSaga")
+        assert ids(result) == ["back"]
+        assert result.items[0]["GSI4PK"] == keys.LEGACY_GSI4PK
+        everything = repo(dynamo, "rolling-back").get_all_sagas()
+        assert everything.partitions[-1] == "RenewalSaga"
+        assert ids(everything) == ["back"]
+
     # ---- throttles ----------------------------------------------------------------------
 
     def test_transient_throttles_are_retried_by_botocore(self, dynamo: Backend) -> None:
@@ -220,7 +244,12 @@ class RepositoryContract:
 
     @pytest.mark.parametrize(
         ("phase", "expected"),
-        [("legacy", "RenewalSaga"), ("migrating", "shard"), ("sharded", "shard")],
+        [
+            ("legacy", "RenewalSaga"),
+            ("migrating", "shard"),
+            ("sharded", "shard"),
+            ("rolling-back", "RenewalSaga"),
+        ],
     )
     def test_create_stamps_the_key_of_the_phase(
         self, dynamo: Backend, phase: str, expected: str
