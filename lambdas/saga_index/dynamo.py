@@ -48,7 +48,10 @@ class ThrottleCounter:
                 name = str(reason.get("reason", "unknown"))
                 self.reasons[name] = self.reasons.get(name, 0) + 1
         log.warning(
-            "dynamodb throttled",
+            "dynamodb throttled: %s %s %s",
+            operation,
+            code,
+            [dict(r) for r in reasons],
             extra={
                 "operation": operation,
                 "errorCode": code,

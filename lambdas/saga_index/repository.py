@@ -168,9 +168,12 @@ class SagaRepository:
                     merged.update((keys.table_key_of(i), i) for i in read.items)
         if failures:
             for partition, failure in failures.items():
+                detail = f"{type(failure).__name__}: {failure}"
                 log.error(
-                    "saga enumeration failed",
-                    extra={"partition": partition, "error": f"{type(failure).__name__}: {failure}"},
+                    "saga enumeration failed on %s: %s",
+                    partition,
+                    detail,
+                    extra={"partition": partition, "error": detail},
                 )
             raise EnumerationError(failures)
         return requests
@@ -226,7 +229,10 @@ class SagaRepository:
             if reason is not None:
                 anomalies += 1
                 log.warning(
-                    "saga row anomaly: returned as stored",
+                    "saga row anomaly, returned as stored: PK=%r SK=%r: %s",
+                    item.get("PK"),
+                    item.get("SK"),
+                    reason,
                     extra={"PK": item.get("PK"), "SK": item.get("SK"), "reason": reason},
                 )
         return ReadResult(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 import click
 from botocore.exceptions import BotoCoreError, ClientError
@@ -33,6 +34,22 @@ def _phase(_: click.Context, __: click.Parameter, value: str) -> Phase:
         return Phase.parse(value)
     except InvalidInputError as err:
         raise click.BadParameter(str(err)) from None
+
+
+class _StderrHandler(logging.StreamHandler[TextIO]):
+    """Marks the handler this CLI installed, so a second invocation in-process replaces it."""
+
+
+def _log_to_stderr(level: str) -> None:
+    handler = _StderrHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("saga_index", "botocore", "boto3"):
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.propagate = False
+        logger.setLevel(level.upper() if name == "saga_index" else logging.WARNING)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -88,13 +105,7 @@ def cli(
     log_level: str,
 ) -> None:
     """Operator CLI for the sharded renewal-saga index (ADR-0085)."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("botocore", "boto3", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    _log_to_stderr(log_level)
     ctx.obj = CliContext(
         table=table,
         endpoint_url=endpoint_url or None,
