@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import weakref
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -60,11 +61,19 @@ class ThrottleCounter:
         )
 
 
-def attach_throttle_observer(
-    client: Any, counter: ThrottleCounter | None = None
-) -> ThrottleCounter:
-    """Observe every throttled attempt of `client` (before botocore decides to retry it)."""
-    counter = counter or ThrottleCounter()
+_observed: weakref.WeakKeyDictionary[Any, ThrottleCounter] = weakref.WeakKeyDictionary()
+
+
+def attach_throttle_observer(client: Any) -> ThrottleCounter:
+    """Observe every throttled attempt of `client` (before botocore decides to retry it).
+
+    Idempotent: a client has at most one observer, and this returns its counter.
+    """
+    existing = _observed.get(client)
+    if existing is not None:
+        return existing
+    counter = ThrottleCounter()
+    _observed[client] = counter
 
     def observe(response: Any = None, operation: Any = None, **_: Any) -> None:
         if not response or len(response) < 2 or not isinstance(response[1], Mapping):
@@ -91,14 +100,17 @@ def make_client(
     retry_mode: str = "standard",
     max_pool_connections: int = 32,
 ) -> Any:
-    """A low-level DynamoDB client (thread-safe, unlike boto3 resources) with botocore retries.
+    """A low-level DynamoDB client (thread-safe, unlike boto3 resources) with botocore retries
+    and the throttle observer attached (its counter: attach_throttle_observer(client)).
 
     endpoint_url None lets boto3 honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB itself.
     """
     config = retry_config(max_attempts, retry_mode).merge(
         Config(max_pool_connections=max_pool_connections)
     )
-    return boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
+    client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
+    attach_throttle_observer(client)
+    return client
 
 
 def is_throttle(err: BaseException) -> bool:
