@@ -32,12 +32,20 @@ SHARD_COUNT_KEY = "shardCount"
 # Optional: Powertools issue #7689 showed a release's public SSM parameter can be missing; this
 # override lets a deploy name the layer version ARN directly instead of resolving it.
 POWERTOOLS_LAYER_ARN_KEY = "powertoolsLayerArn"
+# Optional: the EventBridge bus the sweeps publish to; absent, the stack creates one.
+EVENT_BUS_NAME_KEY = "eventBusName"
+# Optional pager subscriptions of the alarm topic (infra/alarms.py); absent, nobody subscribes.
+PAGER_EMAIL_KEY = "pagerEmail"
+PAGER_HTTPS_URL_KEY = "pagerHttpsUrl"
 CONTEXT_KEYS = (
     TABLE_NAME_KEY,
     IMPORT_EXISTING_TABLE_KEY,
     PHASE_KEY,
     SHARD_COUNT_KEY,
     POWERTOOLS_LAYER_ARN_KEY,
+    EVENT_BUS_NAME_KEY,
+    PAGER_EMAIL_KEY,
+    PAGER_HTTPS_URL_KEY,
 )
 
 # DynamoDB's own table-name rule; checking it here fails in seconds instead of mid-deploy.
@@ -59,6 +67,9 @@ class StackConfig:
     phase: Phase
     shard_count: int
     powertools_layer_arn: str | None = None
+    event_bus_name: str | None = None
+    pager_email: str | None = None
+    pager_https_url: str | None = None
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> StackConfig:
@@ -71,6 +82,9 @@ class StackConfig:
             phase=_phase(_required(context, PHASE_KEY)),
             shard_count=_shard_count(_required(context, SHARD_COUNT_KEY)),
             powertools_layer_arn=_layer_arn(context.get(POWERTOOLS_LAYER_ARN_KEY)),
+            event_bus_name=_event_bus_name(context.get(EVENT_BUS_NAME_KEY)),
+            pager_email=_optional_match(PAGER_EMAIL_KEY, context.get(PAGER_EMAIL_KEY)),
+            pager_https_url=_optional_match(PAGER_HTTPS_URL_KEY, context.get(PAGER_HTTPS_URL_KEY)),
         )
 
     @classmethod
@@ -148,4 +162,35 @@ def _layer_arn(value: Any) -> str | None:
             f"context key {POWERTOOLS_LAYER_ARN_KEY!r} must be a Lambda layer version ARN "
             f"(arn:aws:lambda:<region>:<account>:layer:<name>:<version>), got {value!r}"
         )
+    return value
+
+
+# EventBridge's event-bus name rule (a name, not an ARN: the bus is in this stack's account).
+_EVENT_BUS_NAME = re.compile(r"[A-Za-z0-9._-]{1,256}")
+
+
+def _event_bus_name(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _EVENT_BUS_NAME.fullmatch(value):
+        raise ConfigError(
+            f"context key {EVENT_BUS_NAME_KEY!r} must be an EventBridge bus name "
+            f"(1-256 characters of A-Z a-z 0-9 . _ -), got {value!r}"
+        )
+    return value
+
+
+# Deliberately simple: SNS itself confirms the address; this only stops typos at synth time.
+_OPTIONAL_FORMATS = {
+    PAGER_EMAIL_KEY: (re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+"), "an e-mail address"),
+    PAGER_HTTPS_URL_KEY: (re.compile(r"https://[^\s/]+\S*"), "an https:// URL"),
+}
+
+
+def _optional_match(key: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    pattern, what = _OPTIONAL_FORMATS[key]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ConfigError(f"context key {key!r} must be {what}, got {value!r}")
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
@@ -52,9 +53,10 @@ JOBS_BY_NAME = {job.name: job for job in SCHEDULED_JOBS}
 class ScheduledInvocation(Construct):
     """One EventBridge Scheduler schedule invoking one function at the job's staggered minute.
 
-    Flexible time window OFF (a window would move runs and undo the stagger); retries and an
-    encrypted dead-letter queue per target; the scheduled time in the payload, because
-    Scheduler delivers at least once and the time keys idempotent claims.
+    Flexible time window OFF (a window would move runs and undo the stagger); retries, an
+    encrypted dead-letter queue and a role that can invoke only this function per target; the
+    scheduled time in the payload, because Scheduler delivers at least once and the time keys
+    idempotent claims.
     """
 
     def __init__(
@@ -82,6 +84,18 @@ class ScheduledInvocation(Construct):
                 reason="This queue IS the dead-letter queue of the schedule target.",
             )
         )
+        # One role per schedule, so its one wildcard (the function's versions and aliases, which
+        # Lambda's grantInvoke always adds) is acknowledged on this role and nowhere else.
+        # aws:SourceAccount keeps another account's schedule from using it (confused deputy).
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}},
+            ),
+            description=f"EventBridge Scheduler: invoke the {job.name} function",
+        )
         payload = scheduler.ScheduleTargetInput.from_object(
             {
                 "job": job.name,
@@ -99,8 +113,25 @@ class ScheduledInvocation(Construct):
             target=targets.LambdaInvoke(
                 function,
                 input=payload,
+                role=self.role,
                 dead_letter_queue=self.dead_letter_queue,
                 retry_attempts=retry_attempts,
                 max_event_age=cdk.Duration.minutes(min(job.period_minutes, 60)),
             ),
+        )
+        self._acknowledge_invoke_wildcard(function)
+
+    def _acknowledge_invoke_wildcard(self, function: lambda_.IFunction) -> None:
+        resource = function.node.default_child
+        if not isinstance(resource, cdk.CfnResource):
+            return  # an imported function: its ARN is no logical-id reference in the finding
+        stack = cdk.Stack.of(self)
+        logical_id = stack.resolve(stack.get_logical_id(resource))
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:*]",
+                reason="lambda:InvokeFunction on the function's own versions and aliases "
+                "('<arn>:*'), which Lambda's grantInvoke always adds next to the function ARN; "
+                "the role can invoke this one function and nothing else.",
+            )
         )

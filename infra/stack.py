@@ -10,7 +10,12 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
+from infra.alarms import Observability
+from infra.backfill import SagaBackfill
 from infra.config import StackConfig, load_cdk_json_context
+from infra.drift import DriftGuard
+from infra.functions import SagaFunctions
+from infra.sweeps import SagaSweeps
 from infra.table import SagaTable
 
 STACK_NAME = "RenewalSagaIndex"
@@ -32,11 +37,48 @@ class RenewalSagaIndexStack(cdk.Stack):
             table_name=config.table_name,
             import_existing=config.import_existing_table,
         )
+        self.functions = SagaFunctions(
+            self,
+            "Functions",
+            config=config,
+            table=self.saga_table.table,
+            index_name=self.saga_table.index_name,
+        )
         cdk.CfnOutput(
             self,
             "TableName",
             value=self.saga_table.table.table_name,
             description="Name of the DynamoDB table that holds the renewal-saga rows",
+        )
+        self.sweeps = SagaSweeps(
+            self,
+            "Sweeps",
+            functions=self.functions,
+            table=self.saga_table.table,
+            index_name=self.saga_table.index_name,
+            event_bus_name=config.event_bus_name,
+        )
+        self.drift_guard = DriftGuard(
+            self,
+            "DriftGuard",
+            functions=self.functions,
+            table=self.saga_table.table,
+            index_name=self.saga_table.index_name,
+        )
+        self.observability = Observability(
+            self,
+            "Observability",
+            config=config,
+            table=self.saga_table.table,
+            index_name=self.saga_table.index_name,
+            drift_guard=self.drift_guard,
+        )
+        self.backfill = SagaBackfill(
+            self,
+            "Backfill",
+            functions=self.functions,
+            table=self.saga_table.table,
+            index_name=self.saga_table.index_name,
         )
         self._keep_deployable()
 

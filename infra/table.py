@@ -13,6 +13,13 @@ PARTITION_KEY = "PK"
 SORT_KEY = "SK"
 GSI4_PARTITION_KEY = "GSI4PK"
 GSI4_SORT_KEY = "GSI4SK"
+# Contributor Insights on throttled keys only: it names the hot key when something throttles, and
+# its rules see only throttled requests rather than every request. Owned tables only:
+# CloudFormation cannot set it on a table the stack merely attaches to (import mode);
+# docs/observability.md has the one CLI command for that case.
+THROTTLED_KEYS_INSIGHTS = dynamodb.ContributorInsightsSpecification(
+    enabled=True, mode=dynamodb.ContributorInsightsMode.THROTTLED_KEYS
+)
 
 
 class SagaTable(Construct):
@@ -52,6 +59,7 @@ class SagaTable(Construct):
             # The table holds the durable saga read-model (ADR-0047): a stack deletion or a
             # replacing change must orphan it, never drop it.
             removal_policy=cdk.RemovalPolicy.RETAIN,
+            contributor_insights_specification=THROTTLED_KEYS_INSIGHTS,
         )
         table.add_global_secondary_index(
             index_name=INDEX_NAME,
@@ -62,5 +70,7 @@ class SagaTable(Construct):
             # Readers return whole saga rows from the index; a narrower projection would force
             # a GetItem per row on the very partition we are trying to unload.
             projection_type=dynamodb.ProjectionType.ALL,
+            # On-call must see WHICH GSI4PK throttles (the legacy key, one hot shard).
+            contributor_insights_specification=THROTTLED_KEYS_INSIGHTS,
         )
         self.table = table

@@ -13,7 +13,9 @@ from typing import TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.cli.backfill import backfill_command
 from saga_index.cli.context import CliContext
+from saga_index.cli.drift import drift_command, verify_command, watch_command
 from saga_index.cli.reads import sagas_group, shard_command
 from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.model import Phase
@@ -75,8 +77,8 @@ def _log_to_stderr(level: str) -> None:
     default=Phase.MIGRATING.value,
     show_default=True,
     callback=_phase,
-    help="legacy | migrating | sharded [env SAGA_INDEX_PHASE]. The default dual read "
-    "(legacy first, then shards) returns every saga in any phase.",
+    help="legacy | migrating | sharded | rolling-back [env SAGA_INDEX_PHASE]. The default "
+    "dual read (legacy first, then shards) returns every saga in any phase.",
 )
 @click.option(
     "--max-attempts",
@@ -118,6 +120,10 @@ def cli(
 
 cli.add_command(shard_command)
 cli.add_command(sagas_group)
+cli.add_command(drift_command)
+cli.add_command(verify_command)
+cli.add_command(watch_command)
+cli.add_command(backfill_command)
 
 
 def main(argv: list[str] | None = None) -> None:

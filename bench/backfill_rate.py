@@ -1,0 +1,232 @@
+"""The backfill's rate cap holds within ±10 %: achieved re-stamps per second against the cap.
+
+    python -m bench.backfill_rate [--caps 25,100] [--segments 1,4] [--runs 5] [--seconds 4]
+
+For each (cap, segments) a table on a local dynalite server is seeded with cap x seconds legacy
+sagas; the backfill runs over it `runs` times, alternately forward and back (each run moves
+every row), and every UpdateItem is time-stamped as it is issued. Per run:
+
+  achieved      writes/s over the middle 80 % of the writes (start-up and the last stragglers
+                of the other segments excluded): the steady rate the cap is meant to set
+  whole run     (writes - 1) / (last - first write)
+  max 1 s       the most writes issued in any 1-second window (the cap must hold over every
+                window, not only on average: each segment's bucket holds one token at most)
+
+One segment measures one worker's own bucket: what each Step Functions segment runs, at its
+share of the cap. Several segments measure the local runner, whose threads share one bucket at
+the total cap. The verdict is the median of the achieved/cap ratios, which must lie in
+[0.9, 1.1]. Timing belongs here, never in a unit test: it depends on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import logging
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from devkit.dynalite import DynaliteServer
+from devkit.schema import create_table, load_template
+from saga_index import keys
+from saga_index.backfill import BackfillRequest, Direction, run_backfill
+from saga_index.dynamo import make_client, serialize
+
+NAME = "backfill_rate"
+TOLERANCE = 0.10
+SHARDS = 16
+
+
+def _seed(client: Any, table: str, rows: int) -> None:
+    items = [
+        {
+            **keys.saga_table_key(f"rate-{n:06}"),
+            "entityType": keys.ENTITY_TYPE,
+            "sagaId": f"rate-{n:06}",
+            "personId": f"person-{n % 997}",
+            "leaseId": f"lease-{n}",
+            "openedAt": "2026-01-01T00:00:00.000Z",
+            "state": "OPENED",
+            "updatedAt": "2026-01-01T00:00:00.000Z",
+            "GSI4PK": keys.LEGACY_GSI4PK,
+            "GSI4SK": f"person-{n % 997}#2026-01-01T00:00:00.000Z",
+            "payload": "x" * 900,  # a 1 KB row, as production's
+        }
+        for n in range(rows)
+    ]
+    for start in range(0, len(items), 25):
+        batch = [{"PutRequest": {"Item": serialize(i)}} for i in items[start : start + 25]]
+        pending: dict[str, Any] = {table: batch}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
+
+
+def _window_rate(stamps: Sequence[float]) -> float:
+    """Writes per second over the middle 80 % of the writes."""
+    lo, hi = int(len(stamps) * 0.1), int(len(stamps) * 0.9) - 1
+    return (hi - lo) / (stamps[hi] - stamps[lo])
+
+
+def _max_in_one_second(stamps: Sequence[float]) -> int:
+    return max(bisect.bisect_right(stamps, t + 1.0) - i for i, t in enumerate(stamps))
+
+
+def measure(
+    client: Any, table: str, *, cap: float, segments: int, direction: Direction
+) -> dict[str, Any]:
+    stamps: list[float] = []
+
+    def stamp(**_: Any) -> None:
+        stamps.append(time.monotonic())  # list.append is atomic: segments share the list
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", stamp)
+    try:
+        request = BackfillRequest(
+            direction=direction, total_segments=segments, max_writes_per_second=cap, dry_run=False
+        )
+        run = run_backfill(client, table, request, shard_count=SHARDS)
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", stamp)
+    if not run.complete:
+        raise RuntimeError(f"backfill run failed: {run.failures}")
+    stamps.sort()
+    achieved = _window_rate(stamps)
+    return {
+        "direction": direction.value,
+        "writes": len(stamps),
+        "achieved": round(achieved, 3),
+        "ratio": round(achieved / cap, 4),
+        "wholeRun": round((len(stamps) - 1) / (stamps[-1] - stamps[0]), 3),
+        "maxInOneSecond": _max_in_one_second(stamps),
+    }
+
+
+def run(
+    *,
+    caps: Sequence[float] = (25.0, 100.0),
+    segments: Sequence[int] = (1, 4),
+    runs: int = 5,
+    seconds: float = 4.0,
+) -> dict[str, Any]:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        os.environ.pop(name, None)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="local",
+        AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - a local server accepts any credentials
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    logging.getLogger("saga_index").setLevel(logging.ERROR)
+    template = load_template()
+    configs: list[dict[str, Any]] = []
+    with DynaliteServer() as server:
+        client = make_client(endpoint_url=server.endpoint_url, region="us-east-1")
+        for cap in caps:
+            for segment_count in segments:
+                table = f"rate-{int(cap)}-{segment_count}"
+                rows = max(50, math.ceil(cap * seconds))
+                create_table(client, table, template)
+                _seed(client, table, rows)
+                sys.stderr.write(
+                    f"bench: backfill_rate: cap {cap}/s, {segment_count} segment(s), "
+                    f"{rows} rows x {runs} runs\n"
+                )
+                measured = [
+                    measure(
+                        client,
+                        table,
+                        cap=cap,
+                        segments=segment_count,
+                        direction=Direction.FORWARD if n % 2 == 0 else Direction.ROLLBACK,
+                    )
+                    for n in range(runs)
+                ]
+                ratios = [m["ratio"] for m in measured]
+                median_ratio = statistics.median(ratios)
+                configs.append(
+                    {
+                        "cap": cap,
+                        "segments": segment_count,
+                        "rows": rows,
+                        "runs": measured,
+                        "medianRatio": round(median_ratio, 4),
+                        "medianAchieved": round(
+                            statistics.median(m["achieved"] for m in measured), 3
+                        ),
+                        "minRatio": min(ratios),
+                        "maxRatio": max(ratios),
+                        "maxInOneSecond": max(m["maxInOneSecond"] for m in measured),
+                        "withinTolerance": abs(median_ratio - 1) <= TOLERANCE,
+                    }
+                )
+    return {
+        "tolerance": TOLERANCE,
+        "seconds": seconds,
+        "configs": configs,
+        "ok": all(c["withinTolerance"] for c in configs),
+    }
+
+
+def render(result: dict[str, Any]) -> None:
+    headers = [
+        "cap (writes/s)",
+        "segments",
+        "runs",
+        "median achieved",
+        "achieved / cap",
+        "range",
+        "max in any 1 s",
+        "within ±10 %",
+    ]
+    rows = [
+        [
+            f"{c['cap']:g}",
+            str(c["segments"]),
+            str(len(c["runs"])),
+            f"{c['medianAchieved']:.1f}",
+            f"{c['medianRatio']:.3f}",
+            f"{c['minRatio']:.3f}..{c['maxRatio']:.3f}",
+            str(c["maxInOneSecond"]),
+            "yes" if c["withinTolerance"] else "NO",
+        ]
+        for c in result["configs"]
+    ]
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    print("\nBackfill rate cap: achieved re-stamps per second against the cap (dynalite)\n")
+    print(" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print("-+-".join("-" * w for w in widths))
+    print("\n".join(lines))
+    print()
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(part) for part in text.split(","))
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.backfill_rate", description=__doc__)
+    parser.add_argument("--caps", type=_floats, default=(25.0, 100.0))
+    parser.add_argument("--segments", type=_ints, default=(1, 4))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    args = parser.parse_args(argv)
+    result = run(caps=args.caps, segments=args.segments, runs=args.runs, seconds=args.seconds)
+    render(result)
+    from bench.__main__ import write_result
+
+    path = write_result(NAME, result)
+    sys.stderr.write(f"bench: wrote {path}\n")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,341 @@
+"""The backfill: its three functions and the Step Functions state machine that runs them.
+
+  PlanSegments     validate the input against the deployment (phase, N); lay out the segments
+  Segments (Map)   one iteration per parallel-Scan segment, at most MAX_CONCURRENT_SEGMENTS at
+                   once; each loops RestampSegment until the worker returns a null cursor
+  VerifyBackfill   aggregate the counts; read back what is still on the source key
+  Verified?        a row with a usable personId left on the source key fails the execution
+
+Why these shapes:
+- Segment numbers, not segment inputs, are the Map's items: the ItemSelector builds each input
+  from the plan's template, so 1,000 segments still fit the 256 KB state limit.
+- The loop hands the worker's last result back in as `totals`, so each iteration ends with the
+  whole segment's counts without intrinsic arithmetic, and the verifier sums the segments.
+- The first step is a Lambda and not Choice states: pydantic names every bad field, and the
+  per-segment share of the write cap is a division ASL cannot do.
+Everything here ran against moto's Step Functions interpreter from the synthesised template
+(tests/component/test_backfill_state_machine.py): Map with ItemProcessor and ItemSelector
+($$.Map.Item.Value), a Choice loop with IsNull, Retry with JitterStrategy and MaxDelaySeconds,
+and a Fail state with CausePath.
+
+Least privilege, per role:
+  worker    dynamodb:Scan + dynamodb:UpdateItem on the TABLE, nothing else;
+  verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem
+            on the TABLE (a consistent re-read before a row counts as left behind);
+  planner   no data access at all;
+  state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from infra.functions import SagaFunctions
+from saga_index.backfill import (
+    DEFAULT_SAFETY_MARGIN_SECONDS,
+    MAX_CONCURRENT_SEGMENTS,
+    SegmentThrottledError,
+)
+
+# Powertools service names (the `service` metric dimension). The dashboard in infra/alarms.py
+# reads the worker's Restamped / Skipped / Anomalies under WORKER_SERVICE.
+WORKER_SERVICE = "backfill-worker"
+PLAN_SERVICE = "backfill-plan"
+VERIFY_SERVICE = "backfill-verify"
+BASIC_EXECUTION_ROLE = (
+    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+)
+# The worker stops DEFAULT_SAFETY_MARGIN_SECONDS before this and returns its cursor: an
+# invocation re-stamps for about a minute, then the state machine invokes it again. Short on
+# purpose: a stopped execution starts no new invocation, but one already running keeps going
+# until it returns, so this bounds how long writes continue after an operator stops a run.
+WORKER_TIMEOUT = cdk.Duration.minutes(2)
+# Few attempts per request: one write with botocore's backoff between attempts (1+2+4+8+16 s at
+# most) must fit in the safety margin. A throttle that outlasts them raises
+# SegmentThrottledError, which the state machine retries with a much longer backoff.
+WORKER_MAX_ATTEMPTS = 6
+EXECUTION_TIMEOUT = cdk.Duration.hours(24)
+LAMBDA_SERVICE_ERRORS = [
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+]
+THROTTLED_ERROR = SegmentThrottledError.__name__
+# A Lambda killed at its timeout: the worker stops before it, so this is rare; re-running from
+# the same cursor is safe (the Scan skips what was re-stamped).
+LAMBDA_TIMEOUT_ERROR = "Sandbox.Timedout"
+VERIFICATION_FAILED_ERROR = "BackfillVerificationFailed"
+
+
+class SagaBackfill(Construct):
+    """`.state_machine`, `.plan_function`, `.worker_function`, `.verify_function`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: SagaFunctions,
+        table: dynamodb.ITable,
+        index_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        index_arn = f"{table.table_arn}/index/{index_name}"
+
+        self.plan_function = functions.function(
+            "BackfillPlan",
+            handler="handlers.backfill_plan.handler",
+            description="Backfill: validate the run against the deployment, lay out segments",
+            service=PLAN_SERVICE,
+            timeout=cdk.Duration.seconds(30),
+        )
+        self.worker_function = functions.function(
+            "BackfillWorker",
+            handler="handlers.backfill_worker.handler",
+            description="Backfill: re-stamp GSI4PK of one parallel-Scan segment, rate-capped",
+            service=WORKER_SERVICE,
+            timeout=WORKER_TIMEOUT,
+            environment={
+                "SAGA_INDEX_MAX_ATTEMPTS": str(WORKER_MAX_ATTEMPTS),
+                "BACKFILL_SAFETY_MARGIN_SECONDS": str(int(DEFAULT_SAFETY_MARGIN_SECONDS)),
+            },
+        )
+        self.worker_function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Scan", "dynamodb:UpdateItem"], resources=[table.table_arn]
+            )
+        )
+        self.verify_function = functions.function(
+            "BackfillVerify",
+            handler="handlers.backfill_verify.handler",
+            description="Backfill: aggregate counts, find rows left on the source key",
+            service=VERIFY_SERVICE,
+            timeout=cdk.Duration.minutes(5),
+        )
+        self.verify_function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[index_arn])
+        )
+        self.verify_function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+        )
+        for fn in (self.plan_function, self.worker_function, self.verify_function):
+            self._acknowledge_function_findings(fn)
+
+        self.log_group = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            comment="Re-stamp GSI4PK of saga rows (forward: legacy -> shard; rollback: back)",
+            definition_body=sfn.DefinitionBody.from_chainable(self._definition()),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=EXECUTION_TIMEOUT,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group,
+                level=sfn.LogLevel.ALL,
+                # Inputs and outputs carry counts, cursors and table keys, never row contents.
+                include_execution_data=True,
+            ),
+        )
+        self._acknowledge_state_machine_findings()
+        cdk.CfnOutput(
+            self,
+            "StateMachineArn",
+            value=self.state_machine.state_machine_arn,
+            description="saga-index backfill --state-machine-arn <this>",
+        )
+
+    # ---- the definition -------------------------------------------------------------------
+
+    def _definition(self) -> sfn.IChainable:
+        plan = tasks.LambdaInvoke(
+            self,
+            "PlanSegments",
+            lambda_function=self.plan_function,
+            payload=sfn.TaskInput.from_json_path_at("$"),
+            output_path="$.Payload",
+            retry_on_service_exceptions=False,
+        )
+        self._retry_lambda_service_errors(plan)
+
+        restamp = tasks.LambdaInvoke(
+            self,
+            "RestampSegment",
+            lambda_function=self.worker_function,
+            payload=sfn.TaskInput.from_json_path_at("$"),
+            result_selector={"output": sfn.JsonPath.object_at("$.Payload")},
+            result_path="$.invocation",
+            retry_on_service_exceptions=False,
+        )
+        self._retry_lambda_service_errors(restamp)
+        restamp.add_retry(
+            errors=[THROTTLED_ERROR],
+            interval=cdk.Duration.seconds(30),
+            backoff_rate=2,
+            max_attempts=5,
+            max_delay=cdk.Duration.minutes(5),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        restamp.add_retry(
+            errors=[LAMBDA_TIMEOUT_ERROR],
+            interval=cdk.Duration.seconds(5),
+            backoff_rate=2,
+            max_attempts=2,
+        )
+        template = "$.template"
+        segment_input: dict[str, Any] = {
+            field: sfn.JsonPath.string_at(f"{template}.{field}")
+            for field in (
+                "direction",
+                "totalSegments",
+                "maxWritesPerSecond",
+                "dryRun",
+                "shardCount",
+                "anomalyKeyLimit",
+            )
+        }
+        segment_input["segment"] = sfn.JsonPath.string_at("$$.Map.Item.Value")
+        next_input: dict[str, Any] = {
+            field: sfn.JsonPath.string_at(f"$.{field}")
+            for field in (
+                "direction",
+                "segment",
+                "totalSegments",
+                "maxWritesPerSecond",
+                "dryRun",
+                "shardCount",
+                "anomalyKeyLimit",
+            )
+        }
+        next_input["cursor"] = sfn.JsonPath.object_at("$.invocation.output.cursor")
+        next_input["totals"] = sfn.JsonPath.object_at("$.invocation.output")
+        continue_segment = sfn.Pass(
+            self,
+            "ContinueFromCursor",
+            comment="Next invocation: same segment, from the returned cursor, with the totals",
+            parameters=next_input,
+        )
+        segment_finished = sfn.Pass(self, "SegmentFinished", output_path="$.invocation.output")
+        restamp.next(
+            sfn.Choice(self, "SegmentDone?")
+            .when(sfn.Condition.is_null("$.invocation.output.cursor"), segment_finished)
+            .otherwise(continue_segment)
+        )
+        continue_segment.next(restamp)
+
+        segments = sfn.Map(
+            self,
+            "Segments",
+            items_path="$.segments",
+            item_selector=segment_input,
+            max_concurrency=MAX_CONCURRENT_SEGMENTS,
+            result_path="$.segmentResults",
+        )
+        segments.item_processor(restamp)
+
+        verify = tasks.LambdaInvoke(
+            self,
+            "VerifyBackfill",
+            lambda_function=self.verify_function,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "request": sfn.JsonPath.object_at("$.request"),
+                    "segments": sfn.JsonPath.list_at("$.segmentResults"),
+                }
+            ),
+            output_path="$.Payload",
+            retry_on_service_exceptions=False,
+        )
+        self._retry_lambda_service_errors(verify)
+        verdict = (
+            sfn.Choice(self, "Verified?")
+            .when(
+                sfn.Condition.boolean_equals("$.verification.ok", True),
+                sfn.Succeed(self, "BackfillComplete"),
+            )
+            .otherwise(
+                sfn.Fail(
+                    self,
+                    "BackfillIncomplete",
+                    error=VERIFICATION_FAILED_ERROR,
+                    cause_path="$.verification.message",
+                )
+            )
+        )
+        return plan.next(segments).next(verify).next(verdict)
+
+    @staticmethod
+    def _retry_lambda_service_errors(task: tasks.LambdaInvoke) -> None:
+        task.add_retry(
+            errors=LAMBDA_SERVICE_ERRORS,
+            interval=cdk.Duration.seconds(2),
+            backoff_rate=2,
+            max_attempts=6,
+            max_delay=cdk.Duration.minutes(1),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+
+    # ---- cdk-nag -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _acknowledge_function_findings(fn: lambda_.Function) -> None:
+        cdk.Validations.of(fn).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-L1",
+                reason="The runtime is SagaFunctions' Python 3.13, the newest runtime the "
+                "pinned Powertools layer (POWERTOOLS_VERSION) is published for.",
+            )
+        )
+        if fn.role is None:
+            return
+        cdk.Validations.of(fn.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM4[Policy::{BASIC_EXECUTION_ROLE}]",
+                reason="AWSLambdaBasicExecutionRole only grants writing this function's own "
+                "CloudWatch logs; data access is granted explicitly per backfill function.",
+            ),
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords "
+                "support no resource-level permissions, so CDK grants them on '*'.",
+            ),
+        )
+
+    def _acknowledge_state_machine_findings(self) -> None:
+        stack = cdk.Stack.of(self)
+        acknowledgments = [
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Step Functions log delivery (logs:CreateLogDelivery, ...) and X-Ray "
+                "(xray:PutTraceSegments, ...) support no resource-level permissions.",
+            )
+        ]
+        for fn in (self.plan_function, self.worker_function, self.verify_function):
+            resource = fn.node.default_child
+            assert isinstance(resource, cdk.CfnResource)
+            logical_id = stack.resolve(stack.get_logical_id(resource))
+            acknowledgments.append(
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:*]",
+                    reason="lambda:InvokeFunction on the function's own versions and aliases "
+                    "('<arn>:*'), which the LambdaInvoke task always grants next to the "
+                    "function ARN; the role can invoke these three functions and nothing else.",
+                )
+            )
+        cdk.Validations.of(self.state_machine.role).acknowledge(*acknowledgments)

@@ -1,0 +1,145 @@
+"""The four sweeps: their functions, their event bus, their schedules and their permissions.
+
+One table (SWEEPS) lists them; the construct loops over it. Least privilege, per function:
+  - dynamodb:Query on the saga INDEX only (the enumeration reads nothing else);
+  - events:PutEvents on the sweeps' bus, for the sweeps that emit events;
+  - dynamodb:UpdateItem on the TABLE, for retry-failed-prepare only (its conditional claim).
+Besides these, a function's role carries only what SagaFunctions gives every function (its own
+log group via AWSLambdaBasicExecutionRole, X-Ray segments for active tracing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.functions import SagaFunctions
+from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
+
+ENV_EVENT_BUS = "EVENT_BUS_NAME"  # read by lambdas/handlers/sweeps.py
+HANDLER_MODULE = "handlers.sweeps"
+BASIC_EXECUTION_ROLE = (
+    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    job_name: str  # a key of infra.schedules.SCHEDULED_JOBS
+    construct_id: str
+    handler: str  # function name in lambdas/handlers/sweeps.py
+    emits_events: bool
+    claims_retries: bool = False
+
+    def __post_init__(self) -> None:
+        if self.job_name not in JOBS_BY_NAME:
+            raise ValueError(f"{self.job_name}: not a job of infra.schedules.SCHEDULED_JOBS")
+
+
+SWEEPS: tuple[Sweep, ...] = (
+    Sweep("workflow-health-sweep", "WorkflowHealthSweep", "workflow_health_sweep", True),
+    Sweep(
+        "retry-failed-prepare",
+        "RetryFailedPrepare",
+        "retry_failed_prepare",
+        True,
+        claims_retries=True,
+    ),
+    Sweep("stuck-saga-sweep", "StuckSagaSweep", "stuck_saga_sweep", True),
+    # Publishes CloudWatch metrics through its logs (EMF): no bus, no PutMetricData.
+    Sweep("agent-metrics-snapshot", "AgentMetricsSnapshot", "agent_metrics_snapshot", False),
+)
+
+
+class SagaSweeps(Construct):
+    """`.bus`, and per job name: `.functions[job]`, `.schedules[job]`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: SagaFunctions,
+        table: dynamodb.ITable,
+        index_name: str,
+        event_bus_name: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bus: events.IEventBus
+        if event_bus_name is None:
+            self.bus = events.EventBus(
+                self, "Bus", description="Renewal-saga sweep findings (propflow.renewal-saga)"
+            )
+        else:
+            self.bus = events.EventBus.from_event_bus_name(self, "Bus", event_bus_name)
+        cdk.CfnOutput(
+            self,
+            "EventBusName",
+            value=self.bus.event_bus_name,
+            description="EventBridge bus the renewal-saga sweeps publish their findings to",
+        )
+        index_arn = f"{table.table_arn}/index/{index_name}"
+        self.functions: dict[str, lambda_.Function] = {}
+        self.schedules: dict[str, ScheduledInvocation] = {}
+        for sweep in SWEEPS:
+            job = JOBS_BY_NAME[sweep.job_name]
+            environment = {ENV_EVENT_BUS: self.bus.event_bus_name} if sweep.emits_events else {}
+            fn = functions.function(
+                sweep.construct_id,
+                handler=f"{HANDLER_MODULE}.{sweep.handler}",
+                description=f"{job.name}: {job.description}",
+                service=job.name,
+                # Under a throttled enumeration botocore's retries can take well over a minute;
+                # a run must still end before the next one of the fastest (5-minute) schedule.
+                timeout=cdk.Duration.minutes(3),
+                environment=environment,
+            )
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[index_arn])
+            )
+            if sweep.emits_events:
+                self.bus.grant_put_events_to(fn)
+            if sweep.claims_retries:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["dynamodb:UpdateItem"], resources=[table.table_arn]
+                    )
+                )
+            self._acknowledge_function_findings(fn)
+            self.functions[job.name] = fn
+            self.schedules[job.name] = ScheduledInvocation(
+                self, f"{sweep.construct_id}Schedule", job_name=job.name, function=fn
+            )
+
+    @staticmethod
+    def _acknowledge_function_findings(fn: lambda_.Function) -> None:
+        cdk.Validations.of(fn).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-L1",
+                reason="The runtime is SagaFunctions' Python 3.13, the newest runtime the "
+                "pinned Powertools layer (POWERTOOLS_VERSION) is published for.",
+            )
+        )
+        role = fn.role
+        if role is None:
+            return
+        cdk.Validations.of(role).acknowledge(
+            # cdk-nag 3 only honours the bracketed id: the plain "AwsSolutions-IAM4" that
+            # SagaFunctions acknowledges does not suppress it (measured).
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM4[Policy::{BASIC_EXECUTION_ROLE}]",
+                reason="AWSLambdaBasicExecutionRole only grants writing this function's own "
+                "CloudWatch logs; data access is granted explicitly per sweep.",
+            ),
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords "
+                "support no resource-level permissions, so CDK grants them on '*'.",
+            ),
+        )

@@ -1,0 +1,163 @@
+"""`make demo` end to end, scaled down, on a real dynalite process (the demo starts its own).
+
+The full demo takes about a minute; this runs the same pipeline on a few dozen sagas and a ten
+second replay, and checks the contract of report.json, the chart, the exit codes and that no
+server process is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit import demo
+from devkit.dynalite import DynaliteServer
+from saga_index import keys
+
+pytestmark = pytest.mark.conformance
+
+SMALL = [
+    "--open-sagas",
+    "24",
+    "--terminal-sagas",
+    "60",
+    "--persons",
+    "70",
+    "--anomalies",
+    "1",
+    "--property-managers",
+    "2",
+    "--duration",
+    "8",
+    "--sweep-period",
+    "4",
+    "--cohort-size",
+    "5",
+    "--cohort-period",
+    "4",
+    "--inbound-per-second",
+    "2",
+    "--backfill-rate",
+    "500",
+    "--verify-sample",
+    "5",
+]
+
+
+class RecordingServer(DynaliteServer):
+    """The real server, remembering its process so the test can check it is gone."""
+
+    instances: list[RecordingServer] = []  # noqa: RUF012 - a test-local registry
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pid: int | None = None
+        RecordingServer.instances.append(self)
+
+    def start(self, timeout: float = 20.0) -> DynaliteServer:
+        started = super().start(timeout)
+        assert self._process is not None
+        self.pid = self._process.pid
+        self.popen = self._process
+        return started
+
+
+def _server_stopped(server: RecordingServer) -> bool:
+    return server.popen.poll() is not None
+
+
+@pytest.fixture
+def servers() -> list[RecordingServer]:
+    RecordingServer.instances.clear()
+    return RecordingServer.instances
+
+
+def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_key_gone(
+    tmp_path: Path,
+    servers: list[RecordingServer],
+    capsys: pytest.CaptureFixture[str],
+    synthesized_template: dict[str, Any],
+) -> None:
+    results = tmp_path / "demo"
+
+    code = demo.main([*SMALL, "--results-dir", str(results)], server_factory=RecordingServer)
+
+    captured = capsys.readouterr()
+    assert code == demo.EXIT_OK, captured.err
+    report = json.loads((results / "report.json").read_text())
+    for layout in ("legacy", "sharded"):
+        for key in ("hottestKeyShare", "peakRcuPerKey", "peakWcuPerKey", "headroom"):
+            assert isinstance(report[layout][key], int | float), (layout, key)
+    # The legacy layout puts every saga under one key; sharding spreads them.
+    assert report["legacy"]["hottestKeyShare"] == 1.0
+    assert report["legacy"]["hottestKey"] == keys.LEGACY_GSI4PK
+    assert report["sharded"]["partitionKeys"] > 1
+    assert report["sharded"]["hottestKeyShare"] < 0.5
+    assert report["sharded"]["peakRcuPerKey"] < report["legacy"]["peakRcuPerKey"]
+    assert report["sharded"]["headroom"] > report["legacy"]["headroom"]
+    assert all(
+        p["partitionKey"].startswith("RenewalSaga#") for p in report["sharded"]["partitions"]
+    )
+    # Migration: every routable saga re-stamped (seed + the legacy replay's cohort), the one
+    # anomaly reported, repaired and re-stamped on the second pass; parity identical.
+    cohort = report["legacy"]["replay"]["events"]["cohort"] * 5
+    assert report["backfill"]["restamped"] == 24 + 60 + cohort
+    assert report["backfill"]["anomalies"] == 1
+    assert report["backfill"]["repaired"] == 1
+    assert report["backfill"]["secondPass"]["restamped"] == 1
+    assert report["backfill"]["skipped"] == 0
+    assert report["parity"]["ok"] is True
+    assert report["drift"]["healthy"] is True
+    assert report["drift"]["legacyRows"] == 0
+    # The chart is a real PNG.
+    assert (results / "partition-load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # stdout carries the report only; progress went to stderr.
+    assert "hottest key's share of index load" in captured.out
+    assert "[1/9]" in captured.err
+    assert "[1/9]" not in captured.out
+    # Nothing left running.
+    (server,) = servers
+    assert _server_stopped(server)
+
+
+def test_given_ctrl_c_mid_run_when_the_demo_stops_then_the_server_is_stopped(
+    tmp_path: Path,
+    servers: list[RecordingServer],
+    monkeypatch: pytest.MonkeyPatch,
+    synthesized_template: dict[str, Any],
+) -> None:
+    def interrupted(*_: Any, **__: Any) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "run_demo", interrupted)
+
+    code = demo.main([*SMALL, "--results-dir", str(tmp_path)], server_factory=RecordingServer)
+
+    assert code == demo.EXIT_INTERRUPTED
+    (server,) = servers
+    assert _server_stopped(server)
+    assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        (["--shards", "12"], "power of two"),
+        (["--open-sagas", "500", "--persons", "10"], "cannot exceed persons"),
+        (["--backfill-rate", "0"], "--backfill-rate"),
+    ],
+)
+def test_given_bad_arguments_when_the_demo_starts_then_it_exits_2_and_starts_no_server(
+    arguments: list[str],
+    problem: str,
+    servers: list[RecordingServer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = demo.main(arguments, server_factory=RecordingServer)
+
+    assert code == demo.EXIT_USAGE
+    assert problem in capsys.readouterr().err
+    assert servers == []

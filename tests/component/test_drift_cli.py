@@ -1,0 +1,125 @@
+"""`saga-index drift`: the report on stdout, exit 0 healthy / 1 drift, per phase."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from saga_index.cli.main import main
+from tests.support.backends import Backend, make_backend
+from tests.support.drift_contract import N, plant_drift
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("drift-cli", synthesized_template, endpoint_url=None)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def drift_json(
+    capsys: pytest.CaptureFixture[str], dynamo: Backend, phase: str
+) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run(
+        capsys,
+        "--table",
+        dynamo.table_name,
+        "--phase",
+        phase,
+        "--shards",
+        str(N),
+        "drift",
+        "--json",
+    )
+    (line,) = out.splitlines()  # ONE object
+    return code, json.loads(line)
+
+
+def test_json_report_has_the_exact_counts_and_exit_1_on_drift(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    planted = plant_drift(dynamo)
+    code, report = drift_json(capsys, dynamo, "sharded")
+    assert code == 1
+    assert report["legacyRows"] == planted.legacy
+    assert report["misroutedRows"] == planted.misrouted
+    assert report["unindexedRows"] == planted.unindexed
+    assert report["strayRows"] == planted.stray
+    assert report["rowsPerShard"] == {str(n): c for n, c in planted.rows_per_shard.items()}
+    assert report["healthy"] is False
+    assert len(report["findings"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("phase", "code"), [("legacy", 0), ("migrating", 0), ("rolling-back", 0), ("sharded", 1)]
+)
+def test_legacy_rows_exit_1_only_in_phase_sharded(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], phase: str, code: int
+) -> None:
+    dynamo.put_saga("l1", "p-1")
+    got, report = drift_json(capsys, dynamo, phase)
+    assert (got, report["legacyRows"], report["healthy"]) == (code, 1, code == 0)
+
+
+@pytest.mark.parametrize(
+    ("phase", "code"), [("legacy", 1), ("migrating", 0), ("rolling-back", 0), ("sharded", 0)]
+)
+def test_sharded_rows_exit_1_only_in_phase_legacy(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], phase: str, code: int
+) -> None:
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    got, _ = drift_json(capsys, dynamo, phase)
+    assert got == code
+
+
+def test_human_report_names_the_drifted_rows_and_the_verdict(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant_drift(dynamo)
+    code, out, _ = run(capsys, "--table", dynamo.table_name, "--phase", "migrating", "drift")
+    assert code == 1
+    assert "misrouted: RSAGA#misrouted" in out
+    assert "unindexed: RSAGA#no-sort-key" in out
+    assert "stray: RSAGA#stray" in out
+    assert "verdict: DRIFT (3 finding(s))" in out
+
+
+def test_a_healthy_table_exits_0(dynamo: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    code, out, _ = run(capsys, "--table", dynamo.table_name, "--phase", "sharded", "drift")
+    assert code == 0
+    assert "verdict: healthy in phase sharded" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["drift"], "no table given"),
+        (["--table", "t", "drift", "--scan-rate", "0"], "--scan-rate"),
+        (["--table", "t", "drift", "--segments", "65"], "--segments"),
+    ],
+)
+def test_bad_usage_exits_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert message in err
+
+
+def test_a_missing_table_is_an_error_on_stderr_with_exit_1(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "--table", "no-such-table", "--max-attempts", "1", "drift")
+    assert (code, out) == (1, "")
+    assert "no-such-table" in err or "ResourceNotFound" in err

@@ -1,0 +1,246 @@
+"""The drift-guard Lambda on moto: the EMF it prints is parsed back, zeros included."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from moto import mock_aws
+from pydantic import ValidationError
+
+from saga_index import keys
+from saga_index.errors import EnumerationError
+from tests.support.backends import Backend, make_backend
+from tests.support.drift_contract import N, plant_drift
+from tests.support.faults import ThrottleInjector, queries_partition
+
+# The failure paths end with nothing to flush, which Powertools warns about: expected there.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+NAMESPACE = "RenewalSagaIndex"
+SERVICE = "drift-guard"
+EVERY_RUN = ("LegacyRows", "ShardedRows", "MisroutedRows", "AnomalousRows", "ShardSkew")
+SCAN_ONLY = ("UnindexedRows", "StrayRows", "ScannedSagaRows")
+# With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
+SCAN_TIME = "2026-07-10T10:00:00Z"
+NO_SCAN_TIME = "2026-07-10T10:05:00Z"
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "drift-guard"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:drift-guard"
+    aws_request_id: str = "req-1"
+    remaining_ms: int = 240_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@dataclass(frozen=True)
+class Datapoint:
+    namespace: str
+    name: str
+    values: tuple[float, ...]
+    unit: str
+    dimensions: dict[str, str]
+
+    @property
+    def value(self) -> float:
+        """The one value of this run (EMF allows a list; the guard publishes each once)."""
+        (only,) = self.values
+        return only
+
+
+def emf_datapoints(stdout: str) -> list[Datapoint]:
+    """Every metric datapoint in the EMF documents printed to stdout."""
+    points: list[Datapoint] = []
+    for line in stdout.splitlines():
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(document, dict) or "_aws" not in document:
+            continue
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            (dimension_names,) = directive["Dimensions"]
+            dimensions = {name: document[name] for name in dimension_names}
+            for metric in directive["Metrics"]:
+                raw = document[metric["Name"]]
+                points.append(
+                    Datapoint(
+                        namespace=directive["Namespace"],
+                        name=metric["Name"],
+                        values=tuple(raw) if isinstance(raw, list) else (raw,),
+                        unit=metric["Unit"],
+                        dimensions=dimensions,
+                    )
+                )
+    return points
+
+
+@pytest.fixture
+def dynamo(
+    synthesized_template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
+    with mock_aws():
+        backend = make_backend("guard", synthesized_template, endpoint_url=None)
+        for name, value in {
+            "SAGA_TABLE_NAME": backend.table_name,
+            "SAGA_INDEX_NAME": keys.INDEX_NAME,
+            "SAGA_INDEX_PHASE": "sharded",
+            "SAGA_INDEX_SHARDS": str(N),
+            "SAGA_INDEX_MAX_ATTEMPTS": "2",
+            "POWERTOOLS_SERVICE_NAME": SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "DRIFT_SCAN_EVERY": "12",
+            "DRIFT_GUARD_PERIOD_MINUTES": "5",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield backend
+
+
+def invoke(scheduled_time: str, **event: Any) -> dict[str, Any]:
+    from handlers.drift_guard import handler
+
+    payload = {
+        "job": "drift-guard",
+        "scheduledTime": scheduled_time,
+        "executionId": "exec-1",
+        "attempt": 1,
+        **event,
+    }
+    result: dict[str, Any] = handler(payload, FakeContext())
+    return result
+
+
+def by_name(points: list[Datapoint]) -> dict[str, Datapoint]:
+    return {p.name: p for p in points if p.name != "RowsPerShard"}
+
+
+def test_a_scanning_run_publishes_every_metric_with_the_exact_planted_counts(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a table with planted drift
+    planted = plant_drift(dynamo)
+    # When the guard runs at a scheduled time that scans
+    result = invoke(SCAN_TIME)
+    points = emf_datapoints(capsys.readouterr().out)
+    # Then every metric is there, in the namespace, with the table and index dimensions
+    metrics = by_name(points)
+    assert set(metrics) == set(EVERY_RUN) | set(SCAN_ONLY)
+    expected_dimensions = {
+        "service": SERVICE,
+        "TableName": dynamo.table_name,
+        "IndexName": keys.INDEX_NAME,
+    }
+    for point in metrics.values():
+        assert point.namespace == NAMESPACE
+        assert point.dimensions == expected_dimensions
+    assert metrics["LegacyRows"].value == planted.legacy
+    assert metrics["MisroutedRows"].value == planted.misrouted
+    assert metrics["UnindexedRows"].value == planted.unindexed
+    assert metrics["StrayRows"].value == planted.stray
+    assert metrics["AnomalousRows"].value == planted.anomalous
+    assert metrics["ScannedSagaRows"].value == planted.saga_rows
+    assert metrics["ShardedRows"].value == sum(planted.rows_per_shard.values())
+    assert metrics["LegacyRows"].unit == "Count"
+    # And one RowsPerShard datapoint per shard, each with its Shard dimension
+    per_shard = {int(p.dimensions["Shard"]): p.value for p in points if p.name == "RowsPerShard"}
+    assert per_shard == planted.rows_per_shard
+    for point in points:
+        if point.name == "RowsPerShard":
+            assert point.dimensions == {**expected_dimensions, "Shard": point.dimensions["Shard"]}
+    # And the invocation returns the report
+    assert result["healthy"] is False
+    assert result["legacyRows"] == planted.legacy
+    assert result["unindexedRows"] == planted.unindexed
+
+
+def test_a_clean_table_publishes_zeros_not_nothing(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = invoke(SCAN_TIME)
+    points = emf_datapoints(capsys.readouterr().out)
+    metrics = by_name(points)
+    assert {name: metrics[name].value for name in (*EVERY_RUN, *SCAN_ONLY)} == dict.fromkeys(
+        (*EVERY_RUN, *SCAN_ONLY), 0
+    )
+    assert sorted(int(p.dimensions["Shard"]) for p in points if p.name == "RowsPerShard") == list(
+        range(N)
+    )
+    assert all(p.value == 0 for p in points if p.name == "RowsPerShard")
+    assert result["healthy"] is True
+
+
+def test_a_run_that_does_not_scan_publishes_every_run_metric_and_no_scan_metric(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    planted = plant_drift(dynamo)
+    result = invoke(NO_SCAN_TIME)
+    metrics = by_name(emf_datapoints(capsys.readouterr().out))
+    assert set(metrics) == set(EVERY_RUN)
+    assert metrics["LegacyRows"].value == planted.legacy
+    assert result["scanned"] is False
+    assert result["unindexedRows"] is None
+
+
+def test_the_report_is_logged_as_structured_json(
+    dynamo: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    plant_drift(dynamo)
+    invoke(SCAN_TIME)
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("drift report")]
+    assert record.levelname == "WARNING"
+    assert record.getMessage() == "drift report: DRIFT"
+    report = record.__dict__["report"]
+    assert report["legacyRows"] == 3
+    assert report["unindexedRows"] == 2
+    assert report["findings"]
+    json.dumps(report)  # JSON-serialisable as logged
+
+
+def test_an_enumeration_failure_fails_the_invocation_and_publishes_no_drift_metric(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from handlers.drift_guard import DriftGuardSettings
+
+    # Given a shard that stays throttled through every retry
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    client = dynamo.new_client(max_attempts=2)
+    hot = keys.shard_gsi4pk_for_person("p-1", N)
+    ThrottleInjector(client, "Query", times=None, match=queries_partition(hot))
+    monkeypatch.setattr(DriftGuardSettings, "dynamodb_client", lambda self: client)
+    # When the guard runs, then the invocation fails naming the shard
+    with pytest.raises(EnumerationError, match=hot):
+        invoke(SCAN_TIME)
+    # And no partial count was published as if it were the truth
+    assert [p for p in emf_datapoints(capsys.readouterr().out) if p.name in EVERY_RUN] == []
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"job": "stuck-saga-sweep"},
+        {"scheduledTime": "not a time"},
+        {"scheduledTime": "2026-07-10T10:00:00"},  # no time zone
+    ],
+)
+def test_an_event_that_is_not_the_drift_guard_schedule_is_rejected(
+    dynamo: Backend, event: dict[str, Any]
+) -> None:
+    with pytest.raises(ValidationError):
+        invoke(event.pop("scheduledTime", SCAN_TIME), **event)
+
+
+def test_a_bad_scan_setting_is_rejected_naming_it(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRIFT_SCAN_EVERY", "0")
+    with pytest.raises(ValidationError, match="DRIFT_SCAN_EVERY"):
+        invoke(SCAN_TIME)

@@ -1,0 +1,19 @@
+"""The drift checks on moto (in-process): the shared contract."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from tests.support.backends import Backend, make_backend
+from tests.support.drift_contract import DriftContract
+
+
+class TestDriftOnMoto(DriftContract):
+    @pytest.fixture
+    def dynamo(self, synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+        with mock_aws():
+            yield make_backend("moto", synthesized_template, endpoint_url=None)

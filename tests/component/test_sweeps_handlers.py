@@ -1,0 +1,202 @@
+"""The sweep handlers on moto: open sagas read through the fan-out reader (migrating phase: legacy
+and sharded rows), events captured for real (bus -> rule -> SQS queue, read back), EMF metrics
+parsed from stdout."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from saga_index.errors import InvalidInputError
+from tests.component.sweeps_support import (
+    FakeLambdaContext,
+    SweepWorld,
+    dimension_sets,
+    emf_documents,
+    handlers,
+    metric,
+    metric_unit,
+    payload,
+    world,
+)
+
+__all__ = ["world"]  # the fixture, imported for pytest
+
+# A run that fails before its first metric flushes none; Powertools warns about exactly that.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+T = datetime(2026, 7, 10, 12, 1, tzinfo=UTC)  # a workflow-health-sweep firing (minute 1 mod 5)
+CTX = FakeLambdaContext()
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def ago(delta: timedelta, now: datetime = T) -> str:
+    return iso(now - delta)
+
+
+# ---- workflow-health-sweep ---------------------------------------------------------------------
+
+
+def test_given_stale_and_fresh_heartbeats_on_both_keys_when_the_health_sweep_runs_then_only_stale_ones_are_published(  # noqa: E501
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = world.backend
+    b.put_saga("legacy-stale", "p-1", workflowHeartbeatAt=ago(timedelta(minutes=31)))
+    b.put_saga("shard-stale", "p-2", gsi4pk="shard", updatedAt=ago(timedelta(hours=2)))
+    b.put_saga("shard-fresh", "p-3", gsi4pk="shard", workflowHeartbeatAt=ago(timedelta(minutes=29)))
+    b.put_saga("at-threshold", "p-4", workflowHeartbeatAt=ago(timedelta(minutes=30)))
+    b.put_saga("signed", "p-5", state="SIGNED", updatedAt=ago(timedelta(days=9)))
+
+    result = handlers.workflow_health_sweep(payload("workflow-health-sweep", T), CTX)
+
+    published = world.events_of("SagaWorkflowUnhealthy")
+    assert sorted(e["detail"]["sagaId"] for e in published) == ["legacy-stale", "shard-stale"]
+    event = next(e for e in published if e["detail"]["sagaId"] == "shard-stale")
+    assert event["source"] == "propflow.renewal-saga"
+    assert event["detail"]["personId"] == "p-2"
+    assert event["detail"]["leaseId"] == "lease-shard-stale"
+    assert event["detail"]["state"] == "OPENED"
+    assert "updatedAt" in event["detail"]["reason"]
+    assert event["detail"]["scheduledTime"] == "2026-07-10T12:01:00.000Z"
+    assert result["sagasRead"] == 4
+    assert result["findings"] == {"SagaWorkflowUnhealthy": 2}
+    assert result["now"] == "2026-07-10T12:01:00.000Z"
+
+    docs = emf_documents(capsys.readouterr().out)
+    dims = {"TableName": b.table_name, "IndexName": "renewal-saga-person-index"}
+    assert metric(docs, "SagasRead", **dims) == [4.0]
+    assert metric(docs, "SagaWorkflowUnhealthy", **dims) == [2.0]
+    assert len(metric(docs, "SweepDuration", **dims)) == 1
+    assert metric_unit(docs, "SweepDuration") == "Milliseconds"
+    assert [set(d) for d in dimension_sets(docs, "SagasRead")] == [
+        {"service", "TableName", "IndexName"}
+    ]
+
+
+def test_given_more_than_ten_findings_when_the_health_sweep_runs_then_every_one_is_published(
+    world: SweepWorld,
+) -> None:
+    for n in range(23):
+        world.backend.put_saga(
+            f"s{n:02d}", f"p-{n}", gsi4pk="shard", updatedAt=ago(timedelta(hours=1))
+        )
+
+    result = handlers.workflow_health_sweep(payload("workflow-health-sweep", T), CTX)
+
+    assert result["findings"] == {"SagaWorkflowUnhealthy": 23}
+    assert len(world.events_of("SagaWorkflowUnhealthy")) == 23
+
+
+def test_given_a_payload_without_scheduled_time_when_a_sweep_runs_then_now_is_the_invocation_time(
+    world: SweepWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    invoked = datetime(2026, 7, 10, 15, 0, tzinfo=UTC)
+    monkeypatch.setattr(handlers, "_invocation_time", lambda: invoked)
+    # Healthy at T, unhealthy three hours later.
+    world.backend.put_saga("s1", "p-1", workflowHeartbeatAt=ago(timedelta(minutes=5)))
+
+    result = handlers.workflow_health_sweep({}, CTX)
+
+    assert result["now"] == "2026-07-10T15:00:00.000Z"
+    assert [e["detail"]["sagaId"] for e in world.events_of("SagaWorkflowUnhealthy")] == ["s1"]
+
+
+def test_given_a_payload_for_another_job_when_a_sweep_runs_then_it_refuses_and_emits_nothing(
+    world: SweepWorld,
+) -> None:
+    world.backend.put_saga("s1", "p-1", updatedAt=ago(timedelta(days=3)))
+
+    with pytest.raises(InvalidInputError, match="stuck-saga-sweep"):
+        handlers.workflow_health_sweep(payload("stuck-saga-sweep", T), CTX)
+
+    assert world.drain() == []
+
+
+def test_given_a_malformed_scheduled_time_when_a_sweep_runs_then_it_fails_naming_the_field(
+    world: SweepWorld,
+) -> None:
+    with pytest.raises(ValidationError, match="scheduledTime"):
+        handlers.workflow_health_sweep(
+            {"job": "workflow-health-sweep", "scheduledTime": "tomorrow"}, CTX
+        )
+    assert world.drain() == []
+
+
+def test_given_no_event_bus_configured_when_an_event_sweep_runs_then_the_error_names_it(
+    world: SweepWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("EVENT_BUS_NAME")
+    with pytest.raises(ValidationError, match="EVENT_BUS_NAME"):
+        handlers.stuck_saga_sweep(payload("stuck-saga-sweep", T), CTX)
+
+
+# ---- stuck-saga-sweep --------------------------------------------------------------------------
+
+
+def test_given_sagas_idle_past_their_state_threshold_when_the_stuck_sweep_runs_then_they_are_published(  # noqa: E501
+    world: SweepWorld, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STUCK_SAGA_STATE_THRESHOLDS_MINUTES", '{"PREPARING": 120}')
+    b = world.backend
+    b.put_saga(
+        "idle-day", "p-1", state="NEGOTIATING", updatedAt=ago(timedelta(hours=24, seconds=1))
+    )
+    b.put_saga("idle-day-at", "p-2", gsi4pk="shard", updatedAt=ago(timedelta(hours=24)))
+    b.put_saga(
+        "preparing-3h", "p-3", gsi4pk="shard", state="PREPARING", updatedAt=ago(timedelta(hours=3))
+    )
+    b.put_saga("preparing-1h", "p-4", state="PREPARING", updatedAt=ago(timedelta(hours=1)))
+    b.put_saga("declined", "p-5", state="DECLINED", updatedAt=ago(timedelta(days=40)))
+
+    result = handlers.stuck_saga_sweep(payload("stuck-saga-sweep", T), CTX)
+
+    published = world.events_of("SagaStuck")
+    assert sorted(e["detail"]["sagaId"] for e in published) == ["idle-day", "preparing-3h"]
+    assert {e["detail"]["state"] for e in published} == {"NEGOTIATING", "PREPARING"}
+    assert result["findings"] == {"SagaStuck": 2}
+    assert metric(emf_documents(capsys.readouterr().out), "SagaStuck") == [2.0]
+
+
+def test_given_an_invalid_state_override_when_the_stuck_sweep_runs_then_it_fails_naming_it(
+    world: SweepWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STUCK_SAGA_STATE_THRESHOLDS_MINUTES", '{"SIGNED": 60}')
+    with pytest.raises(ValidationError, match="SIGNED"):
+        handlers.stuck_saga_sweep(payload("stuck-saga-sweep", T), CTX)
+
+
+# ---- agent-metrics-snapshot --------------------------------------------------------------------
+
+
+def test_given_open_sagas_when_the_snapshot_runs_then_counts_by_state_and_oldest_age_are_emf(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = world.backend
+    b.put_saga("a", "p-1", state="OPENED", opened_at="2026-07-09T12:01:00.000Z")
+    b.put_saga("b", "p-2", gsi4pk="shard", state="OPENED", opened_at="2026-07-10T10:00:00.000Z")
+    b.put_saga(
+        "c", "p-3", gsi4pk="shard", state="PREPARE_FAILED", opened_at="2026-07-10T11:00:00.000Z"
+    )
+    b.put_saga("d", "p-4", state="SIGNED", opened_at="2026-01-01T00:00:00.000Z")
+
+    result = handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
+
+    assert result["openByState"]["OPENED"] == 2
+    assert result["oldestSagaId"] == "a"
+    assert result["oldestAgeSeconds"] == 86400
+    docs = emf_documents(capsys.readouterr().out)
+    assert metric(docs, "OpenSagas", State="OPENED") == [2.0]
+    assert metric(docs, "OpenSagas", State="PREPARE_FAILED") == [1.0]
+    assert metric(docs, "OpenSagas", State="AWAITING_SIGNATURE") == [0.0]
+    per_state = [d for d in dimension_sets(docs, "OpenSagas") if "State" in d]
+    assert len(per_state) == 6
+    assert all({"service", "TableName", "IndexName", "State"} == set(d) for d in per_state)
+    assert metric(docs, "OldestOpenSagaAgeSeconds") == [86400.0]
+    assert metric_unit(docs, "OldestOpenSagaAgeSeconds") == "Seconds"
+    assert metric(docs, "SagasRead") == [3.0]
+    assert world.drain() == []  # the snapshot publishes metrics, never events

@@ -1,0 +1,263 @@
+"""retry-failed-prepare on moto: the conditional claim, duplicate deliveries, sagas changed between
+read and claim, exhaustion once, and a publish failure that releases its claim."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from saga_index import keys
+from saga_index.model import Phase
+from saga_index.repository import SagaRepository
+from saga_index.sweeps import runner
+from saga_index.sweeps.claims import RetryClaims
+from saga_index.sweeps.events import EventPublisher, EventPublishError, make_events_client
+from saga_index.writer import SagaWriter
+from tests.component.sweeps_support import (
+    SHARDS,
+    FakeLambdaContext,
+    SweepWorld,
+    emf_documents,
+    handlers,
+    metric,
+    payload,
+    world,
+)
+
+__all__ = ["world"]
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+T0 = datetime(2026, 7, 10, 12, 2, tzinfo=UTC)  # a retry-failed-prepare firing (minute 2 mod 10)
+CTX = FakeLambdaContext()
+JOB = "retry-failed-prepare"
+RETRY = "SagaPrepareRetryRequested"
+EXHAUSTED = "SagaPrepareRetriesExhausted"
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def failed_prepare(
+    world: SweepWorld, saga_id: str, *, gsi4pk: str | None = None, **extra: Any
+) -> None:
+    extra.setdefault("updatedAt", iso(T0 - timedelta(minutes=11)))
+    world.backend.put_saga(saga_id, f"p-{saga_id}", gsi4pk=gsi4pk, state="PREPARE_FAILED", **extra)
+
+
+def sweep(at: datetime, attempt: int = 1) -> dict[str, Any]:
+    return handlers.retry_failed_prepare(payload(JOB, at, attempt), CTX)
+
+
+def once_before_update(client: Any, action: Any) -> None:
+    """Run `action` once, just before the client's next UpdateItem is sent (after the read)."""
+    fired: list[bool] = []
+
+    def hook(**_: Any) -> None:
+        if not fired:
+            fired.append(True)
+            action()
+
+    client.meta.events.register("before-call.dynamodb.UpdateItem", hook)
+
+
+def test_given_a_due_failed_prepare_when_swept_then_the_retry_is_claimed_then_published(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On the legacy key while migrating: a claim must not re-stamp it onto its shard.
+    failed_prepare(world, "s1")
+    before = world.saga("s1")
+    updates: list[dict[str, Any]] = []
+    world.backend.client.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem",
+        lambda params, **_: updates.append(dict(params)),
+    )
+
+    result = sweep(T0)
+
+    (update,) = updates
+    assert set(update["ExpressionAttributeNames"].values()) == {
+        "state",
+        "prepareAttempts",
+        "updatedAt",
+        "lastPrepareRetryAt",
+    }
+    assert update["UpdateExpression"].startswith("SET ")
+    assert "GSI4" not in update["UpdateExpression"]
+    after = world.saga("s1")
+    assert after["prepareAttempts"] == 1
+    assert after["lastPrepareRetryAt"] == "2026-07-10T12:02:00.000Z"
+    for untouched in ("GSI4PK", "GSI4SK", "state", "updatedAt", "personId", "leaseId"):
+        assert after[untouched] == before[untouched], untouched
+    assert after["GSI4PK"] == keys.LEGACY_GSI4PK
+    (event,) = world.events_of(RETRY)
+    assert event["detail"]["sagaId"] == "s1"
+    assert event["detail"]["state"] == "PREPARE_FAILED"
+    assert event["detail"]["attempt"] == 1
+    assert event["detail"]["scheduledTime"] == "2026-07-10T12:02:00.000Z"
+    assert result["findings"] == {RETRY: 1, EXHAUSTED: 0}
+    docs = emf_documents(capsys.readouterr().out)
+    assert metric(docs, RETRY) == [1.0]
+    assert metric(docs, EXHAUSTED) == [0.0]
+
+
+def test_given_the_same_scheduled_time_delivered_twice_when_swept_then_the_saga_is_retried_once(
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1")
+    failed_prepare(world, "s2", gsi4pk="shard")
+
+    first = sweep(T0, attempt=1)
+    second = sweep(T0, attempt=2)  # Scheduler's at-least-once: the same firing again
+
+    assert first["findings"][RETRY] == 2
+    assert second["findings"][RETRY] == 0
+    assert sorted(e["detail"]["sagaId"] for e in world.events_of(RETRY)) == ["s1", "s2"]
+    assert world.saga("s1")["prepareAttempts"] == 1
+    assert world.saga("s2")["prepareAttempts"] == 1
+
+
+def test_given_two_deliveries_that_both_read_before_either_claims_then_only_one_retries(
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1")
+    other_client = world.backend.new_client()
+    outcomes: list[runner.SweepReport] = []
+
+    def duplicate_delivery() -> None:
+        # The second delivery of the same firing runs entirely between our read and our claim.
+        outcomes.append(
+            runner.run_retry_failed_prepare(
+                SagaRepository(
+                    other_client,
+                    world.backend.table_name,
+                    phase=Phase.MIGRATING,
+                    shard_count=SHARDS,
+                ),
+                RetryClaims(other_client, world.backend.table_name),
+                EventPublisher(world.events_client, world.env["EVENT_BUS_NAME"]),
+                now=T0,
+            )
+        )
+
+    once_before_update(world.backend.client, duplicate_delivery)
+
+    result = sweep(T0)
+
+    assert outcomes[0].findings[RETRY] == 1
+    assert result["findings"][RETRY] == 0
+    assert result["skipped"] == 1  # our claim's condition saw the other delivery's claim
+    assert len(world.events_of(RETRY)) == 1
+    assert world.saga("s1")["prepareAttempts"] == 1
+
+
+@pytest.mark.parametrize("change", ["left PREPARE_FAILED", "failed again"])
+def test_given_a_saga_changed_between_read_and_claim_when_swept_then_it_is_skipped(
+    world: SweepWorld, change: str
+) -> None:
+    failed_prepare(world, "s1", gsi4pk="shard")
+    writer = SagaWriter(world.backend.new_client(), world.backend.table_name, phase="migrating")
+    to_state = "PREPARING" if change == "left PREPARE_FAILED" else "PREPARE_FAILED"
+
+    once_before_update(
+        world.backend.client,
+        lambda: writer.transition(
+            saga_id="s1",
+            person_id="p-s1",
+            to_state=to_state,
+            updated_at=iso(T0 - timedelta(seconds=5)),
+        ),
+    )
+
+    result = sweep(T0)
+
+    assert result["skipped"] == 1
+    assert result["findings"][RETRY] == 0
+    assert world.events_of(RETRY) == []
+    saga = world.saga("s1")
+    assert "prepareAttempts" not in saga
+    assert "lastPrepareRetryAt" not in saga
+    assert saga["state"] == to_state
+
+
+def test_given_retries_over_time_when_swept_every_ten_minutes_then_backoff_is_kept_and_exhaustion_is_published_once(  # noqa: E501
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1")  # failed 11 min before T0
+
+    retried_at: list[int] = []
+    exhausted_at: list[int] = []
+    for minutes in range(0, 130, 10):  # every firing of the schedule for two hours
+        result = sweep(T0 + timedelta(minutes=minutes))
+        retried_at += [minutes] * result["findings"][RETRY]
+        exhausted_at += [minutes] * result["findings"][EXHAUSTED]
+
+    # Backoff 10, 20, 40 min after each attempt, strictly older than: due at the next firing
+    # after the backoff has passed; then exhausted once at the first firing after the 3rd retry.
+    assert retried_at == [0, 30, 80]
+    assert exhausted_at == [90]
+    assert len(world.events_of(RETRY)) == 3
+    (exhausted,) = world.events_of(EXHAUSTED)
+    assert exhausted["detail"]["sagaId"] == "s1"
+    assert exhausted["detail"]["prepareAttempts"] == 3
+    saga = world.saga("s1")
+    assert saga["prepareAttempts"] == 3
+    assert saga["prepareRetriesExhaustedAt"] == iso(T0 + timedelta(minutes=90))
+    assert saga["GSI4PK"] == keys.LEGACY_GSI4PK
+
+
+def test_given_an_exhausted_saga_when_the_same_time_is_delivered_twice_then_exhaustion_is_published_once(  # noqa: E501
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1", gsi4pk="shard", prepareAttempts=3, lastPrepareRetryAt=iso(T0))
+
+    sweep(T0, attempt=1)
+    sweep(T0, attempt=2)
+
+    assert len(world.events_of(EXHAUSTED)) == 1
+    assert world.events_of(RETRY) == []
+
+
+def _fail_every_put_events(client: Any) -> list[int]:
+    calls: list[int] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        sent = json.loads(params["body"])["Entries"]  # the serialised request
+        calls.append(len(sent))
+        entries = [{"ErrorCode": "InternalFailure", "ErrorMessage": "injected"}] * len(sent)
+        return AWSResponse(None, 200, {}, None), {
+            "FailedEntryCount": len(entries),
+            "Entries": entries,
+        }
+
+    client.meta.events.register("before-call.events.PutEvents", hook)
+    return calls
+
+
+def test_given_the_bus_rejects_the_event_when_swept_then_the_invocation_fails_and_the_claim_is_released(  # noqa: E501
+    world: SweepWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed_prepare(world, "s1", prepareAttempts=1, lastPrepareRetryAt=iso(T0 - timedelta(hours=1)))
+    broken_events = make_events_client(region="us-east-1")
+    calls = _fail_every_put_events(broken_events)
+    handlers.use_clients(dynamodb=world.backend.client, events=broken_events)
+
+    with pytest.raises(EventPublishError, match="s1"):
+        sweep(T0)
+
+    assert calls == [1, 1, 1]  # sent, and re-sent twice: bounded
+    saga = world.saga("s1")
+    assert saga["prepareAttempts"] == 1  # released: the retry was not spent
+    assert saga["lastPrepareRetryAt"] == iso(T0 - timedelta(hours=1))
+
+    # Scheduler retries the failed invocation with the same scheduled time: now it goes out.
+    handlers.use_clients(dynamodb=world.backend.client, events=world.events_client)
+    result = sweep(T0, attempt=2)
+    assert result["findings"][RETRY] == 1
+    assert [e["detail"]["attempt"] for e in world.events_of(RETRY)] == [2]
+    assert world.saga("s1")["prepareAttempts"] == 2

@@ -1,0 +1,163 @@
+"""The CLI backfill as a real process against a real server process (dynalite): killed with
+SIGKILL mid-run, or stopped with SIGTERM, then run again.
+
+A killed process gets no chance to clean up, so these prove the property the design rests on:
+every write is a single conditional UpdateItem of GSI4PK, so there is never a half-done row,
+and a re-run only finds the rows that are still on the legacy key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devkit.dynalite import local_client_env
+from saga_index import keys
+from saga_index.dynamo import deserialize
+from tests.support.backends import Backend, make_backend
+from tests.support.backfill_contract import (
+    ANOMALIES,
+    N,
+    assert_every_valid_saga_on_its_shard,
+    seed,
+    without_gsi4pk,
+)
+
+pytestmark = pytest.mark.conformance
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ROWS = [f"k{n:03}" for n in range(120)]
+SLOW = "40"  # writes/s: 120 rows take about 3 s, long enough to interrupt mid-run
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any], dynalite_endpoint: str) -> Backend:
+    backend = make_backend("kill", synthesized_template, endpoint_url=dynalite_endpoint)
+    seed(backend, ROWS)
+    return backend
+
+
+def cli_process(dynamo: Backend, rate: str) -> subprocess.Popen[str]:
+    assert dynamo.endpoint_url is not None
+    env = local_client_env(dynamo.endpoint_url)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT / "lambdas"), str(REPO_ROOT)])
+    argv = [
+        sys.executable,
+        "-m",
+        "saga_index",
+        "--table",
+        dynamo.table_name,
+        "--shards",
+        str(N),
+        "--phase",
+        "migrating",
+        "backfill",
+        "--segments",
+        "2",
+        "--max-writes-per-second",
+        rate,
+        "--json",
+    ]
+    return subprocess.Popen(
+        argv,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def moved(dynamo: Backend) -> int:
+    return sum(
+        1
+        for raw in dynamo.scan_all()
+        if raw.get("entityType", {}).get("S") == keys.ENTITY_TYPE
+        and raw.get("GSI4PK", {}).get("S") != keys.LEGACY_GSI4PK
+    )
+
+
+def wait_until_moved(dynamo: Backend, process: subprocess.Popen[str], at_least: int) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        count = moved(dynamo)
+        if count >= at_least:
+            return count
+        if process.poll() is not None:
+            raise AssertionError(f"the backfill ended first: {process.communicate()}")
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"fewer than {at_least} rows moved in 30 s")
+
+
+def assert_no_row_half_written(dynamo: Backend, before: dict[str, dict[str, Any]]) -> None:
+    for raw in dynamo.scan_all():
+        assert without_gsi4pk(raw) == without_gsi4pk(before[raw["PK"]["S"]])
+        item = deserialize(raw)
+        if item["entityType"] == keys.ENTITY_TYPE and item["GSI4PK"] != keys.LEGACY_GSI4PK:
+            assert item["GSI4PK"] == keys.shard_gsi4pk_for_person(item["personId"], N)
+
+
+def finish(dynamo: Backend) -> dict[str, Any]:
+    process = cli_process(dynamo, rate="1000")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, err  # complete; the planted anomalies remain
+    summary: dict[str, Any] = json.loads(out)
+    assert summary["anomalies"] == len(ANOMALIES)
+    assert summary["verification"]["ok"] is True
+    return summary
+
+
+def test_given_a_run_killed_with_sigkill_mid_way_when_run_again_then_it_converges(
+    dynamo: Backend,
+) -> None:
+    # Given a backfill process re-stamping at 40 writes/s
+    before = {raw["PK"]["S"]: raw for raw in dynamo.scan_all()}
+    process = cli_process(dynamo, rate=SLOW)
+    # When it is killed outright after some rows moved
+    wait_until_moved(dynamo, process, at_least=20)
+    process.kill()
+    process.wait(timeout=10)
+    assert process.returncode == -signal.SIGKILL
+    # Then no row is half-written, and some are still to do
+    done = moved(dynamo)
+    assert 20 <= done < len(ROWS)
+    assert_no_row_half_written(dynamo, before)
+    # When it runs again
+    summary = finish(dynamo)
+    # Then it re-stamps exactly the rest, and every row is on its shard
+    assert summary["restamped"] == len(ROWS) - done
+    assert moved(dynamo) == len(ROWS)
+    assert_every_valid_saga_on_its_shard(dynamo)
+    assert_no_row_half_written(dynamo, before)
+
+
+def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_exits_1(
+    dynamo: Backend,
+) -> None:
+    before = {raw["PK"]["S"]: raw for raw in dynamo.scan_all()}
+    process = cli_process(dynamo, rate=SLOW)
+    wait_until_moved(dynamo, process, at_least=10)
+
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+
+    assert process.returncode == 1, err
+    assert "SIGTERM received: stopping after the in-flight writes" in err
+    summary = json.loads(out)
+    assert summary["complete"] is False
+    assert summary["interrupted"] is True
+    # what it says it did is what the table shows: the in-flight writes finished
+    assert summary["restamped"] == moved(dynamo) < len(ROWS)
+    assert_no_row_half_written(dynamo, before)
+    second = finish(dynamo)
+    assert summary["restamped"] + second["restamped"] == len(ROWS)
+    assert_every_valid_saga_on_its_shard(dynamo)

@@ -1,0 +1,282 @@
+"""The backfill as synthesised: the state machine's shape, logging and tracing, and roles that
+can do exactly what each step needs (the worker: Scan and UpdateItem on the table, nothing
+more)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from handlers.backfill_worker import WORKER_METRICS
+from infra.alarms import BACKFILL_METRICS, BACKFILL_SERVICE
+from infra.backfill import (
+    LAMBDA_SERVICE_ERRORS,
+    THROTTLED_ERROR,
+    VERIFICATION_FAILED_ERROR,
+    WORKER_MAX_ATTEMPTS,
+)
+from saga_index.backfill import DEFAULT_SAFETY_MARGIN_SECONDS, MAX_CONCURRENT_SEGMENTS
+from saga_index.keys import INDEX_NAME
+
+pytestmark = pytest.mark.infra
+
+HANDLERS = {
+    "plan": "handlers.backfill_plan.handler",
+    "worker": "handlers.backfill_worker.handler",
+    "verify": "handlers.backfill_verify.handler",
+}
+
+
+def resources(template: Template, kind: str) -> dict[str, Any]:
+    return dict(template.find_resources(kind))
+
+
+def function_id(template: Template, role: str) -> str:
+    [logical_id] = [
+        logical_id
+        for logical_id, r in resources(template, "AWS::Lambda::Function").items()
+        if r["Properties"]["Handler"] == HANDLERS[role]
+    ]
+    return logical_id
+
+
+def statements_of_role(template: Template, role_logical_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def function_statements(template: Template, role: str) -> list[dict[str, Any]]:
+    fn = resources(template, "AWS::Lambda::Function")[function_id(template, role)]
+    role_id = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    return statements_of_role(template, role_id)
+
+
+def data_actions(statements: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(action, resource) pairs of every dynamodb statement, resources rendered as JSON."""
+    pairs = []
+    for statement in statements:
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
+        targets = statement["Resource"]
+        targets = targets if isinstance(targets, list) else [targets]
+        for action in actions:
+            if action.startswith("dynamodb:"):
+                pairs.extend((action, json.dumps(t, sort_keys=True)) for t in targets)
+    return sorted(pairs)
+
+
+def table_arn(template: Template) -> str:
+    [table_id] = resources(template, "AWS::DynamoDB::Table")
+    return json.dumps({"Fn::GetAtt": [table_id, "Arn"]}, sort_keys=True)
+
+
+def index_arn(template: Template) -> str:
+    [table_id] = resources(template, "AWS::DynamoDB::Table")
+    arn = {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{INDEX_NAME}"]]}
+    return json.dumps(arn, sort_keys=True)
+
+
+def definition(template: Template) -> dict[str, Any]:
+    [machine] = resources(template, "AWS::StepFunctions::StateMachine").values()
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "TOKEN" for p in parts)
+    return dict(json.loads(text))
+
+
+# ---- least privilege --------------------------------------------------------------------------
+
+
+def test_the_worker_may_scan_the_table_and_update_items_and_nothing_more(
+    default_template: Template,
+) -> None:
+    arn = table_arn(default_template)
+    assert data_actions(function_statements(default_template, "worker")) == [
+        ("dynamodb:Scan", arn),
+        ("dynamodb:UpdateItem", arn),
+    ]
+
+
+def test_the_verifier_may_query_the_index_and_read_single_rows(
+    default_template: Template,
+) -> None:
+    assert data_actions(function_statements(default_template, "verify")) == [
+        ("dynamodb:GetItem", table_arn(default_template)),
+        ("dynamodb:Query", index_arn(default_template)),
+    ]
+
+
+def test_the_planner_has_no_data_access(default_template: Template) -> None:
+    assert data_actions(function_statements(default_template, "plan")) == []
+
+
+def test_every_backfill_statement_names_its_resources(default_template: Template) -> None:
+    for role in HANDLERS:
+        for statement in function_statements(default_template, role):
+            if any(a.startswith("dynamodb:") for a in statement["Action"]):
+                assert statement["Resource"] != "*"
+
+
+def test_in_import_mode_the_worker_grant_points_at_the_named_table(
+    import_mode_template: Template,
+) -> None:
+    [statement] = [
+        s
+        for s in function_statements(import_mode_template, "worker")
+        if "dynamodb:Scan" in s["Action"]
+    ]
+    rendered = json.dumps(statement["Resource"])
+    assert ":table/propflow-prod" in rendered
+    assert "/index/" not in rendered
+    assert sorted(statement["Action"]) == ["dynamodb:Scan", "dynamodb:UpdateItem"]
+
+
+def test_the_state_machine_may_invoke_exactly_the_three_backfill_functions(
+    default_template: Template,
+) -> None:
+    [machine] = resources(default_template, "AWS::StepFunctions::StateMachine").values()
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    invoked = set()
+    for statement in statements_of_role(default_template, role_id):
+        if statement["Action"] == "lambda:InvokeFunction":
+            for target in statement["Resource"]:
+                rendered = json.dumps(target)
+                invoked.update(
+                    fid
+                    for fid in resources(default_template, "AWS::Lambda::Function")
+                    if f'"{fid}"' in rendered
+                )
+    assert invoked == {function_id(default_template, role) for role in HANDLERS}
+
+
+# ---- the functions -------------------------------------------------------------------------
+
+
+def test_the_worker_stops_before_its_timeout_with_few_attempts_per_request(
+    default_template: Template,
+) -> None:
+    worker = resources(default_template, "AWS::Lambda::Function")[
+        function_id(default_template, "worker")
+    ]["Properties"]
+    variables = worker["Environment"]["Variables"]
+    assert variables["SAGA_INDEX_MAX_ATTEMPTS"] == str(WORKER_MAX_ATTEMPTS)
+    margin = int(variables["BACKFILL_SAFETY_MARGIN_SECONDS"])
+    assert margin == DEFAULT_SAFETY_MARGIN_SECONDS
+    # one write's worst botocore backoff (1+2+4+... s) fits in the margin
+    assert sum(2**n for n in range(WORKER_MAX_ATTEMPTS - 1)) < margin
+    # about a minute of work per invocation: a stopped execution stops writing soon
+    assert 2 * margin <= worker["Timeout"] <= 180
+    assert worker["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_the_dashboard_reads_the_metrics_the_worker_publishes(default_template: Template) -> None:
+    worker = resources(default_template, "AWS::Lambda::Function")[
+        function_id(default_template, "worker")
+    ]["Properties"]
+    assert worker["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == BACKFILL_SERVICE
+    assert set(BACKFILL_METRICS) <= set(WORKER_METRICS)
+
+
+# ---- the state machine ---------------------------------------------------------------------
+
+
+def test_the_state_machine_logs_everything_to_a_retained_log_group_and_traces(
+    default_template: Template,
+) -> None:
+    default_template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineType": "STANDARD",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": {
+                "Level": "ALL",
+                "IncludeExecutionData": True,
+                "Destinations": [{"CloudWatchLogsLogGroup": {"LogGroupArn": Match.any_value()}}],
+            },
+        },
+    )
+    [machine] = resources(default_template, "AWS::StepFunctions::StateMachine").values()
+    destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
+    log_group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    log_group = resources(default_template, "AWS::Logs::LogGroup")[log_group_id]
+    assert log_group["DeletionPolicy"] == "Retain"
+    assert log_group["Properties"]["RetentionInDays"] == 90
+
+
+def test_the_definition_plans_then_maps_segments_then_verifies(
+    default_template: Template,
+) -> None:
+    states = definition(default_template)["States"]
+    assert definition(default_template)["StartAt"] == "PlanSegments"
+    assert states["PlanSegments"]["Next"] == "Segments"
+    segments = states["Segments"]
+    assert segments["Type"] == "Map"
+    assert segments["MaxConcurrency"] == MAX_CONCURRENT_SEGMENTS
+    assert segments["ItemsPath"] == "$.segments"
+    assert segments["ItemSelector"]["segment.$"] == "$$.Map.Item.Value"
+    assert segments["Next"] == "VerifyBackfill"
+    assert states["VerifyBackfill"]["Next"] == "Verified?"
+    verdict = states["Verified?"]
+    assert verdict["Choices"] == [
+        {"Variable": "$.verification.ok", "BooleanEquals": True, "Next": "BackfillComplete"}
+    ]
+    assert states[verdict["Default"]] == {
+        "Type": "Fail",
+        "Error": VERIFICATION_FAILED_ERROR,
+        "CausePath": "$.verification.message",
+    }
+
+
+def test_each_segment_loops_the_worker_until_its_cursor_is_null(
+    default_template: Template,
+) -> None:
+    processor = definition(default_template)["States"]["Segments"]["ItemProcessor"]
+    states = processor["States"]
+    assert processor["StartAt"] == "RestampSegment"
+    assert states["RestampSegment"]["Next"] == "SegmentDone?"
+    assert states["SegmentDone?"]["Choices"] == [
+        {"Variable": "$.invocation.output.cursor", "IsNull": True, "Next": "SegmentFinished"}
+    ]
+    assert states["SegmentDone?"]["Default"] == "ContinueFromCursor"
+    again = states["ContinueFromCursor"]
+    assert again["Next"] == "RestampSegment"
+    assert again["Parameters"]["cursor.$"] == "$.invocation.output.cursor"
+    assert again["Parameters"]["totals.$"] == "$.invocation.output"
+    assert states["SegmentFinished"]["End"] is True
+
+
+def test_lambda_service_errors_and_throttles_are_retried_with_backoff_and_jitter(
+    default_template: Template,
+) -> None:
+    states = definition(default_template)["States"]
+    worker = states["Segments"]["ItemProcessor"]["States"]["RestampSegment"]
+    for task in (states["PlanSegments"], worker, states["VerifyBackfill"]):
+        [service] = [r for r in task["Retry"] if r["ErrorEquals"] == LAMBDA_SERVICE_ERRORS]
+        assert service["BackoffRate"] == 2
+        assert service["JitterStrategy"] == "FULL"
+        assert service["MaxAttempts"] >= 3
+    [throttled] = [r for r in worker["Retry"] if r["ErrorEquals"] == [THROTTLED_ERROR]]
+    assert throttled["IntervalSeconds"] >= 30
+    assert throttled["BackoffRate"] == 2
+    assert throttled["JitterStrategy"] == "FULL"
+    # input errors are never retried: they fail the execution with their cause
+    retried = {
+        e
+        for task in (states["PlanSegments"], worker)
+        for r in task["Retry"]
+        for e in r["ErrorEquals"]
+    }
+    assert not retried & {"ValidationError", "InvalidInputError", "States.ALL"}
+
+
+def test_the_state_machine_arn_is_an_output(default_template: Template) -> None:
+    outputs = default_template.find_outputs("*")
+    assert any(
+        "StateMachineArn" in name and "backfill --state-machine-arn" in o["Description"]
+        for name, o in outputs.items()
+    )

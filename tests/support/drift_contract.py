@@ -1,0 +1,227 @@
+"""The drift checks' behaviour, as one suite run against every backend (moto and dynalite).
+
+A subclass provides the `dynamo` fixture (a fresh table built from the synthesised template).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from saga_index import keys
+from saga_index.drift import DriftChecker, ScanIncompleteError, ScanOptions
+from saga_index.dynamo import serialize
+from saga_index.errors import EnumerationError
+from saga_index.shard import shard
+from tests.support.backends import Backend
+from tests.support.faults import ThrottleInjector, queries_partition
+
+N = 16
+
+
+def checker(
+    dynamo: Backend, phase: str = "sharded", *, client: Any = None, **kwargs: Any
+) -> DriftChecker:
+    return DriftChecker(
+        client or dynamo.client, dynamo.table_name, phase=phase, shard_count=N, **kwargs
+    )
+
+
+def failing_fast(dynamo: Backend) -> Any:
+    """A client that gives up after two attempts: persistent throttles fail quickly."""
+    return dynamo.new_client(max_attempts=2)
+
+
+def put_raw(dynamo: Backend, item: dict[str, Any]) -> None:
+    dynamo.client.put_item(TableName=dynamo.table_name, Item=serialize(item))
+
+
+def wrong_shard_of(person_id: str) -> int:
+    return (shard(person_id, N) + 1) % N
+
+
+@dataclass(frozen=True)
+class Planted:
+    legacy: int
+    misrouted: int
+    unindexed: int
+    stray: int
+    anomalous: int
+    saga_rows: int
+    rows_per_shard: dict[int, int]
+
+
+def plant_drift(dynamo: Backend) -> Planted:
+    """Three legacy rows, four correctly sharded rows, one misrouted row, one row with an
+    unroutable personId under a shard, two unindexed rows (one without GSI4SK, one without
+    GSI4PK), one stray row (shard 20 of N=16), and a non-saga row that must not be counted."""
+    for n in range(3):
+        dynamo.put_saga(f"legacy-{n}", f"p-legacy-{n}")
+    sharded_people = [f"p-ok-{n}" for n in range(4)]
+    for person in sharded_people:
+        dynamo.put_saga(f"ok-{person}", person, gsi4pk="shard")
+    dynamo.put_saga("misrouted", "p-moved", gsi4pk=keys.sharded_gsi4pk(wrong_shard_of("p-moved")))
+    dynamo.put_saga("numeric-person", 42, gsi4pk=keys.sharded_gsi4pk(5))
+    dynamo.put_saga("no-sort-key", "p-nosk", GSI4SK=None)
+    put_raw(
+        dynamo,
+        {
+            **keys.saga_table_key("no-partition-key"),
+            "entityType": keys.ENTITY_TYPE,
+            "sagaId": "no-partition-key",
+            "personId": "p-nopk",
+            "state": "OPENED",
+            "GSI4SK": "p-nopk#2026-01-01T00:00:00.000Z",
+        },
+    )
+    dynamo.put_saga("stray", "p-stray", gsi4pk=keys.sharded_gsi4pk(20))
+    put_raw(dynamo, {"PK": "PERSON#p-ok-0", "SK": "PROFILE", "entityType": "Person"})
+    per_shard = Counter(shard(person, N) for person in sharded_people)
+    per_shard[wrong_shard_of("p-moved")] += 1
+    per_shard[5] += 1
+    return Planted(
+        legacy=3,
+        misrouted=1,
+        unindexed=2,
+        stray=1,
+        anomalous=1,
+        saga_rows=3 + 4 + 1 + 1 + 2 + 1,
+        rows_per_shard={n: per_shard.get(n, 0) for n in range(N)},
+    )
+
+
+class DriftContract:
+    def test_planted_drift_is_counted_exactly(self, dynamo: Backend) -> None:
+        # Given a table with every kind of drift planted
+        planted = plant_drift(dynamo)
+        # When every check runs, the base-table scan included
+        report = checker(dynamo).check(scan_unindexed=True)
+        # Then each count is exact
+        assert report.legacy_rows == planted.legacy
+        assert report.misrouted_rows == planted.misrouted
+        assert report.unindexed_rows == planted.unindexed
+        assert report.stray_rows == planted.stray
+        assert report.anomalous_rows == planted.anomalous
+        assert report.scanned_saga_rows == planted.saga_rows
+        assert report.rows_per_shard == planted.rows_per_shard
+        assert report.sharded_rows == sum(planted.rows_per_shard.values())
+        mean = report.sharded_rows / N
+        assert report.shard_skew == pytest.approx(max(planted.rows_per_shard.values()) / mean)
+        # And the rows are named, so a human can repair them
+        assert [r.saga_id for r in report.misrouted] == ["misrouted"]
+        assert report.misrouted[0].expected_gsi4pk == keys.shard_gsi4pk_for_person("p-moved", N)
+        assert sorted(r.saga_id for r in report.unindexed) == ["no-partition-key", "no-sort-key"]
+        assert [r.gsi4pk for r in report.stray] == ["RenewalSaga#20"]
+        assert not report.healthy
+        assert report.to_dict()["rowsPerShard"] == {
+            str(n): count for n, count in planted.rows_per_shard.items()
+        }
+
+    def test_a_run_that_does_not_scan_leaves_the_scan_counts_unknown(self, dynamo: Backend) -> None:
+        planted = plant_drift(dynamo)
+        report = checker(dynamo).check(scan_unindexed=False)
+        assert report.legacy_rows == planted.legacy
+        assert report.misrouted_rows == planted.misrouted
+        assert report.unindexed_rows is None
+        assert report.stray_rows is None
+        assert not report.scanned
+
+    def test_a_clean_sharded_table_is_healthy_with_every_count_zero(self, dynamo: Backend) -> None:
+        for n in range(5):
+            dynamo.put_saga(f"s{n}", f"person-{n}", gsi4pk="shard")
+        report = checker(dynamo).check(scan_unindexed=True)
+        assert (report.legacy_rows, report.misrouted_rows) == (0, 0)
+        assert (report.unindexed_rows, report.stray_rows) == (0, 0)
+        assert report.sharded_rows == 5
+        assert report.healthy
+        assert report.findings() == []
+
+    def test_an_empty_table_reports_zeros_and_zero_skew(self, dynamo: Backend) -> None:
+        report = checker(dynamo).check(scan_unindexed=True)
+        assert report.rows_per_shard == dict.fromkeys(range(N), 0)
+        assert report.shard_skew == 0.0
+        assert report.scanned_saga_rows == 0
+        assert report.healthy
+
+    def test_legacy_rows_are_drift_only_in_phase_sharded(self, dynamo: Backend) -> None:
+        dynamo.put_saga("l1", "p-1")
+        dynamo.put_saga("l2", "p-2")
+        for phase in ("legacy", "migrating", "rolling-back"):
+            assert checker(dynamo, phase).check(scan_unindexed=True).healthy, phase
+        sharded = checker(dynamo, "sharded").check(scan_unindexed=True)
+        assert not sharded.healthy
+        assert "legacy GSI4PK" in sharded.findings()[0]
+
+    def test_sharded_rows_are_drift_only_in_phase_legacy(self, dynamo: Backend) -> None:
+        dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+        for phase in ("migrating", "sharded", "rolling-back"):
+            assert checker(dynamo, phase).check(scan_unindexed=False).healthy, phase
+        legacy = checker(dynamo, "legacy").check(scan_unindexed=False)
+        assert legacy.findings() == [
+            "1 row(s) carry a sharded GSI4PK in phase legacy, where readers read only the "
+            "legacy partition"
+        ]
+
+    def test_every_page_of_the_legacy_count_and_the_shards_is_read(self, dynamo: Backend) -> None:
+        for n in range(7):
+            dynamo.put_saga(f"l{n}", f"p-{n}")
+        for n in range(5):
+            dynamo.put_saga(f"s{n}", "p-same", gsi4pk="shard", opened_at=f"2026-01-0{n + 1}T00:00Z")
+        paged = checker(dynamo, page_size=2).check(scan_unindexed=False)
+        unpaged = checker(dynamo).check(scan_unindexed=False)
+        assert paged.legacy_rows == unpaged.legacy_rows == 7
+        assert paged.sharded_rows == unpaged.sharded_rows == 5
+        assert paged.requests > unpaged.requests
+
+    def test_the_scan_reads_every_page_of_every_segment(self, dynamo: Backend) -> None:
+        planted = plant_drift(dynamo)
+        options = ScanOptions(segments=3, page_size=2, read_units_per_second=10_000)
+        report = checker(dynamo, scan_options=options).check(scan_unindexed=True)
+        assert report.scanned_saga_rows == planted.saga_rows
+        assert report.unindexed_rows == planted.unindexed
+
+    def test_a_shard_that_stays_throttled_fails_the_check_naming_it(self, dynamo: Backend) -> None:
+        dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+        hot = keys.shard_gsi4pk_for_person("p-1", N)
+        client = failing_fast(dynamo)
+        ThrottleInjector(client, "Query", times=None, match=queries_partition(hot))
+        with pytest.raises(EnumerationError) as caught:
+            checker(dynamo, client=client).check(scan_unindexed=False)
+        assert caught.value.partitions == [hot]
+
+    def test_a_throttled_legacy_count_fails_the_check(self, dynamo: Backend) -> None:
+        client = failing_fast(dynamo)
+        ThrottleInjector(client, "Query", times=None, match=queries_partition(keys.LEGACY_GSI4PK))
+        with pytest.raises(EnumerationError, match="RenewalSaga:"):
+            checker(dynamo, client=client).check(scan_unindexed=False)
+
+    def test_a_scan_segment_that_stays_throttled_fails_the_check(self, dynamo: Backend) -> None:
+        plant_drift(dynamo)
+        client = failing_fast(dynamo)
+        ThrottleInjector(client, "Scan", times=None, match=lambda body: body.get("Segment") == 1)
+        options = ScanOptions(segments=2, read_units_per_second=10_000)
+        with pytest.raises(EnumerationError) as caught:
+            checker(dynamo, client=client, scan_options=options).check(scan_unindexed=True)
+        assert caught.value.partitions == ["segment 1 of 2"]
+
+    def test_transient_scan_throttles_are_retried_and_the_counts_stay_exact(
+        self, dynamo: Backend
+    ) -> None:
+        planted = plant_drift(dynamo)
+        injector = ThrottleInjector(dynamo.client, "Scan", times=2)
+        report = checker(dynamo).check(scan_unindexed=True)
+        assert injector.injected == 2
+        assert report.unindexed_rows == planted.unindexed
+
+    def test_a_scan_past_its_deadline_fails_instead_of_reporting_a_partial_count(
+        self, dynamo: Backend
+    ) -> None:
+        plant_drift(dynamo)
+        # Given a clock that has reached the deadline before the scan's first page
+        drift = checker(dynamo, clock=lambda: 100.0)
+        with pytest.raises(ScanIncompleteError, match="did not finish") as caught:
+            drift.check(scan_unindexed=True, deadline=100.0)
+        assert caught.value.unfinished == [f"segment {n} of 4" for n in range(4)]

@@ -1,0 +1,130 @@
+"""The token bucket that paces the backfill's writes, on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from saga_index.backfill import TokenBucket
+from saga_index.errors import InvalidInputError
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+        self.slept += seconds
+
+
+def bucket(rate: float, clock: FakeClock, **kwargs: float) -> TokenBucket:
+    return TokenBucket(rate, clock=clock, sleep=clock.sleep, **kwargs)
+
+
+def take(b: TokenBucket, n: int) -> None:
+    for _ in range(n):
+        assert b.acquire()
+
+
+@pytest.mark.parametrize("rate", [0.5, 1.0, 7.5, 50.0, 1000.0])
+def test_given_a_rate_when_many_tokens_are_taken_then_they_come_exactly_at_that_rate(
+    rate: float,
+) -> None:
+    clock = FakeClock()
+    b = bucket(rate, clock)
+    take(b, 1)  # the one token of burst
+    start = clock.now
+    take(b, 200)
+    assert clock.now - start == pytest.approx(200 / rate, rel=1e-9)
+
+
+@pytest.mark.parametrize(("rate", "banked"), [(10, 1), (100, 5), (1000, 50)])
+def test_given_idle_time_then_at_most_50_ms_of_tokens_are_banked(rate: float, banked: int) -> None:
+    # The cap must hold over any window, so a long pause buys almost no burst.
+    clock = FakeClock()
+    b = bucket(rate, clock)
+    clock.now += 60
+    before = clock.now
+    take(b, banked)
+    assert clock.now == before  # the banked tokens come at once
+    take(b, rate)
+    assert clock.now - before == pytest.approx(1.0)  # then exactly at the rate
+
+
+def test_given_late_wake_ups_then_the_rate_is_still_met() -> None:
+    # sleep() overshoots; a one-token bucket would lose every overshoot.
+    clock = FakeClock()
+    late = 0.001
+    b = TokenBucket(100, clock=clock, sleep=lambda s: clock.sleep(s + late))
+    take(b, 1)
+    start = clock.now
+    take(b, 1000)
+    assert 1000 / (clock.now - start) == pytest.approx(100, rel=0.01)
+
+
+def test_given_a_throttle_then_the_rate_halves_holds_and_recovers_linearly() -> None:
+    clock = FakeClock()
+    b = bucket(100, clock, hold_seconds=5, recovery_seconds=10)
+    b.on_throttle()
+    assert b.rate == 50
+    assert b.decreases == 1
+    clock.now += 4.9
+    take(b, 1)
+    assert b.rate == pytest.approx(50)  # held
+    clock.now += 0.1 + 2.5  # 2.5 s past the hold: +10/s of cap per second
+    take(b, 1)
+    assert b.rate == pytest.approx(75)
+    clock.now += 100
+    take(b, 1)
+    assert b.rate == 100  # never above the cap
+
+
+def test_given_a_burst_of_throttles_then_the_rate_halves_once_per_interval() -> None:
+    clock = FakeClock()
+    b = bucket(64, clock, decrease_interval=1)
+    for _ in range(5):
+        b.on_throttle()
+    assert (b.rate, b.decreases) == (32, 1)
+    clock.now += 1
+    b.on_throttle()
+    assert (b.rate, b.decreases) == (16, 2)
+
+
+def test_given_endless_throttles_then_the_rate_stops_at_its_floor() -> None:
+    clock = FakeClock()
+    b = bucket(64, clock, floor_fraction=1 / 64)
+    for _ in range(20):
+        b.on_throttle()
+        clock.now += 1
+    assert b.rate == b.lowest_rate == 1
+    assert b.decreases == 20
+
+
+def test_given_a_halved_rate_then_tokens_come_at_the_new_rate() -> None:
+    clock = FakeClock()
+    b = bucket(10, clock, hold_seconds=60, burst_seconds=0)
+    take(b, 1)
+    b.on_throttle()
+    start = clock.now
+    take(b, 10)
+    assert clock.now - start == pytest.approx(2.0)  # 10 tokens at 5/s
+
+
+def test_given_a_stop_request_while_waiting_then_acquire_returns_false_without_a_token() -> None:
+    clock = FakeClock()
+    b = bucket(0.1, clock, max_sleep=0.25)  # one token per 10 s
+    take(b, 1)
+    naps: list[float] = []
+    assert b.acquire(should_stop=lambda: len(naps) >= 3 or naps.append(1) is not None) is False
+    assert clock.slept == pytest.approx(0.75)  # short naps: a stop is noticed within 0.25 s
+
+
+@pytest.mark.parametrize("rate", [0, -1, float("inf"), float("nan")])
+def test_given_a_rate_that_is_not_positive_and_finite_then_it_is_refused(rate: float) -> None:
+    with pytest.raises(InvalidInputError, match="positive"):
+        TokenBucket(rate)
