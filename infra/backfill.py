@@ -33,7 +33,6 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -51,9 +50,6 @@ from saga_index.backfill import (
 WORKER_SERVICE = "backfill-worker"
 PLAN_SERVICE = "backfill-plan"
 VERIFY_SERVICE = "backfill-verify"
-BASIC_EXECUTION_ROLE = (
-    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-)
 # The worker stops DEFAULT_SAFETY_MARGIN_SECONDS before this and returns its cursor: an
 # invocation re-stamps for about a minute, then the state machine invokes it again. Short on
 # purpose: a stopped execution starts no new invocation, but one already running keeps going
@@ -129,8 +125,6 @@ class SagaBackfill(Construct):
         self.verify_function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
         )
-        for fn in (self.plan_function, self.worker_function, self.verify_function):
-            self._acknowledge_function_findings(fn)
 
         self.log_group = logs.LogGroup(
             self,
@@ -292,30 +286,6 @@ class SagaBackfill(Construct):
         )
 
     # ---- cdk-nag -------------------------------------------------------------------------------
-
-    @staticmethod
-    def _acknowledge_function_findings(fn: lambda_.Function) -> None:
-        cdk.Validations.of(fn).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-L1",
-                reason="The runtime is SagaFunctions' Python 3.13, the newest runtime the "
-                "pinned Powertools layer (POWERTOOLS_VERSION) is published for.",
-            )
-        )
-        if fn.role is None:
-            return
-        cdk.Validations.of(fn.role).acknowledge(
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM4[Policy::{BASIC_EXECUTION_ROLE}]",
-                reason="AWSLambdaBasicExecutionRole only grants writing this function's own "
-                "CloudWatch logs; data access is granted explicitly per backfill function.",
-            ),
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords "
-                "support no resource-level permissions, so CDK grants them on '*'.",
-            ),
-        )
 
     def _acknowledge_state_machine_findings(self) -> None:
         stack = cdk.Stack.of(self)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.functions import SagaFunctions
@@ -27,9 +26,6 @@ ENV_SCAN_EVERY = "DRIFT_SCAN_EVERY"
 ENV_PERIOD_MINUTES = "DRIFT_GUARD_PERIOD_MINUTES"
 ENV_SCAN_SEGMENTS = "DRIFT_SCAN_SEGMENTS"
 ENV_SCAN_RATE = "DRIFT_SCAN_READ_UNITS_PER_SECOND"
-BASIC_EXECUTION_ROLE = (
-    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-)
 
 
 class DriftGuard(Construct):
@@ -74,7 +70,6 @@ class DriftGuard(Construct):
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table_arn])
         )
-        self._acknowledge_function_findings(self.function)
         self.schedule = ScheduledInvocation(
             self, "Schedule", job_name=self.job.name, function=self.function
         )
@@ -83,28 +78,3 @@ class DriftGuard(Construct):
     def scan_interval(self) -> cdk.Duration:
         """Time between two base-table scans (K runs of the schedule)."""
         return cdk.Duration.minutes(self.job.period_minutes * self.scan_every)
-
-    @staticmethod
-    def _acknowledge_function_findings(fn: lambda_.Function) -> None:
-        cdk.Validations.of(fn).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-L1",
-                reason="The runtime is SagaFunctions' Python 3.13, the newest runtime the "
-                "pinned Powertools layer (POWERTOOLS_VERSION) is published for.",
-            )
-        )
-        role = fn.role
-        if role is None:
-            return
-        cdk.Validations.of(role).acknowledge(
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM4[Policy::{BASIC_EXECUTION_ROLE}]",
-                reason="AWSLambdaBasicExecutionRole only grants writing this function's own "
-                "CloudWatch logs; data access is granted explicitly above.",
-            ),
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords "
-                "support no resource-level permissions, so CDK grants them on '*'.",
-            ),
-        )

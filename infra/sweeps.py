@@ -24,9 +24,6 @@ from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
 
 ENV_EVENT_BUS = "EVENT_BUS_NAME"  # read by lambdas/handlers/sweeps.py
 HANDLER_MODULE = "handlers.sweeps"
-BASIC_EXECUTION_ROLE = (
-    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
-)
 
 
 @dataclass(frozen=True)
@@ -111,35 +108,7 @@ class SagaSweeps(Construct):
                         actions=["dynamodb:UpdateItem"], resources=[table.table_arn]
                     )
                 )
-            self._acknowledge_function_findings(fn)
             self.functions[job.name] = fn
             self.schedules[job.name] = ScheduledInvocation(
                 self, f"{sweep.construct_id}Schedule", job_name=job.name, function=fn
             )
-
-    @staticmethod
-    def _acknowledge_function_findings(fn: lambda_.Function) -> None:
-        cdk.Validations.of(fn).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-L1",
-                reason="The runtime is SagaFunctions' Python 3.13, the newest runtime the "
-                "pinned Powertools layer (POWERTOOLS_VERSION) is published for.",
-            )
-        )
-        role = fn.role
-        if role is None:
-            return
-        cdk.Validations.of(role).acknowledge(
-            # cdk-nag 3 only honours the bracketed id: the plain "AwsSolutions-IAM4" that
-            # SagaFunctions acknowledges does not suppress it (measured).
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM4[Policy::{BASIC_EXECUTION_ROLE}]",
-                reason="AWSLambdaBasicExecutionRole only grants writing this function's own "
-                "CloudWatch logs; data access is granted explicitly per sweep.",
-            ),
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords "
-                "support no resource-level permissions, so CDK grants them on '*'.",
-            ),
-        )
