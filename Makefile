@@ -11,9 +11,12 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEMPLATE := cdk.out/RenewalSagaIndex.template.json
+# The Powertools layer and the runtime's boto3, as directories (devkit/layer.py): the deploy
+# rehearsal (tests/rehearsal) starts every function with its asset plus exactly these.
+LAMBDA_DEPS := build/.lambda-deps
 PYTEST_ARGS ?=
 
-.PHONY: help deps demo test lint typecheck synth cfn-lint unit component infra conformance bench lock clean
+.PHONY: help deps demo test lint typecheck synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
@@ -36,6 +39,12 @@ node_modules/.installed: package.json package-lock.json
 
 deps: $(VENV)/.installed node_modules/.installed
 
+$(LAMBDA_DEPS): requirements.txt constraints.txt devkit/layer.py $(VENV)/.installed
+	$(PY) -m devkit.layer
+	touch $@
+
+layer: $(LAMBDA_DEPS)
+
 synth: deps
 	CDK_OUTDIR=cdk.out $(PY) app.py
 
@@ -49,11 +58,14 @@ typecheck: deps
 cfn-lint: synth
 	$(VENV)/bin/cfn-lint $(TEMPLATE) --ignore-checks W3005
 
-test: lint typecheck cfn-lint
+test: lint typecheck cfn-lint $(LAMBDA_DEPS)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit component infra conformance: deps
 	$(VENV)/bin/pytest tests/$@ $(PYTEST_ARGS)
+
+rehearsal: deps $(LAMBDA_DEPS)
+	$(VENV)/bin/pytest tests/rehearsal $(PYTEST_ARGS)
 
 demo: deps synth
 	$(PY) -m devkit.demo
@@ -66,4 +78,4 @@ lock: deps
 	  echo "# Regenerate: make lock"; $(PY) -m pip freeze --exclude-editable | grep -v '^-e'; } > constraints.txt
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache results
+	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache results

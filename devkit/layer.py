@@ -17,6 +17,7 @@ only what is stale.
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import subprocess
@@ -129,11 +130,26 @@ def runtime_dir(pins: dict[str, str] | None = None) -> DependencyDir:
 
 
 def ensure_all() -> tuple[Path, Path]:
-    """(layer root, runtime root), built when missing or stale."""
-    return layer_dir().ensure(), runtime_dir().ensure()
+    """(layer root, runtime root), built when missing or stale.
+
+    Under a lock: parallel test workers (pytest-xdist) would otherwise build into one place."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with (BUILD_DIR / ".lambda-deps.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return layer_dir().ensure(), runtime_dir().ensure()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def main() -> int:
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with (BUILD_DIR / ".lambda-deps.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_stale()
+
+
+def _build_stale() -> int:
     for directory in (layer_dir(), runtime_dir()):
         if directory.is_current():
             print(f"{directory.name}: up to date in {directory.root}", file=sys.stderr)

@@ -49,7 +49,8 @@ BASIC_EXECUTION_ROLE = (
 def powertools_layer_parameter(architecture: lambda_.Architecture = ARCHITECTURE) -> str:
     """AWS publishes one public SSM parameter per Powertools release whose value is its layer ARN;
     resolving it at deploy time pins the layer to the version the code was tested with."""
-    arch = "arm64" if architecture == lambda_.Architecture.ARM_64 else "x86_64"
+    # jsii Architecture objects never compare equal with ==, even for the same value: use names.
+    arch = "arm64" if architecture.name == lambda_.Architecture.ARM_64.name else "x86_64"
     return f"/aws/service/powertools/python/{arch}/python3.13/{POWERTOOLS_VERSION}"
 
 

@@ -1,0 +1,191 @@
+"""Every function of the synthesised stack, started the way Lambda starts it: its asset from
+cdk.out (found through the asset manifest), the layer and the runtime's boto3 and nothing else,
+exactly the template's environment (references resolved to a stand-in stack on a moto server),
+a realistic event for its trigger and a Lambda-like context. The effects are read back."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from devkit import layer
+from saga_index import keys
+from tests.rehearsal.conftest import (
+    BACKFILL_HANDLERS,
+    DEV_ONLY_MODULES,
+    Invocation,
+    Rehearsal,
+    Synth,
+)
+
+pytestmark = pytest.mark.rehearsal
+
+MAX_ASSET_BYTES = 1_000_000
+
+
+def _function_ids(synth_template: Synth) -> list[str]:
+    return sorted(synth_template.of_type("AWS::Lambda::Function"))
+
+
+# ---- every function: asset, handler, environment, start-up --------------------------------------
+
+
+def test_given_the_synthesised_stack_when_rehearsed_then_every_function_was_invoked(
+    rehearsal: Rehearsal, synth: Synth
+) -> None:
+    assert set(rehearsal.invocations) == set(_function_ids(synth))
+    for logical_id, invocations in rehearsal.invocations.items():
+        assert invocations, logical_id
+        assert all(i.ok for i in invocations), logical_id
+
+
+def test_given_each_function_then_its_handler_resolves_to_a_file_inside_its_own_asset(
+    rehearsal: Rehearsal,
+) -> None:
+    for logical_id, function in rehearsal.functions.items():
+        module, _, name = function.properties["Handler"].rpartition(".")
+        source = function.asset / Path(*module.split(".")).with_suffix(".py")
+        assert source.is_file(), f"{logical_id}: {source} is not in the asset"
+        assert f"def {name}(" in source.read_text(encoding="utf-8"), logical_id
+        loaded = rehearsal.invocations[logical_id][0].modules[module]
+        assert Path(loaded).resolve() == source.resolve(), logical_id
+
+
+def test_given_a_function_process_then_nothing_of_the_project_venv_is_importable(
+    rehearsal: Rehearsal, dependency_paths: tuple[Path, Path]
+) -> None:
+    allowed = [f.asset for f in rehearsal.functions.values()] + list(dependency_paths)
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    for logical_id, probe in rehearsal.probes.items():
+        assert probe == dict.fromkeys(DEV_ONLY_MODULES), f"{logical_id} imported {probe}"
+        for invocation in rehearsal.invocations[logical_id]:
+            for module, location in invocation.modules.items():
+                if module in (
+                    "__main__",
+                    "__mp_main__",
+                ):  # bootstrap.py, the stand-in for Lambda's runtime
+                    continue
+                path = Path(location).resolve()
+                inside = [root for root in allowed if path.is_relative_to(root.resolve())]
+                if inside or path.is_relative_to(stdlib):
+                    assert "site-packages" not in path.parts or inside, (module, location)
+                    continue
+                raise AssertionError(f"{logical_id}: {module} came from {location}")
+
+
+def test_given_the_template_environment_then_each_process_got_exactly_it(
+    rehearsal: Rehearsal, synth: Synth
+) -> None:
+    for logical_id, function in rehearsal.functions.items():
+        declared = synth.resources[logical_id]["Properties"]["Environment"]["Variables"]
+        assert set(function.environment) == set(declared)
+        assert function.environment["SAGA_INDEX_PHASE"] == "migrating"
+        assert "POWERTOOLS_TRACE_DISABLED" not in function.environment
+
+
+def test_given_the_assets_then_they_hold_only_the_function_code_and_stay_small(
+    rehearsal: Rehearsal,
+) -> None:
+    forbidden = {"tests", ".venv", "cdk.out", "node_modules", "__pycache__", "cli", "build"}
+    for function in {f.asset for f in rehearsal.functions.values()}:
+        files = [p for p in function.rglob("*") if p.is_file()]
+        names = {part for p in files for part in p.relative_to(function).parts}
+        assert not names & forbidden, f"{function} carries {names & forbidden}"
+        assert not [p for p in files if p.suffix == ".pyc" or p.name == "__main__.py"]
+        assert {p.relative_to(function).parts[0] for p in files} == {"handlers", "saga_index"}
+        assert sum(p.stat().st_size for p in files) < MAX_ASSET_BYTES
+
+
+# ---- the effects ---------------------------------------------------------------------------
+
+
+def _events(rehearsal: Rehearsal, detail_type: str) -> list[str]:
+    return sorted(
+        e["detail"]["sagaId"] for e in rehearsal.events if e["detail-type"] == detail_type
+    )
+
+
+def _only(rehearsal: Rehearsal, handler: str) -> list[Invocation]:
+    return rehearsal.invocations[rehearsal.by_handler[handler]]
+
+
+def test_given_legacy_rows_when_the_drift_guard_runs_then_it_counts_them_and_prints_emf(
+    rehearsal: Rehearsal,
+) -> None:
+    first, after_backfill = _only(rehearsal, "handlers.drift_guard.handler")
+    # 15 movable rows + 1 without personId on the legacy key, 3 already on their shards.
+    assert first.result["legacyRows"] == 16
+    assert first.result["shardedRows"] == 3
+    assert first.metric("LegacyRows", service="drift-guard") == [16.0]
+    assert after_backfill.result["legacyRows"] == 1  # the anomaly stays, on purpose
+    assert after_backfill.result["shardedRows"] == 18
+    assert after_backfill.metric("LegacyRows") == [1.0]
+    assert after_backfill.metric("ShardedRows") == [18.0]
+
+
+def test_given_due_sagas_when_the_sweeps_run_then_their_events_reach_the_bus(
+    rehearsal: Rehearsal,
+) -> None:
+    assert _events(rehearsal, "SagaWorkflowUnhealthy") == ["stale-heartbeat"]
+    assert _events(rehearsal, "SagaPrepareRetryRequested") == ["failed-prepare"]
+    assert "stuck" in _events(rehearsal, "SagaStuck")
+    assert {e["source"] for e in rehearsal.events} == {"propflow.renewal-saga"}
+    claimed = next(r for r in rehearsal.rows_after if r["sagaId"] == "failed-prepare")
+    assert claimed["prepareAttempts"] == 1
+    (snapshot,) = _only(rehearsal, "handlers.sweeps.agent_metrics_snapshot")
+    assert snapshot.metric("OpenSagas", State="PREPARE_FAILED") == [1.0]
+    assert snapshot.result["sagasRead"] == 19
+
+
+def test_given_the_state_machine_inputs_when_the_backfill_runs_then_every_legacy_row_is_restamped(
+    rehearsal: Rehearsal,
+) -> None:
+    before = {r["sagaId"]: r["GSI4PK"] for r in rehearsal.rows_before}
+    after = {r["sagaId"]: r for r in rehearsal.rows_after}
+    assert sum(1 for key in before.values() if key == keys.LEGACY_GSI4PK) == 16
+    assert after.pop("no-person")["GSI4PK"] == keys.LEGACY_GSI4PK
+    for saga_id, row in after.items():
+        assert row["GSI4PK"] == keys.shard_gsi4pk_for_person(
+            row["personId"], rehearsal.shard_count
+        ), saga_id
+    workers = _only(rehearsal, BACKFILL_HANDLERS["worker"])
+    assert sum(sum(w.metric("Restamped", service="backfill-worker")) for w in workers) == 15
+    verify, after_late_write = _only(rehearsal, BACKFILL_HANDLERS["verify"])
+    assert verify.result["verification"]["ok"] is True
+    assert verify.metric("SourceKeyRows") == [1.0]
+    assert verify.metric("UnexpectedSourceKeyRows") == [0.0]
+    assert after_late_write.result["verification"]["ok"] is False
+    assert after_late_write.metric("UnexpectedSourceKeyRows") == [1.0]
+
+
+def test_given_active_tracing_then_every_function_sends_xray_segments_without_a_daemon(
+    rehearsal: Rehearsal,
+) -> None:
+    # POWERTOOLS_TRACE_DISABLED is NOT set: the X-Ray SDK runs as in Lambda, sending segments
+    # over UDP to AWS_XRAY_DAEMON_ADDRESS (here a socket of the test). UDP needs no daemon to
+    # answer, so tracing can run for real; these are the segments it sent.
+    names = {doc.get("name") for doc in rehearsal.segments}
+    handlers = {f.properties["Handler"].rpartition(".")[2] for f in rehearsal.functions.values()}
+    assert {f"## {name}" for name in handlers} <= names, names
+    assert {"dynamodb", "events"} <= names, names  # botocore calls, patched by the SDK
+
+
+def test_given_each_function_then_the_layer_it_deploys_with_is_the_one_rehearsed(
+    rehearsal: Rehearsal, synth: Synth
+) -> None:
+    # The published layer carries compiled code (pydantic_core): a layer of the wrong
+    # architecture fails every import on the first invocation, however well the code ran here.
+    pins = layer.pinned_versions()
+    parameters = synth.template.get("Parameters", {})
+    for logical_id, function in rehearsal.functions.items():
+        (architecture,) = function.properties["Architectures"]
+        runtime = function.properties["Runtime"]
+        (layer_ref,) = function.properties["Layers"]
+        parameter = parameters[layer_ref["Ref"]]
+        assert parameter["Type"] == "AWS::SSM::Parameter::Value<String>"
+        assert parameter["Default"] == (
+            f"/aws/service/powertools/python/{architecture}/{runtime}/"
+            f"{pins['aws-lambda-powertools']}"
+        ), logical_id

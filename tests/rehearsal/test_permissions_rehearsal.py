@@ -1,0 +1,165 @@
+"""Every AWS call a function made during its rehearsal is allowed by its role's policy in the
+template, resource by resource (table ARN, index ARN, bus ARN); and every permission the role
+grants was used, or is listed below with the reason it cannot be exercised here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+import pytest
+
+from tests.rehearsal.conftest import ACCOUNT, REGION, Rehearsal, StandIn, Synth, World
+
+pytestmark = pytest.mark.rehearsal
+
+# botocore's signing name -> IAM service prefix, where they differ.
+IAM_PREFIX = {"monitoring": "cloudwatch"}
+BASIC_EXECUTION_ROLE = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+# Granted, not exercised by the code's own calls, and why that is right.
+JUSTIFIED: dict[tuple[str, str], str] = {
+    ("xray:PutTraceSegments", "*"): "active tracing: the X-Ray daemon Lambda runs sends the "
+    "function's segments with its role; X-Ray has no resource-level permissions",
+    ("xray:PutTelemetryRecords", "*"): "active tracing, as above",
+}
+# Managed policies a function role may carry, and why.
+JUSTIFIED_MANAGED = {
+    BASIC_EXECUTION_ROLE: "writes the function's own log group (logs:CreateLogStream, "
+    "logs:PutLogEvents); the runtime's log agent uses it, not the function's code",
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    action: str
+    resource: str
+
+    def allows(self, action: str, resource: str) -> bool:
+        return fnmatchcase(action, self.action) and fnmatchcase(resource, self.resource)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def role_grants(synth: Synth, stand_in: StandIn, function_id: str) -> tuple[list[Grant], list[str]]:
+    """(Allow statements flattened to action x resource, managed policy ARNs) of the role."""
+    role_ref = synth.resources[function_id]["Properties"]["Role"]
+    role_id = role_ref["Fn::GetAtt"][0]
+    role = synth.resources[role_id]["Properties"]
+    documents = [p["PolicyDocument"] for p in role.get("Policies", [])]
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"].get("Roles", []):
+            documents.append(policy["Properties"]["PolicyDocument"])
+    grants: list[Grant] = []
+    for document in documents:
+        for statement in document["Statement"]:
+            assert statement["Effect"] == "Allow", statement
+            assert "NotAction" not in statement, statement
+            assert "NotResource" not in statement, statement
+            for action in _as_list(statement["Action"]):
+                for resource in _as_list(stand_in.resolve(statement["Resource"])):
+                    grants.append(Grant(action, str(resource)))
+    managed = [str(stand_in.resolve(arn)) for arn in role.get("ManagedPolicyArns", [])]
+    return grants, managed
+
+
+def _arn(kind: str, name: str) -> str:
+    if name.startswith("arn:"):
+        return name
+    if kind == "table":
+        return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
+    return f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{name}"
+
+
+def required_permissions(call: dict[str, Any]) -> set[tuple[str, str]]:
+    """The IAM (action, resource) pairs one recorded API call needs."""
+    prefix = IAM_PREFIX.get(call["signingName"], call["signingName"])
+    action = f"{prefix}:{call['operation']}"
+    resources = call["resources"]
+    if prefix == "dynamodb":
+        table = _arn("table", resources["TableName"])
+        if "IndexName" in resources:
+            return {(action, f"{table}/index/{resources['IndexName']}")}
+        return {(action, table)}
+    if action == "events:PutEvents":
+        return {(action, _arn("bus", bus)) for bus in resources["EventBusNames"]}
+    if action == "sns:Publish":
+        return {(action, resources["TopicArn"])}
+    if action == "cloudwatch:PutMetricData":
+        return {(action, "*")}  # no resource-level permissions
+    raise AssertionError(f"the rehearsal does not know the IAM resource of {action}: {call}")
+
+
+def _recorded(rehearsal: Rehearsal, function_id: str) -> set[tuple[str, str]]:
+    return {
+        needed
+        for invocation in rehearsal.invocations[function_id]
+        for call in invocation.calls
+        for needed in required_permissions(call)
+    }
+
+
+@pytest.fixture(scope="module")
+def audit(
+    rehearsal: Rehearsal, synth: Synth, world: World
+) -> dict[str, tuple[set[tuple[str, str]], list[Grant], list[str]]]:
+    return {
+        function_id: (
+            _recorded(rehearsal, function_id),
+            *role_grants(synth, world.stand_in, function_id),
+        )
+        for function_id in rehearsal.functions
+    }
+
+
+def test_given_each_function_then_every_call_it_made_is_allowed_by_its_role(
+    audit: dict[str, tuple[set[tuple[str, str]], list[Grant], list[str]]],
+) -> None:
+    for function_id, (recorded, grants, _) in audit.items():
+        denied = sorted(
+            (action, resource)
+            for action, resource in recorded
+            if not any(g.allows(action, resource) for g in grants)
+        )
+        assert not denied, f"{function_id} would be denied {denied}; its grants: {grants}"
+
+
+def test_given_each_function_then_its_role_grants_nothing_its_code_did_not_use(
+    audit: dict[str, tuple[set[tuple[str, str]], list[Grant], list[str]]],
+) -> None:
+    for function_id, (recorded, grants, managed) in audit.items():
+        unused = sorted(
+            (g.action, g.resource)
+            for g in grants
+            if (g.action, g.resource) not in JUSTIFIED
+            and not any(g.allows(action, resource) for action, resource in recorded)
+        )
+        assert not unused, f"{function_id} is granted {unused} but never used them"
+        assert set(managed) <= set(JUSTIFIED_MANAGED), f"{function_id}: {managed}"
+
+
+def test_given_each_function_then_no_grant_is_broader_than_one_named_resource(
+    audit: dict[str, tuple[set[tuple[str, str]], list[Grant], list[str]]],
+) -> None:
+    for function_id, (_, grants, _) in audit.items():
+        broad = [
+            g
+            for g in grants
+            if (g.action, g.resource) not in JUSTIFIED
+            and ("*" in g.action or "*" in g.resource or "?" in g.resource)
+        ]
+        assert not broad, f"{function_id} has over-broad grants {broad}"
+
+
+def test_given_the_rehearsal_then_it_recorded_the_calls_it_audits(
+    audit: dict[str, tuple[set[tuple[str, str]], list[Grant], list[str]]],
+    rehearsal: Rehearsal,
+) -> None:
+    # A recorder that saw nothing would make every check above pass vacuously.
+    worker = rehearsal.by_handler["handlers.backfill_worker.handler"]
+    recorded, _, _ = audit[worker]
+    assert {action for action, _ in recorded} == {"dynamodb:Scan", "dynamodb:UpdateItem"}
+    sweep = rehearsal.by_handler["handlers.sweeps.retry_failed_prepare"]
+    assert "events:PutEvents" in {action for action, _ in audit[sweep][0]}
