@@ -48,6 +48,7 @@ from constructs import Construct
 from infra.config import PHASES, StackConfig
 from infra.drift import DriftGuard
 from infra.functions import METRICS_NAMESPACE
+from infra.sweeps import SagaSweeps
 from saga_index import drift
 from saga_index.watch import (
     ALARM_THROTTLE_METRICS,
@@ -150,6 +151,7 @@ class Observability(Construct):
         table: dynamodb.ITable,
         index_name: str,
         drift_guard: DriftGuard,
+        sweeps: SagaSweeps,
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
@@ -183,6 +185,7 @@ class Observability(Construct):
             "retries. docs/observability.md#driftguarderrors",
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
+        self._scheduled_job_alarms(drift_guard, sweeps)
         throttles = {
             f"m{n}": self.index_metric(name) for n, name in enumerate(ALARM_THROTTLE_METRICS)
         }
@@ -358,6 +361,35 @@ class Observability(Construct):
         self.paging[construct_id] = pages
         return alarm
 
+    def _scheduled_job_alarms(self, drift_guard: DriftGuard, sweeps: SagaSweeps) -> None:
+        """A sweep that fails never acts on a partial list, so its failure must reach a human:
+        the schedule invokes asynchronously, so function errors show in the function's Errors
+        metric, and invocations Scheduler could not deliver land in the job's dead-letter queue.
+        Both page in every phase."""
+        for job_name, function in sweeps.functions.items():
+            self._alarm(
+                f"{_pascal(job_name)}Errors",
+                metric=function.metric_errors(period=GUARD_PERIOD, statistic="Sum"),
+                pages=True,
+                description=f"The {job_name} failed (it acts on nothing when it cannot read "
+                "every saga). docs/observability.md#sweep-failures",
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+        schedules = {**sweeps.schedules, drift_guard.job.name: drift_guard.schedule}
+        for job_name, invocation in schedules.items():
+            queue = invocation.dead_letter_queue
+            self._alarm(
+                f"{_pascal(job_name)}DeadLetters",
+                metric=queue.metric_approximate_number_of_messages_visible(
+                    period=GUARD_PERIOD, statistic="Maximum"
+                ),
+                pages=True,
+                description=f"Scheduler could not invoke the {job_name} after its retries; "
+                "the undelivered events wait in its dead-letter queue. "
+                "docs/observability.md#sweep-failures",
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+
     # ---- the dashboard -------------------------------------------------------------------------
 
     def _dashboard(self) -> cw.Dashboard:
@@ -485,3 +517,8 @@ class Observability(Construct):
         title: str, metrics: Sequence[cw.IMetric] | Iterable[cw.IMetric], *, stacked: bool = False
     ) -> cw.GraphWidget:
         return cw.GraphWidget(title=title, left=list(metrics), width=12, height=6, stacked=stacked)
+
+
+def _pascal(job_name: str) -> str:
+    """workflow-health-sweep -> WorkflowHealthSweep (construct ids)."""
+    return "".join(part.title() for part in job_name.split("-"))

@@ -72,6 +72,7 @@ class RenewalSagaIndexStack(cdk.Stack):
             table=self.saga_table.table,
             index_name=self.saga_table.index_name,
             drift_guard=self.drift_guard,
+            sweeps=self.sweeps,
         )
         self.backfill = SagaBackfill(
             self,

@@ -33,6 +33,8 @@ GUARD_ALARMS: dict[str, tuple[frozenset[str], int, int, int]] = {
     "StrayRows": (ALL, 7200, 1, 1),
 }
 THROTTLES_PAGE_IN = frozenset({"migrating", "sharded"})
+# 5 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs.
+ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 # The sharded synth also proves rows-per-shard widgets are split for large N.
@@ -63,8 +65,13 @@ def only(template: Template, resource_type: str, props: dict[str, Any] | None = 
     return next(iter(found))
 
 
-def alarm_for(template: Template, metric_name: str) -> dict[str, Any]:
-    found = template.find_resources(ALARM, {"Properties": {"MetricName": metric_name}})
+def alarm_for(
+    template: Template, metric_name: str, dimensions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    props: dict[str, Any] = {"MetricName": metric_name}
+    if dimensions is not None:
+        props["Dimensions"] = dimensions
+    found = template.find_resources(ALARM, {"Properties": props})
     assert len(found) == 1, metric_name
     properties: dict[str, Any] = next(iter(found.values()))["Properties"]
     return properties
@@ -120,14 +127,63 @@ def test_the_guard_functions_own_errors_page_in_every_phase(
     phase_templates: dict[str, Template], phase: str
 ) -> None:
     template = phase_templates[phase]
-    alarm = alarm_for(template, "Errors")
+    dimensions = [{"Name": "FunctionName", "Value": {"Ref": guard_function(template)}}]
+    alarm = alarm_for(template, "Errors", dimensions)
     assert alarm["Namespace"] == "AWS/Lambda"
-    assert alarm["Dimensions"] == [
-        {"Name": "FunctionName", "Value": {"Ref": guard_function(template)}}
-    ]
     assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 0)
     assert alarm["TreatMissingData"] == "notBreaching"
     assert alarm["AlarmActions"] == [topic_ref(template)]
+
+
+SWEEP_HANDLERS = {
+    "workflow-health-sweep": "handlers.sweeps.workflow_health_sweep",
+    "retry-failed-prepare": "handlers.sweeps.retry_failed_prepare",
+    "stuck-saga-sweep": "handlers.sweeps.stuck_saga_sweep",
+    "agent-metrics-snapshot": "handlers.sweeps.agent_metrics_snapshot",
+}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_failing_sweep_pages_in_every_phase(
+    phase_templates: dict[str, Template], phase: str
+) -> None:
+    template = phase_templates[phase]
+    for job, handler in SWEEP_HANDLERS.items():
+        function = only(template, "AWS::Lambda::Function", {"Handler": handler})
+        alarm = alarm_for(
+            template, "Errors", [{"Name": "FunctionName", "Value": {"Ref": function}}]
+        )
+        assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == (
+            "AWS/Lambda",
+            "Sum",
+            0,
+        ), job
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert alarm["AlarmActions"] == [topic_ref(template)], job
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_every_schedules_dead_letter_queue_pages_when_it_holds_a_message(
+    phase_templates: dict[str, Template], phase: str
+) -> None:
+    template = phase_templates[phase]
+    schedules = template.find_resources("AWS::Scheduler::Schedule")
+    assert len(schedules) == 5
+    for logical_id, schedule in schedules.items():
+        dlq_arn = schedule["Properties"]["Target"]["DeadLetterConfig"]["Arn"]
+        queue = dlq_arn["Fn::GetAtt"][0]
+        alarm = alarm_for(
+            template,
+            "ApproximateNumberOfMessagesVisible",
+            [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}],
+        )
+        assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == (
+            "AWS/SQS",
+            "Maximum",
+            0,
+        ), logical_id
+        assert alarm["AlarmActions"] == [topic_ref(template)], logical_id
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -172,7 +228,7 @@ def test_every_alarm_action_is_the_one_pager_topic(
 ) -> None:
     template = phase_templates[phase]
     alarms = template.find_resources(ALARM)
-    assert len(observability_alarms(alarms)) == 7
+    assert len(observability_alarms(alarms)) == ALARM_COUNT
     actions = [
         action
         for alarm in alarms.values()
@@ -297,7 +353,7 @@ def test_import_mode_owns_no_table_so_sets_no_contributor_insights_but_still_pag
     import_mode_template: Template,
 ) -> None:
     assert import_mode_template.find_resources("AWS::DynamoDB::Table") == {}
-    assert len(observability_alarms(import_mode_template.find_resources(ALARM))) == 7
+    assert len(observability_alarms(import_mode_template.find_resources(ALARM))) == ALARM_COUNT
     alarm = alarm_for(import_mode_template, "LegacyRows")
     assert {"Name": "TableName", "Value": "propflow-prod"} in alarm["Dimensions"]
 
@@ -389,7 +445,7 @@ def test_the_dashboard_shows_drift_shards_throttles_backfill_and_sweeps(
         assert all(m["namespace"] == "RenewalSagaIndex" for m in lines)
         assert all({"TableName", "IndexName"} <= set(m) for m in lines)
     alarms = widget(body, "Alarms")
-    assert len(alarms["alarms"]) == 7
+    assert len(alarms["alarms"]) == ALARM_COUNT
 
 
 def test_the_rows_per_shard_graph_is_split_when_n_is_large(
@@ -482,4 +538,4 @@ def test_template_on_disk_has_the_same_alarms(default_synth: Synthesised) -> Non
     # The file cfn-lint checks is the one these assertions describe.
     document = json.loads(Path(default_synth.template_path).read_text())
     alarms = {k: r for k, r in document["Resources"].items() if r["Type"] == ALARM}
-    assert len(observability_alarms(alarms)) == 7
+    assert len(observability_alarms(alarms)) == ALARM_COUNT
