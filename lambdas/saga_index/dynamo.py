@@ -30,8 +30,12 @@ _serializer = TypeSerializer()
 
 
 def retry_config(max_attempts: int = 10, mode: str = "standard") -> Config:
-    """botocore retry policy: exponential backoff with jitter, throttles included."""
-    return Config(retries={"max_attempts": max_attempts, "mode": mode})
+    """botocore retry policy: exponential backoff with jitter, throttles included.
+
+    max_attempts counts every attempt, the first included (botocore's total_max_attempts; its
+    legacy `max_attempts` key would count retries only, one more request than asked for).
+    """
+    return Config(retries={"total_max_attempts": max_attempts, "mode": mode})
 
 
 class ThrottleCounter:
@@ -99,14 +103,22 @@ def make_client(
     max_attempts: int = 10,
     retry_mode: str = "standard",
     max_pool_connections: int = 32,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 30.0,
 ) -> Any:
     """A low-level DynamoDB client (thread-safe, unlike boto3 resources) with botocore retries
     and the throttle observer attached (its counter: attach_throttle_observer(client)).
 
     endpoint_url None lets boto3 honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_DYNAMODB itself.
     """
+    # botocore's default 60 s read timeout could outlast a Lambda's safety margin; a timed-out
+    # attempt is retried by the retry mode like any other transient error.
     config = retry_config(max_attempts, retry_mode).merge(
-        Config(max_pool_connections=max_pool_connections)
+        Config(
+            max_pool_connections=max_pool_connections,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
     )
     client = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint_url, config=config)
     attach_throttle_observer(client)

@@ -225,11 +225,13 @@ class RepositoryContract:
     ) -> None:
         seed_mixed(dynamo)
         hot = keys.shard_gsi4pk_for_person("p-2", N)
-        ThrottleInjector(
+        injector = ThrottleInjector(
             dynamo.client, "Query", times=None, match=queries_partition(hot), code=code
         )
         with pytest.raises(EnumerationError) as caught:
             repo(dynamo, "migrating").get_all_open_sagas()
+        # The backend's client allows 3 attempts in all: botocore retried, then gave up.
+        assert injector.injected == 3
         assert caught.value.partitions == [hot]
         assert hot in str(caught.value)
         assert code in str(caught.value)
