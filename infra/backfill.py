@@ -39,6 +39,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.functions import SagaFunctions
+from infra.table import index_arn
 from saga_index.backfill import (
     DEFAULT_SAFETY_MARGIN_SECONDS,
     MAX_CONCURRENT_SEGMENTS,
@@ -87,7 +88,7 @@ class SagaBackfill(Construct):
         index_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        index_arn = f"{table.table_arn}/index/{index_name}"
+        query_arn = index_arn(table, index_name)
 
         self.plan_function = functions.function(
             "BackfillPlan",
@@ -120,7 +121,7 @@ class SagaBackfill(Construct):
             timeout=cdk.Duration.minutes(5),
         )
         self.verify_function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[index_arn])
+            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[query_arn])
         )
         self.verify_function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])

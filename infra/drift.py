@@ -17,6 +17,7 @@ from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
+from infra.table import index_arn
 from saga_index.drift import DEFAULT_SCAN_EVERY, DRIFT_GUARD_SERVICE, validate_scan_every
 
 JOB_NAME = DRIFT_GUARD_SERVICE  # the schedule row and the Powertools service are one name
@@ -64,7 +65,7 @@ class DriftGuard(Construct):
         )
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{index_name}"]
+                actions=["dynamodb:Query"], resources=[index_arn(table, index_name)]
             )
         )
         self.function.add_to_role_policy(

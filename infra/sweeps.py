@@ -21,6 +21,7 @@ from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
+from infra.table import index_arn
 
 ENV_EVENT_BUS = "EVENT_BUS_NAME"  # read by lambdas/handlers/sweeps.py
 HANDLER_MODULE = "handlers.sweeps"
@@ -81,7 +82,7 @@ class SagaSweeps(Construct):
             value=self.bus.event_bus_name,
             description="EventBridge bus the renewal-saga sweeps publish their findings to",
         )
-        index_arn = f"{table.table_arn}/index/{index_name}"
+        query_arn = index_arn(table, index_name)
         self.functions: dict[str, lambda_.Function] = {}
         self.schedules: dict[str, ScheduledInvocation] = {}
         for sweep in SWEEPS:
@@ -98,7 +99,7 @@ class SagaSweeps(Construct):
                 environment=environment,
             )
             fn.add_to_role_policy(
-                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[index_arn])
+                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[query_arn])
             )
             if sweep.emits_events:
                 self.bus.grant_put_events_to(fn)

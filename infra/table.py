@@ -22,6 +22,11 @@ THROTTLED_KEYS_INSIGHTS = dynamodb.ContributorInsightsSpecification(
 )
 
 
+def index_arn(table: dynamodb.ITable, index_name: str) -> str:
+    """The ARN a Query on the GSI is authorised against (the index, not the table)."""
+    return f"{table.table_arn}/index/{index_name}"
+
+
 class SagaTable(Construct):
     """Exposes `.table` and `.index_name` whichever way the table came to exist.
 

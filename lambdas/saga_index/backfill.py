@@ -50,6 +50,7 @@ from saga_index import keys
 from saga_index.dynamo import ThrottleCounter, deserialize, error_code, is_throttle
 from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.model import Phase
+from saga_index.repository import count_partition
 from saga_index.shard import validate_shard_count
 
 log = logging.getLogger(__name__)
@@ -804,33 +805,31 @@ def run_segment(
 
 
 def _source_rows(
-    client: Any, table_name: str, index_name: str, partition: str, *, count_only: bool
-) -> tuple[int, list[dict[str, Any]]]:
-    """Every row under one index partition (paginated to the end): a count, or the rows."""
+    client: Any, table_name: str, index_name: str, partition: str
+) -> list[dict[str, Any]]:
+    """Every row under one index partition (paginated to the end), only the judged attributes."""
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
         "KeyConditionExpression": "#gsi4pk = :pk",
-        "ExpressionAttributeNames": {"#gsi4pk": "GSI4PK"},
+        "ProjectionExpression": "#pk, #sk, #entityType, #personId, #gsi4pk, #gsi4sk",
+        "ExpressionAttributeNames": {
+            "#pk": "PK",
+            "#sk": "SK",
+            "#entityType": "entityType",
+            "#personId": "personId",
+            "#gsi4pk": "GSI4PK",
+            "#gsi4sk": "GSI4SK",
+        },
         "ExpressionAttributeValues": {":pk": {"S": partition}},
     }
-    if count_only:
-        request["Select"] = "COUNT"
-    else:
-        request["ProjectionExpression"] = "#pk, #sk, #entityType, #personId, #gsi4pk, #gsi4sk"
-        request["ExpressionAttributeNames"].update(
-            {"#pk": "PK", "#sk": "SK", "#entityType": "entityType", "#personId": "personId"}
-        )
-        request["ExpressionAttributeNames"]["#gsi4sk"] = "GSI4SK"
-    count = 0
     rows: list[dict[str, Any]] = []
     while True:
         page = client.query(**request)
-        count += int(page.get("Count", 0))
         rows.extend(page.get("Items", []))
         last = page.get("LastEvaluatedKey")
         if not last:
-            return count, rows
+            return rows
         request["ExclusiveStartKey"] = last
 
 
@@ -839,7 +838,7 @@ def count_source_rows(
 ) -> int:
     """Rows still on the source key (through the index, COUNT only): the progress bar's total."""
     return sum(
-        _source_rows(client, table_name, index_name, partition, count_only=True)[0]
+        count_partition(client, table_name, partition, index_name=index_name)[0]
         for partition in direction.source_partitions(shard_count)
     )
 
@@ -865,8 +864,7 @@ def verify_source_drained(
     remaining = anomalies = others = 0
     candidates: list[dict[str, Any]] = []
     for partition in partitions:
-        _, rows = _source_rows(client, table_name, index_name, partition, count_only=False)
-        for raw in rows:
+        for raw in _source_rows(client, table_name, index_name, partition):
             remaining += 1
             if raw.get("entityType", {}).get("S") != keys.ENTITY_TYPE:
                 others += 1

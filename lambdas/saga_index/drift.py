@@ -36,10 +36,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index import keys
-from saga_index.dynamo import deserialize, serialize
+from saga_index.dynamo import deserialize
 from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError, SagaIndexError
 from saga_index.model import Phase
-from saga_index.repository import SagaRepository
+from saga_index.repository import SagaRepository, count_partition
 from saga_index.shard import validate_shard_count
 
 log = logging.getLogger(__name__)
@@ -575,26 +575,14 @@ class DriftChecker:
 
     def count_legacy_rows(self) -> tuple[int, int]:
         """(rows on the legacy key, requests): a COUNT Query to its last page."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": self.index_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": "GSI4PK"},
-            "ExpressionAttributeValues": serialize({":pk": keys.LEGACY_GSI4PK}),
-            "Select": "COUNT",
-        }
-        if self.page_size is not None:
-            request["Limit"] = self.page_size
-        count = requests = 0
         try:
-            while True:
-                response = self.client.query(**request)
-                requests += 1
-                count += int(response.get("Count", 0))
-                last_key = response.get("LastEvaluatedKey")
-                if not last_key:
-                    return count, requests
-                request["ExclusiveStartKey"] = last_key
+            return count_partition(
+                self.client,
+                self.table_name,
+                keys.LEGACY_GSI4PK,
+                index_name=self.index_name,
+                page_size=self.page_size,
+            )
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
 

@@ -240,6 +240,37 @@ class SagaRepository:
         )
 
 
+def count_partition(
+    client: Any,
+    table_name: str,
+    gsi4pk: str,
+    *,
+    index_name: str = keys.INDEX_NAME,
+    page_size: int | None = None,
+) -> tuple[int, int]:
+    """(rows under one GSI4 partition, requests): a COUNT Query read to its last page, because
+    Count covers one 1 MB page only. Client errors propagate to the caller."""
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "IndexName": index_name,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": "GSI4PK"},
+        "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
+        "Select": "COUNT",
+    }
+    if page_size is not None:
+        request["Limit"] = page_size
+    count = requests = 0
+    while True:
+        response = client.query(**request)
+        requests += 1
+        count += int(response.get("Count", 0))
+        last_key = response.get("LastEvaluatedKey")
+        if not last_key:
+            return count, requests
+        request["ExclusiveStartKey"] = last_key
+
+
 def _sort_key_person(item: Mapping[str, Any]) -> str | None:
     value = item.get("GSI4SK")
     if not isinstance(value, str):
