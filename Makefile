@@ -16,7 +16,7 @@ TEMPLATE := cdk.out/RenewalSagaIndex.template.json
 LAMBDA_DEPS := build/.lambda-deps
 PYTEST_ARGS ?=
 
-.PHONY: help deps demo test lint typecheck synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
+.PHONY: help deps demo test lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
@@ -55,10 +55,14 @@ lint: deps
 typecheck: deps
 	$(VENV)/bin/mypy lambdas infra devkit app.py
 
+# The layering as import contracts ([tool.importlinter] in pyproject.toml).
+importlint: deps
+	PYTHONPATH=lambdas:. $(VENV)/bin/lint-imports
+
 cfn-lint: synth
 	$(VENV)/bin/cfn-lint $(TEMPLATE) --ignore-checks W3005
 
-test: lint typecheck cfn-lint $(LAMBDA_DEPS)
+test: lint typecheck importlint cfn-lint $(LAMBDA_DEPS)
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 unit component infra conformance: deps
@@ -78,4 +82,4 @@ lock: deps
 	  echo "# Regenerate: make lock"; $(PY) -m pip freeze --exclude-editable | grep -v '^-e'; } > constraints.txt
 
 clean:
-	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache results
+	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache .import_linter_cache results

@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The stack takes the index name from the domain library so infra and code cannot drift; the
-# library lives under lambdas/ (the Lambda asset root), which is not on sys.path for `app.py`.
+# The stack takes its names (saga_index.names) and the shard rule from the domain library so infra
+# and code cannot drift; the library lives under lambdas/ (the Lambda asset root), which is not on
+# sys.path for `app.py`.
 _LAMBDAS = str(Path(__file__).resolve().parent / "lambdas")
 if _LAMBDAS not in sys.path:
     sys.path.insert(0, _LAMBDAS)

@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from bench import BENCHMARKS
-
-RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench"
+from bench.output import RESULTS, save
 
 
 def _name(module_path: str) -> str:
     return module_path.rsplit(".", 1)[-1]
-
-
-def write_result(name: str, result: dict[str, Any], directory: Path = RESULTS) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
-    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
 
 
 def run_one(module: ModuleType, directory: Path) -> tuple[str, float, str]:
@@ -38,7 +28,7 @@ def run_one(module: ModuleType, directory: Path) -> tuple[str, float, str]:
     started = time.monotonic()
     result = module.run()
     module.render(result)
-    path = write_result(str(module.NAME), result, directory)
+    path = save(str(module.NAME), result, directory)
     ok = result.get("ok")
     verdict = "-" if ok is None else ("ok" if ok else "FAILED")
     return verdict, time.monotonic() - started, str(path)

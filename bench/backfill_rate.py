@@ -22,20 +22,21 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import logging
 import math
-import os
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from devkit.dynalite import DynaliteServer
+from bench.output import progress, save
+from bench.server import local_server
 from devkit.schema import create_table, load_template
 from saga_index import keys
-from saga_index.backfill import BackfillRequest, Direction, run_backfill
-from saga_index.dynamo import make_client, serialize
+from saga_index.backfill.direction import Direction
+from saga_index.backfill.local import run_backfill
+from saga_index.backfill.messages import BackfillRequest
+from saga_index.dynamo.client import make_client
+from saga_index.dynamo.codec import serialize
 
 NAME = "backfill_rate"
 TOLERANCE = 0.10
@@ -113,27 +114,19 @@ def run(
     runs: int = 5,
     seconds: float = 4.0,
 ) -> dict[str, Any]:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        os.environ.pop(name, None)
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="local",
-        AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - a local server accepts any credentials
-        AWS_DEFAULT_REGION="us-east-1",
-    )
-    logging.getLogger("saga_index").setLevel(logging.ERROR)
     template = load_template()
     configs: list[dict[str, Any]] = []
-    with DynaliteServer() as server:
-        client = make_client(endpoint_url=server.endpoint_url, region="us-east-1")
+    with local_server() as endpoint:
+        client = make_client(endpoint_url=endpoint, region="us-east-1")
         for cap in caps:
             for segment_count in segments:
                 table = f"rate-{int(cap)}-{segment_count}"
                 rows = max(50, math.ceil(cap * seconds))
                 create_table(client, table, template)
                 _seed(client, table, rows)
-                sys.stderr.write(
-                    f"bench: backfill_rate: cap {cap}/s, {segment_count} segment(s), "
-                    f"{rows} rows x {runs} runs\n"
+                progress(
+                    f"backfill_rate: cap {cap}/s, {segment_count} segment(s), "
+                    f"{rows} rows x {runs} runs"
                 )
                 measured = [
                     measure(
@@ -221,10 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(caps=args.caps, segments=args.segments, runs=args.runs, seconds=args.seconds)
     render(result)
-    from bench.__main__ import write_result
-
-    path = write_result(NAME, result)
-    sys.stderr.write(f"bench: wrote {path}\n")
+    save(NAME, result)
     return 0 if result["ok"] else 1
 
 

@@ -17,19 +17,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load_support import Tables, emit, local_server, num, progress, save
+from bench.output import emit, num, progress, save
+from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index import keys
-from saga_index.backfill import (
-    MAX_WRITES_PER_SECOND,
-    BackfillRequest,
-    Direction,
-    finish_backfill,
-    run_backfill,
-)
+from saga_index.backfill.direction import Direction
+from saga_index.backfill.local import run_backfill
+from saga_index.backfill.messages import MAX_WRITES_PER_SECOND, BackfillRequest
+from saga_index.backfill.readback import finish_backfill
 from saga_index.drift import DriftChecker
-from saga_index.dynamo import make_client
+from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
+from saga_index.names import INDEX_NAME
 
 NAME = "backfill_scale"
 
@@ -62,7 +60,7 @@ def run(*, scales: Sequence[int] = (1, 10), segments: int = 8, shards: int = 16)
                 table,
                 request,
                 local.results,
-                index_name=keys.INDEX_NAME,
+                index_name=INDEX_NAME,
                 shard_count=shards,
                 throttles=local.throttles,
             )

@@ -19,12 +19,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load_support import Tables, emit, local_server, median, num, progress, save
-from devkit.capacity import CapacityMeter
+from bench.figures import median
+from bench.output import emit, num, progress, save
+from bench.server import Tables, local_server
+from devkit.capacity.meter import CapacityMeter
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
-from saga_index import keys
-from saga_index.dynamo import make_client
+from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
+from saga_index.names import INDEX_NAME
 from saga_index.repository import SagaRepository
 
 NAME = "by_person_requests"
@@ -75,7 +77,7 @@ def run(*, shards: int = 16, persons: int = 200, seed: int = 85) -> dict[str, An
                     f"phase {phase.value}: the repository reported {sum(reported)} requests, "
                     f"the client sent {counter.count}"
                 )
-            rcu = meter.summary(keys.INDEX_NAME).total_rcu
+            rcu = meter.summary(INDEX_NAME).total_rcu
             phases[phase.value] = {
                 "reads": persons,
                 "requestsSent": counter.count,

@@ -17,23 +17,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load_support import (
-    Tables,
-    emit,
-    load_row,
-    local_server,
-    median,
-    num,
-    pct,
-    progress,
-    save,
-)
-from devkit.capacity import CapacityMeter, LoadLedger, TableSchema
+from bench.figures import load_row, median
+from bench.output import emit, num, pct, progress, save
+from bench.server import Tables, local_server
+from devkit.capacity.ledger import LoadLedger
+from devkit.capacity.meter import CapacityMeter
+from devkit.capacity.table_schema import TableSchema
 from devkit.seed import SeedSpec, build_dataset
-from devkit.traffic import SyntheticTable, TrafficMix, build_plan, metered_replay
-from saga_index import keys
-from saga_index.dynamo import make_client
+from devkit.traffic.mix import TrafficMix
+from devkit.traffic.plan import build_plan
+from devkit.traffic.replay import metered_replay
+from devkit.traffic.synthetic import SyntheticTable
+from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
+from saga_index.names import INDEX_NAME
 from saga_index.repository import SagaRepository
 from saga_index.shard import validate_shard_count
 
@@ -61,7 +58,7 @@ def measured_enumeration(
         timings.append((time.perf_counter() - started) * 1000)
     return {
         "requests": result.requests,
-        "rcu": round(meter.summary(keys.INDEX_NAME).total_rcu, 2),
+        "rcu": round(meter.summary(INDEX_NAME).total_rcu, 2),
         "openSagas": len(result.items),
         "medianMs": round(median(timings), 1),
     }
@@ -71,7 +68,7 @@ def synthetic_enumeration(table: SyntheticTable) -> dict[str, Any]:
     saved = table.ledger
     table.ledger = LoadLedger()
     requests = table.enumerate_open(0)
-    rcu = table.ledger.summary(keys.INDEX_NAME).total_rcu
+    rcu = table.ledger.summary(INDEX_NAME).total_rcu
     table.ledger = saved
     return {"requests": requests, "rcu": round(rcu, 1)}
 
@@ -105,7 +102,7 @@ def run(
                 run_label=f"n{n}",
             )
             measured = {
-                **load_row(meter.summary(keys.INDEX_NAME)),
+                **load_row(meter.summary(INDEX_NAME)),
                 "enumeration": measured_enumeration(endpoint, table, schema, n),
             }
             progress(f"choose_n: N={n}: synthetic {scale}x")
@@ -114,7 +111,7 @@ def run(
             )
             enumeration = synthetic_enumeration(model)
             scaled = {
-                **load_row(model.run(big_plan, f"n{n}").summary(keys.INDEX_NAME)),
+                **load_row(model.run(big_plan, f"n{n}").summary(INDEX_NAME)),
                 "enumeration": enumeration,
             }
             rows[str(n)] = {"seedScale": measured, "scaled": scaled}

@@ -19,9 +19,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load_support import Tables, emit, local_server, median, num, percentile, progress, save
+from bench.figures import median, percentile
+from bench.output import emit, num, progress, save
+from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.dynamo import make_client
+from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
 from saga_index.repository import SagaRepository
 

@@ -5,9 +5,9 @@
 At the seed's scale the traffic is REALLY replayed against a local server (two tables: one
 seeded in the legacy layout, one in the sharded layout, the same plan through each) and every
 request is metered. At 100x a real run would take far longer than the benchmark budget, so the
-same plan, scaled, is priced by devkit.traffic.SyntheticTable from item sizes with the meter's
-own functions; the seed-scale row is priced that way too, as a check that the model agrees with
-the metered run.
+same plan, scaled, is priced by devkit.traffic.synthetic.SyntheticTable from item sizes with the
+meter's own functions; the seed-scale row is priced that way too, as a check that the model
+agrees with the metered run.
 """
 
 from __future__ import annotations
@@ -17,12 +17,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.load_support import Tables, emit, load_row, local_server, num, pct, progress, save
-from devkit.capacity import TableSchema
+from bench.figures import load_row
+from bench.output import emit, num, pct, progress, save
+from bench.server import Tables, local_server
+from devkit.capacity.table_schema import TableSchema
 from devkit.seed import SeedSpec, build_dataset
-from devkit.traffic import SyntheticTable, TrafficMix, build_plan, metered_replay
-from saga_index import keys
+from devkit.traffic.mix import TrafficMix
+from devkit.traffic.plan import build_plan
+from devkit.traffic.replay import metered_replay
+from devkit.traffic.synthetic import SyntheticTable
 from saga_index.model import Phase
+from saga_index.names import INDEX_NAME
 
 NAME = "hot_key"
 
@@ -40,7 +45,7 @@ def synthetic(
         table = SyntheticTable(
             dataset, schema, phase=phase, shard_count=shards, layout_shard_count=layout
         )
-        out[label] = load_row(table.run(plan, label).summary(keys.INDEX_NAME))
+        out[label] = load_row(table.run(plan, label).summary(INDEX_NAME))
     return out
 
 
@@ -69,7 +74,7 @@ def run(*, shards: int = 16, duration: int = 60, scale: int = 100) -> dict[str, 
                 run_label=label,
             )
             measured[label] = {
-                **load_row(meter.summary(keys.INDEX_NAME)),
+                **load_row(meter.summary(INDEX_NAME)),
                 "requests": meter.requests,
                 "wallSeconds": round(time.monotonic() - started, 2),
             }

@@ -23,8 +23,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CDK_OUT = REPO_ROOT / "cdk.out"
 TEMPLATE_PATH = CDK_OUT / "RenewalSagaIndex.template.json"
 TABLE_RESOURCE_TYPE = "AWS::DynamoDB::Table"
-# The GSI name comes from saga_index.keys, so a change there must also trigger a fresh synth.
-_INDEX_NAME_SOURCE = REPO_ROOT / "lambdas" / "saga_index" / "keys.py"
+# Infra takes every shared name (the GSI's among them) and the shard rule from the domain library:
+# a change there must also trigger a fresh synth.
+_DOMAIN_SOURCES = (
+    REPO_ROOT / "lambdas" / "saga_index" / "names.py",
+    REPO_ROOT / "lambdas" / "saga_index" / "shard.py",
+)
 _SYNTH_TIMEOUT_SECONDS = 300
 
 
@@ -37,8 +41,8 @@ def template_sources() -> list[Path]:
     return [
         REPO_ROOT / "app.py",
         REPO_ROOT / "cdk.json",
-        *sorted((REPO_ROOT / "infra").glob("*.py")),
-        _INDEX_NAME_SOURCE,
+        *sorted((REPO_ROOT / "infra").rglob("*.py")),
+        *_DOMAIN_SOURCES,
     ]
 
 

@@ -27,9 +27,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from devkit.capacity import item_size
 from saga_index import keys
-from saga_index.dynamo import serialize
+from saga_index.dynamo.codec import serialize
+from saga_index.dynamo.sizing import item_size
 from saga_index.errors import InvalidInputError
 from saga_index.model import OPEN_STATES, TERMINAL_STATES
 from saga_index.writer import utc_iso

@@ -31,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -39,23 +38,22 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.functions import SagaFunctions
-from infra.table import index_arn
-from saga_index.backfill import (
-    DEFAULT_SAFETY_MARGIN_SECONDS,
+from saga_index.names import (
+    BACKFILL_THROTTLED_ERROR,
+    ENV_BACKFILL_SAFETY_MARGIN,
+    ENV_MAX_ATTEMPTS,
     MAX_CONCURRENT_SEGMENTS,
-    SegmentThrottledError,
+    SERVICE_BACKFILL_PLAN,
+    SERVICE_BACKFILL_VERIFY,
+    SERVICE_BACKFILL_WORKER,
 )
 
-# Powertools service names (the `service` metric dimension). The dashboard in infra/alarms.py
-# reads the worker's Restamped / Skipped / Anomalies under WORKER_SERVICE.
-WORKER_SERVICE = "backfill-worker"
-PLAN_SERVICE = "backfill-plan"
-VERIFY_SERVICE = "backfill-verify"
-# The worker stops DEFAULT_SAFETY_MARGIN_SECONDS before this and returns its cursor: an
+# The worker stops WORKER_SAFETY_MARGIN_SECONDS before this and returns its cursor: an
 # invocation re-stamps for about a minute, then the state machine invokes it again. Short on
 # purpose: a stopped execution starts no new invocation, but one already running keeps going
 # until it returns, so this bounds how long writes continue after an operator stops a run.
 WORKER_TIMEOUT = cdk.Duration.minutes(2)
+WORKER_SAFETY_MARGIN_SECONDS = 60
 # Few attempts per request: one write with botocore's backoff between attempts (1+2+4+8+16 s at
 # most) must fit in the safety margin. A throttle that outlasts them raises
 # SegmentThrottledError, which the state machine retries with a much longer backoff.
@@ -68,7 +66,6 @@ LAMBDA_SERVICE_ERRORS = [
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
 ]
-THROTTLED_ERROR = SegmentThrottledError.__name__
 # A Lambda killed at its timeout: the worker stops before it, so this is rare; re-running from
 # the same cursor is safe (the Scan skips what was re-stamped).
 LAMBDA_TIMEOUT_ERROR = "Sandbox.Timedout"
@@ -84,47 +81,44 @@ class SagaBackfill(Construct):
         construct_id: str,
         *,
         functions: SagaFunctions,
-        table: dynamodb.ITable,
-        index_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        query_arn = index_arn(table, index_name)
+        table = functions.table
 
         self.plan_function = functions.function(
             "BackfillPlan",
             handler="handlers.backfill_plan.handler",
             description="Backfill: validate the run against the deployment, lay out segments",
-            service=PLAN_SERVICE,
+            service=SERVICE_BACKFILL_PLAN,
             timeout=cdk.Duration.seconds(30),
         )
         self.worker_function = functions.function(
             "BackfillWorker",
             handler="handlers.backfill_worker.handler",
             description="Backfill: re-stamp GSI4PK of one parallel-Scan segment, rate-capped",
-            service=WORKER_SERVICE,
+            service=SERVICE_BACKFILL_WORKER,
             timeout=WORKER_TIMEOUT,
             environment={
-                "SAGA_INDEX_MAX_ATTEMPTS": str(WORKER_MAX_ATTEMPTS),
-                "BACKFILL_SAFETY_MARGIN_SECONDS": str(int(DEFAULT_SAFETY_MARGIN_SECONDS)),
+                ENV_MAX_ATTEMPTS: str(WORKER_MAX_ATTEMPTS),
+                ENV_BACKFILL_SAFETY_MARGIN: str(WORKER_SAFETY_MARGIN_SECONDS),
             },
         )
         self.worker_function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:Scan", "dynamodb:UpdateItem"], resources=[table.table_arn]
+                actions=["dynamodb:Scan", "dynamodb:UpdateItem"],
+                resources=[table.table.table_arn],
             )
         )
         self.verify_function = functions.function(
             "BackfillVerify",
             handler="handlers.backfill_verify.handler",
             description="Backfill: aggregate counts, find rows left on the source key",
-            service=VERIFY_SERVICE,
+            service=SERVICE_BACKFILL_VERIFY,
             timeout=cdk.Duration.minutes(5),
         )
+        table.grant_index_query(self.verify_function)
         self.verify_function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:Query"], resources=[query_arn])
-        )
-        self.verify_function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table.table_arn])
         )
 
         self.log_group = logs.LogGroup(
@@ -180,7 +174,7 @@ class SagaBackfill(Construct):
         )
         self._retry_lambda_service_errors(restamp)
         restamp.add_retry(
-            errors=[THROTTLED_ERROR],
+            errors=[BACKFILL_THROTTLED_ERROR],
             interval=cdk.Duration.seconds(30),
             backoff_rate=2,
             max_attempts=5,

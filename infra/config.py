@@ -12,18 +12,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast
 
 from constructs import Node
 
-from saga_index.errors import InvalidShardCountError
+from saga_index.names import PHASE_NAMES, PhaseName
 from saga_index.shard import MAX_SHARD_COUNT, validate_shard_count
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON_PATH = REPO_ROOT / "cdk.json"
-
-Phase = Literal["legacy", "migrating", "sharded", "rolling-back"]
-PHASES: tuple[str, ...] = get_args(Phase)
 
 TABLE_NAME_KEY = "tableName"
 IMPORT_EXISTING_TABLE_KEY = "importExistingTable"
@@ -34,7 +31,8 @@ SHARD_COUNT_KEY = "shardCount"
 POWERTOOLS_LAYER_ARN_KEY = "powertoolsLayerArn"
 # Optional: the EventBridge bus the sweeps publish to; absent, the stack creates one.
 EVENT_BUS_NAME_KEY = "eventBusName"
-# Optional pager subscriptions of the alarm topic (infra/alarms.py); absent, nobody subscribes.
+# Optional pager subscriptions of the alarm topic (infra/observability/pager.py); absent, nobody
+# subscribes.
 PAGER_EMAIL_KEY = "pagerEmail"
 PAGER_HTTPS_URL_KEY = "pagerHttpsUrl"
 CONTEXT_KEYS = (
@@ -64,7 +62,7 @@ class ConfigError(ValueError):
 class StackConfig:
     table_name: str
     import_existing_table: bool
-    phase: Phase
+    phase: PhaseName
     shard_count: int
     powertools_layer_arn: str | None = None
     event_bus_name: str | None = None
@@ -134,10 +132,12 @@ def _boolean(key: str, value: Any) -> bool:
     raise ConfigError(f"context key {key!r} must be true or false, got {value!r}")
 
 
-def _phase(value: Any) -> Phase:
-    if value not in PHASES:
-        raise ConfigError(f"context key {PHASE_KEY!r} must be one of {list(PHASES)}, got {value!r}")
-    return cast(Phase, value)
+def _phase(value: Any) -> PhaseName:
+    if value not in PHASE_NAMES:
+        raise ConfigError(
+            f"context key {PHASE_KEY!r} must be one of {list(PHASE_NAMES)}, got {value!r}"
+        )
+    return cast(PhaseName, value)
 
 
 def _shard_count(value: Any) -> int:
@@ -147,7 +147,7 @@ def _shard_count(value: Any) -> int:
     try:
         # One validator for infra and the domain library, so they cannot disagree on N.
         return validate_shard_count(number)
-    except InvalidShardCountError as err:
+    except ValueError as err:  # InvalidShardCountError, the only error it raises
         raise ConfigError(
             f"context key {SHARD_COUNT_KEY!r} must be a power of two from 1 to "
             f"{MAX_SHARD_COUNT}, got {value!r}"

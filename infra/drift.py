@@ -11,22 +11,23 @@ the role carries only what SagaFunctions gives every function (its own log group
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
-from infra.table import index_arn
-from saga_index.drift import DEFAULT_SCAN_EVERY, DRIFT_GUARD_SERVICE, validate_scan_every
+from saga_index.names import (
+    ENV_DRIFT_PERIOD_MINUTES,
+    ENV_DRIFT_SCAN_EVERY,
+    ENV_DRIFT_SCAN_RATE,
+    ENV_DRIFT_SCAN_SEGMENTS,
+    JOB_DRIFT_GUARD,
+    MAX_SCAN_EVERY,
+)
 
-JOB_NAME = DRIFT_GUARD_SERVICE  # the schedule row and the Powertools service are one name
 HANDLER = "handlers.drift_guard.handler"
-# Environment names read by lambdas/handlers/drift_guard.py (DriftGuardSettings).
-ENV_SCAN_EVERY = "DRIFT_SCAN_EVERY"
-ENV_PERIOD_MINUTES = "DRIFT_GUARD_PERIOD_MINUTES"
-ENV_SCAN_SEGMENTS = "DRIFT_SCAN_SEGMENTS"
-ENV_SCAN_RATE = "DRIFT_SCAN_READ_UNITS_PER_SECOND"
+# With the 5-minute schedule: one base-table scan an hour.
+SCAN_EVERY = 12
 
 
 class DriftGuard(Construct):
@@ -38,15 +39,13 @@ class DriftGuard(Construct):
         construct_id: str,
         *,
         functions: SagaFunctions,
-        table: dynamodb.ITable,
-        index_name: str,
-        scan_every: int = DEFAULT_SCAN_EVERY,
+        scan_every: int = SCAN_EVERY,
         scan_segments: int = 4,
         scan_read_units_per_second: int = 400,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.job = JOBS_BY_NAME[JOB_NAME]
-        self.scan_every = validate_scan_every(scan_every)
+        self.job = JOBS_BY_NAME[JOB_DRIFT_GUARD]
+        self.scan_every = _validate_scan_every(scan_every)
         # A run must end before the next one starts: the period is 5 minutes.
         timeout = cdk.Duration.minutes(max(1, self.job.period_minutes - 1))
         self.function = functions.function(
@@ -57,19 +56,16 @@ class DriftGuard(Construct):
             timeout=timeout,
             memory_size=512,
             environment={
-                ENV_SCAN_EVERY: str(self.scan_every),
-                ENV_PERIOD_MINUTES: str(self.job.period_minutes),
-                ENV_SCAN_SEGMENTS: str(scan_segments),
-                ENV_SCAN_RATE: str(scan_read_units_per_second),
+                ENV_DRIFT_SCAN_EVERY: str(self.scan_every),
+                ENV_DRIFT_PERIOD_MINUTES: str(self.job.period_minutes),
+                ENV_DRIFT_SCAN_SEGMENTS: str(scan_segments),
+                ENV_DRIFT_SCAN_RATE: str(scan_read_units_per_second),
             },
         )
+        table = functions.table
+        table.grant_index_query(self.function)
         self.function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:Query"], resources=[index_arn(table, index_name)]
-            )
-        )
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table_arn])
+            iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table.table_arn])
         )
         self.schedule = ScheduledInvocation(
             self, "Schedule", job_name=self.job.name, function=self.function
@@ -79,3 +75,12 @@ class DriftGuard(Construct):
     def scan_interval(self) -> cdk.Duration:
         """Time between two base-table scans (K runs of the schedule)."""
         return cdk.Duration.minutes(self.job.period_minutes * self.scan_every)
+
+
+def _validate_scan_every(value: object) -> int:
+    # The handler enforces the same bound on what it reads; failing here stops synth instead.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SCAN_EVERY:
+        raise ValueError(
+            f"scan-every K must be an integer from 1 to {MAX_SCAN_EVERY}, got {value!r}"
+        )
+    return value

@@ -11,13 +11,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.config import StackConfig
+from infra.table import SagaTable
+from saga_index.names import (
+    ENV_INDEX,
+    ENV_PHASE,
+    ENV_POWERTOOLS_LOG_LEVEL,
+    ENV_POWERTOOLS_NAMESPACE,
+    ENV_POWERTOOLS_SERVICE,
+    ENV_SHARDS,
+    ENV_TABLE,
+    METRICS_NAMESPACE,
+)
 
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 POWERTOOLS_VERSION = "3.37.0"  # keep equal to requirements.txt
@@ -25,22 +35,13 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # What the asset must never carry: the operator CLI, caches, build debris.
 ASSET_EXCLUDES = [
-    "saga_index/cli",
-    "saga_index/__main__.py",
+    "saga_index_cli",
     "**/__pycache__",
     "**/*.pyc",
     "*.egg-info",
     ".mypy_cache",
     ".pytest_cache",
 ]
-
-# Environment variable names shared with lambdas/handlers/settings.py.
-ENV_TABLE = "SAGA_TABLE_NAME"
-ENV_INDEX = "SAGA_INDEX_NAME"
-ENV_PHASE = "SAGA_INDEX_PHASE"
-ENV_SHARDS = "SAGA_INDEX_SHARDS"
-ENV_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
-METRICS_NAMESPACE = "RenewalSagaIndex"
 BASIC_EXECUTION_ROLE = (
     "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 )
@@ -55,21 +56,15 @@ def powertools_layer_parameter(architecture: lambda_.Architecture = ARCHITECTURE
 
 
 class SagaFunctions(Construct):
-    """Factory for the stack's functions. `function(...)` adds one."""
+    """Factory for the stack's functions. `function(...)` adds one; `.table` is the saga table
+    every function is configured for (the constructs grant their own access to it)."""
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: StackConfig,
-        table: dynamodb.ITable,
-        index_name: str,
+        self, scope: Construct, construct_id: str, *, config: StackConfig, table: SagaTable
     ) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         self.table = table
-        self.index_name = index_name
         self.code = lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES)
         layer_arn = config.powertools_layer_arn or ssm.StringParameter.value_for_string_parameter(
             self, powertools_layer_parameter()
@@ -80,13 +75,13 @@ class SagaFunctions(Construct):
 
     def base_environment(self, service: str) -> dict[str, str]:
         return {
-            ENV_TABLE: self.table.table_name,
-            ENV_INDEX: self.index_name,
+            ENV_TABLE: self.table.table.table_name,
+            ENV_INDEX: self.table.index_name,
             ENV_PHASE: self.config.phase,
             ENV_SHARDS: str(self.config.shard_count),
-            "POWERTOOLS_SERVICE_NAME": service,
-            ENV_NAMESPACE: METRICS_NAMESPACE,
-            "POWERTOOLS_LOG_LEVEL": "INFO",
+            ENV_POWERTOOLS_SERVICE: service,
+            ENV_POWERTOOLS_NAMESPACE: METRICS_NAMESPACE,
+            ENV_POWERTOOLS_LOG_LEVEL: "INFO",
         }
 
     def function(

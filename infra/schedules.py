@@ -18,6 +18,14 @@ from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from saga_index.names import (
+    JOB_AGENT_METRICS_SNAPSHOT,
+    JOB_DRIFT_GUARD,
+    JOB_RETRY_FAILED_PREPARE,
+    JOB_STUCK_SAGA_SWEEP,
+    JOB_WORKFLOW_HEALTH_SWEEP,
+)
+
 
 @dataclass(frozen=True)
 class ScheduledJob:
@@ -41,11 +49,11 @@ class ScheduledJob:
 
 
 SCHEDULED_JOBS: tuple[ScheduledJob, ...] = (
-    ScheduledJob("drift-guard", 5, 0, "Drift guard: legacy, misrouted and unindexed saga rows"),
-    ScheduledJob("workflow-health-sweep", 5, 1, "Open sagas whose workflow heartbeat is stale"),
-    ScheduledJob("retry-failed-prepare", 10, 2, "Retry PREPARE_FAILED sagas with backoff"),
-    ScheduledJob("stuck-saga-sweep", 15, 3, "Open sagas with no update for too long"),
-    ScheduledJob("agent-metrics-snapshot", 5, 4, "Open sagas by state and oldest age (EMF)"),
+    ScheduledJob(JOB_DRIFT_GUARD, 5, 0, "Drift guard: legacy, misrouted and unindexed saga rows"),
+    ScheduledJob(JOB_WORKFLOW_HEALTH_SWEEP, 5, 1, "Open sagas whose workflow heartbeat is stale"),
+    ScheduledJob(JOB_RETRY_FAILED_PREPARE, 10, 2, "Retry PREPARE_FAILED sagas with backoff"),
+    ScheduledJob(JOB_STUCK_SAGA_SWEEP, 15, 3, "Open sagas with no update for too long"),
+    ScheduledJob(JOB_AGENT_METRICS_SNAPSHOT, 5, 4, "Open sagas by state and oldest age (EMF)"),
 )
 JOBS_BY_NAME = {job.name: job for job in SCHEDULED_JOBS}
 

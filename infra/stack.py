@@ -10,11 +10,14 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from infra.alarms import Observability
 from infra.backfill import SagaBackfill
 from infra.config import StackConfig, load_cdk_json_context
 from infra.drift import DriftGuard
 from infra.functions import SagaFunctions
+from infra.observability.alarms import Alarms
+from infra.observability.dashboard import Dashboard
+from infra.observability.metrics import SagaMetrics
+from infra.observability.pager import Pager
 from infra.sweeps import SagaSweeps
 from infra.table import SagaTable
 
@@ -37,13 +40,7 @@ class RenewalSagaIndexStack(cdk.Stack):
             table_name=config.table_name,
             import_existing=config.import_existing_table,
         )
-        self.functions = SagaFunctions(
-            self,
-            "Functions",
-            config=config,
-            table=self.saga_table.table,
-            index_name=self.saga_table.index_name,
-        )
+        self.functions = SagaFunctions(self, "Functions", config=config, table=self.saga_table)
         cdk.CfnOutput(
             self,
             "TableName",
@@ -51,36 +48,30 @@ class RenewalSagaIndexStack(cdk.Stack):
             description="Name of the DynamoDB table that holds the renewal-saga rows",
         )
         self.sweeps = SagaSweeps(
-            self,
-            "Sweeps",
-            functions=self.functions,
-            table=self.saga_table.table,
-            index_name=self.saga_table.index_name,
-            event_bus_name=config.event_bus_name,
+            self, "Sweeps", functions=self.functions, event_bus_name=config.event_bus_name
         )
-        self.drift_guard = DriftGuard(
-            self,
-            "DriftGuard",
-            functions=self.functions,
-            table=self.saga_table.table,
-            index_name=self.saga_table.index_name,
-        )
-        self.observability = Observability(
-            self,
-            "Observability",
+        self.drift_guard = DriftGuard(self, "DriftGuard", functions=self.functions)
+        # One scope for the pager, the alarms and the dashboard: its id prefixes their logical
+        # IDs and output keys (infra/observability/__init__.py says why they must not change).
+        observability = Construct(self, "Observability")
+        metrics = SagaMetrics(self.saga_table)
+        self.pager = Pager(observability, config=config)
+        self.alarms = Alarms(
+            observability,
             config=config,
-            table=self.saga_table.table,
-            index_name=self.saga_table.index_name,
+            metrics=metrics,
+            pager=self.pager,
             drift_guard=self.drift_guard,
             sweeps=self.sweeps,
         )
-        self.backfill = SagaBackfill(
-            self,
-            "Backfill",
-            functions=self.functions,
-            table=self.saga_table.table,
-            index_name=self.saga_table.index_name,
+        self.dashboard = Dashboard(
+            observability,
+            config=config,
+            metrics=metrics,
+            alarms=self.alarms,
+            drift_guard=self.drift_guard,
         )
+        self.backfill = SagaBackfill(self, "Backfill", functions=self.functions)
         self._keep_deployable()
 
     def _keep_deployable(self) -> None:

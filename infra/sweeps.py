@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import aws_cdk as cdk
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -21,9 +20,14 @@ from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
-from infra.table import index_arn
+from saga_index.names import (
+    ENV_EVENT_BUS,
+    JOB_AGENT_METRICS_SNAPSHOT,
+    JOB_RETRY_FAILED_PREPARE,
+    JOB_STUCK_SAGA_SWEEP,
+    JOB_WORKFLOW_HEALTH_SWEEP,
+)
 
-ENV_EVENT_BUS = "EVENT_BUS_NAME"  # read by lambdas/handlers/sweeps.py
 HANDLER_MODULE = "handlers.sweeps"
 
 
@@ -41,17 +45,17 @@ class Sweep:
 
 
 SWEEPS: tuple[Sweep, ...] = (
-    Sweep("workflow-health-sweep", "WorkflowHealthSweep", "workflow_health_sweep", True),
+    Sweep(JOB_WORKFLOW_HEALTH_SWEEP, "WorkflowHealthSweep", "workflow_health_sweep", True),
     Sweep(
-        "retry-failed-prepare",
+        JOB_RETRY_FAILED_PREPARE,
         "RetryFailedPrepare",
         "retry_failed_prepare",
         True,
         claims_retries=True,
     ),
-    Sweep("stuck-saga-sweep", "StuckSagaSweep", "stuck_saga_sweep", True),
+    Sweep(JOB_STUCK_SAGA_SWEEP, "StuckSagaSweep", "stuck_saga_sweep", True),
     # Publishes CloudWatch metrics through its logs (EMF): no bus, no PutMetricData.
-    Sweep("agent-metrics-snapshot", "AgentMetricsSnapshot", "agent_metrics_snapshot", False),
+    Sweep(JOB_AGENT_METRICS_SNAPSHOT, "AgentMetricsSnapshot", "agent_metrics_snapshot", False),
 )
 
 
@@ -64,8 +68,6 @@ class SagaSweeps(Construct):
         construct_id: str,
         *,
         functions: SagaFunctions,
-        table: dynamodb.ITable,
-        index_name: str,
         event_bus_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -82,7 +84,7 @@ class SagaSweeps(Construct):
             value=self.bus.event_bus_name,
             description="EventBridge bus the renewal-saga sweeps publish their findings to",
         )
-        query_arn = index_arn(table, index_name)
+        table = functions.table
         self.functions: dict[str, lambda_.Function] = {}
         self.schedules: dict[str, ScheduledInvocation] = {}
         for sweep in SWEEPS:
@@ -98,15 +100,13 @@ class SagaSweeps(Construct):
                 timeout=cdk.Duration.minutes(3),
                 environment=environment,
             )
-            fn.add_to_role_policy(
-                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[query_arn])
-            )
+            table.grant_index_query(fn)
             if sweep.emits_events:
                 self.bus.grant_put_events_to(fn)
             if sweep.claims_retries:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
-                        actions=["dynamodb:UpdateItem"], resources=[table.table_arn]
+                        actions=["dynamodb:UpdateItem"], resources=[table.table.table_arn]
                     )
                 )
             self.functions[job.name] = fn

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from saga_index.keys import INDEX_NAME
+from saga_index.names import (
+    INDEX_NAME,
+    INDEX_PARTITION_KEY,
+    INDEX_SORT_KEY,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+)
 
-# Attribute names of the single-table design the saga rows already live in (ADR-0035).
-PARTITION_KEY = "PK"
-SORT_KEY = "SK"
-GSI4_PARTITION_KEY = "GSI4PK"
-GSI4_SORT_KEY = "GSI4SK"
 # Contributor Insights on throttled keys only: it names the hot key when something throttles, and
 # its rules see only throttled requests rather than every request. Owned tables only:
 # CloudFormation cannot set it on a table the stack merely attaches to (import mode);
@@ -20,11 +22,6 @@ GSI4_SORT_KEY = "GSI4SK"
 THROTTLED_KEYS_INSIGHTS = dynamodb.ContributorInsightsSpecification(
     enabled=True, mode=dynamodb.ContributorInsightsMode.THROTTLED_KEYS
 )
-
-
-def index_arn(table: dynamodb.ITable, index_name: str) -> str:
-    """The ARN a Query on the GSI is authorised against (the index, not the table)."""
-    return f"{table.table_arn}/index/{index_name}"
 
 
 class SagaTable(Construct):
@@ -53,9 +50,9 @@ class SagaTable(Construct):
             "Table",
             table_name=table_name,
             partition_key=dynamodb.Attribute(
-                name=PARTITION_KEY, type=dynamodb.AttributeType.STRING
+                name=TABLE_PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
-            sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=TABLE_SORT_KEY, type=dynamodb.AttributeType.STRING),
             # On-demand, as production runs; the hot-partition ceiling does not depend on it.
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -69,9 +66,9 @@ class SagaTable(Construct):
         table.add_global_secondary_index(
             index_name=INDEX_NAME,
             partition_key=dynamodb.Attribute(
-                name=GSI4_PARTITION_KEY, type=dynamodb.AttributeType.STRING
+                name=INDEX_PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
-            sort_key=dynamodb.Attribute(name=GSI4_SORT_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
             # Readers return whole saga rows from the index; a narrower projection would force
             # a GetItem per row on the very partition we are trying to unload.
             projection_type=dynamodb.ProjectionType.ALL,
@@ -79,3 +76,14 @@ class SagaTable(Construct):
             contributor_insights_specification=THROTTLED_KEYS_INSIGHTS,
         )
         self.table = table
+
+    @property
+    def index_arn(self) -> str:
+        """The ARN a Query on the GSI is authorised against (the index, not the table)."""
+        return f"{self.table.table_arn}/index/{self.index_name}"
+
+    def grant_index_query(self, grantee: iam.IGrantable) -> iam.Grant:
+        """dynamodb:Query on the GSI only: not on the table, not on any other index."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["dynamodb:Query"], resource_arns=[self.index_arn]
+        )

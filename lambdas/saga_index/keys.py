@@ -17,7 +17,6 @@ from typing import Any
 from saga_index.errors import InvalidKeyError, InvalidPersonIdError
 from saga_index.shard import MAX_SHARD_COUNT, shard, validate_shard_count
 
-INDEX_NAME = "renewal-saga-person-index"
 ENTITY_TYPE = "RenewalSaga"
 LEGACY_GSI4PK = "RenewalSaga"
 _SHARD_PREFIX = LEGACY_GSI4PK + "#"

@@ -108,3 +108,53 @@ METRIC_SAGAS_SKIPPED_CHANGED: Final = "SagasSkippedChanged"
 METRIC_SAGAS_UNEVALUABLE: Final = "SagasUnevaluable"
 METRIC_OPEN_SAGAS: Final = "OpenSagas"
 METRIC_OLDEST_OPEN_SAGA_AGE: Final = "OldestOpenSagaAgeSeconds"
+
+# The sweeps' findings: each is an EventBridge detail-type and a metric name.
+FINDING_WORKFLOW_UNHEALTHY: Final = "SagaWorkflowUnhealthy"
+FINDING_PREPARE_RETRY_REQUESTED: Final = "SagaPrepareRetryRequested"
+FINDING_PREPARE_RETRIES_EXHAUSTED: Final = "SagaPrepareRetriesExhausted"
+FINDING_STUCK: Final = "SagaStuck"
+
+# DynamoDB's own metrics (AWS/DynamoDB) that the watch reads and the alarms and dashboard show.
+# Per-index throttle metrics (dimensions table + index). The first four are the alarm's: every
+# read or write throttle of the index, and the hot-partition (key range) ones.
+ALARM_THROTTLE_METRICS: Final[tuple[str, ...]] = (
+    "ReadThrottleEvents",
+    "WriteThrottleEvents",
+    "ReadKeyRangeThroughputThrottleEvents",
+    "WriteKeyRangeThroughputThrottleEvents",
+)
+INDEX_THROTTLE_METRICS: Final[tuple[str, ...]] = (
+    *ALARM_THROTTLE_METRICS,
+    "ReadProvisionedThroughputThrottleEvents",
+    "WriteProvisionedThroughputThrottleEvents",
+    "ReadMaxOnDemandThroughputThrottleEvents",
+    "WriteMaxOnDemandThroughputThrottleEvents",
+    "ReadAccountLimitThrottleEvents",
+)
+# Table-level throttles, per operation (dimensions table + Operation), shown for context.
+TABLE_THROTTLED_REQUESTS: Final = "ThrottledRequests"
+DYNAMODB_DIMENSION_OPERATION: Final = "Operation"
+CONTEXT_OPERATIONS: Final[tuple[str, ...]] = ("Query", "PutItem", "UpdateItem", "DeleteItem")
+
+# ---- the index's key attributes --------------------------------------------------------------
+INDEX_PARTITION_KEY: Final = "GSI4PK"
+INDEX_SORT_KEY: Final = "GSI4SK"
+
+# ---- limits both the deployment and the code obey --------------------------------------------
+# The backfill runs at most this many segments at once (the state machine's Map MaxConcurrency and
+# the local thread pool): each segment's share of the write cap is total / min(segments, this).
+MAX_CONCURRENT_SEGMENTS: Final = 16
+# The error the backfill worker raises when DynamoDB keeps throttling; the state machine retries
+# it by this name (the exception's class name).
+BACKFILL_THROTTLED_ERROR: Final = "SegmentThrottledError"
+# CloudWatch caps an alarm's period x evaluation periods at one day; the unindexed-rows alarm's
+# period is two drift scan intervals, so K x 5 min x 2 <= 24 h.
+MAX_SCAN_EVERY: Final = 144
+
+# ---- the handlers' runtime -------------------------------------------------------------------
+# Set by Lambda itself in every execution environment (never by infra).
+ENV_LAMBDA_FUNCTION_NAME: Final = "AWS_LAMBDA_FUNCTION_NAME"
+# The backfill verifier's metrics.
+METRIC_SOURCE_KEY_ROWS: Final = "SourceKeyRows"
+METRIC_UNEXPECTED_SOURCE_KEY_ROWS: Final = "UnexpectedSourceKeyRows"

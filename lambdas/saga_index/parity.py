@@ -33,54 +33,35 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from saga_index import keys
-from saga_index.drift import SagaTableScanner, ScanOptions
-from saga_index.dynamo import deserialize
+from saga_index import keys, names
+from saga_index.dynamo.codec import deserialize
+from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
+from saga_index.dynamo.target import IndexTarget
 from saga_index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
-from saga_index.model import OPEN_STATES, Phase
+from saga_index.model import Phase
+from saga_index.parity_snapshot import (
+    CHECK_ALL,
+    CHECK_OPEN,
+    CHECK_PERSON,
+    InvalidSnapshotError,
+    Read,
+    Snapshot,
+    TableKey,
+)
 from saga_index.repository import SagaRepository
-from saga_index.shard import validate_shard_count
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger(__name__)
 
-CHECK_ALL = "all-sagas"
-CHECK_OPEN = "open-sagas"
-CHECK_PERSON = "by-person"
 MISSING, EXTRA, MISROUTED, CHANGED = "missing", "extra", "misrouted", "changed"
 SOURCE_TABLE, SOURCE_SNAPSHOT = "base-table", "snapshot"
 
-SNAPSHOT_FORMAT = "saga-index-verify-snapshot"
-SNAPSHOT_VERSION = 1
 DEFAULT_SAMPLE = 20
 DEFAULT_RECHECK_DELAY_SECONDS = 2.0
-
-TableKey = tuple[str, str]
-
-
-class InvalidSnapshotError(InvalidInputError):
-    """A snapshot document is not one this tool wrote, or is damaged."""
-
-
-@dataclass(frozen=True, order=True)
-class Read:
-    """One read of the repository: an enumeration, or one person's by-person read."""
-
-    check: str
-    person_id: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.check if self.person_id is None else f"{self.check}:{self.person_id}"
-
-    def qualifies(self, row: Mapping[str, Any]) -> bool:
-        """Whether the base-table row belongs in this read's result."""
-        if self.check == CHECK_OPEN:
-            return row.get("state") in OPEN_STATES
-        if self.check == CHECK_PERSON:
-            return row.get("personId") == self.person_id
-        return True
 
 
 @dataclass(frozen=True)
@@ -138,121 +119,6 @@ def _finding(
         gsi4pk=row.get("GSI4PK"),
         expected_gsi4pk=expected_gsi4pk,
     )
-
-
-# ---- snapshots --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The results of the reads at one moment: table keys per read."""
-
-    table_name: str
-    index_name: str
-    phase: str
-    shard_count: int
-    created_at: str
-    persons: tuple[str, ...]
-    results: Mapping[Read, frozenset[TableKey]]
-
-    def to_document(self) -> dict[str, Any]:
-        def listed(read: Read) -> list[list[str]]:
-            return [list(k) for k in sorted(self.results.get(read, frozenset()))]
-
-        return {
-            "format": SNAPSHOT_FORMAT,
-            "version": SNAPSHOT_VERSION,
-            "table": self.table_name,
-            "index": self.index_name,
-            "phase": self.phase,
-            "shardCount": self.shard_count,
-            "createdAt": self.created_at,
-            "persons": list(self.persons),
-            "results": {
-                CHECK_ALL: listed(Read(CHECK_ALL)),
-                CHECK_OPEN: listed(Read(CHECK_OPEN)),
-                CHECK_PERSON: {p: listed(Read(CHECK_PERSON, p)) for p in self.persons},
-            },
-        }
-
-    @classmethod
-    def from_document(cls, document: Any) -> Snapshot:
-        """Parse a snapshot document, naming the first thing that is wrong with it."""
-        if not isinstance(document, Mapping):
-            raise InvalidSnapshotError(
-                f"a snapshot is a JSON object, got {type(document).__name__}"
-            )
-        if document.get("format") != SNAPSHOT_FORMAT:
-            raise InvalidSnapshotError(
-                f"not a verify snapshot: format is {document.get('format')!r}, "
-                f"expected {SNAPSHOT_FORMAT!r}"
-            )
-        if document.get("version") != SNAPSHOT_VERSION:
-            raise InvalidSnapshotError(
-                f"unsupported snapshot version {document.get('version')!r}; this tool reads "
-                f"version {SNAPSHOT_VERSION}"
-            )
-        table = _text(document, "table")
-        index = _text(document, "index")
-        phase = _text(document, "phase")
-        created_at = _text(document, "createdAt")
-        shard_count = document.get("shardCount")
-        if isinstance(shard_count, bool) or not isinstance(shard_count, int):
-            raise InvalidSnapshotError(f"snapshot shardCount must be an integer: {shard_count!r}")
-        persons = document.get("persons")
-        if not isinstance(persons, list) or not all(isinstance(p, str) and p for p in persons):
-            raise InvalidSnapshotError("snapshot persons must be a list of non-empty strings")
-        if len(set(persons)) != len(persons):
-            raise InvalidSnapshotError("snapshot persons must not repeat")
-        results = document.get("results")
-        if not isinstance(results, Mapping):
-            raise InvalidSnapshotError("snapshot results must be an object")
-        by_person = results.get(CHECK_PERSON)
-        if not isinstance(by_person, Mapping) or set(by_person) != set(persons):
-            raise InvalidSnapshotError(
-                f"snapshot results.{CHECK_PERSON} must hold exactly the listed persons"
-            )
-        parsed: dict[Read, frozenset[TableKey]] = {
-            Read(CHECK_ALL): _key_set(results.get(CHECK_ALL), CHECK_ALL),
-            Read(CHECK_OPEN): _key_set(results.get(CHECK_OPEN), CHECK_OPEN),
-        }
-        for person in persons:
-            parsed[Read(CHECK_PERSON, person)] = _key_set(
-                by_person[person], f"{CHECK_PERSON}.{person}"
-            )
-        return cls(
-            table_name=table,
-            index_name=index,
-            phase=phase,
-            shard_count=shard_count,
-            created_at=created_at,
-            persons=tuple(persons),
-            results=parsed,
-        )
-
-
-def _text(document: Mapping[str, Any], name: str) -> str:
-    value = document.get(name)
-    if not isinstance(value, str) or not value:
-        raise InvalidSnapshotError(f"snapshot {name} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _key_set(value: Any, where: str) -> frozenset[TableKey]:
-    if not isinstance(value, list):
-        raise InvalidSnapshotError(f"snapshot results.{where} must be a list of [PK, SK] pairs")
-    out: set[TableKey] = set()
-    for entry in value:
-        if (
-            not isinstance(entry, list)
-            or len(entry) != 2
-            or not all(isinstance(part, str) for part in entry)
-        ):
-            raise InvalidSnapshotError(
-                f"snapshot results.{where} holds {entry!r}, not a [PK, SK] pair of strings"
-            )
-        out.add((entry[0], entry[1]))
-    return frozenset(out)
 
 
 # ---- the report -------------------------------------------------------------------------------
@@ -349,12 +215,12 @@ class ParityVerifier:
 
     def __init__(
         self,
-        client: Any,
+        client: DynamoDBClient,
         table_name: str,
         *,
         phase: Phase | str,
         shard_count: int,
-        index_name: str = keys.INDEX_NAME,
+        index_name: str = names.INDEX_NAME,
         scan_options: ScanOptions | None = None,
         recheck_delay_seconds: float = DEFAULT_RECHECK_DELAY_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
@@ -366,19 +232,37 @@ class ParityVerifier:
             raise InvalidInputError(
                 f"recheck delay must be >= 0 seconds, got {recheck_delay_seconds!r}"
             )
-        self.client = client
-        self.table_name = table_name
         self.phase = Phase.parse(phase)
-        self.shard_count = validate_shard_count(shard_count)
-        self.index_name = index_name
+        self.target = IndexTarget(client, table_name, index_name, shard_count)
         self.recheck_delay_seconds = recheck_delay_seconds
         self._sleep = sleep
         self._now = now
         options = scan_options or ScanOptions(consistent_read=True)
         # `sleep` is the re-check delay only; the scan's rate limiter keeps real time.
         self.scanner = SagaTableScanner(client, table_name, options=options)
-        self.repository = SagaRepository(
-            client, table_name, phase=self.phase, shard_count=shard_count, index_name=index_name
+        self.repository = SagaRepository.from_target(self.target, phase=self.phase)
+
+    @classmethod
+    def from_target(
+        cls,
+        target: IndexTarget,
+        *,
+        phase: Phase | str,
+        scan_options: ScanOptions | None = None,
+        recheck_delay_seconds: float = DEFAULT_RECHECK_DELAY_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> ParityVerifier:
+        return cls(
+            target.client,
+            target.table_name,
+            phase=phase,
+            shard_count=target.shard_count,
+            index_name=target.index_name,
+            scan_options=scan_options,
+            recheck_delay_seconds=recheck_delay_seconds,
+            sleep=sleep,
+            now=now,
         )
 
     def verify(
@@ -421,10 +305,10 @@ class ParityVerifier:
         for finding in findings:
             by_kind[finding.kind].append(finding)
         report = ParityReport(
-            table_name=self.table_name,
-            index_name=self.index_name,
+            table_name=self.target.table_name,
+            index_name=self.target.index_name,
             phase=self.phase,
-            shard_count=self.shard_count,
+            shard_count=self.target.shard_count,
             persons=tuple(persons),
             seed=seed,
             truth_rows=len(state.truth),
@@ -439,10 +323,10 @@ class ParityVerifier:
             snapshot_created_at=snapshot.created_at if snapshot is not None else None,
         )
         current = Snapshot(
-            table_name=self.table_name,
-            index_name=self.index_name,
+            table_name=self.target.table_name,
+            index_name=self.target.index_name,
             phase=self.phase.value,
-            shard_count=self.shard_count,
+            shard_count=self.target.shard_count,
             created_at=self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             persons=tuple(persons),
             results={read: frozenset(state.results[read]) for read in reads},
@@ -463,8 +347,8 @@ class ParityVerifier:
     def _refresh(self, state: _State, findings: list[Finding]) -> None:
         """Re-fetch every row involved (consistent GetItem) and repeat every affected read."""
         for key in sorted({f.key for f in findings}):
-            response = self.client.get_item(
-                TableName=self.table_name,
+            response = self.target.client.get_item(
+                TableName=self.target.table_name,
                 Key={"PK": {"S": key[0]}, "SK": {"S": key[1]}},
                 ConsistentRead=True,
             )
@@ -493,7 +377,7 @@ class ParityVerifier:
                         key,
                         row,
                         f"under {row.get('GSI4PK')!r}, but personId hashes to {expected!r} "
-                        f"(N={self.shard_count})",
+                        f"(N={self.target.shard_count})",
                         expected_gsi4pk=expected,
                     )
                 )
@@ -520,7 +404,7 @@ class ParityVerifier:
             return None
         if keys.person_anomaly(row) is not None:
             return None  # unroutable: the repository reports such rows as anomalies
-        return keys.shard_gsi4pk_for_person(row["personId"], self.shard_count)
+        return keys.shard_gsi4pk_for_person(row["personId"], self.target.shard_count)
 
     def _why_missing(self, row: Mapping[str, Any], read: Read) -> str:
         gsi4pk, gsi4sk = row.get("GSI4PK"), row.get("GSI4SK")
@@ -534,8 +418,8 @@ class ParityVerifier:
             return f"on the legacy key, which phase {self.phase.value} does not read"
         if shard_number is not None and not self.phase.reads_shards:
             return f"on a shard key, which phase {self.phase.value} does not read"
-        if shard_number is not None and shard_number >= self.shard_count:
-            return f"under shard {shard_number}, outside the {self.shard_count} shards read"
+        if shard_number is not None and shard_number >= self.target.shard_count:
+            return f"under shard {shard_number}, outside the {self.target.shard_count} shards read"
         if read.check == CHECK_PERSON:
             try:
                 sort_person = keys.parse_gsi4sk(gsi4sk).person_id
@@ -591,11 +475,14 @@ class ParityVerifier:
         return out
 
     def _check_snapshot_matches(self, snapshot: Snapshot) -> None:
-        if snapshot.table_name != self.table_name or snapshot.index_name != self.index_name:
+        if (
+            snapshot.table_name != self.target.table_name
+            or snapshot.index_name != self.target.index_name
+        ):
             raise InvalidSnapshotError(
                 f"the snapshot was taken of table {snapshot.table_name!r} index "
-                f"{snapshot.index_name!r}; this run reads table {self.table_name!r} index "
-                f"{self.index_name!r}"
+                f"{snapshot.index_name!r}; this run reads table {self.target.table_name!r} index "
+                f"{self.target.index_name!r}"
             )
 
 

@@ -18,15 +18,19 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index import keys
-from saga_index.dynamo import deserialize
+from saga_index import keys, names
+from saga_index.dynamo.codec import deserialize
+from saga_index.dynamo.pages import query_pages
+from saga_index.dynamo.target import IndexTarget
 from saga_index.errors import EnumerationError, InvalidKeyError
 from saga_index.model import OPEN_STATES, Phase
-from saga_index.shard import validate_shard_count
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +64,12 @@ class SagaRepository:
 
     def __init__(
         self,
-        client: Any,
+        client: DynamoDBClient,
         table_name: str,
         *,
         phase: Phase | str,
         shard_count: int = 16,
-        index_name: str = keys.INDEX_NAME,
+        index_name: str = names.INDEX_NAME,
         max_workers: int = DEFAULT_MAX_WORKERS,
         page_size: int | None = None,
     ) -> None:
@@ -75,13 +79,29 @@ class SagaRepository:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         if page_size is not None and page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
-        self.client = client
-        self.table_name = table_name
         self.phase = Phase.parse(phase)
-        self.shard_count = validate_shard_count(shard_count)
-        self.index_name = index_name
+        self.target = IndexTarget(client, table_name, index_name, shard_count)
         self.max_workers = max_workers
         self.page_size = page_size
+
+    @classmethod
+    def from_target(
+        cls,
+        target: IndexTarget,
+        *,
+        phase: Phase | str,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+        page_size: int | None = None,
+    ) -> SagaRepository:
+        return cls(
+            target.client,
+            target.table_name,
+            phase=phase,
+            shard_count=target.shard_count,
+            index_name=target.index_name,
+            max_workers=max_workers,
+            page_size=page_size,
+        )
 
     # ---- public reads -------------------------------------------------------------------
 
@@ -89,7 +109,9 @@ class SagaRepository:
         """Only this person's sagas: begins_with(personId + "#") also matches person "p-1#x"
         when asked for "p-1", so rows are kept only when their GSI4SK parses back to person_id."""
         prefix = keys.person_prefix(person_id)
-        partitions = self._partitions_for(keys.shard_gsi4pk_for_person(person_id, self.shard_count))
+        partitions = self._partitions_for(
+            keys.shard_gsi4pk_for_person(person_id, self.target.shard_count)
+        )
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
         for partition in partitions:  # sequential on purpose: legacy strictly before the shard
@@ -116,7 +138,7 @@ class SagaRepository:
         return legacy + shards if self.phase.reads_legacy_first else shards + legacy
 
     def _enumerate(self, *, open_only: bool) -> ReadResult:
-        partitions = self._partitions_for(keys.all_shard_gsi4pks(self.shard_count))
+        partitions = self._partitions_for(keys.all_shard_gsi4pks(self.target.shard_count))
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
         reads_legacy = keys.LEGACY_GSI4PK in partitions
@@ -182,18 +204,18 @@ class SagaRepository:
         self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
     ) -> _PartitionRead:
         """One partition read to its last page (a Query returns at most 1 MB per page)."""
-        names = {"#pk": "GSI4PK"}
+        attribute_names = {"#pk": "GSI4PK"}
         values: dict[str, Any] = {":pk": {"S": gsi4pk}}
         condition = "#pk = :pk"
         if prefix is not None:
-            names["#sk"] = "GSI4SK"
+            attribute_names["#sk"] = "GSI4SK"
             values[":prefix"] = {"S": prefix}
             condition += " AND begins_with(#sk, :prefix)"
         request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": self.index_name,
+            "TableName": self.target.table_name,
+            "IndexName": self.target.index_name,
             "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
+            "ExpressionAttributeNames": attribute_names,
             "ExpressionAttributeValues": values,
         }
         if open_only:
@@ -201,20 +223,16 @@ class SagaRepository:
             for n, state in enumerate(OPEN_STATES):
                 values[f":s{n}"] = {"S": state}
                 placeholders.append(f":s{n}")
-            names["#state"] = "state"
+            attribute_names["#state"] = "state"
             request["FilterExpression"] = f"#state IN ({', '.join(placeholders)})"
         if self.page_size is not None:
             request["Limit"] = self.page_size
         items: list[dict[str, Any]] = []
         requests = 0
-        while True:
-            response = self.client.query(**request)
+        for page in query_pages(self.target.client, request):
             requests += 1
-            items.extend(deserialize(raw) for raw in response.get("Items", []))
-            last_key = response.get("LastEvaluatedKey")
-            if not last_key:
-                return _PartitionRead(items=items, requests=requests)
-            request["ExclusiveStartKey"] = last_key
+            items.extend(deserialize(raw) for raw in page.get("Items", []))
+        return _PartitionRead(items=items, requests=requests)
 
     def _result(
         self,
@@ -241,11 +259,11 @@ class SagaRepository:
 
 
 def count_partition(
-    client: Any,
+    client: DynamoDBClient,
     table_name: str,
     gsi4pk: str,
     *,
-    index_name: str = keys.INDEX_NAME,
+    index_name: str = names.INDEX_NAME,
     page_size: int | None = None,
 ) -> tuple[int, int]:
     """(rows under one GSI4 partition, requests): a COUNT Query read to its last page, because
@@ -261,14 +279,10 @@ def count_partition(
     if page_size is not None:
         request["Limit"] = page_size
     count = requests = 0
-    while True:
-        response = client.query(**request)
+    for page in query_pages(client, request):
         requests += 1
-        count += int(response.get("Count", 0))
-        last_key = response.get("LastEvaluatedKey")
-        if not last_key:
-            return count, requests
-        request["ExclusiveStartKey"] = last_key
+        count += int(page.get("Count", 0))
+    return count, requests
 
 
 def _sort_key_person(item: Mapping[str, Any]) -> str | None:

@@ -20,37 +20,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from saga_index import names
 from saga_index.errors import InvalidInputError, SagaIndexError
 
 log = logging.getLogger(__name__)
 
-DYNAMODB_NAMESPACE = "AWS/DynamoDB"
-DIMENSION_TABLE = "TableName"
-DIMENSION_GSI = "GlobalSecondaryIndexName"
-
-# Per-index throttle metrics (dimensions TableName + GlobalSecondaryIndexName). The first four are
-# the alarm's: every read or write throttle of the index, and the hot-partition (key range) ones.
-ALARM_THROTTLE_METRICS: tuple[str, ...] = (
-    "ReadThrottleEvents",
-    "WriteThrottleEvents",
-    "ReadKeyRangeThroughputThrottleEvents",
-    "WriteKeyRangeThroughputThrottleEvents",
-)
-INDEX_THROTTLE_METRICS: tuple[str, ...] = (
-    *ALARM_THROTTLE_METRICS,
-    "ReadProvisionedThroughputThrottleEvents",
-    "WriteProvisionedThroughputThrottleEvents",
-    "ReadMaxOnDemandThroughputThrottleEvents",
-    "WriteMaxOnDemandThroughputThrottleEvents",
-    "ReadAccountLimitThrottleEvents",
-)
+# The index's consumption: no activity in the window is `no-data`, not `none`. The throttle
+# metrics read beside it are in saga_index.names (the alarms and the dashboard use them too).
 INDEX_ACTIVITY_METRICS: tuple[str, ...] = (
     "ConsumedReadCapacityUnits",
     "ConsumedWriteCapacityUnits",
 )
-# Table-level context (dimensions TableName + Operation): the operations that touch the index.
-TABLE_THROTTLED_REQUESTS = "ThrottledRequests"
-CONTEXT_OPERATIONS: tuple[str, ...] = ("Query", "PutItem", "UpdateItem", "DeleteItem")
 
 DEFAULT_DAYS = 7
 # One-hour datapoints are kept 455 days; shorter periods expire sooner.
@@ -159,18 +139,18 @@ def read_throttle_window(
     end = (end or datetime.now(UTC)).astimezone(UTC)
     start = end - timedelta(days=days)
     index_dims = [
-        {"Name": DIMENSION_TABLE, "Value": table_name},
-        {"Name": DIMENSION_GSI, "Value": index_name},
+        {"Name": names.DYNAMODB_DIMENSION_TABLE, "Value": table_name},
+        {"Name": names.DYNAMODB_DIMENSION_INDEX, "Value": index_name},
     ]
     queries: dict[str, tuple[str, str, list[dict[str, str]]]] = {}
-    for name in INDEX_THROTTLE_METRICS:
+    for name in names.INDEX_THROTTLE_METRICS:
         queries[f"t{len(queries)}"] = ("throttle", name, index_dims)
     for name in INDEX_ACTIVITY_METRICS:
         queries[f"a{len(queries)}"] = ("activity", name, index_dims)
-    for operation in CONTEXT_OPERATIONS:
+    for operation in names.CONTEXT_OPERATIONS:
         dims = [
-            {"Name": DIMENSION_TABLE, "Value": table_name},
-            {"Name": "Operation", "Value": operation},
+            {"Name": names.DYNAMODB_DIMENSION_TABLE, "Value": table_name},
+            {"Name": names.DYNAMODB_DIMENSION_OPERATION, "Value": operation},
         ]
         queries[f"c{len(queries)}"] = ("context", operation, dims)
     series = _get_metric_data(cloudwatch, queries, start, end)
@@ -218,8 +198,8 @@ def _get_metric_data(
                 "Id": query_id,
                 "MetricStat": {
                     "Metric": {
-                        "Namespace": DYNAMODB_NAMESPACE,
-                        "MetricName": TABLE_THROTTLED_REQUESTS if kind == "context" else name,
+                        "Namespace": names.DYNAMODB_NAMESPACE,
+                        "MetricName": names.TABLE_THROTTLED_REQUESTS if kind == "context" else name,
                         "Dimensions": list(dims),
                     },
                     "Period": PERIOD_SECONDS,
@@ -248,6 +228,6 @@ def _get_metric_data(
         request["NextToken"] = token
     bad = {q: s for q, s in status.items() if s != "Complete"}
     if bad:
-        names = ", ".join(f"{queries[q][1]} ({s})" for q, s in sorted(bad.items()))
-        raise MetricReadError(f"CloudWatch returned incomplete data for: {names}")
+        metrics = ", ".join(f"{queries[q][1]} ({s})" for q, s in sorted(bad.items()))
+        raise MetricReadError(f"CloudWatch returned incomplete data for: {metrics}")
     return out

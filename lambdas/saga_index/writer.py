@@ -9,20 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from saga_index import keys
-from saga_index.dynamo import deserialize, error_code, serialize
+from saga_index.dynamo.codec import deserialize, serialize
+from saga_index.dynamo.conditions import ROW_STILL_EXISTS, all_of, is_condition_failed
 from saga_index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
 from saga_index.model import Phase, validate_state
 from saga_index.shard import validate_shard_count
 
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 # Creation never overwrites: a saga id is created exactly once.
-ROW_IS_NEW = "attribute_not_exists(PK)"
+ROW_IS_NEW = "attribute_not_exists(#pk)"
 # A transition applies to an existing saga of the same person; it never re-creates a deleted row.
-ROW_EXISTS_FOR_PERSON = "attribute_exists(PK) AND #personId = :personId"
+ROW_EXISTS_FOR_PERSON = all_of(ROW_STILL_EXISTS, "#personId = :personId")
 STILL_IN_EXPECTED_STATE = "#state = :expected"
 _RESERVED = frozenset(
     {
@@ -62,7 +66,12 @@ def validate_utc_timestamp(value: object, name: str) -> str:
 
 class SagaWriter:
     def __init__(
-        self, client: Any, table_name: str, *, phase: Phase | str, shard_count: int = 16
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        phase: Phase | str,
+        shard_count: int = 16,
     ) -> None:
         self.client = client
         self.table_name = table_name
@@ -110,10 +119,13 @@ class SagaWriter:
         }
         try:
             self.client.put_item(
-                TableName=self.table_name, Item=serialize(item), ConditionExpression=ROW_IS_NEW
+                TableName=self.table_name,
+                Item=serialize(item),
+                ConditionExpression=ROW_IS_NEW,
+                ExpressionAttributeNames={"#pk": "PK"},
             )
         except ClientError as err:
-            if error_code(err) == "ConditionalCheckFailedException":
+            if is_condition_failed(err):
                 raise SagaAlreadyExistsError(f"saga {saga_id!r} already exists") from err
             raise
         return item
@@ -131,6 +143,7 @@ class SagaWriter:
         validate_state(to_state)
         validate_utc_timestamp(updated_at, "updatedAt")
         names = {
+            "#pk": "PK",
             "#state": "state",
             "#updatedAt": "updatedAt",
             "#gsi4pk": "GSI4PK",
@@ -157,7 +170,7 @@ class SagaWriter:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as err:
-            if error_code(err) == "ConditionalCheckFailedException":
+            if is_condition_failed(err):
                 expected = f" in state {expected_state}" if expected_state else ""
                 raise SagaConflictError(
                     f"saga {saga_id!r} of person {person_id!r}{expected} does not exist "

@@ -1,11 +1,10 @@
 """A moto world for the sweep handlers: the saga table (from the synthesised template), an
 EventBridge bus with a rule that forwards every saga event to an SQS queue (so tests read back
-what was really published), the handlers' environment, and EMF parsing."""
+what was really published), and the handlers' environment and clients."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,36 +16,12 @@ from moto import mock_aws
 
 from saga_index.sweeps.events import SOURCE, make_events_client
 from tests.support.backends import Backend, make_backend
-
-# Logger, Tracer and Metrics read these when the handler module is imported: set them for that
-# import only, so the rest of the session sees its own environment. Test modules therefore
-# import the handler module from here (`handlers`), never directly.
-_IMPORT_ENV = {
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_METRICS_NAMESPACE": "RenewalSagaIndex",
-    "POWERTOOLS_SERVICE_NAME": "renewal-saga-sweep",
-}
-_saved = {name: os.environ.get(name) for name in _IMPORT_ENV}
-os.environ.update(_IMPORT_ENV)
-try:
-    from handlers import sweeps as handlers
-finally:
-    for _name, _value in _saved.items():
-        if _value is None:
-            os.environ.pop(_name, None)
-        else:
-            os.environ[_name] = _value
+from tests.support.lambda_harness import as_function
 
 BUS = "renewal-saga-sweeps-test"
+# One service for the four sweeps: the tests read metrics by name and dimension, not by service.
+SERVICE = "renewal-saga-sweep"
 SHARDS = 16
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "sweep"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:sweep"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
 
 
 @dataclass
@@ -75,7 +50,7 @@ class SweepWorld:
         return [e for e in self.drain() if e["detail-type"] == detail_type]
 
     def saga(self, saga_id: str) -> dict[str, Any]:
-        from saga_index.dynamo import deserialize
+        from saga_index.dynamo.codec import deserialize
 
         raw = self.backend.get(f"RSAGA#{saga_id}", "META")
         assert raw is not None, f"saga {saga_id} is gone"
@@ -111,11 +86,8 @@ def world(
         }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        handlers.use_clients(dynamodb=backend.client, events=events_client)
-        try:
+        with as_function(monkeypatch, SERVICE, dynamodb=backend.client, events=events_client):
             yield SweepWorld(backend, events_client, sqs, queue_url, env)
-        finally:
-            handlers.use_clients()
 
 
 def payload(job: str, scheduled: datetime | None, attempt: int = 1) -> dict[str, Any]:
@@ -128,52 +100,3 @@ def payload(job: str, scheduled: datetime | None, attempt: int = 1) -> dict[str,
     if scheduled is not None:
         body["scheduledTime"] = scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return body
-
-
-def emf_documents(stdout: str) -> list[dict[str, Any]]:
-    docs = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict) and "_aws" in doc:
-            docs.append(doc)
-    return docs
-
-
-def metric(docs: list[dict[str, Any]], name: str, **dimensions: str) -> list[Any]:
-    """Values of the metric `name` in EMF documents carrying all the given dimension values."""
-    values = []
-    for doc in docs:
-        declared = {
-            m["Name"]: m.get("Unit")
-            for directive in doc["_aws"]["CloudWatchMetrics"]
-            for m in directive["Metrics"]
-        }
-        if name in declared and all(doc.get(k) == v for k, v in dimensions.items()):
-            value = doc[name]
-            values.extend(value if isinstance(value, list) else [value])
-    return values
-
-
-def metric_unit(docs: list[dict[str, Any]], name: str) -> str | None:
-    for doc in docs:
-        for directive in doc["_aws"]["CloudWatchMetrics"]:
-            for m in directive["Metrics"]:
-                if m["Name"] == name:
-                    return str(m.get("Unit"))
-    return None
-
-
-def dimension_sets(docs: list[dict[str, Any]], name: str) -> list[list[str]]:
-    return [
-        dims
-        for doc in docs
-        for directive in doc["_aws"]["CloudWatchMetrics"]
-        if any(m["Name"] == name for m in directive["Metrics"])
-        for dims in directive["Dimensions"]
-    ]

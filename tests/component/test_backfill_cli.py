@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from saga_index import keys
-from saga_index.cli.main import main
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,

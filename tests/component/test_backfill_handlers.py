@@ -2,42 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
-
-# Before the handler modules are imported: Powertools reads these at import.
-os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "RenewalSagaIndex")
 
 import pytest
 from moto import mock_aws
 from pydantic import ValidationError
 
 from handlers import backfill_plan, backfill_verify, backfill_worker
-from saga_index import keys
+from saga_index import names
 from saga_index.errors import InvalidInputError
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import ANOMALIES, VALID, N, seed
+from tests.support.lambda_harness import FakeLambdaContext, as_function, emf_documents
 
 # A refused input publishes no metrics; Powertools warns about that, by design here.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
-
-
-@dataclass
-class Context:
-    remaining_ms: int = 300_000
-    step_ms: int = 0
-    function_name: str = "backfill"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:backfill"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        self.remaining_ms -= self.step_ms
-        return self.remaining_ms
 
 
 @pytest.fixture
@@ -47,14 +27,11 @@ def dynamo(
     with mock_aws():
         backend = make_backend("handlers", synthesized_template, endpoint_url=None)
         monkeypatch.setenv("SAGA_TABLE_NAME", backend.table_name)
-        monkeypatch.setenv("SAGA_INDEX_NAME", keys.INDEX_NAME)
+        monkeypatch.setenv("SAGA_INDEX_NAME", names.INDEX_NAME)
         monkeypatch.setenv("SAGA_INDEX_PHASE", "migrating")
         monkeypatch.setenv("SAGA_INDEX_SHARDS", str(N))
-        backfill_worker._dynamodb.cache_clear()
-        backfill_verify._dynamodb.cache_clear()
-        yield backend
-        backfill_worker._dynamodb.cache_clear()
-        backfill_verify._dynamodb.cache_clear()
+        with as_function(monkeypatch, service=None):
+            yield backend
 
 
 def worker_event(**overrides: Any) -> dict[str, Any]:
@@ -71,8 +48,7 @@ def worker_event(**overrides: Any) -> dict[str, Any]:
 
 
 def emf(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    out = capsys.readouterr().out
-    return [blob for blob in map(json.loads, out.splitlines()) if "_aws" in blob]
+    return emf_documents(capsys.readouterr().out)
 
 
 def test_given_a_segment_when_the_worker_runs_then_it_returns_counts_and_publishes_emf(
@@ -81,7 +57,7 @@ def test_given_a_segment_when_the_worker_runs_then_it_returns_counts_and_publish
     seed(dynamo)
     capsys.readouterr()
 
-    result = backfill_worker.handler(worker_event(), Context())
+    result = backfill_worker.handler(worker_event(), FakeLambdaContext())
 
     assert result["cursor"] is None
     assert (result["restamped"], result["anomalies"], result["skipped"]) == (
@@ -95,9 +71,9 @@ def test_given_a_segment_when_the_worker_runs_then_it_returns_counts_and_publish
     assert directive["Namespace"] == "RenewalSagaIndex"
     assert {"TableName", "IndexName"} <= set(directive["Dimensions"][0])
     assert blob["TableName"] == dynamo.table_name
-    assert blob["IndexName"] == keys.INDEX_NAME
-    names = {m["Name"] for m in directive["Metrics"]}
-    assert {"Restamped", "Skipped", "Anomalies", "Throttles", "Scanned"} <= names
+    assert blob["IndexName"] == names.INDEX_NAME
+    metric_names = {m["Name"] for m in directive["Metrics"]}
+    assert {"Restamped", "Skipped", "Anomalies", "Throttles", "Scanned"} <= metric_names
     assert blob["Restamped"] == [float(len(VALID))]
     assert blob["Anomalies"] == [float(len(ANOMALIES))]
     assert blob["Throttles"] == [0.0]
@@ -112,7 +88,9 @@ def test_given_little_time_left_when_the_worker_runs_then_it_stops_with_a_cursor
     event = worker_event()
     invocations = 0
     while True:
-        result = backfill_worker.handler(event, Context(remaining_ms=63_000, step_ms=1000))
+        result = backfill_worker.handler(
+            event, FakeLambdaContext(remaining_ms=63_000, step_ms=1000)
+        )
         invocations += 1
         if result["cursor"] is None:
             break
@@ -149,7 +127,7 @@ def test_given_a_bad_worker_input_when_invoked_then_it_fails_naming_the_problem(
     seed(dynamo, VALID[:2])
     before = dynamo.scan_all()
     with pytest.raises(ValidationError) as caught:
-        backfill_worker.handler(worker_event(**overrides), Context())
+        backfill_worker.handler(worker_event(**overrides), FakeLambdaContext())
     assert problem in str(caught.value)
     assert dynamo.scan_all() == before
 
@@ -158,7 +136,7 @@ def test_given_a_shard_count_other_than_the_deployed_one_then_the_worker_refuses
     dynamo: Backend,
 ) -> None:
     with pytest.raises(InvalidInputError, match="differs from the deployed shard count 16"):
-        backfill_worker.handler(worker_event(shardCount=32), Context())
+        backfill_worker.handler(worker_event(shardCount=32), FakeLambdaContext())
 
 
 @pytest.mark.parametrize(("direction", "phase"), [("forward", "legacy"), ("rollback", "migrating")])
@@ -167,7 +145,7 @@ def test_given_writers_in_a_phase_that_undoes_the_run_then_the_worker_refuses(
 ) -> None:
     monkeypatch.setenv("SAGA_INDEX_PHASE", phase)
     with pytest.raises(InvalidInputError, match="cdk deploy -c phase="):
-        backfill_worker.handler(worker_event(direction=direction), Context())
+        backfill_worker.handler(worker_event(direction=direction), FakeLambdaContext())
 
 
 def test_given_a_run_when_planned_then_each_segment_gets_its_share_of_the_cap(
@@ -175,7 +153,7 @@ def test_given_a_run_when_planned_then_each_segment_gets_its_share_of_the_cap(
 ) -> None:
     plan = backfill_plan.handler(
         {"direction": "forward", "totalSegments": 40, "maxWritesPerSecond": 80, "dryRun": True},
-        Context(),
+        FakeLambdaContext(),
     )
     assert plan["segments"] == list(range(40))
     # at most 16 segments run at once: each may write 80 / 16 per second
@@ -192,7 +170,7 @@ def test_given_a_run_when_planned_then_each_segment_gets_its_share_of_the_cap(
 
 def test_given_a_plan_without_dry_run_then_it_is_refused(dynamo: Backend) -> None:
     with pytest.raises(ValidationError, match="dryRun"):
-        backfill_plan.handler({"direction": "forward"}, Context())
+        backfill_plan.handler({"direction": "forward"}, FakeLambdaContext())
 
 
 def test_given_an_unfinished_segment_when_verified_then_the_run_is_not_ok(
@@ -202,7 +180,7 @@ def test_given_an_unfinished_segment_when_verified_then_the_run_is_not_ok(
     request = {"direction": "forward", "totalSegments": 2, "dryRun": False}
     done = {"segment": 0, "cursor": None, "restamped": 0}
 
-    summary = backfill_verify.handler({"request": request, "segments": [done]}, Context())
+    summary = backfill_verify.handler({"request": request, "segments": [done]}, FakeLambdaContext())
 
     assert summary["complete"] is False
     assert summary["verification"]["ok"] is False

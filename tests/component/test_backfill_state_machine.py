@@ -30,7 +30,7 @@ from botocore.response import StreamingBody
 from moto import mock_aws
 
 from saga_index import keys
-from saga_index.cli.main import main
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
@@ -39,6 +39,7 @@ from tests.support.backfill_contract import (
     sagas,
     seed,
 )
+from tests.support.lambda_harness import FakeLambdaContext, as_function
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -73,23 +74,6 @@ def function_name_of(arn: str) -> str:
 
 
 @dataclass
-class FakeContext:
-    function_name: str
-    budget_ms: int
-    step_ms: int = 0
-    memory_limit_in_mb: int = 256
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        self.budget_ms -= self.step_ms
-        return self.budget_ms
-
-
-@dataclass
 class StateMachineWorld:
     dynamo: Backend
     sfn: Any
@@ -109,9 +93,9 @@ class StateMachineWorld:
         module_name, attribute = handler_path.rsplit(".", 1)
         handler = getattr(import_module(module_name), attribute)
         worker = handler_path == "handlers.backfill_worker.handler"
-        context = FakeContext(
+        context = FakeLambdaContext(
             function_name,
-            budget_ms=WORKER_BUDGET_MS if worker else 300_000,
+            remaining_ms=WORKER_BUDGET_MS if worker else 300_000,
             step_ms=1000 if worker else 0,
         )
         try:
@@ -145,7 +129,7 @@ def world(
 ) -> Iterator[StateMachineWorld]:
     template = synthesized_template
     resources = template["Resources"]
-    with mock_aws(config=MOTO_CONFIG):
+    with mock_aws(config=MOTO_CONFIG), as_function(monkeypatch, service=None):
         dynamo = make_backend("sfn", template, endpoint_url=None)
         refs = {
             "AWS::Partition": "aws",
@@ -193,8 +177,6 @@ def world(
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/backfill-state-machine",
         )["stateMachineArn"]
 
-        for module in ("handlers.backfill_worker", "handlers.backfill_verify"):
-            import_module(module)._dynamodb.cache_clear()  # clients of an earlier moto world
         state = StateMachineWorld(
             dynamo=dynamo,
             sfn=sfn,

@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from devkit.capacity import CapacityMeter, TableSchema, item_size, read_units, write_units
+from devkit.capacity.meter import CapacityMeter
+from devkit.capacity.table_schema import TableSchema
+from devkit.capacity.units import read_units, write_units
 from devkit.seed import SagaRecord, saga_item
-from saga_index import keys
+from saga_index import keys, names
+from saga_index.dynamo.sizing import item_size
 from saga_index.model import Phase
 from saga_index.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
@@ -56,7 +59,7 @@ def test_given_a_legacy_partition_when_the_open_sagas_are_enumerated_then_every_
     result = SagaRepository(client, backend.table_name, phase=Phase.LEGACY).get_all_open_sagas()
 
     assert len(result) == 10
-    (load,) = meter.summary(keys.INDEX_NAME).partitions
+    (load,) = meter.summary(names.INDEX_NAME).partitions
     expected = read_units(sum(item_size(i) for i in items), consistent=False)
     assert load.partition_key == keys.LEGACY_GSI4PK
     assert load.total_rcu == expected
@@ -81,7 +84,7 @@ def test_given_a_legacy_row_when_it_is_restamped_then_the_legacy_and_shard_keys_
         ExpressionAttributeValues={":target": {"S": shard_key}},
     )
 
-    index = {p.partition_key: p.total_wcu for p in meter.summary(keys.INDEX_NAME).partitions}
+    index = {p.partition_key: p.total_wcu for p in meter.summary(names.INDEX_NAME).partitions}
     assert index == {keys.LEGACY_GSI4PK: 2, shard_key: 2}
     moved = dict(item, GSI4PK={"S": shard_key})
     assert meter.summary(backend.table_name).total_wcu == write_units(
@@ -102,7 +105,7 @@ def test_given_an_existing_row_when_a_conditional_create_fails_then_only_the_bas
         )
 
     assert meter.summary(backend.table_name).total_wcu == 2
-    assert meter.summary(keys.INDEX_NAME).partitions == ()
+    assert meter.summary(names.INDEX_NAME).partitions == ()
 
 
 def test_given_throttled_attempts_when_botocore_retries_then_the_request_is_charged_once(
@@ -116,5 +119,5 @@ def test_given_throttled_attempts_when_botocore_retries_then_the_request_is_char
     SagaRepository(client, backend.table_name, phase=Phase.LEGACY).get_sagas_by_person("person_03")
 
     assert injector.injected == 2
-    (load,) = meter.summary(keys.INDEX_NAME).partitions
+    (load,) = meter.summary(names.INDEX_NAME).partitions
     assert (load.requests, load.total_rcu) == (1, 0.5)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devkit import demo
+from devkit.demo import cli as demo
 from devkit.dynalite import DynaliteServer
 from saga_index import keys
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index.cli.main import main
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, plant_drift
 

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from moto import mock_aws
 from pydantic import ValidationError
 
-from saga_index import keys
+from handlers import runtime
+from handlers.drift_guard import handler
+from saga_index import keys, names
 from saga_index.errors import EnumerationError
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, plant_drift
 from tests.support.faults import ThrottleInjector, queries_partition
+from tests.support.lambda_harness import (
+    Datapoint,
+    FakeLambdaContext,
+    as_function,
+    emf_datapoints,
+)
 
 # The failure paths end with nothing to flush, which Powertools warns about: expected there.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -29,60 +36,6 @@ SCAN_TIME = "2026-07-10T10:00:00Z"
 NO_SCAN_TIME = "2026-07-10T10:05:00Z"
 
 
-@dataclass
-class FakeContext:
-    function_name: str = "drift-guard"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:drift-guard"
-    aws_request_id: str = "req-1"
-    remaining_ms: int = 240_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-
-@dataclass(frozen=True)
-class Datapoint:
-    namespace: str
-    name: str
-    values: tuple[float, ...]
-    unit: str
-    dimensions: dict[str, str]
-
-    @property
-    def value(self) -> float:
-        """The one value of this run (EMF allows a list; the guard publishes each once)."""
-        (only,) = self.values
-        return only
-
-
-def emf_datapoints(stdout: str) -> list[Datapoint]:
-    """Every metric datapoint in the EMF documents printed to stdout."""
-    points: list[Datapoint] = []
-    for line in stdout.splitlines():
-        try:
-            document = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(document, dict) or "_aws" not in document:
-            continue
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            (dimension_names,) = directive["Dimensions"]
-            dimensions = {name: document[name] for name in dimension_names}
-            for metric in directive["Metrics"]:
-                raw = document[metric["Name"]]
-                points.append(
-                    Datapoint(
-                        namespace=directive["Namespace"],
-                        name=metric["Name"],
-                        values=tuple(raw) if isinstance(raw, list) else (raw,),
-                        unit=metric["Unit"],
-                        dimensions=dimensions,
-                    )
-                )
-    return points
-
-
 @pytest.fixture
 def dynamo(
     synthesized_template: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -91,7 +44,7 @@ def dynamo(
         backend = make_backend("guard", synthesized_template, endpoint_url=None)
         for name, value in {
             "SAGA_TABLE_NAME": backend.table_name,
-            "SAGA_INDEX_NAME": keys.INDEX_NAME,
+            "SAGA_INDEX_NAME": names.INDEX_NAME,
             "SAGA_INDEX_PHASE": "sharded",
             "SAGA_INDEX_SHARDS": str(N),
             "SAGA_INDEX_MAX_ATTEMPTS": "2",
@@ -102,12 +55,11 @@ def dynamo(
             "DRIFT_GUARD_PERIOD_MINUTES": "5",
         }.items():
             monkeypatch.setenv(name, value)
-        yield backend
+        with as_function(monkeypatch, SERVICE):
+            yield backend
 
 
 def invoke(scheduled_time: str, **event: Any) -> dict[str, Any]:
-    from handlers.drift_guard import handler
-
     payload = {
         "job": "drift-guard",
         "scheduledTime": scheduled_time,
@@ -115,7 +67,8 @@ def invoke(scheduled_time: str, **event: Any) -> dict[str, Any]:
         "attempt": 1,
         **event,
     }
-    result: dict[str, Any] = handler(payload, FakeContext())
+    context = FakeLambdaContext(function_name=SERVICE, remaining_ms=240_000)
+    result: dict[str, Any] = handler(payload, context)
     return result
 
 
@@ -137,7 +90,7 @@ def test_a_scanning_run_publishes_every_metric_with_the_exact_planted_counts(
     expected_dimensions = {
         "service": SERVICE,
         "TableName": dynamo.table_name,
-        "IndexName": keys.INDEX_NAME,
+        "IndexName": names.INDEX_NAME,
     }
     for point in metrics.values():
         assert point.namespace == NAMESPACE
@@ -206,16 +159,14 @@ def test_the_report_is_logged_as_structured_json(
 
 
 def test_an_enumeration_failure_fails_the_invocation_and_publishes_no_drift_metric(
-    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from handlers.drift_guard import DriftGuardSettings
-
     # Given a shard that stays throttled through every retry
     dynamo.put_saga("s1", "p-1", gsi4pk="shard")
     client = dynamo.new_client(max_attempts=2)
     hot = keys.shard_gsi4pk_for_person("p-1", N)
     ThrottleInjector(client, "Query", times=None, match=queries_partition(hot))
-    monkeypatch.setattr(DriftGuardSettings, "dynamodb_client", lambda self: client)
+    runtime.clients.use(dynamodb=client)
     # When the guard runs, then the invocation fails naming the shard
     with pytest.raises(EnumerationError, match=hot):
         invoke(SCAN_TIME)

@@ -9,20 +9,23 @@ from typing import Any
 
 import pytest
 
+from handlers import runtime
+from handlers import sweeps as handlers
 from saga_index import keys
 from saga_index.errors import EnumerationError
 from saga_index.shard import shard
 from tests.component.sweeps_support import (
     SHARDS,
-    FakeLambdaContext,
     SweepWorld,
-    emf_documents,
-    handlers,
-    metric,
     payload,
     world,
 )
 from tests.support.faults import ThrottleInjector, queries_partition
+from tests.support.lambda_harness import (
+    FakeLambdaContext,
+    emf_documents,
+    metric,
+)
 
 __all__ = ["world"]
 
@@ -57,7 +60,7 @@ def test_given_one_shard_throttled_through_every_retry_when_a_sweep_runs_then_it
     # A client with few attempts keeps the test fast; botocore still retries each throttle.
     client = b.new_client(max_attempts=2)
     injector = ThrottleInjector(client, "Query", times=None, match=queries_partition(throttled))
-    handlers.use_clients(dynamodb=client, events=world.events_client)
+    runtime.clients.use(dynamodb=client, events=world.events_client)
 
     with pytest.raises(EnumerationError, match=throttled):
         SWEEPS[job](payload(job, T), FakeLambdaContext())

@@ -9,17 +9,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from handlers import sweep_jobs
+from handlers import sweeps as handlers
 from saga_index.errors import InvalidInputError
 from tests.component.sweeps_support import (
-    FakeLambdaContext,
     SweepWorld,
-    dimension_sets,
-    emf_documents,
-    handlers,
-    metric,
-    metric_unit,
     payload,
     world,
+)
+from tests.support.lambda_harness import (
+    FakeLambdaContext,
+    dimension_sets,
+    emf_documents,
+    metric,
+    metric_unit,
 )
 
 __all__ = ["world"]  # the fixture, imported for pytest
@@ -96,7 +99,7 @@ def test_given_a_payload_without_scheduled_time_when_a_sweep_runs_then_now_is_th
     world: SweepWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     invoked = datetime(2026, 7, 10, 15, 0, tzinfo=UTC)
-    monkeypatch.setattr(handlers, "_invocation_time", lambda: invoked)
+    monkeypatch.setattr(sweep_jobs, "_invocation_time", lambda: invoked)
     # Healthy at T, unhealthy three hours later.
     world.backend.put_saga("s1", "p-1", workflowHeartbeatAt=ago(timedelta(minutes=5)))
 

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from handlers import runtime
+from handlers import sweeps as handlers
 from saga_index import keys
 from saga_index.model import Phase
 from saga_index.repository import SagaRepository
@@ -19,13 +21,14 @@ from saga_index.sweeps.events import EventPublisher, EventPublishError, make_eve
 from saga_index.writer import SagaWriter
 from tests.component.sweeps_support import (
     SHARDS,
-    FakeLambdaContext,
     SweepWorld,
-    emf_documents,
-    handlers,
-    metric,
     payload,
     world,
+)
+from tests.support.lambda_harness import (
+    FakeLambdaContext,
+    emf_documents,
+    metric,
 )
 
 __all__ = ["world"]
@@ -245,7 +248,7 @@ def test_given_the_bus_rejects_the_event_when_swept_then_the_invocation_fails_an
     failed_prepare(world, "s1", prepareAttempts=1, lastPrepareRetryAt=iso(T0 - timedelta(hours=1)))
     broken_events = make_events_client(region="us-east-1")
     calls = _fail_every_put_events(broken_events)
-    handlers.use_clients(dynamodb=world.backend.client, events=broken_events)
+    runtime.clients.use(dynamodb=world.backend.client, events=broken_events)
 
     with pytest.raises(EventPublishError, match="s1"):
         sweep(T0)
@@ -256,7 +259,7 @@ def test_given_the_bus_rejects_the_event_when_swept_then_the_invocation_fails_an
     assert saga["lastPrepareRetryAt"] == iso(T0 - timedelta(hours=1))
 
     # Scheduler retries the failed invocation with the same scheduled time: now it goes out.
-    handlers.use_clients(dynamodb=world.backend.client, events=world.events_client)
+    runtime.clients.use(dynamodb=world.backend.client, events=world.events_client)
     result = sweep(T0, attempt=2)
     assert result["findings"][RETRY] == 1
     assert [e["detail"]["attempt"] for e in world.events_of(RETRY)] == [2]

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
-from saga_index.cli.main import main
-from saga_index.parity import ParityReport, ParityVerifier, Snapshot
+from saga_index import keys, names
+from saga_index.parity import ParityReport, ParityVerifier
+from saga_index.parity_snapshot import Snapshot
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, put_raw, wrong_shard_of
 
@@ -331,7 +332,7 @@ def _snapshot_text(dynamo: Backend, **changes: Any) -> str:
         "format": "saga-index-verify-snapshot",
         "version": 1,
         "table": dynamo.table_name,
-        "index": keys.INDEX_NAME,
+        "index": names.INDEX_NAME,
         "phase": "legacy",
         "shardCount": N,
         "createdAt": "2026-07-01T00:00:00.000000Z",

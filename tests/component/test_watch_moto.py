@@ -11,9 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
-from saga_index.cli.main import main
+from saga_index import names
 from saga_index.watch import read_throttle_window
+from saga_index_cli.main import main
 
 TABLE = "propflow-prod"
 
@@ -30,7 +30,7 @@ def put(
     value: float,
     *,
     ago: timedelta,
-    index: str = keys.INDEX_NAME,
+    index: str = names.INDEX_NAME,
     table: str = TABLE,
 ) -> None:
     cloudwatch.put_metric_data(
@@ -164,7 +164,7 @@ def test_every_page_of_get_metric_data_is_read(cloudwatch: Any) -> None:
         return page
 
     cloudwatch.get_metric_data = two_pages
-    report = read_throttle_window(cloudwatch, TABLE, keys.INDEX_NAME, days=7)
+    report = read_throttle_window(cloudwatch, TABLE, names.INDEX_NAME, days=7)
     assert len(pages) == 2
     assert report.index_throttles["ReadThrottleEvents"] == 3
     assert report.index_activity["ConsumedReadCapacityUnits"] > 0

@@ -21,7 +21,7 @@ import pytest
 
 from devkit.dynalite import local_client_env
 from saga_index import keys
-from saga_index.dynamo import deserialize
+from saga_index.dynamo.codec import deserialize
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
@@ -52,7 +52,7 @@ def cli_process(dynamo: Backend, rate: str) -> subprocess.Popen[str]:
     argv = [
         sys.executable,
         "-m",
-        "saga_index",
+        "saga_index_cli",
         "--table",
         dynamo.table_name,
         "--shards",

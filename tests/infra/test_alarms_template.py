@@ -15,7 +15,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import build_app
-from saga_index.keys import INDEX_NAME
+from saga_index.names import INDEX_NAME
 from tests.infra.conftest import Synthesised
 
 pytestmark = pytest.mark.infra
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.infra
 ALARM = "AWS::CloudWatch::Alarm"
 PHASES = ("legacy", "migrating", "sharded", "rolling-back")
 ALL = frozenset(PHASES)
-# What pages in which phase: the issue's contract plus the choices in infra/alarms.py.
+# What pages in which phase: the issue's contract plus the choices in
+# infra/observability/alarms.py.
 GUARD_ALARMS: dict[str, tuple[frozenset[str], int, int, int]] = {
     # metric: (phases that page, period seconds, evaluation periods, datapoints to alarm)
     "LegacyRows": (frozenset({"sharded"}), 300, 3, 2),
@@ -78,7 +79,7 @@ def alarm_for(
 
 
 def observability_alarms(alarms: dict[str, Any]) -> dict[str, Any]:
-    """The alarms infra/alarms.py defines (other constructs may add their own)."""
+    """The alarms infra/observability/alarms.py defines (other constructs may add their own)."""
     return {k: v for k, v in alarms.items() if k.startswith("Observability")}
 
 

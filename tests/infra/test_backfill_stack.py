@@ -10,16 +10,12 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from handlers.backfill_worker import WORKER_METRICS
-from infra.alarms import BACKFILL_METRICS, BACKFILL_SERVICE
-from infra.backfill import (
-    LAMBDA_SERVICE_ERRORS,
-    THROTTLED_ERROR,
-    VERIFICATION_FAILED_ERROR,
-    WORKER_MAX_ATTEMPTS,
-)
-from saga_index.backfill import DEFAULT_SAFETY_MARGIN_SECONDS, MAX_CONCURRENT_SEGMENTS
-from saga_index.keys import INDEX_NAME
+from infra.backfill import LAMBDA_SERVICE_ERRORS, VERIFICATION_FAILED_ERROR, WORKER_MAX_ATTEMPTS
+from infra.observability.dashboard import BACKFILL_METRICS
+from saga_index.backfill.messages import MAX_CONCURRENT_SEGMENTS
+from saga_index.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS, SegmentThrottledError
+from saga_index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
+from saga_index.names import INDEX_NAME, SERVICE_BACKFILL_WORKER
 
 pytestmark = pytest.mark.infra
 
@@ -178,7 +174,7 @@ def test_the_dashboard_reads_the_metrics_the_worker_publishes(default_template: 
     worker = resources(default_template, "AWS::Lambda::Function")[
         function_id(default_template, "worker")
     ]["Properties"]
-    assert worker["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == BACKFILL_SERVICE
+    assert worker["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == SERVICE_BACKFILL_WORKER
     assert set(BACKFILL_METRICS) <= set(WORKER_METRICS)
 
 
@@ -260,7 +256,8 @@ def test_lambda_service_errors_and_throttles_are_retried_with_backoff_and_jitter
         assert service["BackoffRate"] == 2
         assert service["JitterStrategy"] == "FULL"
         assert service["MaxAttempts"] >= 3
-    [throttled] = [r for r in worker["Retry"] if r["ErrorEquals"] == [THROTTLED_ERROR]]
+    throttled_error = SegmentThrottledError.__name__
+    [throttled] = [r for r in worker["Retry"] if r["ErrorEquals"] == [throttled_error]]
     assert throttled["IntervalSeconds"] >= 30
     assert throttled["BackoffRate"] == 2
     assert throttled["JitterStrategy"] == "FULL"

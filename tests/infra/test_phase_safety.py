@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import PHASES
-from saga_index.keys import INDEX_NAME
+from saga_index.names import INDEX_NAME
+from saga_index.names import PHASE_NAMES as PHASES
 from tests.infra.conftest import Synthesised, _synthesise
 from tests.infra.template_tools import as_list, render, resources
 
@@ -55,7 +55,7 @@ def _differences(left: Any, right: Any, path: tuple[Any, ...] = ()) -> Iterator[
 
 
 def _expected_change(template: dict[str, Any], path: tuple[Any, ...]) -> bool:
-    """What a phase change MAY change (infra/functions.py, infra/alarms.py): nothing else.
+    """What a phase change MAY change (infra/functions.py, infra/observability/): nothing else.
 
     - a function's SAGA_INDEX_PHASE (what the writers and readers do);
     - an alarm's actions (whether it pages) and its description (says "PAGES" or
@@ -116,8 +116,8 @@ def test_given_a_phase_change_then_only_the_phase_variable_and_alarm_actions_cha
 def test_given_the_phases_then_alarm_actions_do_change_between_them(
     phase_synths: dict[str, dict[str, Any]],
 ) -> None:
-    # The listed alarm-action differences are real (infra/alarms.py pages per phase); a diff
-    # helper that saw nothing would let the test above pass vacuously.
+    # The listed alarm-action differences are real (infra/observability/alarms.py pages per
+    # phase); a diff helper that saw nothing would let the test above pass vacuously.
     changed_alarms = {
         path[1]
         for phase in PHASES

@@ -15,10 +15,11 @@ from aws_cdk.assertions import Capture, Match, Template
 from moto import mock_aws
 
 from devkit import schema
-from infra.config import PHASES, ConfigError, StackConfig, load_cdk_json_context
+from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import STACK_NAME, RenewalSagaIndexStack, build_app
-from saga_index.keys import INDEX_NAME
 from saga_index.model import Phase
+from saga_index.names import INDEX_NAME
+from saga_index.names import PHASE_NAMES as PHASES
 from tests.infra.conftest import Synthesised
 
 pytestmark = pytest.mark.infra

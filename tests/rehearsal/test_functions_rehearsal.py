@@ -12,13 +12,9 @@ import pytest
 
 from devkit import layer
 from saga_index import keys
-from tests.rehearsal.conftest import (
-    BACKFILL_HANDLERS,
-    DEV_ONLY_MODULES,
-    Invocation,
-    Rehearsal,
-    Synth,
-)
+from tests.support.rehearsal.process import DEV_ONLY_MODULES, Invocation
+from tests.support.rehearsal.scenario import BACKFILL_HANDLERS, Rehearsal
+from tests.support.rehearsal.stack import Synth
 
 pytestmark = pytest.mark.rehearsal
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.rehearsal.conftest import ACCOUNT, REGION, Rehearsal, StandIn, Synth, World
+from tests.support.rehearsal.scenario import Rehearsal
+from tests.support.rehearsal.server import World
+from tests.support.rehearsal.stack import ACCOUNT, REGION, StandIn, Synth
 
 pytestmark = pytest.mark.rehearsal
 

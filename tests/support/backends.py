@@ -8,7 +8,8 @@ from typing import Any
 
 from devkit.schema import create_table
 from saga_index import keys
-from saga_index.dynamo import make_client, serialize
+from saga_index.dynamo.client import make_client
+from saga_index.dynamo.codec import serialize
 
 _table_numbers = itertools.count()
 

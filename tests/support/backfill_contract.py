@@ -12,19 +12,15 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.backfill import (
-    BackfillRequest,
-    BackfillSummary,
-    Direction,
-    LocalRun,
-    SegmentThrottledError,
-    TokenBucket,
-    finish_backfill,
-    run_backfill,
-    run_segment,
-)
-from saga_index.dynamo import attach_throttle_observer, deserialize
+from saga_index import keys, names
+from saga_index.backfill.direction import Direction
+from saga_index.backfill.local import LocalRun, run_backfill
+from saga_index.backfill.messages import BackfillRequest, BackfillSummary
+from saga_index.backfill.pacing import TokenBucket
+from saga_index.backfill.readback import finish_backfill
+from saga_index.backfill.restamp import SegmentThrottledError, run_segment
+from saga_index.dynamo.client import attach_throttle_observer
+from saga_index.dynamo.codec import deserialize
 from saga_index.writer import SagaWriter
 from tests.support.backends import Backend
 from tests.support.faults import ThrottleInjector
@@ -93,7 +89,7 @@ def backfill(
     req = request(direction, dry_run=dry_run, segments=segments)
     run = run_backfill(client, dynamo.table_name, req, shard_count=N, stop=stop)
     summary = finish_backfill(
-        client, dynamo.table_name, req, run.results, index_name=keys.INDEX_NAME, shard_count=N
+        client, dynamo.table_name, req, run.results, index_name=names.INDEX_NAME, shard_count=N
     )
     return run, summary
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from saga_index import keys
-from saga_index.drift import DriftChecker, ScanIncompleteError, ScanOptions
-from saga_index.dynamo import serialize
+from saga_index.drift import DriftChecker
+from saga_index.dynamo.codec import serialize
+from saga_index.dynamo.scan import ScanIncompleteError, ScanOptions
 from saga_index.errors import EnumerationError
 from saga_index.shard import shard
 from tests.support.backends import Backend

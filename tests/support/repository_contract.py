@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from saga_index import keys
-from saga_index.dynamo import attach_throttle_observer
+from saga_index.dynamo.client import attach_throttle_observer
 from saga_index.errors import EnumerationError, SagaAlreadyExistsError, SagaConflictError
 from saga_index.model import Phase
 from saga_index.repository import SagaRepository

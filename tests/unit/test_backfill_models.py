@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from saga_index import keys
-from saga_index.backfill import (
+from saga_index.backfill.direction import Direction
+from saga_index.backfill.messages import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
     MAX_CONCURRENT_SEGMENTS,
     BackfillRequest,
-    Direction,
     SegmentCounts,
     SegmentRequest,
     SegmentResult,
@@ -22,9 +22,9 @@ from saga_index.backfill import (
     plan_segments,
     summarise,
 )
-from saga_index.cli.backfill import exit_code
 from saga_index.errors import InvalidInputError
 from saga_index.model import Phase
+from saga_index_cli.backfill import exit_code
 
 
 def segment(**fields: Any) -> SegmentRequest:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga_index.backfill import TokenBucket
+from saga_index.backfill.pacing import TokenBucket
 from saga_index.errors import InvalidInputError
 
 

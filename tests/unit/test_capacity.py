@@ -18,25 +18,24 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from devkit.capacity import (
-    PARTITION_RCU_CEILING,
-    CapacityMeter,
+from devkit.capacity.errors import MeterError
+from devkit.capacity.ledger import LoadLedger
+from devkit.capacity.meter import CapacityMeter
+from devkit.capacity.pricing import (
     Charge,
-    IndexSchema,
-    LoadLedger,
-    MeterError,
-    TableSchema,
-    item_read_units,
-    item_size,
-    number_size,
     query_charge,
     query_partition_key,
-    read_units,
     scan_charges,
-    value_size,
     write_charges,
+)
+from devkit.capacity.table_schema import IndexSchema, TableSchema
+from devkit.capacity.units import (
+    PARTITION_RCU_CEILING,
+    item_read_units,
+    read_units,
     write_units,
 )
+from saga_index.dynamo.sizing import item_size, number_size, value_size
 
 KB = 1024
 INDEX = "renewal-saga-person-index"

@@ -7,19 +7,17 @@ from typing import Any
 
 import pytest
 
-from devkit.capacity import Charge, IndexSchema, LoadLedger, TableSchema, item_size
-from devkit.report import improvement, layout_json, render
+from devkit.capacity.ledger import LoadLedger
+from devkit.capacity.pricing import Charge
+from devkit.capacity.table_schema import IndexSchema, TableSchema
+from devkit.demo.report import improvement, layout_json, render
 from devkit.seed import SeedSpec, build_dataset
-from devkit.traffic import (
-    CohortOpen,
-    ListPageLoad,
-    Sweep,
-    SyntheticTable,
-    TrafficMix,
-    Transition,
-    build_plan,
-)
-from saga_index import keys
+from devkit.traffic.events import CohortOpen, ListPageLoad, Sweep, Transition
+from devkit.traffic.mix import TrafficMix
+from devkit.traffic.plan import build_plan
+from devkit.traffic.synthetic import SyntheticTable
+from saga_index import keys, names
+from saga_index.dynamo.sizing import item_size
 from saga_index.errors import InvalidInputError
 from saga_index.model import OPEN_STATES, Phase
 
@@ -27,7 +25,7 @@ SCHEMA = TableSchema(
     name="t",
     hash_key="PK",
     range_key="SK",
-    indexes=(IndexSchema(keys.INDEX_NAME, "GSI4PK", "GSI4SK"),),
+    indexes=(IndexSchema(names.INDEX_NAME, "GSI4PK", "GSI4SK"),),
 )
 
 
@@ -145,8 +143,8 @@ def test_synthetic_replay_puts_all_legacy_load_on_one_key_and_spreads_the_sharde
     sharded = SyntheticTable(
         dataset, SCHEMA, phase=Phase.SHARDED, shard_count=16, layout_shard_count=16
     )
-    before = legacy.run(plan, "legacy").summary(keys.INDEX_NAME)
-    after = sharded.run(plan, "sharded").summary(keys.INDEX_NAME)
+    before = legacy.run(plan, "legacy").summary(names.INDEX_NAME)
+    after = sharded.run(plan, "sharded").summary(names.INDEX_NAME)
     assert [p.partition_key for p in before.partitions] == [keys.LEGACY_GSI4PK]
     assert before.hottest_key_share == 1.0
     assert len(after.partitions) == 16
@@ -158,12 +156,12 @@ def test_synthetic_replay_puts_all_legacy_load_on_one_key_and_spreads_the_sharde
 
 def test_report_renders_the_contract_numbers_as_a_table() -> None:
     ledger = LoadLedger()
-    ledger.add(0, [Charge(keys.INDEX_NAME, keys.LEGACY_GSI4PK, rcu=1500, wcu=100)])
-    legacy = layout_json(ledger.summary(keys.INDEX_NAME), replay={"enumerations": 0})
+    ledger.add(0, [Charge(names.INDEX_NAME, keys.LEGACY_GSI4PK, rcu=1500, wcu=100)])
+    legacy = layout_json(ledger.summary(names.INDEX_NAME), replay={"enumerations": 0})
     ledger = LoadLedger()
     for shard in range(4):
-        ledger.add(0, [Charge(keys.INDEX_NAME, keys.sharded_gsi4pk(shard), rcu=375, wcu=25)])
-    sharded = layout_json(ledger.summary(keys.INDEX_NAME), replay={"enumerations": 0})
+        ledger.add(0, [Charge(names.INDEX_NAME, keys.sharded_gsi4pk(shard), rcu=375, wcu=25)])
+    sharded = layout_json(ledger.summary(names.INDEX_NAME), replay={"enumerations": 0})
     gain = improvement(legacy, sharded)
     assert gain["headroomMultiple"] == 4.0
     report = {

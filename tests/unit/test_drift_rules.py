@@ -8,16 +8,8 @@ from typing import Any
 
 import pytest
 
-from saga_index.drift import (
-    DriftReport,
-    ReadRateLimiter,
-    RowRef,
-    SagaTableScanner,
-    ScanOptions,
-    _read_units,
-    scan_due,
-    shard_skew,
-)
+from saga_index.drift import DriftReport, RowRef, scan_due, shard_skew
+from saga_index.dynamo.scan import ReadRateLimiter, SagaTableScanner, ScanOptions, _read_units
 from saga_index.errors import InvalidInputError
 from saga_index.model import Phase
 

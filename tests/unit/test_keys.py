@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from saga_index import keys
 from saga_index.errors import InvalidKeyError, InvalidPersonIdError
 from saga_index.keys import (
-    INDEX_NAME,
     LEGACY_GSI4PK,
     SortKey,
     all_shard_gsi4pks,
@@ -33,6 +32,7 @@ from saga_index.keys import (
     sharded_gsi4pk,
     table_key_of,
 )
+from saga_index.names import INDEX_NAME
 from saga_index.shard import shard
 
 OPENED_AT = "2026-07-10T12:00:00.000Z"

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.dynamo import error_code, serialize
+from saga_index.dynamo.codec import serialize
+from saga_index.dynamo.conditions import is_condition_failed
 from saga_index.sweeps.rules import (
     LAST_PREPARE_RETRY_AT,
     PREPARE_ATTEMPTS,
@@ -29,6 +30,9 @@ from saga_index.sweeps.rules import (
     UPDATED_AT,
     RetryDecision,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,6 @@ NOT_YET_EXHAUSTED = "attribute_not_exists(#exhaustedAt)"
 STILL_OUR_CLAIM = "#attempts = :claimedAttempts AND #lastRetryAt = :claimedAt"
 STILL_OUR_EXHAUSTION = "#exhaustedAt = :claimedAt"
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
-
 
 def _unchanged(decision: RetryDecision, values: dict[str, Any]) -> str:
     values[":prepareFailed"] = PREPARE_FAILED
@@ -84,7 +86,7 @@ def _placeholders(expression: str) -> set[str]:
 class RetryClaims:
     """Conditional UpdateItems on saga rows; the client is injected. True = written."""
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         if not table_name:
             raise ValueError("table_name is required")
         self.client = client
@@ -159,7 +161,7 @@ class RetryClaims:
                 ExpressionAttributeValues=serialize({k: v for k, v in values.items() if k in used}),
             )
         except ClientError as err:
-            if error_code(err) == CONDITION_FAILED:
+            if is_condition_failed(err):
                 log.info(
                     "saga changed since it was read: skipped",
                     extra={"sagaId": saga.saga_id, "action": what},

@@ -15,6 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index import names
 from saga_index.errors import SagaIndexError
 from saga_index.repository import ReadResult, SagaRepository
 from saga_index.sweeps.claims import RetryClaims
@@ -38,20 +39,15 @@ from saga_index.writer import utc_iso
 
 log = logging.getLogger(__name__)
 
-WORKFLOW_HEALTH_SWEEP = "workflow-health-sweep"
-RETRY_FAILED_PREPARE = "retry-failed-prepare"
-STUCK_SAGA_SWEEP = "stuck-saga-sweep"
-AGENT_METRICS_SNAPSHOT = "agent-metrics-snapshot"
-SWEEP_JOBS = (WORKFLOW_HEALTH_SWEEP, RETRY_FAILED_PREPARE, STUCK_SAGA_SWEEP, AGENT_METRICS_SNAPSHOT)
 # The finding kinds each sweep reports (its metrics are emitted even when zero).
 SWEEP_FINDING_KINDS: dict[str, tuple[FindingKind, ...]] = {
-    WORKFLOW_HEALTH_SWEEP: (FindingKind.WORKFLOW_UNHEALTHY,),
-    RETRY_FAILED_PREPARE: (
+    names.JOB_WORKFLOW_HEALTH_SWEEP: (FindingKind.WORKFLOW_UNHEALTHY,),
+    names.JOB_RETRY_FAILED_PREPARE: (
         FindingKind.PREPARE_RETRY_REQUESTED,
         FindingKind.PREPARE_RETRIES_EXHAUSTED,
     ),
-    STUCK_SAGA_SWEEP: (FindingKind.STUCK,),
-    AGENT_METRICS_SNAPSHOT: (),
+    names.JOB_STUCK_SAGA_SWEEP: (FindingKind.STUCK,),
+    names.JOB_AGENT_METRICS_SNAPSHOT: (),
 }
 
 
@@ -118,9 +114,9 @@ def run_workflow_health_sweep(
     policy: HealthPolicy | None = None,
 ) -> SweepReport:
     now = require_aware(now)
-    read = _read(WORKFLOW_HEALTH_SWEEP, repository)
+    read = _read(names.JOB_WORKFLOW_HEALTH_SWEEP, repository)
     result = workflow_health(read.items, now, policy)
-    return _publish(WORKFLOW_HEALTH_SWEEP, now, read, result, publisher)
+    return _publish(names.JOB_WORKFLOW_HEALTH_SWEEP, now, read, result, publisher)
 
 
 def run_stuck_saga_sweep(
@@ -131,9 +127,9 @@ def run_stuck_saga_sweep(
     policy: StuckPolicy | None = None,
 ) -> SweepReport:
     now = require_aware(now)
-    read = _read(STUCK_SAGA_SWEEP, repository)
+    read = _read(names.JOB_STUCK_SAGA_SWEEP, repository)
     result = stuck_sagas(read.items, now, policy)
-    return _publish(STUCK_SAGA_SWEEP, now, read, result, publisher)
+    return _publish(names.JOB_STUCK_SAGA_SWEEP, now, read, result, publisher)
 
 
 def _publish(
@@ -177,11 +173,11 @@ def run_retry_failed_prepare(
     is retried by Scheduler with the same scheduled time and claims it again.
     """
     now = require_aware(now)
-    read = _read(RETRY_FAILED_PREPARE, repository)
+    read = _read(names.JOB_RETRY_FAILED_PREPARE, repository)
     plan = prepare_retries(read.items, now, policy)
-    report = _report(RETRY_FAILED_PREPARE, now, read)
+    report = _report(names.JOB_RETRY_FAILED_PREPARE, now, read)
     report.unevaluable = len(plan.unevaluable)
-    _log_unevaluable(RETRY_FAILED_PREPARE, plan.unevaluable)
+    _log_unevaluable(names.JOB_RETRY_FAILED_PREPARE, plan.unevaluable)
     claimed_at = report.now
 
     claimed: list[tuple[RetryDecision, SagaEvent]] = []
@@ -207,7 +203,11 @@ def run_retry_failed_prepare(
     for event in events:
         log.info(
             "saga finding",
-            extra={"job": RETRY_FAILED_PREPARE, "kind": event.detail_type, "sagaId": event.saga_id},
+            extra={
+                "job": names.JOB_RETRY_FAILED_PREPARE,
+                "kind": event.detail_type,
+                "sagaId": event.saga_id,
+            },
         )
     try:
         publisher.publish(events)
@@ -253,12 +253,12 @@ def _release(
 
 def run_agent_metrics_snapshot(repository: SagaRepository, *, now: datetime) -> SweepReport:
     now = require_aware(now)
-    read = _read(AGENT_METRICS_SNAPSHOT, repository)
+    read = _read(names.JOB_AGENT_METRICS_SNAPSHOT, repository)
     snapshot = open_saga_snapshot(read.items, now)
-    report = _report(AGENT_METRICS_SNAPSHOT, now, read)
+    report = _report(names.JOB_AGENT_METRICS_SNAPSHOT, now, read)
     report.snapshot = snapshot
     report.unevaluable = len(snapshot.unevaluable)
-    _log_unevaluable(AGENT_METRICS_SNAPSHOT, snapshot.unevaluable)
+    _log_unevaluable(names.JOB_AGENT_METRICS_SNAPSHOT, snapshot.unevaluable)
     return report
 
 

@@ -1,0 +1,248 @@
+"""The demo's report: a table for the terminal, report.json, and the per-partition load chart.
+
+Shares are fractions of 1 in the JSON and percentages in the table. "Per key" means per
+partition key value of the renewal-saga index (GSI4): in the legacy layout one key carries every
+saga ("RenewalSaga"), in the sharded layout N keys ("RenewalSaga#0".."RenewalSaga#<N-1>").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from devkit.capacity.ledger import LoadSummary
+from devkit.capacity.units import PARTITION_RCU_CEILING, PARTITION_WCU_CEILING
+from devkit.results import markdown_table
+from saga_index.parity import ParityReport
+
+LOAD_KEYS = ("hottestKeyShare", "peakRcuPerKey", "peakWcuPerKey", "headroom")
+
+
+def layout_json(summary: LoadSummary, **extra: Any) -> dict[str, Any]:
+    """One layout's load: the contract keys first, then the detail."""
+    return {**summary.to_json(), **extra}
+
+
+def improvement(legacy: Mapping[str, Any], sharded: Mapping[str, Any]) -> dict[str, Any]:
+    """How much the sharded layout relieved the hottest key, as ratios legacy / sharded."""
+
+    def ratio(numerator: Any, denominator: Any) -> float | None:
+        if not numerator or not denominator:
+            return None
+        return round(float(numerator) / float(denominator), 2)
+
+    return {
+        "hottestKeyShareRatio": ratio(legacy["hottestKeyShare"], sharded["hottestKeyShare"]),
+        "peakRcuPerKeyRatio": ratio(legacy["peakRcuPerKey"], sharded["peakRcuPerKey"]),
+        "peakWcuPerKeyRatio": ratio(legacy["peakWcuPerKey"], sharded["peakWcuPerKey"]),
+        "headroomMultiple": ratio(sharded["headroom"], legacy["headroom"]),
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def _num(value: float | None, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f}{suffix}"
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The report as text (Markdown tables, pasteable into the README)."""
+    legacy, sharded = report["legacy"], report["sharded"]
+    shards = report["config"]["shardCount"]
+    rows = [
+        [
+            "partition keys carrying load",
+            str(legacy["partitionKeys"]),
+            str(sharded["partitionKeys"]),
+        ],
+        ["hottest key", str(legacy["hottestKey"]), str(sharded["hottestKey"])],
+        [
+            "hottest key's share of index load",
+            _pct(legacy["hottestKeyShare"]),
+            _pct(sharded["hottestKeyShare"]),
+        ],
+        ["peak RCU/s on one key", _num(legacy["peakRcuPerKey"]), _num(sharded["peakRcuPerKey"])],
+        ["peak WCU/s on one key", _num(legacy["peakWcuPerKey"]), _num(sharded["peakWcuPerKey"])],
+        [
+            f"headroom to {PARTITION_RCU_CEILING:,.0f} RCU/s",
+            _num(legacy["readHeadroom"], "x"),
+            _num(sharded["readHeadroom"], "x"),
+        ],
+        [
+            f"headroom to {PARTITION_WCU_CEILING:,.0f} WCU/s",
+            _num(legacy["writeHeadroom"], "x"),
+            _num(sharded["writeHeadroom"], "x"),
+        ],
+        ["headroom (the smaller)", _num(legacy["headroom"], "x"), _num(sharded["headroom"], "x")],
+        ["index RCU / WCU consumed", _units(legacy), _units(sharded)],
+        [
+            "requests per by-person read",
+            _num(legacy["replay"].get("requestsPerByPersonRead")),
+            _num(sharded["replay"].get("requestsPerByPersonRead")),
+        ],
+        [
+            "requests per all-open enumeration",
+            _per(legacy["replay"], "enumerationRequests", "enumerations"),
+            _per(sharded["replay"], "enumerationRequests", "enumerations"),
+        ],
+    ]
+    lines = [
+        f"Load on the renewal-saga index (GSI4) during {report['config']['traffic']['durationS']}"
+        " s of the same traffic, capacity computed from item sizes by DynamoDB's rules:",
+        "",
+        markdown_table(["", "legacy", f"sharded (N={shards})"], rows),
+        "",
+    ]
+    per_key = []
+    for label, layout in (("legacy", legacy), ("sharded", sharded)):
+        total = layout["totalRcu"] + layout["totalWcu"]
+        ordered = sorted(layout["partitions"], key=lambda p: _shard_order(p["partitionKey"]))
+        for partition in ordered:
+            share = (partition["totalRcu"] + partition["totalWcu"]) / total if total else None
+            per_key.append(
+                [
+                    label,
+                    partition["partitionKey"],
+                    _num(partition["peakRcu"]),
+                    _num(partition["peakWcu"]),
+                    _pct(share),
+                ]
+            )
+    lines += [
+        "Peak load per partition key of the index:",
+        "",
+        markdown_table(
+            ["layout", "partition key", "peak RCU/s", "peak WCU/s", "share of load"], per_key
+        ),
+        "",
+    ]
+    gain = report["improvement"]
+    if gain.get("headroomMultiple"):
+        lines.append(
+            f"Sharding multiplied the headroom of the hottest partition by "
+            f"{gain['headroomMultiple']:.1f} (the ADR expects about {shards})."
+        )
+    backfill = report["backfill"]
+    lines.append(
+        "Backfill: {restamped} re-stamped, {skipped} skipped, {anomalies} anomalies "
+        "({repaired} repaired, then re-stamped by a second pass), {scanned} rows scanned, "
+        "{rate} rows/s against a cap of {cap}/s; peak {wcu} WCU/s on the legacy index key.".format(
+            restamped=backfill["restamped"],
+            skipped=backfill["skipped"],
+            anomalies=backfill["anomalies"],
+            repaired=backfill.get("repaired", 0),
+            scanned=backfill.get("scanned", "?"),
+            rate=_num(backfill.get("rowsPerSecond")),
+            cap=_num(backfill.get("maxWritesPerSecond")),
+            wcu=_num(backfill.get("legacyKeyPeakWcu")),
+        )
+    )
+    parity = report["parity"]
+    drift = report.get("drift", {})
+    lines.append(
+        f"Parity: {'identical' if parity['ok'] else 'MISMATCH'} "
+        f"({parity.get('summary', '')}); drift after the backfill: "
+        f"{'clean' if drift.get('healthy') else 'NOT clean'} "
+        f"(legacy rows {drift.get('legacyRows')}, misrouted {drift.get('misroutedRows')}, "
+        f"unindexed {drift.get('unindexedRows')})."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _units(layout: Mapping[str, Any]) -> str:
+    return f"{layout['totalRcu']:,.0f} / {layout['totalWcu']:,.0f}"
+
+
+def _per(replay: Mapping[str, Any], numerator: str, denominator: str) -> str:
+    count = replay.get(denominator) or 0
+    return f"{replay.get(numerator, 0) / count:.1f}" if count else "-"
+
+
+def parity_summary(report: ParityReport) -> dict[str, Any]:
+    document = report.to_dict()
+    return {
+        "ok": report.ok,
+        "phase": document["phase"],
+        "truthRows": document["truthRows"],
+        "reads": document["reads"],
+        "counts": document["counts"],
+        "comparedWithSnapshot": document["comparedWithSnapshot"],
+        "findings": {
+            kind: document[kind][:10] for kind in ("missing", "extra", "misrouted", "changed")
+        },
+    }
+
+
+def write_chart(
+    legacy: LoadSummary, sharded: LoadSummary, path: Path, *, title: str | None = None
+) -> Path:
+    """Peak RCU/s and WCU/s per partition key, legacy beside sharded, on a log scale with the
+    per-partition ceilings drawn in."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: render straight to a file
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(1, 2, figsize=(13, 5.2), constrained_layout=True)
+    panels = (
+        ("peak RCU/s per partition key", "peak_rcu", PARTITION_RCU_CEILING, "RCU"),
+        ("peak WCU/s per partition key", "peak_wcu", PARTITION_WCU_CEILING, "WCU"),
+    )
+    for axis, (label, attribute, ceiling, unit) in zip(axes, panels, strict=True):
+        names: list[str] = []
+        values: list[float] = []
+        colours: list[str] = []
+        for summary, colour in ((legacy, "#c0392b"), (sharded, "#2e86c1")):
+            for load in sorted(summary.partitions, key=lambda p: _shard_order(p.partition_key)):
+                names.append(load.partition_key)
+                values.append(max(getattr(load, attribute), 0.01))
+                colours.append(colour)
+        positions = list(range(len(names)))
+        axis.bar(positions, values, color=colours)
+        axis.axhline(ceiling, color="black", linestyle="--", linewidth=1)
+        axis.text(
+            len(names) - 0.5,
+            ceiling * 1.08,
+            f"per-partition ceiling {ceiling:,.0f} {unit}/s",
+            ha="right",
+            fontsize=8,
+        )
+        axis.set_yscale("log")
+        axis.set_ylim(bottom=0.5, top=ceiling * 2.5)
+        axis.set_xticks(positions)
+        axis.set_xticklabels(
+            [n.replace("RenewalSaga", "RS") for n in names], rotation=70, fontsize=7
+        )
+        axis.set_title(label)
+        axis.set_xlabel("GSI4PK value (RS = RenewalSaga)")
+        axis.set_ylabel(f"{unit}/s (log scale)")
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color="#c0392b"),
+        plt.Rectangle((0, 0), 1, 1, color="#2e86c1"),
+    ]
+    figure.legend(
+        handles,
+        [
+            f"legacy: 1 key, headroom {_num(legacy.headroom, 'x')}",
+            f"sharded: {len(sharded.partitions)} keys, headroom {_num(sharded.headroom, 'x')}",
+        ],
+        loc="upper center",
+        ncol=2,
+        bbox_to_anchor=(0.5, 1.12),
+    )
+    if title:
+        figure.suptitle(title, y=1.18)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def _shard_order(partition_key: str) -> tuple[int, str]:
+    _, _, suffix = partition_key.rpartition("#")
+    return (int(suffix), partition_key) if suffix.isdigit() else (-1, partition_key)

@@ -1,0 +1,137 @@
+"""What every Lambda entry point shares: Powertools (one decorator order, the logger set up once),
+the boto3 clients of the execution environment, the Scheduler payload and the index dimensions.
+
+A function runs with its asset, the Powertools layer and the runtime's boto3 only: nothing here
+may need a package the layer does not carry (pydantic-settings, for one).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import utils as logging_utils
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from handlers.settings import HandlerSettings
+from saga_index import names
+from saga_index.dynamo.client import make_client
+from saga_index.sweeps.events import make_events_client
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# One execution environment runs one function: its service and namespace come from the
+# environment infra gives it (POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE), read here.
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+# The domain library logs through stdlib logging; in Lambda, give it the same JSON format and
+# context keys. Only there: the copy detaches those loggers from the root logger, which would
+# take their records away from any other code sharing the process (a test session).
+if os.environ.get(names.ENV_LAMBDA_FUNCTION_NAME):
+    logging_utils.copy_config_to_registered_loggers(source_logger=logger, include={"saga_index"})
+
+Handler = Callable[[Any, LambdaContext], dict[str, Any]]
+
+
+def entry_point(
+    model: type[BaseModel] | None = None,
+    *,
+    log_event: bool | None = None,
+    publishes_metrics: bool = True,
+) -> Callable[[Handler], Handler]:
+    """Wraps a handler in the Powertools decorators, always in this order, outermost first: the
+    logger's Lambda context, the metrics flush, the X-Ray segment, then the event parser
+    (`model`: the handler receives the parsed model). `log_event` None leaves it to
+    POWERTOOLS_LOGGER_LOG_EVENT."""
+
+    def wrap(handler: Handler) -> Handler:
+        wrapped: Handler = handler if model is None else event_parser(model=model)(handler)
+        wrapped = tracer.capture_lambda_handler(wrapped)
+        if publishes_metrics:
+            wrapped = metrics.log_metrics(wrapped, raise_on_empty_metrics=False)
+        return logger.inject_lambda_context(wrapped, log_event=log_event)
+
+    return wrap
+
+
+class Clients:
+    """The boto3 clients of the execution environment: made on first use (never at import) and
+    reused by warm invocations."""
+
+    def __init__(self) -> None:
+        self._dynamodb: dict[int, DynamoDBClient] = {}
+        self._pinned_dynamodb: DynamoDBClient | None = None
+        self._events: Any = None
+
+    def dynamodb(self, max_attempts: int) -> DynamoDBClient:
+        if self._pinned_dynamodb is not None:
+            return self._pinned_dynamodb
+        if max_attempts not in self._dynamodb:
+            self._dynamodb[max_attempts] = make_client(max_attempts=max_attempts)
+        return self._dynamodb[max_attempts]
+
+    def events(self) -> Any:
+        if self._events is None:
+            self._events = make_events_client()
+        return self._events
+
+    def use(self, *, dynamodb: DynamoDBClient | None = None, events: Any = None) -> None:
+        """Hands in the clients to use (tests: moto's, or one with a fault injected); None drops
+        that cache, so the next call makes a client again."""
+        self._dynamodb.clear()
+        self._pinned_dynamodb = dynamodb
+        self._events = events
+
+
+clients = Clients()
+
+
+class ScheduledPayload(BaseModel):
+    """What infra/schedules.py's ScheduledInvocation sends; every field optional so a manual
+    test invocation with {} still runs (at the invocation time)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    job: str | None = None
+    scheduled_time: AwareDatetime | None = Field(default=None, alias="scheduledTime")
+    execution_id: str | None = Field(default=None, alias="executionId")
+    attempt: int | None = Field(default=None, ge=0)
+
+
+def index_dimensions(settings: HandlerSettings) -> dict[str, str]:
+    return {
+        names.DIMENSION_TABLE: settings.table_name,
+        names.DIMENSION_INDEX: settings.index_name,
+    }
+
+
+def add_index_dimensions(settings: HandlerSettings) -> None:
+    """The table and index dimensions of this invocation's metrics. Per invocation, not default
+    dimensions: a flush clears them, so nothing stale carries over."""
+    for name, value in index_dimensions(settings).items():
+        metrics.add_dimension(name=name, value=value)
+
+
+def publish_apart(
+    settings: HandlerSettings, name: str, unit: MetricUnit, value: float, **dimensions: str
+) -> None:
+    """One datapoint in an EMF document of its own, with the service, table and index dimensions
+    plus `dimensions`: EMF gives every metric of a document the same dimensions, so a datapoint
+    with one of its own (a shard, a state) cannot join the invocation's document."""
+    service = {names.DIMENSION_SERVICE: metrics.service} if metrics.service else {}
+    with single_metric(
+        name=name,
+        unit=unit,
+        value=value,
+        namespace=metrics.namespace,
+        default_dimensions={**service, **index_dimensions(settings), **dimensions},
+    ):
+        pass

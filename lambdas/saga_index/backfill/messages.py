@@ -1,0 +1,306 @@
+"""The backfill's payloads: what the state machine, the handlers and the CLI exchange.
+
+JSON in camelCase (the Step Functions and CLI contracts). The limits below keep every payload
+within Step Functions' 256 KB state, even at the largest number of segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from saga_index.backfill.direction import Direction, check_deployment
+from saga_index.model import Phase
+from saga_index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.shard import validate_shard_count
+
+# DynamoDB's parallel Scan accepts far more segments; 1,000 is where more parallelism stops
+# meaning anything here (the write cap, not the scan, bounds the run) and where one inline Step
+# Functions Map can still carry every segment's result in its 256 KB state.
+MAX_TOTAL_SEGMENTS = 1000
+# One partition serves at most 1,000 WCU/s and every re-stamp writes to the hot legacy
+# partition: a cap above that could never be honoured, only throttled.
+MAX_WRITES_PER_SECOND = 1000.0
+DEFAULT_TOTAL_SEGMENTS = 4
+DEFAULT_MAX_WRITES_PER_SECOND = 50.0
+# At most this many segments run at once (the Map's MaxConcurrency and the local thread pool):
+# each segment's share of the cap is total / min(segments, this), so the sum stays under it.
+MAX_CONCURRENT_SEGMENTS = 16
+MAX_ANOMALY_KEYS = 100
+# In the state machine the whole run carries at most this many anomaly keys across its
+# segments, so the Map's output (one result per segment, ~150 bytes of counts plus ~85 bytes per
+# key) stays below Step Functions' 256 KB state limit even at 1,000 segments. Past 400 segments
+# no keys travel (each is still logged by the worker that found it, and counted).
+ANOMALY_KEY_BUDGET = 400
+# The table's key schema (infra/table.py): the cursor is a key of this shape.
+TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+TableKey = dict[str, str]
+Cursor = dict[str, dict[str, str]]
+
+
+def cursor_of(raw: Mapping[str, Any]) -> Cursor:
+    """The table key of a row the Scan returned, as a cursor (ExclusiveStartKey) to resume at."""
+    return {name: dict(raw[name]) for name in TABLE_KEY_ATTRIBUTES}
+
+
+def plain_key(raw: Mapping[str, Any]) -> TableKey:
+    """The table key of a row read in the wire shape, as plain strings (what reports carry)."""
+    return {name: str(raw[name].get("S", raw[name])) for name in TABLE_KEY_ATTRIBUTES}
+
+
+def _check_cursor(value: Cursor | None) -> Cursor | None:
+    if value is None:
+        return None
+    shape = '{"PK": {"S": "..."}, "SK": {"S": "..."}}'
+    if set(value) != set(TABLE_KEY_ATTRIBUTES):
+        raise ValueError(
+            f"cursor must be the segment's ExclusiveStartKey {shape} or null; "
+            f"got attributes {sorted(value)}"
+        )
+    for name in TABLE_KEY_ATTRIBUTES:
+        attribute = value[name]
+        if set(attribute) != {"S"} or not isinstance(attribute["S"], str) or not attribute["S"]:
+            raise ValueError(
+                f"cursor.{name} must be a typed string value {{'S': '...'}} as in {shape}; "
+                f"got {attribute!r}"
+            )
+    return value
+
+
+class SegmentCounts(_Model):
+    """What a segment did (cumulative when `totals` were handed in)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=False
+    )
+
+    scanned: int = Field(default=0, ge=0)
+    restamped: int = Field(default=0, ge=0)
+    skipped: int = Field(default=0, ge=0)
+    anomalies: int = Field(default=0, ge=0)
+    would_restamp: int = Field(default=0, ge=0)
+    throttles: int = Field(default=0, ge=0)
+    anomaly_keys: list[TableKey] = Field(default_factory=list)
+
+    @property
+    def handled(self) -> int:
+        """Source-key rows dealt with, one way or another (drives the progress bar)."""
+        return self.restamped + self.skipped + self.anomalies + self.would_restamp
+
+    def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
+        self.scanned += other.scanned
+        self.restamped += other.restamped
+        self.skipped += other.skipped
+        self.anomalies += other.anomalies
+        self.would_restamp += other.would_restamp
+        self.throttles += other.throttles
+        room = max(0, key_limit - len(self.anomaly_keys))
+        self.anomaly_keys.extend(other.anomaly_keys[:room])
+
+
+class SegmentRequest(_Model):
+    """The worker's input: one invocation's share of one parallel-Scan segment."""
+
+    direction: Direction
+    segment: Annotated[int, Field(strict=True, ge=0)]
+    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)]
+    cursor: Cursor | None = None
+    max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)]
+    dry_run: Annotated[bool, Field(strict=True)]
+    shard_count: Annotated[int, Field(strict=True)]
+    # The segment's running totals from the previous invocations (the state machine's loop
+    # hands the last result back in), so the final result is the whole segment's.
+    totals: SegmentCounts | None = None
+    anomaly_key_limit: Annotated[int, Field(strict=True, ge=0, le=MAX_ANOMALY_KEYS)] = (
+        MAX_ANOMALY_KEYS
+    )
+
+    @field_validator("cursor")
+    @classmethod
+    def _cursor_shape(cls, value: Cursor | None) -> Cursor | None:
+        return _check_cursor(value)
+
+    @field_validator("shard_count")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        return validate_shard_count(value)
+
+    @model_validator(mode="after")
+    def _segment_in_range(self) -> SegmentRequest:
+        if self.segment >= self.total_segments:
+            raise ValueError(
+                f"segment must be less than totalSegments ({self.total_segments}), "
+                f"got {self.segment}"
+            )
+        return self
+
+
+class SegmentResult(SegmentCounts):
+    """The worker's output: counts, and the cursor to resume from (null: segment done)."""
+
+    segment: int
+    cursor: Cursor | None = None
+    # Local runner only: the stop event ended the run; the cursor is where it stopped.
+    interrupted: bool = Field(default=False, exclude=True)
+    # This invocation's own counts, without the totals handed in (what its metrics publish).
+    invocation: SegmentCounts | None = Field(default=None, exclude=True)
+
+
+class BackfillRequest(_Model):
+    """The state machine's input, and what the CLI builds from its options."""
+
+    direction: Direction
+    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)] = (
+        DEFAULT_TOTAL_SEGMENTS
+    )
+    # The TOTAL cap, over all segments.
+    max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)] = (
+        DEFAULT_MAX_WRITES_PER_SECOND
+    )
+    # Required: whoever starts a run against the production table says whether it writes.
+    dry_run: Annotated[bool, Field(strict=True)]
+
+    def per_segment_writes_per_second(
+        self, max_concurrency: int = MAX_CONCURRENT_SEGMENTS
+    ) -> float:
+        return self.max_writes_per_second / min(self.total_segments, max_concurrency)
+
+    def anomaly_key_limit(self, budget: int | None) -> int:
+        if budget is None:
+            return MAX_ANOMALY_KEYS
+        return min(MAX_ANOMALY_KEYS, budget // self.total_segments)
+
+    def segment_requests(
+        self,
+        shard_count: int,
+        max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
+        anomaly_key_budget: int | None = None,
+    ) -> list[SegmentRequest]:
+        rate = self.per_segment_writes_per_second(max_concurrency)
+        return [
+            SegmentRequest(
+                direction=self.direction,
+                segment=segment,
+                total_segments=self.total_segments,
+                max_writes_per_second=rate,
+                dry_run=self.dry_run,
+                shard_count=shard_count,
+                anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
+            )
+            for segment in range(self.total_segments)
+        ]
+
+
+class SegmentPlan(_Model):
+    """The plan step's output: the Map iterates `segments` and builds each worker input from
+    `template` plus the segment number (so the state stays small at 1,000 segments)."""
+
+    request: BackfillRequest
+    segments: list[int]
+    template: dict[str, Any]
+
+
+def plan_segments(
+    request: BackfillRequest,
+    *,
+    shard_count: int,
+    phase: Phase | str,
+    max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
+) -> SegmentPlan:
+    """Validate a run against the deployment and lay out its segments."""
+    check_deployment(request.direction, shard_count, deployed_shard_count=shard_count, phase=phase)
+    first = request.segment_requests(
+        validate_shard_count(shard_count), max_concurrency, ANOMALY_KEY_BUDGET
+    )[0]
+    template = first.to_json()
+    for per_segment in ("segment", "cursor", "totals"):
+        template.pop(per_segment)
+    return SegmentPlan(
+        request=request, segments=list(range(request.total_segments)), template=template
+    )
+
+
+class VerificationResult(_Model):
+    """What is still on the source key after a run, read back through the index."""
+
+    direction: Direction
+    dry_run: bool
+    partitions: list[str]
+    remaining: int  # rows still under a source-key partition of the index
+    remaining_anomalies: int  # of which saga rows with an unusable personId (left on purpose)
+    remaining_other_entities: int  # of which rows that are not sagas (never touched)
+    unexpected: int  # saga rows with a usable personId still on the source key
+    unexpected_keys: list[TableKey]
+    ok: bool
+    message: str
+
+
+class BackfillSummary(_Model):
+    """One run, all segments: the CLI's --json object and the state machine's output."""
+
+    direction: Direction
+    dry_run: bool
+    total_segments: int
+    max_writes_per_second: float
+    scanned: int
+    restamped: int
+    skipped: int
+    anomalies: int
+    would_restamp: int
+    throttles: int
+    anomaly_keys: list[TableKey]
+    complete: bool
+    verification: VerificationResult | None = None
+
+    @property
+    def anomalies_remain(self) -> bool:
+        remaining = self.verification.remaining_anomalies if self.verification else 0
+        return self.anomalies > 0 or remaining > 0
+
+    @property
+    def verified(self) -> bool:
+        return self.verification is not None and self.verification.ok
+
+
+def summarise(
+    request: BackfillRequest,
+    results: Sequence[SegmentCounts],
+    *,
+    complete: bool,
+    verification: VerificationResult | None = None,
+    throttles: int | None = None,
+) -> BackfillSummary:
+    """throttles: the run's total when the segments shared one client (their own counts
+    overlap then); None sums the segments' counts (one client per segment, as in Lambda)."""
+    total = SegmentCounts()
+    for result in results:
+        total.add(result)
+    if throttles is not None:
+        total.throttles = throttles
+    return BackfillSummary(
+        direction=request.direction,
+        dry_run=request.dry_run,
+        total_segments=request.total_segments,
+        max_writes_per_second=request.max_writes_per_second,
+        scanned=total.scanned,
+        restamped=total.restamped,
+        skipped=total.skipped,
+        anomalies=total.anomalies,
+        would_restamp=total.would_restamp,
+        throttles=total.throttles,
+        anomaly_keys=total.anomaly_keys,
+        complete=complete,
+        verification=verification,
+    )

@@ -1,0 +1,112 @@
+"""The pace of the re-stamps: a token bucket at the run's cap that backs off on throttles.
+
+Re-stamping a row deletes it from the hot legacy index partition (a GSI key change is a delete
+plus a put), so an uncapped backfill would cause the very throttling it exists to end.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from saga_index.dynamo.client import ThrottleCounter
+from saga_index.errors import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+
+class TokenBucket:
+    """Paces writes at `rate` per second and backs off on throttles (AIMD).
+
+    It banks at most `burst_seconds` worth of tokens (at least one): enough that a late wake-up
+    or a Scan page does not cost its time in writes (with a single token every overshoot of
+    sleep() is lost, measured at 9 % of the cap at 100 writes/s), and little enough that any
+    1-second window stays within 5 % of the cap; a backfill has no latency goal that a bigger
+    burst would serve. On a throttle the rate halves (at most once per
+    `decrease_interval`, so one hot moment that throttles several writes halves it once), holds
+    for `hold_seconds`, then grows back linearly to the cap over `recovery_seconds`. It never
+    falls below `floor_fraction` of the cap, so a run always makes progress.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+        floor_fraction: float = 1 / 64,
+        hold_seconds: float = 5.0,
+        recovery_seconds: float = 10.0,
+        decrease_interval: float = 1.0,
+        max_sleep: float = 0.25,
+        burst_seconds: float = 0.05,
+    ) -> None:
+        if not rate > 0 or math.isinf(rate):
+            raise InvalidInputError(f"rate must be a positive number of writes/s, got {rate!r}")
+        self.cap = float(rate)
+        self.rate = float(rate)
+        self.floor = self.cap * floor_fraction
+        self.hold_seconds = hold_seconds
+        self.increase_per_second = self.cap / recovery_seconds
+        self.decrease_interval = decrease_interval
+        self.max_sleep = max_sleep
+        self.burst_seconds = burst_seconds
+        self.decreases = 0
+        self.lowest_rate = self.rate
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = 1.0
+        self._updated = clock()
+        self._hold_until = -math.inf
+        self._last_decrease = -math.inf
+
+    def _advance(self, now: float) -> None:
+        elapsed = max(0.0, now - self._updated)
+        self._updated = now
+        if self.rate < self.cap and now >= self._hold_until:
+            grow_from = max(self._hold_until, now - elapsed)
+            self.rate = min(self.cap, self.rate + self.increase_per_second * (now - grow_from))
+        capacity = max(1.0, self.rate * self.burst_seconds)
+        self._tokens = min(capacity, self._tokens + elapsed * self.rate)
+
+    def acquire(self, should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Take one token, waiting as long as needed; False if should_stop() turned true first."""
+        while True:
+            with self._lock:
+                self._advance(self._clock())
+                # The epsilon absorbs float rounding: 0.9999999999 of a token is a token.
+                if self._tokens >= 1.0 - 1e-9:
+                    self._tokens = max(0.0, self._tokens - 1.0)
+                    return True
+                wait = (1.0 - self._tokens) / self.rate
+            if should_stop():
+                return False
+            # Short naps: a stop request (Ctrl-C, SIGTERM) is noticed within max_sleep.
+            self._sleep(min(wait, self.max_sleep))
+
+    def on_throttle(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._advance(now)
+            if now - self._last_decrease < self.decrease_interval:
+                return
+            self._last_decrease = now
+            self.rate = max(self.floor, self.rate / 2)
+            self._hold_until = now + self.hold_seconds
+            self._tokens = min(self._tokens, 0.0)
+            self.decreases += 1
+            self.lowest_rate = min(self.lowest_rate, self.rate)
+        log.warning(
+            "backfill throttled: write rate halved to %.3f/s (cap %.3f/s)",
+            self.rate,
+            self.cap,
+            extra={"writesPerSecond": round(self.rate, 3), "cap": self.cap},
+        )
+
+
+def throttle_count(counter: ThrottleCounter | None) -> int:
+    return 0 if counter is None else counter.count

@@ -1,1 +1,0 @@
-"""The operator CLI `saga-index` (not part of the Lambda asset)."""

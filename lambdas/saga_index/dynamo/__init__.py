@@ -1,0 +1,10 @@
+"""DynamoDB building blocks shared by every adapter of the domain library.
+
+client      the low-level client: botocore retry modes, bounded timeouts, the throttle observer
+codec       items between the wire shape and Python values, and on to plain JSON
+conditions  shared condition fragments and is_condition_failed
+pages       reading a Query or Scan to its last page (botocore's paginator, or paced)
+scan        the rate-limited parallel Scan of the base table's saga rows
+sizing      DynamoDB's item-size rule
+target      IndexTarget: the client, table, index and shard count a reader points at
+"""

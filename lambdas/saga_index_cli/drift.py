@@ -1,0 +1,401 @@
+"""`saga-index drift`, `saga-index verify`, `saga-index watch`: ADR-0085's three "done" signals.
+
+Each prints a human report (or, with --json, ONE JSON object) on stdout and exits 0 when the
+signal is clean and 1 when it is not; bad usage and unreadable snapshot files exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import boto3
+import click
+
+from saga_index import keys, names
+from saga_index.drift import DriftChecker, DriftReport
+from saga_index.dynamo.client import retry_config
+from saga_index.dynamo.scan import ScanOptions
+from saga_index.errors import InvalidInputError, SagaIndexError
+from saga_index.parity import (
+    DEFAULT_RECHECK_DELAY_SECONDS,
+    DEFAULT_SAMPLE,
+    Finding,
+    ParityReport,
+    ParityVerifier,
+)
+from saga_index.parity_snapshot import Snapshot
+from saga_index.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
+from saga_index_cli.context import CliContext, emit, pass_cli
+
+log = logging.getLogger("saga_index.cli")
+
+EXIT_CLEAN, EXIT_FOUND = 0, 1
+
+_scan_rate = click.option(
+    "--scan-rate",
+    type=click.FloatRange(min=1, max=40_000),
+    default=400.0,
+    show_default=True,
+    help="Read capacity units per second the base-table scan may use (average).",
+)
+_segments = click.option(
+    "--segments",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Parallel Scan segments.",
+)
+_json = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+
+
+# ---- drift ------------------------------------------------------------------------------------
+
+
+@click.command("drift")
+@_json
+@_scan_rate
+@_segments
+@pass_cli
+def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: int) -> None:
+    """Count drifted saga rows: legacy, misrouted, unindexed, stray; rows per shard and skew.
+
+    Runs every check, including the rate-limited scan of the base table for saga rows missing
+    from the index. The --phase option decides what is drift:
+
+    \b
+      legacy rows      drift only in phase `sharded` (readers no longer read the legacy key)
+      sharded rows     drift only in phase `legacy` (readers read only the legacy key)
+      misrouted rows   drift in every phase (under a shard other than shard(personId))
+      unindexed rows   drift in every phase (no GSI4PK or GSI4SK: in no index partition)
+      stray rows       drift in every phase (GSI4PK outside the legacy key and the N shards)
+
+    Rows whose personId cannot be routed (anomalous) are counted but are not drift.
+
+    \b
+    --json keys: legacyRows, misroutedRows, unindexedRows, strayRows, shardedRows,
+    anomalousRows, rowsPerShard ({"<shard>": rows}), shardSkew (max / mean, 0 when no row is
+    sharded), healthy, findings, and up to 100 example rows per kind.
+
+    Exit 0 healthy in the phase, 1 drift, 2 bad usage; a read that fails after retries also
+    exits 1 with the error on stderr.
+    """
+    checker = DriftChecker(
+        cli.client,
+        cli.require_table(),
+        phase=cli.phase,
+        shard_count=cli.shards,
+        scan_options=ScanOptions(segments=segments, read_units_per_second=scan_rate),
+    )
+    report = checker.check(scan_unindexed=True)
+    if as_json:
+        emit(report.to_dict())
+    else:
+        _print_drift(report)
+    raise click.exceptions.Exit(EXIT_CLEAN if report.healthy else EXIT_FOUND)
+
+
+def _print_drift(report: DriftReport) -> None:
+    lines = [
+        f"drift report: table {report.table_name}, index {report.index_name}, "
+        f"phase {report.phase.value}, N={report.shard_count}",
+        f"  legacy rows (GSI4PK = {keys.LEGACY_GSI4PK!r}):  {report.legacy_rows}",
+        f"  sharded rows:                       {report.sharded_rows}",
+        f"  misrouted rows:                     {report.misrouted_rows}",
+        f"  unindexed rows (no GSI4PK/GSI4SK):  {report.unindexed_rows}",
+        f"  stray rows (GSI4PK outside 0..N-1): {report.stray_rows}",
+        f"  anomalous personIds (not drift):    {report.anomalous_rows}",
+        f"  saga rows in the base table:        {report.scanned_saga_rows}",
+        f"  shard skew (max / mean):            {report.shard_skew:.2f}",
+        "  rows per shard: "
+        + " ".join(f"{n}:{count}" for n, count in sorted(report.rows_per_shard.items())),
+    ]
+    for title, refs in (
+        ("misrouted", report.misrouted),
+        ("unindexed", report.unindexed),
+        ("stray", report.stray),
+    ):
+        for ref in refs:
+            where = f" (should be {ref.expected_gsi4pk})" if ref.expected_gsi4pk else ""
+            lines.append(
+                f"  {title}: {ref.pk} personId={ref.person_id!r} GSI4PK={ref.gsi4pk!r}{where}"
+            )
+    findings = report.findings()
+    if findings:
+        lines.append(f"verdict: DRIFT ({len(findings)} finding(s))")
+        lines.extend(f"  - {finding}" for finding in findings)
+    else:
+        lines.append(f"verdict: healthy in phase {report.phase.value}")
+    click.echo("\n".join(lines))
+
+
+# ---- verify -----------------------------------------------------------------------------------
+
+
+@click.command("verify")
+@click.option(
+    "--sample",
+    type=click.IntRange(0, 100_000),
+    default=DEFAULT_SAMPLE,
+    show_default=True,
+    help="Persons whose by-person reads are compared (0: enumerations only).",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the person sample (reproducible).")
+@_json
+@click.option(
+    "--snapshot",
+    "snapshot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record this run's read results to FILE (never overwrites).",
+)
+@click.option(
+    "--compare",
+    "compare_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also compare this run's results with a snapshot FILE (its persons are the sample).",
+)
+@click.option(
+    "--recheck-delay",
+    type=click.FloatRange(0, 300),
+    default=DEFAULT_RECHECK_DELAY_SECONDS,
+    show_default=True,
+    help="Seconds to wait before re-checking mismatches once (GSI propagation).",
+)
+@_scan_rate
+@_segments
+@click.pass_context
+def verify_command(
+    ctx: click.Context,
+    sample: int,
+    seed: int | None,
+    as_json: bool,
+    snapshot_path: Path | None,
+    compare_path: Path | None,
+    recheck_delay: float,
+    scan_rate: float,
+    segments: int,
+) -> None:
+    """Parity: the repository's reads in --phase against the base table's truth.
+
+    Reads every saga row of the base table (consistent, rate-limited parallel Scan), then
+    get_all_sagas, get_all_open_sagas and get_sagas_by_person for a sample of persons, and
+    reports rows missing from a read, extra in a read, and misrouted rows, by table key.
+    Mismatches are re-checked once after --recheck-delay seconds before they count.
+
+    --snapshot FILE records the results (e.g. before the migration), even when parity fails
+    (the exit code says so); --compare FILE checks the current results against it (the same
+    persons). A difference the base table explains (a saga
+    opened, closed or moved since) is listed as `changed` and is not a mismatch.
+
+    --json prints one object with ok, missing, extra, misrouted, changed, counts, reads,
+    persons, seed and recheck.
+
+    Exit 0 identical, 1 mismatch, 2 bad usage or an unreadable/unsuitable snapshot file.
+    """
+    cli: CliContext = ctx.find_object(CliContext)  # type: ignore[assignment]
+    if snapshot_path is not None and compare_path is not None:
+        raise click.UsageError("--snapshot and --compare are mutually exclusive", ctx=ctx)
+    snapshot: Snapshot | None = None
+    if compare_path is not None:
+        for name in ("sample", "seed"):
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name == "COMMANDLINE":
+                raise click.UsageError(
+                    f"--{name} cannot be combined with --compare: the snapshot's persons are "
+                    "the sample",
+                    ctx=ctx,
+                )
+        snapshot = _load_snapshot(compare_path)
+    if snapshot_path is not None:
+        _check_writable(snapshot_path)
+    if seed is None and snapshot is None:
+        seed = random.SystemRandom().randrange(2**31)
+    verifier = ParityVerifier(
+        cli.client,
+        cli.require_table(),
+        phase=cli.phase,
+        shard_count=cli.shards,
+        scan_options=ScanOptions(
+            segments=segments, read_units_per_second=scan_rate, consistent_read=True
+        ),
+        recheck_delay_seconds=recheck_delay,
+    )
+    run = verifier.verify(sample=sample, seed=seed, snapshot=snapshot)
+    written = None
+    if snapshot_path is not None:
+        _write_snapshot(snapshot_path, run.snapshot)
+        written = str(snapshot_path)
+    if as_json:
+        emit({**run.report.to_dict(), "snapshotWritten": written})
+    else:
+        _print_parity(run.report, written)
+    raise click.exceptions.Exit(EXIT_CLEAN if run.report.ok else EXIT_FOUND)
+
+
+def _load_snapshot(path: Path) -> Snapshot:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InvalidInputError(f"cannot read snapshot {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"snapshot {path} is not UTF-8 text: {err}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidInputError(f"snapshot {path} is not valid JSON: {err}") from None
+    try:
+        return Snapshot.from_document(document)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"snapshot {path}: {err}") from None
+
+
+def _check_writable(path: Path) -> None:
+    """Fail before any read: never overwrite a snapshot (it may be the pre-migration baseline)."""
+    if path.exists():
+        raise InvalidInputError(
+            f"snapshot {path} already exists: refusing to overwrite it; choose another FILE"
+        )
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidInputError(f"cannot write snapshot {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise InvalidInputError(f"cannot write snapshot {path}: {parent} is not writable")
+
+
+def _write_snapshot(path: Path, snapshot: Snapshot) -> None:
+    """Written whole or not at all: a temporary file in the same directory, linked into place
+    (link fails instead of replacing a file that appeared meanwhile)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    data = json.dumps(snapshot.to_document(), indent=2, sort_keys=True, ensure_ascii=False)
+    try:
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, before the link
+            "w", encoding="utf-8", dir=parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+        )
+    except OSError as err:
+        raise SagaIndexError(f"cannot write snapshot {path}: {err}") from None
+    try:
+        with handle:
+            handle.write(data + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(handle.name, path)
+    except FileExistsError:
+        raise InvalidInputError(
+            f"snapshot {path} appeared while verifying: refusing to overwrite it"
+        ) from None
+    except OSError as err:
+        raise SagaIndexError(f"cannot write snapshot {path}: {err}; nothing was written") from None
+    finally:
+        Path(handle.name).unlink(missing_ok=True)
+    log.info("snapshot written to %s", path)
+
+
+def _print_parity(report: ParityReport, written: str | None) -> None:
+    lines = [
+        f"parity: table {report.table_name}, index {report.index_name}, "
+        f"phase {report.phase.value}, N={report.shard_count}",
+        f"  base-table saga rows: {report.truth_rows}",
+        "  reads: " + ", ".join(f"{label}={count}" for label, count in report.read_counts.items()),
+        f"  persons sampled: {len(report.persons)} (seed {report.seed})",
+        f"  re-checked {report.rechecked} mismatch(es) after {report.recheck_delay_seconds:g} s; "
+        f"{report.resolved_on_recheck} resolved",
+    ]
+    if report.snapshot_created_at:
+        lines.append(f"  compared with the snapshot of {report.snapshot_created_at}")
+
+    def describe(f: Finding) -> str:
+        where = f"[{f.read.label}] " if f.read else ""
+        return f"    {where}{f.key[0]} {f.key[1]} ({f.source}): {f.reason}"
+
+    for title, findings in (
+        ("missing", report.missing),
+        ("extra", report.extra),
+        ("misrouted", report.misrouted),
+        ("changed since the snapshot (not a mismatch)", report.changed),
+    ):
+        lines.append(f"  {title}: {len(findings)}")
+        lines.extend(describe(f) for f in findings)
+    if written:
+        lines.append(f"  snapshot written to {written}")
+    lines.append("verdict: identical" if report.ok else "verdict: MISMATCH")
+    click.echo("\n".join(lines))
+
+
+# ---- watch ------------------------------------------------------------------------------------
+
+
+@click.command("watch")
+@click.option(
+    "--days",
+    type=click.IntRange(1, MAX_DAYS),
+    default=DEFAULT_DAYS,
+    show_default=True,
+    help="Length of the watch window, ending now.",
+)
+@_json
+@click.option(
+    "--cloudwatch-endpoint-url",
+    envvar="AWS_ENDPOINT_URL_CLOUDWATCH",
+    default=None,
+    help="CloudWatch endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDWATCH].",
+)
+@pass_cli
+def watch_command(
+    cli: CliContext, days: int, as_json: bool, cloudwatch_endpoint_url: str | None
+) -> None:
+    """Did the renewal-saga GSI throttle in the last --days days? (CloudWatch, hourly sums)
+
+    Reads the index's throttle metrics (Read/WriteThrottleEvents, the key-range, provisioned,
+    on-demand-maximum and account-limit throttle events; dimensions TableName +
+    GlobalSecondaryIndexName) and its consumed capacity. Table-level ThrottledRequests (no
+    index dimension) is shown as context only.
+
+    Exit 0 no throttle, 1 throttles; also 1 when CloudWatch holds no data at all for the index
+    in the window (wrong table, index or region: the watch cannot vouch for anything).
+    """
+    cloudwatch = boto3.client(
+        "cloudwatch",
+        region_name=cli.region,
+        endpoint_url=cloudwatch_endpoint_url or None,
+        config=retry_config(cli.max_attempts),
+    )
+    report = read_throttle_window(cloudwatch, cli.require_table(), names.INDEX_NAME, days=days)
+    if as_json:
+        emit(report.to_dict())
+    else:
+        _print_watch(report)
+    raise click.exceptions.Exit(EXIT_CLEAN if report.ok else EXIT_FOUND)
+
+
+def _print_watch(report: WatchReport) -> None:
+    summary = report.to_dict()
+    lines = [
+        f"GSI throttle watch: table {report.table_name}, index {report.index_name}, "
+        f"{summary['start']} .. {summary['end']}",
+        *(f"  {name}: {value}" for name, value in summary["indexThrottles"].items()),
+        *(f"  {name} (activity): {value}" for name, value in summary["indexActivity"].items()),
+        *(
+            f"  table ThrottledRequests {op} (context): {value}"
+            for op, value in summary["tableThrottledRequests"].items()
+        ),
+    ]
+    for hour in summary["throttleHours"]:
+        lines.append(f"  throttled: {hour['timestamp']} {hour['metric']} x{hour['events']}")
+    verdict = report.verdict
+    if verdict == "throttled":
+        lines.append(
+            f"verdict: THROTTLED ({summary['throttleEvents']} event(s), first "
+            f"{summary['firstThrottle']}, last {summary['lastThrottle']})"
+        )
+    elif verdict == "no-data":
+        lines.append(
+            "verdict: NO DATA: CloudWatch has no metric at all for this index in the window; "
+            "check --table, --region and the account"
+        )
+    else:
+        lines.append("verdict: none: no throttle of the index in the window")
+    click.echo("\n".join(lines))

@@ -1,0 +1,64 @@
+"""`saga-index shard` and `saga-index sagas ...`: the contract and the repository, from a shell."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from saga_index import keys
+from saga_index.repository import ReadResult
+from saga_index.shard import shard as shard_of
+from saga_index_cli.context import CliContext, emit, pass_cli
+
+log = logging.getLogger("saga_index.cli")
+
+
+@click.command("shard")
+@click.argument("person_ids", metavar="PERSON_ID...", nargs=-1, required=True)
+@pass_cli
+def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
+    """Print the shard and sharded GSI4PK of each PERSON_ID (one JSON object per line)."""
+    for person_id in person_ids:
+        number = shard_of(keys.validate_person_id(person_id), cli.shards)
+        emit({"personId": person_id, "shard": number, "gsi4pk": keys.sharded_gsi4pk(number)})
+
+
+@click.group("sagas")
+def sagas_group() -> None:
+    """Read sagas through the repository in the configured --phase."""
+
+
+def _print(result: ReadResult, what: str) -> None:
+    for item in result.items:
+        emit(item)
+    log.info(
+        "%s: %d saga(s), %d request(s) over %d partition(s), %d anomaly(ies)",
+        what,
+        len(result.items),
+        result.requests,
+        len(result.partitions),
+        result.anomalies,
+    )
+
+
+@sagas_group.command("by-person")
+@click.argument("person_id")
+@pass_cli
+def by_person(cli: CliContext, person_id: str) -> None:
+    """Every saga of PERSON_ID."""
+    _print(cli.repository().get_sagas_by_person(person_id), f"by-person {person_id}")
+
+
+@sagas_group.command("open")
+@pass_cli
+def all_open(cli: CliContext) -> None:
+    """Every open saga (fan-out over the partitions of the phase)."""
+    _print(cli.repository().get_all_open_sagas(), "open")
+
+
+@sagas_group.command("all")
+@pass_cli
+def all_sagas(cli: CliContext) -> None:
+    """Every saga, open and terminal."""
+    _print(cli.repository().get_all_sagas(), "all")

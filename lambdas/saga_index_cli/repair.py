@@ -1,0 +1,81 @@
+"""`saga-index repair-anomaly`: give one anomalous saga row its person and its GSI4SK.
+
+The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
+rule, its conditional write and its outcomes are in saga_index/repair.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from saga_index import keys
+from saga_index.repair import repair_anomaly
+from saga_index_cli.context import CliContext, emit, pass_cli
+
+# Exit 2 (bad usage or input) is main's, for every command.
+EXIT_DONE, EXIT_NOT_DONE = 0, 1
+
+
+def _table_key(saga_id: str | None, pk: str | None, sk: str | None) -> dict[str, str]:
+    if saga_id is not None:
+        if pk is not None or sk is not None:
+            raise click.UsageError("give the row as --saga-id ID or as --pk PK --sk SK, not both")
+        return keys.saga_table_key(saga_id)
+    if pk is None or sk is None:
+        raise click.UsageError(
+            "give the row as --saga-id ID, or as --pk PK --sk SK (both, as the backfill lists "
+            "anomalies: PK=... SK=...)"
+        )
+    return {"PK": pk, "SK": sk}
+
+
+@click.command("repair-anomaly")
+@click.option("--saga-id", help="The saga's id (its row is PK=RSAGA#<id>, SK=META).")
+@click.option("--pk", help="The row's PK, as the backfill lists it (with --sk).")
+@click.option("--sk", help="The row's SK, as the backfill lists it (with --pk).")
+@click.option("--person-id", help="The person the saga belongs to.")
+@click.option(
+    "--from-lease",
+    is_flag=True,
+    help="Take the person from the saga's lease (LEASE#<leaseId>/META names its tenant).",
+)
+@click.option(
+    "--apply", is_flag=True, help="Write the repair. Without it: a dry run that writes nothing."
+)
+@pass_cli
+def repair_anomaly_command(
+    cli: CliContext,
+    saga_id: str | None,
+    pk: str | None,
+    sk: str | None,
+    person_id: str | None,
+    from_lease: bool,
+    apply: bool,
+) -> None:
+    """Rebuild personId AND GSI4SK of one anomalous saga row (dry run unless --apply).
+
+    The write is conditional: it holds only if the row still exists and its personId, GSI4SK
+    and openedAt are still what was read. GSI4PK is not touched: run the backfill again to move
+    the repaired row to its shard. Prints one JSON object on stdout.
+
+    \b
+    Exit codes:
+      0  repaired; or would be repaired (dry run); or not an anomaly: nothing to do
+      1  not repaired: the row is gone or changed since it was read, it belongs to another
+         person, or its lease does not name a usable tenant (the message says what to do)
+      2  bad usage or input (the key, the person, the options)
+    """
+    key = _table_key(saga_id, pk, sk)
+    if (person_id is None) == (not from_lease):
+        raise click.UsageError("give the person as --person-id P, or --from-lease (not both)")
+    result = repair_anomaly(
+        cli.client, cli.require_table(), key, person_id=person_id, dry_run=not apply
+    )
+    emit(result.to_json())
+    if result.status.done:
+        click.echo(f"saga-index: {result.message}", err=True)
+        sys.exit(EXIT_DONE)
+    click.echo(f"saga-index: not repaired ({result.status.value}): {result.message}", err=True)
+    sys.exit(EXIT_NOT_DONE)

@@ -1,0 +1,127 @@
+"""The control items' encoding: every attribute round-trips, and a malformed item is refused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from saga_index.control import record
+from saga_index.control.errors import ControlRecordInvalidError
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.state import (
+    BackfillCompletion,
+    BackfillDirection,
+    ControlState,
+    Lease,
+    Transition,
+)
+from saga_index.dynamo.codec import deserialize, serialize
+
+AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+S16 = Layout.sharded(16)
+
+
+def _transition() -> Transition:
+    return Transition(
+        version=7,
+        layout=S16,
+        moving_to=LEGACY,
+        previous_layout=LEGACY,
+        previous_moving_to=S16,
+        changed_at=record.to_millis(AT),
+        changed_by="ops@host",
+        reason="abort: parity failed",
+        effective_at=record.to_millis(AT + timedelta(seconds=75)),
+        checks_passed=(),
+        checks_forced=("backfill-verified", "drift-clean"),
+    )
+
+
+def _full_state() -> ControlState:
+    at = record.to_millis(AT)
+    return ControlState(
+        transition=_transition(),
+        lease=Lease("ops@host", "tok", BackfillDirection.ROLLBACK, at, at, at, 7),
+        backfill_max_writes_per_second=12.5,
+        backfill_paused=True,
+        last_backfill=BackfillCompletion(
+            BackfillDirection.FORWARD, LEGACY, S16, 6, at, at, 10, 9, 1, True, False, "h", "t0"
+        ),
+    )
+
+
+def _wire_round_trip(item: dict[str, Any]) -> dict[str, Any]:
+    return deserialize(serialize(item))
+
+
+def test_given_a_full_state_when_encoded_and_read_back_then_every_field_survives() -> None:
+    state = _full_state()
+
+    item = _wire_round_trip(record.state_item(state))
+
+    assert item["PK"] == "RSAGA_INDEX#CONTROL"
+    assert item["SK"] == "STATE"
+    assert item["entityType"] == "RenewalSagaIndexControl"
+    assert item["phase"] == "rolling-back"
+    assert item["layout"] == "sharded"
+    assert item["shardCount"] == Decimal(16)
+    assert item["movingToLayout"] == "legacy"
+    assert "movingToShardCount" not in item
+    assert item["changedAt"] == "2026-03-01T12:00:00.123Z"
+    assert record.parse_state_item(item) == state
+
+
+def test_given_a_transition_then_its_history_item_is_keyed_by_the_zero_padded_version() -> None:
+    item = _wire_round_trip(record.history_item(_transition()))
+
+    assert item["SK"] == "HISTORY#0000000007"
+    assert item["entityType"] == "RenewalSagaIndexControlHistory"
+    assert record.parse_history_item(item) == _transition()
+
+
+def test_given_times_then_they_are_fixed_width_utc_with_milliseconds() -> None:
+    plus_two = timezone(timedelta(hours=2))
+
+    assert record.format_time(datetime(2026, 1, 2, 5, 4, 3, tzinfo=plus_two)) == (
+        "2026-01-02T03:04:03.000Z"
+    )
+    assert record.parse_time("2026-01-02T03:04:03.000Z") == datetime(
+        2026, 1, 2, 3, 4, 3, tzinfo=UTC
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"phase": "sharded"}, "disagrees with its layouts"),
+        ({"shardCount": Decimal(12)}, "power of two"),
+        ({"layout": None}, "shardCount is set but layout is not"),
+        ({"layout": "hashed"}, "must be 'legacy' or 'sharded'"),
+        ({"movingToShardCount": Decimal(4)}, "must be absent for a legacy layout"),
+        ({"changedAt": "2026-03-01T12:00:00Z"}, "changedAt must be UTC ISO-8601"),
+        ({"version": "7"}, "version must be a number"),
+        ({"entityType": "RenewalSaga"}, "not a RenewalSagaIndexControl item"),
+        ({"leaseDirection": "sideways"}, "leaseDirection"),
+        ({"checksForced": "all"}, "checksForced must be a list"),
+    ],
+)
+def test_given_a_malformed_state_item_then_it_is_refused_naming_the_attribute(
+    change: dict[str, Any], problem: str
+) -> None:
+    item = _wire_round_trip(record.state_item(_full_state()))
+    for name, value in change.items():
+        if value is None:
+            item.pop(name)
+        else:
+            item[name] = value
+
+    with pytest.raises(ControlRecordInvalidError, match=problem):
+        record.parse_state_item(item)
+
+
+def test_given_a_naive_time_then_it_is_refused() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        record.format_time(datetime(2026, 1, 1))

@@ -1,0 +1,191 @@
+"""The allowed phase moves, every refusal, and the built-in backfill check: pure, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from saga_index.control.errors import ControlRecordMissingError, TransitionNotAllowedError
+from saga_index.control.layout import LEGACY, Layout, StatePhase
+from saga_index.control.state import (
+    BackfillCompletion,
+    BackfillDirection,
+    ControlState,
+    RecordCondition,
+    Transition,
+)
+from saga_index.control.transitions import ALLOWED_MOVES, check_backfill, plan_move
+from saga_index.errors import InvalidInputError, InvalidShardCountError
+
+S16 = Layout.sharded(16)
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+EFFECTIVE = AT + timedelta(seconds=75)
+STATES: dict[StatePhase, tuple[Layout, Layout | None]] = {
+    StatePhase.LEGACY: (LEGACY, None),
+    StatePhase.MIGRATING: (LEGACY, S16),
+    StatePhase.SHARDED: (S16, None),
+    StatePhase.ROLLING_BACK: (S16, LEGACY),
+    StatePhase.RESHARDING: (S16, Layout.sharded(32)),
+}
+
+
+def _state(phase: StatePhase, **overrides: object) -> ControlState:
+    layout, moving_to = STATES[phase]
+    if phase is StatePhase.LEGACY and not overrides:
+        return ControlState.never_migrated()
+    transition = Transition(
+        version=4,
+        layout=layout,
+        moving_to=moving_to,
+        previous_layout=LEGACY,
+        previous_moving_to=None if layout == LEGACY and moving_to else S16,
+        changed_at=AT,
+        changed_by="op",
+        reason="test",
+        effective_at=EFFECTIVE,
+    )
+    return replace(ControlState(transition=transition), **overrides)  # type: ignore[arg-type]
+
+
+ALLOWED = [
+    (StatePhase.LEGACY, StatePhase.MIGRATING, (LEGACY, S16), None),
+    (StatePhase.MIGRATING, StatePhase.SHARDED, (S16, None), BackfillDirection.FORWARD),
+    (StatePhase.MIGRATING, StatePhase.ROLLING_BACK, (S16, LEGACY), None),
+    (StatePhase.SHARDED, StatePhase.ROLLING_BACK, (S16, LEGACY), None),
+    (StatePhase.ROLLING_BACK, StatePhase.LEGACY, (LEGACY, None), BackfillDirection.ROLLBACK),
+    (StatePhase.ROLLING_BACK, StatePhase.MIGRATING, (LEGACY, S16), None),
+]
+
+
+@pytest.mark.parametrize(("current", "requested", "layouts", "completes"), ALLOWED)
+def test_given_an_allowed_move_then_it_leads_to_the_layouts_of_that_phase(
+    current: StatePhase,
+    requested: StatePhase,
+    layouts: tuple[Layout, Layout | None],
+    completes: BackfillDirection | None,
+) -> None:
+    move = plan_move(_state(current), requested.value)
+
+    assert (move.layout, move.moving_to) == layouts
+    assert move.completes is completes
+    assert move.guarded is (completes is not None)
+
+
+DISALLOWED = [
+    (current, requested)
+    for current in StatePhase
+    for requested in StatePhase
+    if requested not in ALLOWED_MOVES[current]
+]
+
+
+@pytest.mark.parametrize(("current", "requested"), DISALLOWED)
+def test_given_any_other_move_then_it_is_refused_naming_the_allowed_moves(
+    current: StatePhase, requested: StatePhase
+) -> None:
+    with pytest.raises(TransitionNotAllowedError) as refused:
+        plan_move(_state(current), requested)
+
+    assert isinstance(refused.value, InvalidInputError)  # the CLI's exit 2
+    assert refused.value.allowed == tuple(p.value for p in ALLOWED_MOVES[current])
+    for allowed in refused.value.allowed:
+        assert allowed in str(refused.value)
+
+
+def test_given_legacy_then_migrating_defaults_to_16_shards_and_takes_another_power_of_two() -> None:
+    assert plan_move(_state(StatePhase.LEGACY), "migrating").moving_to == S16
+    assert plan_move(
+        _state(StatePhase.LEGACY), "migrating", shard_count=64
+    ).moving_to == Layout.sharded(64)
+    with pytest.raises(InvalidShardCountError):
+        plan_move(_state(StatePhase.LEGACY), "migrating", shard_count=12)
+
+
+@pytest.mark.parametrize(
+    ("current", "requested"),
+    [
+        (StatePhase.MIGRATING, StatePhase.SHARDED),
+        (StatePhase.SHARDED, StatePhase.ROLLING_BACK),
+        (StatePhase.ROLLING_BACK, StatePhase.MIGRATING),
+    ],
+)
+def test_given_a_shard_count_that_disagrees_with_the_record_then_the_move_is_refused(
+    current: StatePhase, requested: StatePhase
+) -> None:
+    assert plan_move(_state(current), requested, shard_count=16).to_phase is requested
+    with pytest.raises(TransitionNotAllowedError, match="--shards 32 disagrees"):
+        plan_move(_state(current), requested, shard_count=32)
+
+
+def test_given_an_unknown_phase_name_then_it_is_an_input_error() -> None:
+    with pytest.raises(InvalidInputError, match="phase must be one of"):
+        plan_move(_state(StatePhase.LEGACY), "cutover")
+
+
+def test_given_a_missing_record_then_no_move_is_planned() -> None:
+    state = replace(_state(StatePhase.SHARDED), condition=RecordCondition.MISSING)
+
+    with pytest.raises(ControlRecordMissingError, match="version 4"):
+        plan_move(state, "rolling-back")
+
+
+# ---- the built-in precondition -----------------------------------------------------------------
+
+
+def _completion(**overrides: object) -> BackfillCompletion:
+    completion = BackfillCompletion(
+        direction=BackfillDirection.FORWARD,
+        source=LEGACY,
+        target=S16,
+        state_version=4,
+        started_at=EFFECTIVE + timedelta(seconds=1),
+        completed_at=EFFECTIVE + timedelta(minutes=5),
+        scanned=100,
+        restamped=98,
+        anomalies=2,
+        complete=True,
+        verified=True,
+        holder="ops@host",
+        lease_token="t",
+    )
+    return replace(completion, **overrides)  # type: ignore[arg-type]
+
+
+def test_given_a_verified_forward_run_under_this_state_then_the_check_passes() -> None:
+    result = check_backfill(
+        _state(StatePhase.MIGRATING, last_backfill=_completion()), BackfillDirection.FORWARD
+    )
+
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"direction": BackfillDirection.ROLLBACK}, "not forward"),
+        ({"state_version": 3}, "under version 3"),
+        ({"target": Layout.sharded(32)}, "not legacy -> sharded(16)"),
+        ({"started_at": EFFECTIVE - timedelta(seconds=1)}, "before effectiveAt"),
+        ({"completed_at": EFFECTIVE}, "not after effectiveAt"),
+        ({"complete": False}, "did not complete"),
+        ({"verified": False}, "verification did not pass"),
+    ],
+)
+def test_given_a_run_that_does_not_prove_the_move_then_the_check_fails_naming_why(
+    overrides: dict[str, object], problem: str
+) -> None:
+    state = _state(StatePhase.MIGRATING, last_backfill=_completion(**overrides))
+
+    result = check_backfill(state, BackfillDirection.FORWARD)
+
+    assert not result.passed
+    assert problem in result.detail
+
+
+def test_given_no_run_recorded_then_the_check_fails() -> None:
+    result = check_backfill(_state(StatePhase.ROLLING_BACK), BackfillDirection.ROLLBACK)
+
+    assert not result.passed
+    assert result.detail == "no rollback backfill has been recorded"
