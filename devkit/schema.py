@@ -20,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CDK_OUT = REPO_ROOT / "cdk.out"
+# Not cdk.out: `make synth` writes the committed configuration there, which attaches to the existing
+# table (importExistingTable=true) and so holds no table definition to copy.
+CDK_OUT = REPO_ROOT / "build" / "owned-table-synth"
 TEMPLATE_PATH = CDK_OUT / "RenewalSagaIndex.template.json"
+# Local tables need the stack that OWNS its table, whatever cdk.json commits (production attaches).
+_OWNED_TABLE_CONTEXT = {"importExistingTable": False}
 TABLE_RESOURCE_TYPE = "AWS::DynamoDB::Table"
 # Infra takes every shared name (the GSI's among them) and the shard rule from the domain library:
 # a change there must also trigger a fresh synth.
@@ -142,6 +146,8 @@ def _synthesise(outdir: Path) -> None:
     env = {
         **os.environ,
         "CDK_OUTDIR": str(outdir),
+        # How the CDK CLI hands `-c` values to the app: they win over cdk.json.
+        "CDK_CONTEXT_JSON": json.dumps(_OWNED_TABLE_CONTEXT),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_VERSION_CHECK": "1",
     }

@@ -1,6 +1,6 @@
 """The backfill: its three functions and the Step Functions state machine that runs them.
 
-  PlanSegments     validate the input against the deployment (phase, N); lay out the segments
+  PlanSegments     validate the input against the control record; lay out the segments
   Segments (Map)   one iteration per parallel-Scan segment, at most MAX_CONCURRENT_SEGMENTS at
                    once; each loops RestampSegment until the worker returns a null cursor
   VerifyBackfill   aggregate the counts; read back what is still on the source key
@@ -19,10 +19,14 @@ Everything here ran against moto's Step Functions interpreter from the synthesis
 and a Fail state with CausePath.
 
 Least privilege, per role:
-  worker    dynamodb:Scan + dynamodb:UpdateItem on the TABLE, nothing else;
+  every function  the control record: GetItem + Query on the TABLE (what SagaFunctions grants
+            every function) and PutItem + UpdateItem on the TABLE (the run's lease, heartbeat,
+            throttle and recorded result), each only for items of the control partition
+            (dynamodb:LeadingKeys = CONTROL_PK);
+  worker    dynamodb:Scan + dynamodb:UpdateItem on the TABLE (the re-stamp);
   verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem
             on the TABLE (a consistent re-read before a row counts as left behind);
-  planner   no data access at all;
+  planner   no saga data access at all;
   state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray.
 """
 
@@ -88,7 +92,7 @@ class SagaBackfill(Construct):
         self.plan_function = functions.function(
             "BackfillPlan",
             handler="handlers.backfill_plan.handler",
-            description="Backfill: validate the run against the deployment, lay out segments",
+            description="Backfill: validate the run against the control record, lay out segments",
             service=SERVICE_BACKFILL_PLAN,
             timeout=cdk.Duration.seconds(30),
         )
@@ -120,6 +124,9 @@ class SagaBackfill(Construct):
         self.verify_function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table.table_arn])
         )
+
+        for fn in (self.plan_function, self.worker_function, self.verify_function):
+            table.grant_control_write(fn)
 
         self.log_group = logs.LogGroup(
             self,

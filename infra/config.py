@@ -1,8 +1,15 @@
-"""Typed project context: the only place that reads cdk.json / `-c` values.
+"""Typed project configuration: the only place that reads cdk.json / `-c` values and pager.json.
 
 The CLI passes `-c key=value` overrides as strings, while cdk.json carries JSON types, so every
 reader here accepts both spellings and rejects anything else with the key and value named:
 a typo in a deploy command must stop synth, not deploy a table with a surprising setting.
+
+What the configuration never holds is the migration state: the phase and N live in the control
+record in the table (docs/control-contract.md), so a deploy of the same code is the same
+whatever the migration state. The keys that used to carry them are RETIRED: a deploy line that
+still passes one stops synth and says where the value lives now, instead of being ignored.
+The pager's subscriptions come from the committed pager.json only, so no deploy line can drop
+them.
 """
 
 from __future__ import annotations
@@ -12,46 +19,61 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from constructs import Node
 
-from saga_index.names import PHASE_NAMES, PhaseName
-from saga_index.shard import MAX_SHARD_COUNT, validate_shard_count
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON_PATH = REPO_ROOT / "cdk.json"
+PAGER_JSON_PATH = REPO_ROOT / "pager.json"
 
 TABLE_NAME_KEY = "tableName"
 IMPORT_EXISTING_TABLE_KEY = "importExistingTable"
-PHASE_KEY = "phase"
-SHARD_COUNT_KEY = "shardCount"
 # Optional: Powertools issue #7689 showed a release's public SSM parameter can be missing; this
 # override lets a deploy name the layer version ARN directly instead of resolving it.
 POWERTOOLS_LAYER_ARN_KEY = "powertoolsLayerArn"
 # Optional: the EventBridge bus the sweeps publish to; absent, the stack creates one.
 EVENT_BUS_NAME_KEY = "eventBusName"
-# Optional pager subscriptions of the alarm topic (infra/observability/pager.py); absent, nobody
-# subscribes.
-PAGER_EMAIL_KEY = "pagerEmail"
-PAGER_HTTPS_URL_KEY = "pagerHttpsUrl"
+# Optional: the organisation's existing SNS topic every alarm publishes to; absent, the stack
+# creates its own topic, subscribed as pager.json says (infra/observability/pager.py).
+ALARM_TOPIC_ARN_KEY = "alarmTopicArn"
 CONTEXT_KEYS = (
     TABLE_NAME_KEY,
     IMPORT_EXISTING_TABLE_KEY,
-    PHASE_KEY,
-    SHARD_COUNT_KEY,
     POWERTOOLS_LAYER_ARN_KEY,
     EVENT_BUS_NAME_KEY,
-    PAGER_EMAIL_KEY,
-    PAGER_HTTPS_URL_KEY,
+    ALARM_TOPIC_ARN_KEY,
 )
+
+# Keys a deploy line may still carry from before, and where their value lives now.
+_SET_PHASE = (
+    "the migration phase and the shard count now live in the control record in the table, "
+    "not in the deploy: change them with `saga-index phase set PHASE --reason TEXT "
+    "[--shards N]` and read them with `saga-index phase show` (docs/runbook.md)"
+)
+_EDIT_PAGER_JSON = (
+    "pager subscriptions now come from the committed pager.json only, so that no deploy "
+    "command can drop them: add the address there and commit it (docs/deploy.md)"
+)
+RETIRED_KEYS: dict[str, str] = {
+    "phase": _SET_PHASE,
+    "shardCount": _SET_PHASE,
+    "pagerEmail": _EDIT_PAGER_JSON,
+    "pagerHttpsUrl": _EDIT_PAGER_JSON,
+}
+
+# pager.json: {"email": [addresses], "https": [URLs]}; "$comment" is ignored.
+PAGER_EMAIL_FIELD = "email"
+PAGER_HTTPS_FIELD = "https"
+_PAGER_COMMENT_FIELD = "$comment"
 
 # DynamoDB's own table-name rule; checking it here fails in seconds instead of mid-deploy.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
-_DECIMAL = re.compile(r"[0-9]+")
 _LAYER_VERSION_ARN = re.compile(
     r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[A-Za-z0-9_-]+:[0-9]+"
 )
+# A standard topic: CloudWatch alarm actions cannot publish to a FIFO topic (".fifo").
+_SNS_TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}")
 
 
 class ConfigError(ValueError):
@@ -59,36 +81,96 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class PagerConfig:
+    """The subscriptions of the stack's own pager topic, as committed in pager.json."""
+
+    emails: tuple[str, ...] = ()
+    https_urls: tuple[str, ...] = ()
+
+    @property
+    def subscribes_anyone(self) -> bool:
+        return bool(self.emails or self.https_urls)
+
+    @classmethod
+    def from_document(cls, document: Any, source: str = "pager.json") -> PagerConfig:
+        if not isinstance(document, dict):
+            raise ConfigError(f"{source}: must be a JSON object, got {document!r}")
+        known = {PAGER_EMAIL_FIELD, PAGER_HTTPS_FIELD, _PAGER_COMMENT_FIELD}
+        unknown = sorted(set(document) - known)
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown field(s) {unknown}; expected {PAGER_EMAIL_FIELD!r} and "
+                f"{PAGER_HTTPS_FIELD!r} (lists)"
+            )
+        return cls(
+            emails=_pager_list(source, PAGER_EMAIL_FIELD, document.get(PAGER_EMAIL_FIELD, [])),
+            https_urls=_pager_list(source, PAGER_HTTPS_FIELD, document.get(PAGER_HTTPS_FIELD, [])),
+        )
+
+
+@dataclass(frozen=True)
 class StackConfig:
     table_name: str
     import_existing_table: bool
-    phase: PhaseName
-    shard_count: int
     powertools_layer_arn: str | None = None
     event_bus_name: str | None = None
-    pager_email: str | None = None
-    pager_https_url: str | None = None
+    alarm_topic_arn: str | None = None
+    pager: PagerConfig = PagerConfig()
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> StackConfig:
-        """Parse the project keys of a context mapping (cdk.json "context" or node context)."""
+    def from_context(
+        cls, context: Mapping[str, Any], pager: PagerConfig | None = None
+    ) -> StackConfig:
+        """Parse the project keys of a context mapping (cdk.json "context" or node context)
+        and the pager's subscriptions (pager.json; none when not given)."""
+        for key, where_now in RETIRED_KEYS.items():
+            if context.get(key) is not None:
+                raise ConfigError(
+                    f"context key {key!r} is no longer read (got {context[key]!r}): {where_now}. "
+                    f"Remove -c {key}=... from the command (and {key!r} from cdk.json)."
+                )
+        alarm_topic_arn = _alarm_topic_arn(context.get(ALARM_TOPIC_ARN_KEY))
+        pager = pager or PagerConfig()
+        if alarm_topic_arn is not None and pager.subscribes_anyone:
+            raise ConfigError(
+                f"context key {ALARM_TOPIC_ARN_KEY!r} sends the alarms to an existing topic "
+                f"({alarm_topic_arn}), whose subscriptions are managed where it lives, but "
+                "pager.json also lists subscriptions for the stack's own topic, which is then "
+                "not created: empty pager.json or remove alarmTopicArn"
+            )
         return cls(
             table_name=_table_name(_required(context, TABLE_NAME_KEY)),
             import_existing_table=_boolean(
                 IMPORT_EXISTING_TABLE_KEY, _required(context, IMPORT_EXISTING_TABLE_KEY)
             ),
-            phase=_phase(_required(context, PHASE_KEY)),
-            shard_count=_shard_count(_required(context, SHARD_COUNT_KEY)),
             powertools_layer_arn=_layer_arn(context.get(POWERTOOLS_LAYER_ARN_KEY)),
             event_bus_name=_event_bus_name(context.get(EVENT_BUS_NAME_KEY)),
-            pager_email=_optional_match(PAGER_EMAIL_KEY, context.get(PAGER_EMAIL_KEY)),
-            pager_https_url=_optional_match(PAGER_HTTPS_URL_KEY, context.get(PAGER_HTTPS_URL_KEY)),
+            alarm_topic_arn=alarm_topic_arn,
+            pager=pager,
         )
 
     @classmethod
-    def from_node(cls, node: Node) -> StackConfig:
+    def from_node(cls, node: Node, pager: PagerConfig | None = None) -> StackConfig:
         """Parse from a construct's node context, where CLI `-c` values have been merged in."""
-        return cls.from_context({key: node.try_get_context(key) for key in CONTEXT_KEYS})
+        keys = (*CONTEXT_KEYS, *RETIRED_KEYS)
+        return cls.from_context({key: node.try_get_context(key) for key in keys}, pager)
+
+
+def load_pager_config(path: Path = PAGER_JSON_PATH) -> PagerConfig:
+    """The committed pager.json. A missing file is an error, not "nobody is paged": the file is
+    part of the repository, so its absence means a broken checkout."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise ConfigError(
+            f"{path} is missing: it lists the pager subscriptions (commit it, even with empty "
+            'lists: {"email": [], "https": []})'
+        ) from err
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON: {err}") from err
+    return PagerConfig.from_document(document, str(path))
 
 
 def load_cdk_json_context(path: Path = CDK_JSON_PATH) -> dict[str, Any]:
@@ -132,28 +214,6 @@ def _boolean(key: str, value: Any) -> bool:
     raise ConfigError(f"context key {key!r} must be true or false, got {value!r}")
 
 
-def _phase(value: Any) -> PhaseName:
-    if value not in PHASE_NAMES:
-        raise ConfigError(
-            f"context key {PHASE_KEY!r} must be one of {list(PHASE_NAMES)}, got {value!r}"
-        )
-    return cast(PhaseName, value)
-
-
-def _shard_count(value: Any) -> int:
-    number: object = value
-    if isinstance(value, str) and _DECIMAL.fullmatch(value):
-        number = int(value)
-    try:
-        # One validator for infra and the domain library, so they cannot disagree on N.
-        return validate_shard_count(number)
-    except ValueError as err:  # InvalidShardCountError, the only error it raises
-        raise ConfigError(
-            f"context key {SHARD_COUNT_KEY!r} must be a power of two from 1 to "
-            f"{MAX_SHARD_COUNT}, got {value!r}"
-        ) from err
-
-
 def _layer_arn(value: Any) -> str | None:
     if value is None or value == "":
         return None
@@ -180,17 +240,31 @@ def _event_bus_name(value: Any) -> str | None:
     return value
 
 
+def _alarm_topic_arn(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _SNS_TOPIC_ARN.fullmatch(value):
+        raise ConfigError(
+            f"context key {ALARM_TOPIC_ARN_KEY!r} must be the ARN of a standard SNS topic "
+            f"(arn:aws:sns:<region>:<account>:<name>), got {value!r}"
+        )
+    return value
+
+
 # Deliberately simple: SNS itself confirms the address; this only stops typos at synth time.
-_OPTIONAL_FORMATS = {
-    PAGER_EMAIL_KEY: (re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+"), "an e-mail address"),
-    PAGER_HTTPS_URL_KEY: (re.compile(r"https://[^\s/]+\S*"), "an https:// URL"),
+_PAGER_FORMATS = {
+    PAGER_EMAIL_FIELD: (re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+"), "an e-mail address"),
+    PAGER_HTTPS_FIELD: (re.compile(r"https://[^\s/]+\S*"), "an https:// URL"),
 }
 
 
-def _optional_match(key: str, value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    pattern, what = _OPTIONAL_FORMATS[key]
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise ConfigError(f"context key {key!r} must be {what}, got {value!r}")
-    return value
+def _pager_list(source: str, field: str, value: Any) -> tuple[str, ...]:
+    pattern, what = _PAGER_FORMATS[field]
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: {field!r} must be a list of {what}s, got {value!r}")
+    for entry in value:
+        if not isinstance(entry, str) or not pattern.fullmatch(entry):
+            raise ConfigError(f"{source}: every {field!r} entry must be {what}, got {entry!r}")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{source}: {field!r} lists an entry twice: {value!r}")
+    return tuple(value)

@@ -5,7 +5,8 @@ Least privilege:
   - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads);
   - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index).
 Metrics leave through the function's log (EMF), so no cloudwatch:PutMetricData. Besides these,
-the role carries only what SagaFunctions gives every function (its own log group, X-Ray).
+the role carries only what SagaFunctions gives every function (its own log group, X-Ray, and
+reading the control record, which the guard judges "wrong now" against).
 """
 
 from __future__ import annotations

@@ -2,7 +2,11 @@
 
 All functions share one code asset (lambdas/, without the operator CLI), the Powertools layer
 pinned to the SAME version as requirements.txt, JSON logs, active tracing, a retained log group,
-and the environment that carries the migration phase and the shard contract.
+the environment that names the table and its index, and read access to the control record.
+
+No function's environment carries the migration phase or the shard count: every function reads
+them from the control record at run time (docs/control-contract.md), so a deploy of the same
+code is the same whatever the migration state, and a phase change needs no deploy.
 """
 
 from __future__ import annotations
@@ -20,11 +24,9 @@ from infra.config import StackConfig
 from infra.table import SagaTable
 from saga_index.names import (
     ENV_INDEX,
-    ENV_PHASE,
     ENV_POWERTOOLS_LOG_LEVEL,
     ENV_POWERTOOLS_NAMESPACE,
     ENV_POWERTOOLS_SERVICE,
-    ENV_SHARDS,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
@@ -57,7 +59,8 @@ def powertools_layer_parameter(architecture: lambda_.Architecture = ARCHITECTURE
 
 class SagaFunctions(Construct):
     """Factory for the stack's functions. `function(...)` adds one; `.table` is the saga table
-    every function is configured for (the constructs grant their own access to it)."""
+    every function is configured for. Every function may read the control record (each handler
+    follows it); the constructs grant the rest of their access themselves."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: StackConfig, table: SagaTable
@@ -77,8 +80,6 @@ class SagaFunctions(Construct):
         return {
             ENV_TABLE: self.table.table.table_name,
             ENV_INDEX: self.table.index_name,
-            ENV_PHASE: self.config.phase,
-            ENV_SHARDS: str(self.config.shard_count),
             ENV_POWERTOOLS_SERVICE: service,
             ENV_POWERTOOLS_NAMESPACE: METRICS_NAMESPACE,
             ENV_POWERTOOLS_LOG_LEVEL: "INFO",
@@ -119,6 +120,7 @@ class SagaFunctions(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=log_group,
         )
+        self.table.grant_control_read(fn)
         self._acknowledge_findings(fn)
         return fn
 

@@ -11,7 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from infra.backfill import SagaBackfill
-from infra.config import StackConfig, load_cdk_json_context
+from infra.config import PAGER_JSON_PATH, StackConfig, load_cdk_json_context, load_pager_config
 from infra.drift import DriftGuard
 from infra.functions import SagaFunctions
 from infra.observability.alarms import Alarms
@@ -58,7 +58,6 @@ class RenewalSagaIndexStack(cdk.Stack):
         self.pager = Pager(observability, config=config)
         self.alarms = Alarms(
             observability,
-            config=config,
             metrics=metrics,
             pager=self.pager,
             drift_guard=self.drift_guard,
@@ -83,17 +82,21 @@ class RenewalSagaIndexStack(cdk.Stack):
 
 
 def build_app(
-    context_overrides: Mapping[str, Any] | None = None, outdir: str | Path | None = None
+    context_overrides: Mapping[str, Any] | None = None,
+    outdir: str | Path | None = None,
+    pager_config: str | Path = PAGER_JSON_PATH,
 ) -> tuple[cdk.App, RenewalSagaIndexStack]:
-    """The app exactly as `cdk synth` builds it: cdk.json context, overrides on top, cdk-nag on.
+    """The app exactly as `cdk synth` builds it: cdk.json context, overrides on top, the pager's
+    subscriptions from pager.json, cdk-nag on.
 
-    Under the CLI, `-c` values arrive through the environment and cdk.App merges them over the
-    context passed here, so CLI overrides still win.
+    Under the CLI (or `python app.py` with CDK_CONTEXT_JSON set), `-c` values arrive through the
+    environment and cdk.App merges them over the context passed here, so they still win.
+    `pager_config` is for tests; deploys always read the committed pager.json.
     """
     context = {**load_cdk_json_context(), **(context_overrides or {})}
     app = cdk.App(context=context, outdir=None if outdir is None else str(outdir))
     # cdk-nag 3 runs as a policy-validation plugin: Aspects.of(app).add(...) crashes on 3.0.2.
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    config = StackConfig.from_node(app.node)
+    config = StackConfig.from_node(app.node, load_pager_config(Path(pager_config)))
     stack = RenewalSagaIndexStack(app, STACK_NAME, config=config)
     return app, stack

@@ -5,7 +5,8 @@ One table (SWEEPS) lists them; the construct loops over it. Least privilege, per
   - events:PutEvents on the sweeps' bus, for the sweeps that emit events;
   - dynamodb:UpdateItem on the TABLE, for retry-failed-prepare only (its conditional claim).
 Besides these, a function's role carries only what SagaFunctions gives every function (its own
-log group via AWSLambdaBasicExecutionRole, X-Ray segments for active tracing).
+log group via AWSLambdaBasicExecutionRole, X-Ray segments for active tracing, and GetItem/Query
+of the control record's partition, which says which index partitions to read).
 """
 
 from __future__ import annotations

@@ -8,12 +8,22 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from saga_index.names import (
+    CONTROL_PK,
     INDEX_NAME,
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
 )
+
+# The control record's reads (ControlStore.read: a consistent GetItem of STATE, and when it is
+# missing a Query of the newest HISTORY item) and its writes (conditional UpdateItem of STATE,
+# PutItem of HISTORY / EVENT items).
+CONTROL_READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query")
+CONTROL_WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+# Every item a request touches must be in the control partition. ForAllValues is safe here: each
+# of these actions always carries the key (it names the partition key it reads or writes).
+CONTROL_PARTITION_CONDITION = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
 
 # Contributor Insights on throttled keys only: it names the hot key when something throttles, and
 # its rules see only throttled requests rather than every request. Owned tables only:
@@ -81,6 +91,23 @@ class SagaTable(Construct):
     def index_arn(self) -> str:
         """The ARN a Query on the GSI is authorised against (the index, not the table)."""
         return f"{self.table.table_arn}/index/{self.index_name}"
+
+    def grant_control_read(self, grantee: iam.IGrantable) -> None:
+        """GetItem and Query on the TABLE, for the control partition's items only."""
+        self._grant_control(grantee, CONTROL_READ_ACTIONS)
+
+    def grant_control_write(self, grantee: iam.IGrantable) -> None:
+        """PutItem and UpdateItem on the TABLE, for the control partition's items only."""
+        self._grant_control(grantee, CONTROL_WRITE_ACTIONS)
+
+    def _grant_control(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions),
+                resources=[self.table.table_arn],
+                conditions=CONTROL_PARTITION_CONDITION,
+            )
+        )
 
     def grant_index_query(self, grantee: iam.IGrantable) -> iam.Grant:
         """dynamodb:Query on the GSI only: not on the table, not on any other index."""

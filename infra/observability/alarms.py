@@ -1,19 +1,23 @@
-"""The alarms: what pages (through the pager) and what only shows its state on the dashboard.
+"""The alarms: every one pages through the pager, in every migration state.
 
 docs/observability.md is the on-call guide: what each alarm means and what to do first.
 
-Which alarms page depends on the migration phase (context `phase`), decided at synth time. A
-phase change flips alarm ACTIONS only; every alarm exists in every phase, so nothing is created
-or deleted by a phase change and an informational alarm still shows its state on the dashboard.
+Nothing here depends on the migration state: the drift guard reads the control record and
+publishes what is wrong NOW against it, so each alarm watches a count that is 0 whenever all is
+well, whatever the phase (the raw LegacyRows / ShardedRows counts, whose meaning depends on the
+phase, are on the dashboard only). A phase change is a write to the control record, never a
+deploy, and changes no alarm.
 
-  alarm                  pages in                 informational in
-  LegacyRows > 0         sharded                  legacy, migrating, rolling-back (expected)
-  ShardedRows > 0        legacy                   migrating, sharded, rolling-back (expected)
-  MisroutedRows > 0      every phase
-  UnindexedRows > 0      every phase
-  StrayRows > 0          every phase
-  DriftGuardErrors > 0   every phase
-  GsiThrottles > 0       migrating, sharded       legacy, rolling-back (the known hot key)
+  alarm                   > 0 means
+  UnexpectedLegacyRows    rows on the legacy key while no layout of the state is legacy
+  UnexpectedShardedRows   rows on a shard key no layout of the state reads
+  MisroutedRows           rows on a readable shard key that is not theirs in any layout
+  UnindexedRows           saga rows without GSI4PK/GSI4SK (the scan)
+  StrayRows               rows under a GSI4PK that is no legacy or shard key (the scan)
+  ControlRecordMissing    the STATE item is gone while its history exists
+  DriftGuardErrors        the guard failed
+  GsiThrottles            the index throttled (the watch-window signal)
+  <sweep>Errors, <job>DeadLetters   a sweep failed / a scheduled invocation was not delivered
 
 Missing data: the guard publishes every metric on every run, zeros included, so missing data
 means the guard stopped; its alarms treat missing data as BREACHING. The every-run metrics use
@@ -33,66 +37,71 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from constructs import Construct
 
-from infra.config import StackConfig
 from infra.drift import DriftGuard
 from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from infra.observability.pager import Pager
 from infra.sweeps import SagaSweeps
 from saga_index.names import (
     ALARM_THROTTLE_METRICS,
-    METRIC_LEGACY_ROWS,
+    METRIC_CONTROL_RECORD_MISSING,
     METRIC_MISROUTED_ROWS,
-    METRIC_SHARDED_ROWS,
     METRIC_STRAY_ROWS,
+    METRIC_UNEXPECTED_LEGACY_ROWS,
+    METRIC_UNEXPECTED_SHARDED_ROWS,
     METRIC_UNINDEXED_ROWS,
-    PHASE_NAMES,
 )
 
-ALL_PHASES = frozenset(PHASE_NAMES)
 GUARD_EVALUATION_PERIODS = 3
 GUARD_DATAPOINTS_TO_ALARM = 2
 
 
 @dataclass(frozen=True)
 class GuardAlarm:
-    """An alarm on one drift-guard metric: > 0 is drift, missing data is a stopped guard."""
+    """An alarm on one of the drift guard's wrong-now metrics: > 0 is wrong in the current
+    state, missing data is a stopped guard."""
 
     construct_id: str
     metric_name: str
-    pages_in: frozenset[str]
     scan_only: bool
     description: str
 
 
 GUARD_ALARMS: tuple[GuardAlarm, ...] = (
     GuardAlarm(
-        "LegacyRows",
-        METRIC_LEGACY_ROWS,
-        frozenset({"sharded"}),
+        "UnexpectedLegacyRows",
+        METRIC_UNEXPECTED_LEGACY_ROWS,
         False,
-        "Saga rows still carry the legacy GSI4PK while readers read only the shards: "
-        "those sagas are invisible. docs/observability.md#legacyrows",
+        "Saga rows carry the legacy GSI4PK while no layout of the migration state is legacy: "
+        "readers do not read that partition, those sagas are invisible. "
+        "docs/observability.md#unexpectedlegacyrows",
     ),
     GuardAlarm(
-        "ShardedRows",
-        METRIC_SHARDED_ROWS,
-        frozenset({"legacy"}),
+        "UnexpectedShardedRows",
+        METRIC_UNEXPECTED_SHARDED_ROWS,
         False,
-        "Saga rows carry a sharded GSI4PK while readers read only the legacy partition: "
-        "a writer is ahead of the phase. docs/observability.md#shardedrows",
+        "Saga rows carry a shard GSI4PK no layout of the migration state reads (any shard key "
+        "while legacy; a key outside 0..N-1): a writer does not follow the control record. "
+        "docs/observability.md#unexpectedshardedrows",
     ),
     GuardAlarm(
         "MisroutedRows",
         METRIC_MISROUTED_ROWS,
-        ALL_PHASES,
         False,
-        "Saga rows sit under a shard other than shard(personId): by-person reads miss them. "
-        "docs/observability.md#misroutedrows",
+        "Saga rows sit on a shard key that is not their person's in any layout of the state: "
+        "by-person reads miss them. docs/observability.md#misroutedrows",
+    ),
+    GuardAlarm(
+        "ControlRecordMissing",
+        METRIC_CONTROL_RECORD_MISSING,
+        False,
+        "The control record's STATE item is gone while its history exists: services follow "
+        "the newest history item, phase changes and backfills are refused until it is "
+        "restored. "
+        "docs/observability.md#controlrecordmissing",
     ),
     GuardAlarm(
         "UnindexedRows",
         METRIC_UNINDEXED_ROWS,
-        ALL_PHASES,
         True,
         "Saga rows without GSI4PK/GSI4SK are in no index partition: every read misses them. "
         "docs/observability.md#unindexedrows",
@@ -100,34 +109,28 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
     GuardAlarm(
         "StrayRows",
         METRIC_STRAY_ROWS,
-        ALL_PHASES,
         True,
-        "Saga rows carry a GSI4PK outside the legacy key and the N shard keys: no enumeration "
+        "Saga rows carry a GSI4PK outside the legacy key and the shard keys: no enumeration "
         "reads them. docs/observability.md#strayrows",
     ),
 )
-THROTTLE_PAGES_IN = frozenset({"migrating", "sharded"})
-GUARD_ERRORS_PAGES_IN = ALL_PHASES
 
 
 class Alarms:
-    """`.alarms` and `.paging` (does it page in this phase?) by construct id, added to `scope`."""
+    """`.alarms` by construct id, added to `scope`; each pages through the pager."""
 
     def __init__(
         self,
         scope: Construct,
         *,
-        config: StackConfig,
         metrics: SagaMetrics,
         pager: Pager,
         drift_guard: DriftGuard,
         sweeps: SagaSweeps,
     ) -> None:
         self._scope = scope
-        self._phase = config.phase
-        self._topic = pager.topic
+        self._action = cw_actions.SnsAction(pager.topic)
         self.alarms: dict[str, cw.Alarm] = {}
-        self.paging: dict[str, bool] = {}
 
         for spec in GUARD_ALARMS:
             period = (
@@ -138,7 +141,6 @@ class Alarms:
             self._alarm(
                 spec.construct_id,
                 metric=metrics.guard(spec.metric_name, period=period),
-                pages=config.phase in spec.pages_in,
                 description=spec.description,
                 treat_missing_data=cw.TreatMissingData.BREACHING,
                 evaluation_periods=1 if spec.scan_only else GUARD_EVALUATION_PERIODS,
@@ -147,7 +149,6 @@ class Alarms:
         self._alarm(
             "DriftGuardErrors",
             metric=drift_guard.function.metric_errors(period=GUARD_PERIOD, statistic="Sum"),
-            pages=config.phase in GUARD_ERRORS_PAGES_IN,
             description="The drift guard failed: a read or the scan could not complete after "
             "retries. docs/observability.md#driftguarderrors",
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
@@ -164,7 +165,6 @@ class Alarms:
                 label="GSI throttle events",
                 period=GUARD_PERIOD,
             ),
-            pages=config.phase in THROTTLE_PAGES_IN,
             description="The renewal-saga GSI throttled (read, write or hot key range): the "
             "watch-window signal. docs/observability.md#gsithrottles",
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
@@ -175,13 +175,11 @@ class Alarms:
         construct_id: str,
         *,
         metric: cw.IMetric,
-        pages: bool,
         description: str,
         treat_missing_data: cw.TreatMissingData,
         evaluation_periods: int = 1,
         datapoints_to_alarm: int = 1,
     ) -> cw.Alarm:
-        mode = "PAGES" if pages else f"informational in phase {self._phase}"
         alarm = cw.Alarm(
             self._scope,
             f"{construct_id}Alarm",
@@ -191,26 +189,21 @@ class Alarms:
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=datapoints_to_alarm,
             treat_missing_data=treat_missing_data,
-            alarm_description=f"[{mode}] {description}",
+            alarm_description=description,
         )
-        if pages:
-            action = cw_actions.SnsAction(self._topic)
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+        alarm.add_alarm_action(self._action)
+        alarm.add_ok_action(self._action)
         self.alarms[construct_id] = alarm
-        self.paging[construct_id] = pages
         return alarm
 
     def _scheduled_job_alarms(self, drift_guard: DriftGuard, sweeps: SagaSweeps) -> None:
         """A sweep that fails never acts on a partial list, so its failure must reach a human:
         the schedule invokes asynchronously, so function errors show in the function's Errors
-        metric, and invocations Scheduler could not deliver land in the job's dead-letter queue.
-        Both page in every phase."""
+        metric, and invocations Scheduler could not deliver land in the job's dead-letter queue."""
         for job_name, function in sweeps.functions.items():
             self._alarm(
                 f"{_pascal(job_name)}Errors",
                 metric=function.metric_errors(period=GUARD_PERIOD, statistic="Sum"),
-                pages=True,
                 description=f"The {job_name} failed (it acts on nothing when it cannot read "
                 "every saga). docs/observability.md#sweep-failures",
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
@@ -223,7 +216,6 @@ class Alarms:
                 metric=queue.metric_approximate_number_of_messages_visible(
                     period=GUARD_PERIOD, statistic="Maximum"
                 ),
-                pages=True,
                 description=f"Scheduler could not invoke the {job_name} after its retries; "
                 "the undelivered events wait in its dead-letter queue. "
                 "docs/observability.md#sweep-failures",

@@ -1,5 +1,9 @@
-"""The dashboard on-call opens first: the alarms' states, drift, shards, throttles, the backfill's
-progress and the sweeps."""
+"""The dashboard on-call opens first: the alarms' states, drift (raw counts and what is wrong
+now), shards, throttles, the backfill's progress and the sweeps.
+
+Like the rest of the stack it does not know the migration state: the per-shard graph is a
+CloudWatch SEARCH over whatever shards the drift guard reports, so it follows N without a deploy.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,13 @@ from constructs import Construct
 from infra.config import StackConfig
 from infra.drift import DriftGuard
 from infra.observability.alarms import Alarms
-from infra.observability.metrics import SagaMetrics
+from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from saga_index.names import (
     CONTEXT_OPERATIONS,
+    DIMENSION_INDEX,
+    DIMENSION_SERVICE,
     DIMENSION_SHARD,
+    DIMENSION_TABLE,
     FINDING_PREPARE_RETRIES_EXHAUSTED,
     FINDING_PREPARE_RETRY_REQUESTED,
     FINDING_STUCK,
@@ -27,6 +34,7 @@ from saga_index.names import (
     JOB_WORKFLOW_HEALTH_SWEEP,
     METRIC_ANOMALIES,
     METRIC_ANOMALOUS_ROWS,
+    METRIC_CONTROL_RECORD_MISSING,
     METRIC_LEGACY_ROWS,
     METRIC_MISROUTED_ROWS,
     METRIC_RESTAMPED,
@@ -37,13 +45,24 @@ from saga_index.names import (
     METRIC_SKIPPED,
     METRIC_STRAY_ROWS,
     METRIC_SWEEP_DURATION,
+    METRIC_UNEXPECTED_LEGACY_ROWS,
+    METRIC_UNEXPECTED_SHARDED_ROWS,
     METRIC_UNINDEXED_ROWS,
+    METRICS_NAMESPACE,
     SERVICE_BACKFILL_WORKER,
     SERVICE_DRIFT_GUARD,
     SWEEP_JOBS,
 )
 
-SHARDS_PER_WIDGET = 64  # CloudWatch draws at most a few hundred series per graph
+# The guard's every-run wrong-now counts (each pages when > 0); the scan's two are graphed per
+# hour because they arrive once per scan interval.
+WRONG_NOW_METRICS = (
+    METRIC_UNEXPECTED_LEGACY_ROWS,
+    METRIC_UNEXPECTED_SHARDED_ROWS,
+    METRIC_MISROUTED_ROWS,
+    METRIC_CONTROL_RECORD_MISSING,
+)
+SCAN_WRONG_NOW_METRICS = (METRIC_UNINDEXED_ROWS, METRIC_STRAY_ROWS)
 # The backfill worker's counts graphed as its progress.
 BACKFILL_METRICS = (METRIC_RESTAMPED, METRIC_SKIPPED, METRIC_ANOMALIES)
 # (sweep, finding): each sweep counts its findings under its own service name.
@@ -76,13 +95,13 @@ class Dashboard:
             dashboard_name=name[:255],
             default_interval=cdk.Duration.days(1),
         )
-        shards = config.shard_count
         dashboard.add_widgets(
             cw.TextWidget(
                 markdown=(
                     f"# Renewal-saga index ({config.table_name})\n"
-                    f"Phase **{config.phase}**, N = **{shards}** shards. "
-                    "On-call guide: `docs/observability.md`. Drift metrics come from the "
+                    "The migration state is the control record in the table "
+                    "(`saga-index status`), not this stack. On-call guide: "
+                    "`docs/observability.md`. Drift metrics come from the "
                     f"`{SERVICE_DRIFT_GUARD}` function every 5 minutes; the base-table scan "
                     f"every {drift_guard.scan_every} runs."
                 ),
@@ -90,7 +109,7 @@ class Dashboard:
                 height=2,
             ),
             cw.AlarmStatusWidget(
-                title="Alarms (paging and informational)",
+                title="Alarms (every one pages)",
                 alarms=list(alarms.alarms.values()),
                 width=24,
                 height=3,
@@ -98,36 +117,28 @@ class Dashboard:
         )
         dashboard.add_widgets(
             _graph(
-                "Legacy rows (GSI4PK = legacy key) and sharded rows",
-                [metrics.guard(METRIC_LEGACY_ROWS), metrics.guard(METRIC_SHARDED_ROWS)],
+                "Wrong now (each pages when > 0)",
+                [
+                    *(metrics.guard(name) for name in WRONG_NOW_METRICS),
+                    *(
+                        metrics.guard(name, period=cdk.Duration.hours(1))
+                        for name in SCAN_WRONG_NOW_METRICS
+                    ),
+                ],
             ),
             _graph(
-                "Misrouted, unindexed and stray rows",
+                "Raw counts: rows on the legacy key, on shard keys, without a usable personId",
                 [
-                    metrics.guard(METRIC_MISROUTED_ROWS),
-                    metrics.guard(METRIC_UNINDEXED_ROWS, period=cdk.Duration.hours(1)),
-                    metrics.guard(METRIC_STRAY_ROWS, period=cdk.Duration.hours(1)),
+                    metrics.guard(METRIC_LEGACY_ROWS),
+                    metrics.guard(METRIC_SHARDED_ROWS),
                     metrics.guard(METRIC_ANOMALOUS_ROWS),
                 ],
             ),
         )
-        shard_widgets: list[cw.IWidget] = []
-        for first in range(0, shards, SHARDS_PER_WIDGET):
-            last = min(shards, first + SHARDS_PER_WIDGET) - 1
-            shard_widgets.append(
-                _graph(
-                    f"Rows per shard ({first}..{last})",
-                    [
-                        metrics.guard(
-                            METRIC_ROWS_PER_SHARD, extra_dimensions={DIMENSION_SHARD: str(n)}
-                        ).with_(label=f"shard {n}")
-                        for n in range(first, last + 1)
-                    ],
-                    stacked=True,
-                )
-            )
-        shard_widgets.append(_graph("Shard skew (max / mean)", [metrics.guard(METRIC_SHARD_SKEW)]))
-        dashboard.add_widgets(*shard_widgets)
+        dashboard.add_widgets(
+            _graph("Rows per shard (every shard the guard reports)", [self._rows_per_shard()]),
+            _graph("Shard skew (max / mean)", [metrics.guard(METRIC_SHARD_SKEW)]),
+        )
         dashboard.add_widgets(
             cw.GraphWidget(
                 title="GSI throttle events (left) and table ThrottledRequests (right)",
@@ -168,6 +179,35 @@ class Dashboard:
             "DashboardName",
             value=dashboard.dashboard_name,
             description="CloudWatch dashboard of the renewal-saga index",
+        )
+
+    def _rows_per_shard(self) -> cw.MathExpression:
+        # A SEARCH matches the dimension set exactly: these are the dimensions the guard
+        # publishes RowsPerShard with (SagaMetrics.guard plus the shard).
+        schema = ",".join(
+            (
+                METRICS_NAMESPACE,
+                DIMENSION_INDEX,
+                DIMENSION_SHARD,
+                DIMENSION_TABLE,
+                DIMENSION_SERVICE,
+            )
+        )
+        filters = " ".join(
+            (
+                f'MetricName="{METRIC_ROWS_PER_SHARD}"',
+                f'{DIMENSION_SERVICE}="{SERVICE_DRIFT_GUARD}"',
+                f'{DIMENSION_TABLE}="{self._metrics.table_name}"',
+                f'{DIMENSION_INDEX}="{self._metrics.index_name}"',
+            )
+        )
+        period = int(GUARD_PERIOD.to_seconds())
+        return cw.MathExpression(
+            expression=f"SEARCH('{{{schema}}} {filters}', 'Maximum', {period})",
+            using_metrics={},
+            # CloudWatch's dynamic label: each series is named by its Shard dimension.
+            label=f"shard ${{PROP('Dim.{DIMENSION_SHARD}')}}",
+            period=GUARD_PERIOD,
         )
 
     def _per_sweep(self, metric_name: str, *, statistic: str) -> list[cw.IMetric]:

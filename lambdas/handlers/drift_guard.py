@@ -1,13 +1,19 @@
-"""The drift guard: runs the drift checks on its schedule and publishes every metric, every run.
+"""The drift guard: runs the drift checks on its schedule, judged against the state the control
+record names NOW (read through the execution environment's provider), and publishes every metric,
+every run.
 
-Every run publishes LegacyRows, ShardedRows, MisroutedRows, AnomalousRows, ShardSkew and
-RowsPerShard (one datapoint per shard, dimension Shard), zeros included, so "no data" can only
-mean the guard did not run: the alarms treat missing data as breaching. UnindexedRows, StrayRows
-and ScannedSagaRows come only from the runs that scan the base table (every K-th run, decided from
-the scheduled time); their alarm's period spans two scan intervals (infra/alarms.py).
+Every run publishes the raw counts LegacyRows, ShardedRows, ShardSkew and RowsPerShard (one
+datapoint per shard, dimension Shard), and the wrong-now counts UnexpectedLegacyRows,
+UnexpectedShardedRows, MisroutedRows and ControlRecordMissing (1 when the STATE item is gone but
+history exists: the routing then spans every layout that history names), plus AnomalousRows,
+zeros included, so "no data" can only mean the guard did not run: the alarms treat missing data as
+breaching. UnindexedRows, StrayRows and ScannedSagaRows come only from the runs that scan the base
+table (every K-th run, decided from the scheduled time); their alarm's period spans two scan
+intervals (infra/observability/alarms.py).
 
-A read that fails after botocore's retries, or a scan that runs out of time, fails the
-invocation: no partial numbers are published as if they were the truth.
+A read that fails after botocore's retries, a scan that runs out of time, or a control record
+that cannot be read (beyond the provider's stale grace) fails the invocation: no partial numbers
+are published as if they were the truth, and the missing datapoints breach the alarms.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.drift_guard_messages import DriftGuardEvent, DriftGuardResult, publish
-from handlers.runtime import clients, entry_point, logger
+from handlers.runtime import clients, control_provider, entry_point, logger
 from handlers.settings import DriftGuardSettings
 from saga_index.drift import DriftChecker, scan_due
 from saga_index.dynamo.scan import ScanOptions
@@ -36,8 +42,7 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
     checker = DriftChecker(
         clients.dynamodb(settings.max_attempts),
         settings.table_name,
-        phase=settings.phase,
-        shard_count=settings.shard_count,
+        state=control_provider(settings).state(),
         index_name=settings.index_name,
         scan_options=ScanOptions(
             segments=settings.scan_segments,

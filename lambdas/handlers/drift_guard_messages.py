@@ -33,8 +33,12 @@ class DriftGuardResult(BaseModel):
     healthy: bool
     findings: list[str]
     scanned: bool
+    phase: str
+    control_record_missing: bool = Field(alias="controlRecordMissing")
     legacy_rows: int = Field(alias="legacyRows")
     sharded_rows: int = Field(alias="shardedRows")
+    unexpected_legacy_rows: int = Field(alias="unexpectedLegacyRows")
+    unexpected_sharded_rows: int = Field(alias="unexpectedShardedRows")
     misrouted_rows: int = Field(alias="misroutedRows")
     anomalous_rows: int = Field(alias="anomalousRows")
     unindexed_rows: int | None = Field(alias="unindexedRows")
@@ -49,8 +53,12 @@ class DriftGuardResult(BaseModel):
             healthy=report.healthy,
             findings=report.findings(),
             scanned=report.scanned,
+            phase=report.phase.value,
+            control_record_missing=report.control_record_missing,
             legacy_rows=report.legacy_rows,
             sharded_rows=report.sharded_rows,
+            unexpected_legacy_rows=report.unexpected_legacy_rows,
+            unexpected_sharded_rows=report.unexpected_sharded_rows,
             misrouted_rows=report.misrouted_rows,
             anomalous_rows=report.anomalous_rows,
             unindexed_rows=report.unindexed_rows,
@@ -66,6 +74,17 @@ def publish(report: DriftReport, settings: HandlerSettings) -> None:
     count = MetricUnit.Count
     metrics.add_metric(name=names.METRIC_LEGACY_ROWS, unit=count, value=report.legacy_rows)
     metrics.add_metric(name=names.METRIC_SHARDED_ROWS, unit=count, value=report.sharded_rows)
+    metrics.add_metric(
+        name=names.METRIC_UNEXPECTED_LEGACY_ROWS, unit=count, value=report.unexpected_legacy_rows
+    )
+    metrics.add_metric(
+        name=names.METRIC_UNEXPECTED_SHARDED_ROWS, unit=count, value=report.unexpected_sharded_rows
+    )
+    metrics.add_metric(
+        name=names.METRIC_CONTROL_RECORD_MISSING,
+        unit=count,
+        value=1 if report.control_record_missing else 0,
+    )
     metrics.add_metric(name=names.METRIC_MISROUTED_ROWS, unit=count, value=report.misrouted_rows)
     metrics.add_metric(name=names.METRIC_ANOMALOUS_ROWS, unit=count, value=report.anomalous_rows)
     metrics.add_metric(

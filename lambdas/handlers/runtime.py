@@ -1,5 +1,6 @@
 """What every Lambda entry point shares: Powertools (one decorator order, the logger set up once),
-the boto3 clients of the execution environment, the Scheduler payload and the index dimensions.
+the boto3 clients and the control-record provider of the execution environment, the Scheduler
+payload and the index dimensions.
 
 A function runs with its asset, the Powertools layer and the runtime's boto3 only: nothing here
 may need a package the layer does not carry (pydantic-settings, for one).
@@ -20,6 +21,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from handlers.settings import HandlerSettings
 from saga_index import names
+from saga_index.control.provider import ControlProvider
+from saga_index.control.routing import Routing
+from saga_index.control.store import ControlStore
 from saga_index.dynamo.client import make_client
 from saga_index.sweeps.events import make_events_client
 
@@ -92,6 +96,49 @@ class Clients:
 
 
 clients = Clients()
+
+
+class Control:
+    """The control-record provider of the execution environment: ONE ControlProvider (a strongly
+    consistent GetItem cached for at most T seconds), made on first use and shared by every warm
+    invocation, so a sweep's queries cost one record read per T, not one per invocation.
+
+    Keyed on the client and the table it reads: a test that hands in another client (or table)
+    gets a provider for it."""
+
+    def __init__(self) -> None:
+        self._provider: ControlProvider | None = None
+        self._key: tuple[int, str] | None = None
+        self._pinned: ControlProvider | None = None
+
+    def provider(self, client: DynamoDBClient, table_name: str) -> ControlProvider:
+        if self._pinned is not None:
+            return self._pinned
+        key = (id(client), table_name)
+        if self._provider is None or self._key != key:
+            self._provider = ControlProvider(ControlStore(client, table_name))
+            self._key = key
+        return self._provider
+
+    def use(self, provider: ControlProvider | None = None) -> None:
+        """Hands in the provider to use (tests: one with an injected clock and T); None drops
+        the cache, so the next call makes a provider again."""
+        self._provider = None
+        self._key = None
+        self._pinned = provider
+
+
+control = Control()
+
+
+def control_provider(settings: HandlerSettings) -> ControlProvider:
+    """The provider of this function's table, on its DynamoDB client."""
+    return control.provider(clients.dynamodb(settings.max_attempts), settings.table_name)
+
+
+def current_routing(settings: HandlerSettings) -> Routing:
+    """The routing this invocation follows: read at most T seconds ago (one GetItem per T)."""
+    return control_provider(settings).routing()
 
 
 class ScheduledPayload(BaseModel):

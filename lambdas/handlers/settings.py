@@ -3,6 +3,9 @@
 Plain pydantic (shipped in the Powertools layer) instead of pydantic-settings, which the layer
 does not carry: the functions must run with exactly the layer and the asset. The variable names
 are saga_index.names', which infra/functions.py sets.
+
+No migration state here: the phase and the shard count are the control record's, read at run
+time through handlers.runtime's provider (docs/control-contract.md), never the environment's.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from saga_index import names
 from saga_index.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS
+from saga_index.control.routing import Routing
 from saga_index.drift import DEFAULT_SCAN_EVERY
-from saga_index.model import OPEN_STATES, Phase
+from saga_index.model import OPEN_STATES
 from saga_index.repository import SagaRepository
-from saga_index.shard import validate_shard_count
 from saga_index.sweeps.rules import (
     DEFAULT_HEARTBEAT_THRESHOLD,
     DEFAULT_MAX_PREPARE_ATTEMPTS,
@@ -33,33 +36,20 @@ from saga_index.sweeps.rules import (
 
 
 class HandlerSettings(BaseModel):
-    """What every function needs: the table, the index, the phase and the shard count."""
+    """What every function needs: the table, its index and the client's retry budget."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
 
     table_name: str = Field(alias=names.ENV_TABLE, min_length=3)
     index_name: str = Field(default=names.INDEX_NAME, alias=names.ENV_INDEX)
-    phase: Phase = Field(alias=names.ENV_PHASE)
-    shard_count: int = Field(default=names.DEFAULT_SHARD_COUNT, alias=names.ENV_SHARDS)
     max_attempts: int = Field(default=10, alias=names.ENV_MAX_ATTEMPTS, ge=1, le=50)
-
-    @field_validator("shard_count")
-    @classmethod
-    def _power_of_two(cls, value: int) -> int:
-        return validate_shard_count(value)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         return cls.model_validate(dict(os.environ if environ is None else environ))
 
-    def repository(self, client: Any) -> SagaRepository:
-        return SagaRepository(
-            client,
-            self.table_name,
-            phase=self.phase,
-            shard_count=self.shard_count,
-            index_name=self.index_name,
-        )
+    def repository(self, client: Any, routing: Routing) -> SagaRepository:
+        return SagaRepository(client, self.table_name, routing=routing, index_name=self.index_name)
 
 
 class WorkerSettings(HandlerSettings):

@@ -21,6 +21,7 @@ from handlers.runtime import (
     ScheduledPayload,
     add_index_dimensions,
     clients,
+    current_routing,
     logger,
     metrics,
     publish_apart,
@@ -47,7 +48,8 @@ class SweepJob(Generic[S]):
 
 
 def _repository(settings: SweepSettings) -> SagaRepository:
-    return settings.repository(clients.dynamodb(settings.max_attempts))
+    """Along the routing of the control record's state as this invocation reads it."""
+    return settings.repository(clients.dynamodb(settings.max_attempts), current_routing(settings))
 
 
 def _publisher(settings: EventSweepSettings) -> EventPublisher:

@@ -1,24 +1,31 @@
-"""Drift checks of the renewal-saga index: ADR-0085's "zero saga rows keep the legacy key".
+"""Drift checks of the renewal-saga index: what is wrong NOW, judged against the state the control
+record names (its routing: the layouts readers read and writers stamp), never a deploy phase.
 
 Every run (cheap: reads the index only)
-  legacyRows     rows on GSI4PK = the legacy key: a COUNT Query, every page.
-  rowsPerShard   rows under each of the N shard keys, read in full through the repository's
-                 sharded fan-out (complete or EnumerationError); shardSkew = max / mean.
-  misroutedRows  rows under shard k whose personId hashes to another shard (a writer with the
-                 wrong N, an old writer): the person's by-person read never looks there.
-  anomalousRows  rows under a shard key whose personId cannot be routed at all (missing, not a
-                 string, GSI4SK naming someone else). Reported, not drift: the foundation returns
-                 them as stored and a human repairs them.
+  legacyRows     rows on GSI4PK = the legacy key: a COUNT Query, every page (raw).
+  rowsPerShard   rows under each shard key 0..N-1, read in full through the repository's fan-out
+                 (complete or EnumerationError), N = the largest shard count the state names, or
+                 the default 16 when it names none; shardSkew = max / mean (raw).
+  unexpectedLegacyRows  saga rows with a usable personId on the legacy key while no layout of the
+                 state is legacy (the legacy key is then read in full; otherwise only counted).
+  unexpectedShardedRows rows under one of those shard keys that no layout of the state reads
+                 (any of them while the state is legacy).
+  misroutedRows  rows under a shard key the state reads that is not their person's key in any
+                 layout of the state (a writer with the wrong N, an old writer): the person's
+                 by-person read never looks there. While rows move, a row still on its source key
+                 is "not yet moved", not misrouted.
+  anomalousRows  rows read in full whose personId cannot be routed (missing, not a string,
+                 GSI4SK naming someone else). Reported, not drift: the foundation returns them as
+                 stored and a human repairs them.
 
 Every K-th run (reads the whole BASE table: a rate-limited parallel Scan)
   unindexedRows  saga rows with no GSI4PK or no GSI4SK. DynamoDB leaves such rows out of the
                  index, so no Query can ever see them; only a Scan of the table finds them.
   strayRows      saga rows whose GSI4PK is neither the legacy key nor one of the N shard keys
-                 ("RenewalSaga#20" under N=16, a garbled value): in the index, but in a partition
-                 no enumeration reads.
+                 read every run ("RenewalSaga#20" under N=16, a garbled value).
 
-What counts as drift depends on the phase (`DriftReport.findings`): legacy rows are drift only in
-`sharded`, sharded rows only in `legacy`; misrouted, unindexed and stray rows are drift always.
+Every wrong-now count is drift in every state (`DriftReport.findings`), and so is a control record
+whose STATE item is missing while history exists (`control_record_missing`).
 """
 
 from __future__ import annotations
@@ -29,16 +36,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index import keys, names
+from saga_index.control.layout import LEGACY, Layout, StatePhase
+from saga_index.control.routing import Routing, routing_for
+from saga_index.control.state import ControlState, RecordCondition
 from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
-from saga_index.dynamo.target import IndexTarget
 from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.model import Phase
-from saga_index.repository import SagaRepository, count_partition
+from saga_index.repository import SagaRepository, count_partition, resolve_routing, routing_phase
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -77,6 +87,72 @@ def scan_due(scheduled_time: datetime, *, every: int, period_minutes: int = 5) -
         raise InvalidInputError(f"scheduled time must carry a time zone, got {scheduled_time!r}")
     slot = math.floor(scheduled_time.timestamp()) // (period_minutes * 60)
     return slot % every == 0
+
+
+# ---- what a state expects --------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """Where a row on the legacy key or a shard key stands in a state."""
+
+    OK = "ok"
+    UNEXPECTED_LEGACY = "unexpected-legacy"
+    UNEXPECTED_SHARDED = "unexpected-sharded"
+    MISROUTED = "misrouted"
+    ANOMALOUS = "anomalous"
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """Where a state's rows may sit: the keys its readers read and each person's keys."""
+
+    routing: Routing
+
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        return tuple(dict.fromkeys((self.routing.source, self.routing.target)))
+
+    @property
+    def reads_legacy(self) -> bool:
+        return LEGACY in self.layouts
+
+    @property
+    def shard_count(self) -> int:
+        """The N whose shard keys the guard reads every run: the largest the state names, else
+        the default (a legacy state still watches the keys a sharded writer would stamp)."""
+        counts = [layout.shard_count for layout in self.layouts if layout.shard_count]
+        return max(counts, default=names.DEFAULT_SHARD_COUNT)
+
+    def readable(self) -> frozenset[str]:
+        """Every GSI4PK an enumeration of this state reads."""
+        return frozenset(self.routing.enumeration_keys())
+
+    def person_keys(self, person_id: str) -> frozenset[str]:
+        """The keys a row of this person may carry in this state: one per layout."""
+        return frozenset(layout.key_for(person_id) for layout in self.layouts)
+
+    def judge(self, item: Mapping[str, Any]) -> Verdict:
+        """What is wrong now with a row on the legacy key or a shard key (InvalidKeyError for
+        any other GSI4PK: those are the scan's stray rows). A row on a key no reader of the
+        state reads is unexpected whoever it belongs to; on a key that is read, a row whose
+        personId cannot be routed is anomalous."""
+        gsi4pk = item.get(names.INDEX_PARTITION_KEY)
+        if not isinstance(gsi4pk, str) or (
+            gsi4pk != keys.LEGACY_GSI4PK and keys.parse_gsi4pk(gsi4pk) is None
+        ):
+            raise InvalidKeyError(f"not a legacy or shard key: {gsi4pk!r}")
+        if gsi4pk not in self.readable():
+            if gsi4pk == keys.LEGACY_GSI4PK:
+                # Only a row the backfill can move must be gone before `sharded`.
+                if keys.person_anomaly(item) is not None:
+                    return Verdict.ANOMALOUS
+                return Verdict.UNEXPECTED_LEGACY
+            return Verdict.UNEXPECTED_SHARDED
+        if keys.person_anomaly(item) is not None:
+            return Verdict.ANOMALOUS
+        if gsi4pk not in self.person_keys(item["personId"]):
+            return Verdict.MISROUTED
+        return Verdict.OK
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -119,15 +195,24 @@ class RowRef:
 
 @dataclass(frozen=True)
 class DriftReport:
+    """Raw counts (legacy_rows, rows_per_shard) and what is wrong now in the report's routing."""
+
     table_name: str
     index_name: str
-    phase: Phase
+    routing: Routing
     shard_count: int
     legacy_rows: int
     rows_per_shard: dict[int, int]
     misrouted_rows: int
     anomalous_rows: int
+    unexpected_legacy_rows: int = 0
+    unexpected_sharded_rows: int = 0
+    control_record_missing: bool = False
+    # The version whose history item the routing came from when the STATE item is missing.
+    record_version: int | None = None
     misrouted: tuple[RowRef, ...] = ()
+    unexpected_legacy: tuple[RowRef, ...] = ()
+    unexpected_sharded: tuple[RowRef, ...] = ()
     # None when this run did not scan the base table.
     unindexed_rows: int | None = None
     stray_rows: int | None = None
@@ -135,6 +220,10 @@ class DriftReport:
     unindexed: tuple[RowRef, ...] = ()
     stray: tuple[RowRef, ...] = ()
     requests: int = 0
+
+    @property
+    def phase(self) -> StatePhase:
+        return routing_phase(self.routing)
 
     @property
     def scanned(self) -> bool:
@@ -150,22 +239,35 @@ class DriftReport:
         return shard_skew(self.rows_per_shard, self.shard_count)
 
     def findings(self) -> list[str]:
-        """What is drift in this report's phase, one sentence each; empty when healthy."""
+        """What is wrong now, one sentence each; empty when healthy."""
+        phase = self.phase.value
         out: list[str] = []
-        if self.phase is Phase.SHARDED and self.legacy_rows:
+        if self.control_record_missing:
             out.append(
-                f"{self.legacy_rows} row(s) still carry the legacy GSI4PK "
-                f"{keys.LEGACY_GSI4PK!r} in phase sharded, where no reader reads it"
+                f"the control record's STATE item is missing (history ends at version "
+                f"{self.record_version}): readers read every layout that history names; restore "
+                "the record from its history"
             )
-        if self.phase is Phase.LEGACY and self.sharded_rows:
+        if self.unexpected_legacy_rows:
             out.append(
-                f"{self.sharded_rows} row(s) carry a sharded GSI4PK in phase legacy, "
+                f"{self.unexpected_legacy_rows} row(s) still carry the legacy GSI4PK "
+                f"{keys.LEGACY_GSI4PK!r} in phase {phase}, where no reader reads it"
+            )
+        if self.unexpected_sharded_rows:
+            where = (
                 "where readers read only the legacy partition"
+                if not self.routing.source.is_sharded and not self.routing.target.is_sharded
+                else "under a shard key no reader of the state reads"
+            )
+            out.append(
+                f"{self.unexpected_sharded_rows} row(s) carry a sharded GSI4PK in phase "
+                f"{phase}, {where}"
             )
         if self.misrouted_rows:
             out.append(
-                f"{self.misrouted_rows} row(s) sit under a shard other than shard(personId): "
-                "their person's by-person read never finds them"
+                f"{self.misrouted_rows} row(s) sit under a shard key that is not their person's "
+                f"key in any layout of phase {phase}: their person's by-person read never "
+                "finds them"
             )
         if self.unindexed_rows:
             out.append(
@@ -188,11 +290,16 @@ class DriftReport:
             "table": self.table_name,
             "index": self.index_name,
             "phase": self.phase.value,
+            "source": str(self.routing.source),
+            "target": str(self.routing.target),
             "shardCount": self.shard_count,
             "healthy": self.healthy,
             "findings": self.findings(),
+            "controlRecordMissing": self.control_record_missing,
             "legacyRows": self.legacy_rows,
             "shardedRows": self.sharded_rows,
+            "unexpectedLegacyRows": self.unexpected_legacy_rows,
+            "unexpectedShardedRows": self.unexpected_sharded_rows,
             "misroutedRows": self.misrouted_rows,
             "anomalousRows": self.anomalous_rows,
             "unindexedRows": self.unindexed_rows,
@@ -202,6 +309,8 @@ class DriftReport:
             "rowsPerShard": {str(n): count for n, count in sorted(self.rows_per_shard.items())},
             "shardSkew": round(self.shard_skew, 4),
             "misrouted": [ref.to_dict() for ref in self.misrouted],
+            "unexpectedLegacy": [ref.to_dict() for ref in self.unexpected_legacy],
+            "unexpectedSharded": [ref.to_dict() for ref in self.unexpected_sharded],
             "unindexed": [ref.to_dict() for ref in self.unindexed],
             "stray": [ref.to_dict() for ref in self.stray],
             "sampleLimit": SAMPLE_LIMIT,
@@ -221,15 +330,22 @@ def shard_skew(rows_per_shard: Mapping[int, int], shard_count: int) -> float:
 
 
 class DriftChecker:
-    """Runs the drift checks against one table. The client is injected (thread-safe)."""
+    """Runs the drift checks against one table. The client is injected (thread-safe).
+
+    Judged against `state` (the control record's: its routing, and whether the STATE item is
+    missing), a `routing`, or `phase` + `shard_count` (what a reader in that phase follows);
+    exactly one of the three.
+    """
 
     def __init__(
         self,
         client: DynamoDBClient,
         table_name: str,
         *,
-        phase: Phase | str,
-        shard_count: int,
+        state: ControlState | None = None,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
+        shard_count: int = names.DEFAULT_SHARD_COUNT,
         index_name: str = names.INDEX_NAME,
         scan_options: ScanOptions | None = None,
         max_workers: int = 16,
@@ -241,38 +357,25 @@ class DriftChecker:
             raise InvalidInputError("table_name is required")
         if page_size is not None and page_size < 1:
             raise InvalidInputError(f"page_size must be >= 1, got {page_size}")
+        if state is not None:
+            if routing is not None or phase is not None:
+                raise InvalidInputError("give exactly one of state, routing or phase")
+            routing = routing_for(state)
+        self.expect = Expectations(resolve_routing(routing, phase, shard_count))
+        self.record_missing = state is not None and state.condition is RecordCondition.MISSING
+        self.record_version = state.version if state is not None else None
+        self.client = client
+        self.table_name = table_name
+        self.index_name = index_name
         self.page_size = page_size
-        self.phase = Phase.parse(phase)
-        self.target = IndexTarget(client, table_name, index_name, shard_count)
         self.max_workers = max_workers
         self.scanner = SagaTableScanner(
             client, table_name, options=scan_options, clock=clock, sleep=sleep
         )
 
-    @classmethod
-    def from_target(
-        cls,
-        target: IndexTarget,
-        *,
-        phase: Phase | str,
-        scan_options: ScanOptions | None = None,
-        max_workers: int = 16,
-        page_size: int | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> DriftChecker:
-        return cls(
-            target.client,
-            target.table_name,
-            phase=phase,
-            shard_count=target.shard_count,
-            index_name=target.index_name,
-            scan_options=scan_options,
-            max_workers=max_workers,
-            page_size=page_size,
-            clock=clock,
-            sleep=sleep,
-        )
+    @property
+    def routing(self) -> Routing:
+        return self.expect.routing
 
     def check(self, *, scan_unindexed: bool, deadline: float | None = None) -> DriftReport:
         """The every-run checks, plus the base-table scan when `scan_unindexed`.
@@ -280,14 +383,27 @@ class DriftChecker:
         Raises EnumerationError (naming the partitions or segments) when any read fails after
         botocore's retries, and ScanIncompleteError when the scan passes `deadline`.
         """
-        legacy_rows, legacy_requests = self.count_legacy_rows()
-        target = self.target
-        sharded = SagaRepository.from_target(
-            target, phase=Phase.SHARDED, max_workers=self.max_workers, page_size=self.page_size
-        ).get_all_sagas()
-        rows_per_shard = dict.fromkeys(range(target.shard_count), 0)
-        misrouted: list[RowRef] = []
+        expect = self.expect
+        legacy_rows, requests = self.count_legacy_rows()
+        unexpected_legacy: list[RowRef] = []
         anomalous = 0
+        if legacy_rows and not expect.reads_legacy:
+            # Only then is the legacy key read in full: while a layout is legacy it holds every
+            # unmoved saga, and its COUNT is all the dashboard needs.
+            legacy = self._repository(LEGACY).get_all_sagas()
+            requests += legacy.requests
+            for item in legacy.items:
+                if expect.judge(item) is Verdict.ANOMALOUS:
+                    anomalous += 1
+                else:
+                    target = self.routing.write_key(item["personId"])
+                    unexpected_legacy.append(RowRef.of(item, target))
+        shard_count = expect.shard_count
+        sharded = self._repository(Layout.sharded(shard_count)).get_all_sagas()
+        requests += sharded.requests
+        rows_per_shard = dict.fromkeys(range(shard_count), 0)
+        misrouted: list[RowRef] = []
+        unexpected_sharded: list[RowRef] = []
         for item in sharded.items:
             gsi4pk = item.get("GSI4PK")
             shard_number = keys.parse_gsi4pk(str(gsi4pk))
@@ -295,23 +411,37 @@ class DriftChecker:
                 # The repository only reads keys 0..N-1; anything else is a bug upstream.
                 raise InvalidKeyError(f"shard read returned a row under {gsi4pk!r}")
             rows_per_shard[shard_number] += 1
-            if keys.person_anomaly(item) is not None:
+            verdict = expect.judge(item)
+            if verdict is Verdict.ANOMALOUS:
                 anomalous += 1
                 continue
-            expected = keys.shard_gsi4pk_for_person(item["personId"], target.shard_count)
-            if expected != gsi4pk:
-                misrouted.append(RowRef.of(item, expected))
+            if verdict is Verdict.OK:
+                continue
+            # Where writers would put it now (None: its personId cannot be routed at all).
+            goes_to = None
+            if keys.person_anomaly(item) is None:
+                goes_to = self.routing.write_key(item["personId"])
+            if verdict is Verdict.UNEXPECTED_SHARDED:
+                unexpected_sharded.append(RowRef.of(item, goes_to))
+            else:
+                misrouted.append(RowRef.of(item, goes_to))
         report = DriftReport(
-            table_name=target.table_name,
-            index_name=target.index_name,
-            phase=self.phase,
-            shard_count=target.shard_count,
+            table_name=self.table_name,
+            index_name=self.index_name,
+            routing=self.routing,
+            shard_count=shard_count,
             legacy_rows=legacy_rows,
             rows_per_shard=rows_per_shard,
             misrouted_rows=len(misrouted),
             anomalous_rows=anomalous,
+            unexpected_legacy_rows=len(unexpected_legacy),
+            unexpected_sharded_rows=len(unexpected_sharded),
+            control_record_missing=self.record_missing,
+            record_version=self.record_version if self.record_missing else None,
             misrouted=tuple(misrouted[:SAMPLE_LIMIT]),
-            requests=legacy_requests + sharded.requests,
+            unexpected_legacy=tuple(unexpected_legacy[:SAMPLE_LIMIT]),
+            unexpected_sharded=tuple(unexpected_sharded[:SAMPLE_LIMIT]),
+            requests=requests,
         )
         if not scan_unindexed:
             return report
@@ -321,18 +451,28 @@ class DriftChecker:
         """(rows on the legacy key, requests): a COUNT Query to its last page."""
         try:
             return count_partition(
-                self.target.client,
-                self.target.table_name,
+                self.client,
+                self.table_name,
                 keys.LEGACY_GSI4PK,
-                index_name=self.target.index_name,
+                index_name=self.index_name,
                 page_size=self.page_size,
             )
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
 
+    def _repository(self, layout: Layout) -> SagaRepository:
+        return SagaRepository(
+            self.client,
+            self.table_name,
+            routing=Routing.between(layout),
+            index_name=self.index_name,
+            max_workers=self.max_workers,
+            page_size=self.page_size,
+        )
+
     def _with_scan(self, report: DriftReport, deadline: float | None) -> DriftReport:
         scan = self.scanner.scan(deadline=deadline)
-        readable = {keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(self.target.shard_count)}
+        watched = {keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(report.shard_count)}
         unindexed: list[RowRef] = []
         stray: list[RowRef] = []
         for item in scan.items:
@@ -340,7 +480,7 @@ class DriftChecker:
             if not isinstance(gsi4pk, str) or not isinstance(gsi4sk, str):
                 # DynamoDB indexes a row only when both key attributes are present strings.
                 unindexed.append(RowRef.of(item))
-            elif gsi4pk not in readable:
+            elif gsi4pk not in watched:
                 stray.append(RowRef.of(item))
         return replace(
             report,

@@ -158,3 +158,19 @@ ENV_LAMBDA_FUNCTION_NAME: Final = "AWS_LAMBDA_FUNCTION_NAME"
 # The backfill verifier's metrics.
 METRIC_SOURCE_KEY_ROWS: Final = "SourceKeyRows"
 METRIC_UNEXPECTED_SOURCE_KEY_ROWS: Final = "UnexpectedSourceKeyRows"
+# The drift guard's "wrong now" metrics, judged against the control record's current state; each
+# pages whenever it is above 0, in every state (MisroutedRows, UnindexedRows and StrayRows above
+# are the others). ControlRecordMissing is 1 when the STATE item is gone but history exists.
+METRIC_UNEXPECTED_LEGACY_ROWS: Final = "UnexpectedLegacyRows"
+METRIC_UNEXPECTED_SHARDED_ROWS: Final = "UnexpectedShardedRows"
+METRIC_CONTROL_RECORD_MISSING: Final = "ControlRecordMissing"
+
+# ---- the control record (docs/control-contract.md) -------------------------------------------
+# The partition key of every control item (STATE, HISTORY#..., EVENT#...): the handlers read it,
+# infra grants access to exactly this partition (an IAM dynamodb:LeadingKeys condition).
+CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
+
+# ---- the deployed stack ----------------------------------------------------------------------
+# CloudFormation names the stack's alarms "<stack>-<logicalId>-<suffix>": `saga-index status
+# --alarms` lists the alarms whose names start with STACK_NAME + "-".
+STACK_NAME: Final = "RenewalSagaIndex"

@@ -1,8 +1,8 @@
 """Parity: do the readers return exactly what the base table holds? (ADR-0085 "Verification")
 
 Truth is the base table itself: every saga row (table key RSAGA#<id> / META), read by a
-consistent, rate-limited parallel Scan. Against it, the repository is read in the configured
-phase exactly as production reads:
+consistent, rate-limited parallel Scan. Against it, the repository is read along a routing (the
+control record's, or the one a reader in a named phase follows) exactly as production reads:
 
   all-sagas    get_all_sagas()          must return every saga row
   open-sagas   get_all_open_sagas()     must return every saga row whose state is open
@@ -12,8 +12,9 @@ Findings, by table key:
   missing    in the base table (and qualifying) but not returned: a reader cannot see it.
   extra      returned but not in the base table as such (not a saga row, another person's,
              no longer open, deleted).
-  misrouted  (from the truth, whole table) a row under shard k whose personId hashes to
-             another shard: its person's by-person read never finds it.
+  misrouted  (from the truth, whole table) a row under a shard key the routing reads that is not
+             its person's key in any layout of the routing: its person's by-person read never
+             finds it (a row still on its source key while rows move is not misrouted).
 
 GSI reads are eventually consistent, so a first-pass mismatch may be a write still propagating:
 every finding is re-checked once after a short delay (the rows re-fetched with consistent
@@ -36,6 +37,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from saga_index import keys, names
+from saga_index.control.layout import StatePhase
+from saga_index.control.routing import Routing
+from saga_index.drift import Expectations
 from saga_index.dynamo.codec import deserialize
 from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
 from saga_index.dynamo.target import IndexTarget
@@ -50,7 +54,7 @@ from saga_index.parity_snapshot import (
     Snapshot,
     TableKey,
 )
-from saga_index.repository import SagaRepository
+from saga_index.repository import SagaRepository, resolve_routing, routing_phase
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -128,7 +132,7 @@ def _finding(
 class ParityReport:
     table_name: str
     index_name: str
-    phase: Phase
+    phase: StatePhase
     shard_count: int
     persons: tuple[str, ...]
     seed: int | None
@@ -211,15 +215,19 @@ class _State:
 
 
 class ParityVerifier:
-    """Reads the base table and the repository, and compares them. The client is injected."""
+    """Reads the base table and the repository, and compares them. The client is injected.
+
+    Reads follow `routing`, or the routing of `phase` + `shard_count`; exactly one of the two.
+    """
 
     def __init__(
         self,
         client: DynamoDBClient,
         table_name: str,
         *,
-        phase: Phase | str,
-        shard_count: int,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
+        shard_count: int = names.DEFAULT_SHARD_COUNT,
         index_name: str = names.INDEX_NAME,
         scan_options: ScanOptions | None = None,
         recheck_delay_seconds: float = DEFAULT_RECHECK_DELAY_SECONDS,
@@ -232,22 +240,26 @@ class ParityVerifier:
             raise InvalidInputError(
                 f"recheck delay must be >= 0 seconds, got {recheck_delay_seconds!r}"
             )
-        self.phase = Phase.parse(phase)
-        self.target = IndexTarget(client, table_name, index_name, shard_count)
+        self.expect = Expectations(resolve_routing(routing, phase, shard_count))
+        self.phase = routing_phase(self.expect.routing)
+        # The N reported and recorded: the largest shard count the routing names.
+        self.target = IndexTarget(client, table_name, index_name, self.expect.shard_count)
         self.recheck_delay_seconds = recheck_delay_seconds
         self._sleep = sleep
         self._now = now
         options = scan_options or ScanOptions(consistent_read=True)
         # `sleep` is the re-check delay only; the scan's rate limiter keeps real time.
         self.scanner = SagaTableScanner(client, table_name, options=options)
-        self.repository = SagaRepository.from_target(self.target, phase=self.phase)
+        self._readable = self.expect.readable()
+        self.repository = SagaRepository.from_target(self.target, routing=self.expect.routing)
 
     @classmethod
     def from_target(
         cls,
         target: IndexTarget,
         *,
-        phase: Phase | str,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
         scan_options: ScanOptions | None = None,
         recheck_delay_seconds: float = DEFAULT_RECHECK_DELAY_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
@@ -256,6 +268,7 @@ class ParityVerifier:
         return cls(
             target.client,
             target.table_name,
+            routing=routing,
             phase=phase,
             shard_count=target.shard_count,
             index_name=target.index_name,
@@ -376,8 +389,8 @@ class ParityVerifier:
                         MISROUTED,
                         key,
                         row,
-                        f"under {row.get('GSI4PK')!r}, but personId hashes to {expected!r} "
-                        f"(N={self.target.shard_count})",
+                        f"under {row.get('GSI4PK')!r}, which is not the person's key in any "
+                        f"layout of phase {self.phase.value} (writers stamp {expected!r})",
                         expected_gsi4pk=expected,
                     )
                 )
@@ -398,13 +411,18 @@ class ParityVerifier:
         return findings
 
     def _expected_shard_key(self, row: Mapping[str, Any]) -> str | None:
-        """The row's correct shard key when it sits under a shard key, else None."""
+        """The key writers stamp on the row's person when the row sits under a shard key the
+        routing reads that is not the person's key in any of its layouts; else None."""
         gsi4pk = row.get("GSI4PK")
         if not keys.is_sharded_gsi4pk(gsi4pk) or not isinstance(row.get("GSI4SK"), str):
             return None
-        if keys.person_anomaly(row) is not None:
-            return None  # unroutable: the repository reports such rows as anomalies
-        return keys.shard_gsi4pk_for_person(row["personId"], self.target.shard_count)
+        if gsi4pk not in self._readable or keys.person_anomaly(row) is not None:
+            # Unread keys are `missing` (with the reason); unroutable rows are anomalies.
+            return None
+        person = row["personId"]
+        if gsi4pk in self.expect.person_keys(person):
+            return None
+        return self.expect.routing.write_key(person)
 
     def _why_missing(self, row: Mapping[str, Any], read: Read) -> str:
         gsi4pk, gsi4sk = row.get("GSI4PK"), row.get("GSI4SK")
@@ -414,11 +432,13 @@ class ParityVerifier:
             shard_number = keys.parse_gsi4pk(gsi4pk)
         except InvalidKeyError:
             return f"GSI4PK {gsi4pk!r} is not a key any reader reads"
-        if shard_number is None and not self.phase.reads_legacy:
+        if shard_number is None and not self.expect.reads_legacy:
             return f"on the legacy key, which phase {self.phase.value} does not read"
-        if shard_number is not None and not self.phase.reads_shards:
+        if shard_number is not None and not any(
+            layout.is_sharded for layout in self.expect.layouts
+        ):
             return f"on a shard key, which phase {self.phase.value} does not read"
-        if shard_number is not None and shard_number >= self.target.shard_count:
+        if shard_number is not None and gsi4pk not in self._readable:
             return f"under shard {shard_number}, outside the {self.target.shard_count} shards read"
         if read.check == CHECK_PERSON:
             try:

@@ -1,21 +1,30 @@
-"""The saga repository: phase-aware reads of the renewal-saga index (ADR-0085).
+"""The saga repository: reads of the renewal-saga index that follow a routing (ADR-0085,
+docs/control-contract.md "Routing").
+
+The routing comes from the control record (`routing_for(provider.state())`, once per
+invocation), or from a phase and N (`layouts_for_phase`: the CLI's read-only overrides, tests).
 
 Reads
-  by person    one Query on the person's partition (two while migrating: legacy first).
-  enumerations one Query per partition, N shards in parallel on a bounded pool, merged,
-               de-duplicated on the table key, in a deterministic order. Complete or error.
+  by person    `routing.read_keys(person)`, one Query each, sequentially, source first: one
+               request when both layouts give the person the same key, two while rows move.
+  enumerations `routing.enumeration_stages()`, stage by stage; the keys of one stage in
+               parallel on a bounded pool, each to its last page. Merged, de-duplicated on the
+               table key (the later read wins), in a deterministic order. Complete or
+               EnumerationError naming every failed partition of the stage that failed.
 
-Why legacy first while migrating: GSI reads are eventually consistent and a row being re-stamped
-is visible under exactly one of its two keys at any instant. Reading the legacy partition to the
-end BEFORE the shards means a row that leaves legacy during the read has already landed in its
-shard by the time that shard is read, so it cannot fall between the two reads. The rolling-back
-phase moves rows the other way, so it reads the shards first and legacy last.
+Why the source first: a row being re-stamped leaves its source key and arrives under its target
+key. Reading the source key to its end before the target key is read means a row that left the
+source during the first read is normally found by the second. This NARROWS the window in which a
+moving row is missed; it does not close it: DynamoDB propagates a GSI key change as two index
+writes (a delete under the old key, a put under the new one), asynchronously, and does not promise
+they become visible together, so a read can still miss a row that is between its two keys. The
+damage is bounded to that read: the row is in the base table all along and the next read sees it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,11 +32,14 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index import keys, names
+from saga_index.control.layout import StatePhase, layouts_for_phase, phase_of
+from saga_index.control.routing import Routing
 from saga_index.dynamo.codec import deserialize
 from saga_index.dynamo.pages import query_pages
 from saga_index.dynamo.target import IndexTarget
-from saga_index.errors import EnumerationError, InvalidKeyError
+from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.model import OPEN_STATES, Phase
+from saga_index.shard import validate_shard_count
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -35,6 +47,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_WORKERS = 16
+
+
+def resolve_routing(
+    routing: Routing | None, phase: Phase | StatePhase | str | None, shard_count: int
+) -> Routing:
+    """The routing a reader or writer follows: `routing` as given, or the one a process in
+    `phase` with N = `shard_count` follows. Exactly one of the two must be given."""
+    if (routing is None) == (phase is None):
+        raise InvalidInputError("give exactly one of routing or phase (with shard_count)")
+    if routing is not None:
+        return routing
+    validate_shard_count(shard_count)
+    return Routing.between(*layouts_for_phase(str(Phase.parse(phase)), shard_count))
+
+
+def routing_phase(routing: Routing) -> StatePhase:
+    """The name of the state a routing follows (`resharding` included)."""
+    return phase_of(routing.source, routing.target if routing.moving else None)
 
 
 @dataclass(frozen=True)
@@ -60,15 +90,20 @@ class _PartitionRead:
 
 
 class SagaRepository:
-    """Reads sagas through GSI4 in the configured phase. The client is injected (thread-safe)."""
+    """Reads sagas through GSI4 along one routing. The client is injected (thread-safe).
+
+    Give `routing` (from the control record), or `phase` (+ `shard_count`) for the routing a
+    reader in that phase follows; exactly one of the two.
+    """
 
     def __init__(
         self,
         client: DynamoDBClient,
         table_name: str,
         *,
-        phase: Phase | str,
-        shard_count: int = 16,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
+        shard_count: int = names.DEFAULT_SHARD_COUNT,
         index_name: str = names.INDEX_NAME,
         max_workers: int = DEFAULT_MAX_WORKERS,
         page_size: int | None = None,
@@ -79,8 +114,13 @@ class SagaRepository:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         if page_size is not None and page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
-        self.phase = Phase.parse(phase)
-        self.target = IndexTarget(client, table_name, index_name, shard_count)
+        self.routing = resolve_routing(routing, phase, shard_count)
+        # The N of a phase as given; a routing's own: the largest shard count it names.
+        counts = [x.shard_count for x in (self.routing.source, self.routing.target)]
+        named = max((n for n in counts if n is not None), default=shard_count)
+        self.target = IndexTarget(
+            client, table_name, index_name, shard_count if phase is not None else named
+        )
         self.max_workers = max_workers
         self.page_size = page_size
 
@@ -89,13 +129,17 @@ class SagaRepository:
         cls,
         target: IndexTarget,
         *,
-        phase: Phase | str,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
         page_size: int | None = None,
     ) -> SagaRepository:
+        """The target's table and index; with `phase`, the target's N (a `routing` brings
+        its own layouts)."""
         return cls(
             target.client,
             target.table_name,
+            routing=routing,
             phase=phase,
             shard_count=target.shard_count,
             index_name=target.index_name,
@@ -103,22 +147,37 @@ class SagaRepository:
             page_size=page_size,
         )
 
+    @property
+    def phase(self) -> StatePhase:
+        return routing_phase(self.routing)
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.target.client
+
+    @property
+    def table_name(self) -> str:
+        return self.target.table_name
+
+    @property
+    def index_name(self) -> str:
+        return self.target.index_name
+
     # ---- public reads -------------------------------------------------------------------
 
     def get_sagas_by_person(self, person_id: str) -> ReadResult:
         """Only this person's sagas: begins_with(personId + "#") also matches person "p-1#x"
         when asked for "p-1", so rows are kept only when their GSI4SK parses back to person_id."""
         prefix = keys.person_prefix(person_id)
-        partitions = self._partitions_for(
-            keys.shard_gsi4pk_for_person(person_id, self.target.shard_count)
-        )
+        partitions = self.routing.read_keys(person_id)
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
-        for partition in partitions:  # sequential on purpose: legacy strictly before the shard
+        for partition in partitions:  # sequential on purpose: the source strictly first
             read = self._query_partition(partition, prefix=prefix)
             requests += read.requests
             for item in read.items:
                 if _sort_key_person(item) == person_id:
+                    # A row seen under both keys moved between the reads: the later read wins.
                     merged[keys.table_key_of(item)] = item
         return self._result(merged, requests, partitions)
 
@@ -130,64 +189,40 @@ class SagaRepository:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _partitions_for(self, sharded: str | Iterable[str]) -> tuple[str, ...]:
-        """The partitions to read, in the order they must be read (source of moves first)."""
-        shards = (sharded,) if isinstance(sharded, str) else tuple(sharded)
-        legacy = (keys.LEGACY_GSI4PK,) if self.phase.reads_legacy else ()
-        shards = shards if self.phase.reads_shards else ()
-        return legacy + shards if self.phase.reads_legacy_first else shards + legacy
-
     def _enumerate(self, *, open_only: bool) -> ReadResult:
-        partitions = self._partitions_for(keys.all_shard_gsi4pks(self.target.shard_count))
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
-        reads_legacy = keys.LEGACY_GSI4PK in partitions
-        if reads_legacy and self.phase.reads_legacy_first:
-            # Completed before any shard is read: see the module docstring.
-            requests += self._read_legacy_into(merged, open_only=open_only)
-        requests += self._read_shards_into(
-            merged, [p for p in partitions if p != keys.LEGACY_GSI4PK], open_only=open_only
-        )
-        if reads_legacy and not self.phase.reads_legacy_first:
-            requests += self._read_legacy_into(merged, open_only=open_only)
-        return self._result(merged, requests, partitions)
+        # Each stage is read to its end before the next starts: see the module docstring.
+        for stage in self.routing.enumeration_stages():
+            requests += self._read_stage_into(merged, stage, open_only=open_only)
+        return self._result(merged, requests, self.routing.enumeration_keys())
 
-    def _read_legacy_into(
-        self, merged: dict[tuple[str, str], dict[str, Any]], *, open_only: bool
-    ) -> int:
-        try:
-            read = self._query_partition(keys.LEGACY_GSI4PK, open_only=open_only)
-        except (ClientError, BotoCoreError) as err:
-            raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
-        # A row seen under both keys moved between the two reads: the later read wins.
-        merged.update((keys.table_key_of(i), i) for i in read.items)
-        return read.requests
-
-    def _read_shards_into(
+    def _read_stage_into(
         self,
         merged: dict[tuple[str, str], dict[str, Any]],
-        shard_partitions: list[str],
+        partitions: Sequence[str],
         *,
         open_only: bool,
     ) -> int:
-        requests = 0
+        reads: dict[str, _PartitionRead] = {}
         failures: dict[str, BaseException] = {}
-        if shard_partitions:
-            workers = min(self.max_workers, len(shard_partitions))
+        if len(partitions) == 1:
+            try:
+                reads[partitions[0]] = self._query_partition(partitions[0], open_only=open_only)
+            except (ClientError, BotoCoreError) as err:
+                failures[partitions[0]] = err
+        else:
+            workers = min(self.max_workers, len(partitions))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="saga-shard") as pool:
                 futures = {
                     p: pool.submit(self._query_partition, p, open_only=open_only)
-                    for p in shard_partitions
+                    for p in partitions
                 }
                 for partition, future in futures.items():
                     try:
-                        read = future.result()
+                        reads[partition] = future.result()
                     except (ClientError, BotoCoreError) as err:
                         failures[partition] = err
-                        continue
-                    requests += read.requests
-                    # A row seen under both keys moved between the two reads: later read wins.
-                    merged.update((keys.table_key_of(i), i) for i in read.items)
         if failures:
             for partition, failure in failures.items():
                 detail = f"{type(failure).__name__}: {failure}"
@@ -198,22 +233,28 @@ class SagaRepository:
                     extra={"partition": partition, "error": detail},
                 )
             raise EnumerationError(failures)
+        requests = 0
+        for partition in partitions:
+            read = reads[partition]
+            requests += read.requests
+            # A row seen under two keys moved between the reads: the later read wins.
+            merged.update((keys.table_key_of(i), i) for i in read.items)
         return requests
 
     def _query_partition(
         self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
     ) -> _PartitionRead:
         """One partition read to its last page (a Query returns at most 1 MB per page)."""
-        attribute_names = {"#pk": "GSI4PK"}
+        attribute_names = {"#pk": names.INDEX_PARTITION_KEY}
         values: dict[str, Any] = {":pk": {"S": gsi4pk}}
         condition = "#pk = :pk"
         if prefix is not None:
-            attribute_names["#sk"] = "GSI4SK"
+            attribute_names["#sk"] = names.INDEX_SORT_KEY
             values[":prefix"] = {"S": prefix}
             condition += " AND begins_with(#sk, :prefix)"
         request: dict[str, Any] = {
-            "TableName": self.target.table_name,
-            "IndexName": self.target.index_name,
+            "TableName": self.table_name,
+            "IndexName": self.index_name,
             "KeyConditionExpression": condition,
             "ExpressionAttributeNames": attribute_names,
             "ExpressionAttributeValues": values,
@@ -229,7 +270,7 @@ class SagaRepository:
             request["Limit"] = self.page_size
         items: list[dict[str, Any]] = []
         requests = 0
-        for page in query_pages(self.target.client, request):
+        for page in query_pages(self.client, request):
             requests += 1
             items.extend(deserialize(raw) for raw in page.get("Items", []))
         return _PartitionRead(items=items, requests=requests)

@@ -1,24 +1,31 @@
-"""Creates and transitions sagas, stamping GSI4 keys for the configured phase.
+"""Creates and transitions sagas, stamping the GSI4 key the routing's writers stamp.
 
-legacy phase writes the legacy key; migrating and sharded write the person's shard key. A
-transition re-stamps GSI4PK too, so in the migrating phase every touched row leaves the hot
-partition on its own.
+Writers stamp the TARGET layout's key (docs/control-contract.md "Routing"): the layout rows move
+to, else the current one. A transition re-stamps GSI4PK too, so while rows move every touched
+row reaches its target key on its own.
+
+The routing is fixed (`routing`, or `phase` + `shard_count`), or followed: `source` (a
+ControlProvider) is asked for it on every write, so a long-lived writer stamps the new key within
+T seconds (the provider's cache bound) of a record change. While the record cannot be read the
+provider serves its last state for at most T + grace after reading it, then fails the write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from saga_index import keys
+from saga_index import keys, names
+from saga_index.control.layout import StatePhase
+from saga_index.control.routing import Routing
 from saga_index.dynamo.codec import deserialize, serialize
 from saga_index.dynamo.conditions import ROW_STILL_EXISTS, all_of, is_condition_failed
 from saga_index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
 from saga_index.model import Phase, validate_state
-from saga_index.shard import validate_shard_count
+from saga_index.repository import resolve_routing
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -64,25 +71,48 @@ def validate_utc_timestamp(value: object, name: str) -> str:
     return value
 
 
+class RoutingSource(Protocol):
+    """What a following writer asks for its routing: a ControlProvider, a FixedStateSource."""
+
+    def routing(self) -> Routing: ...
+
+
+class _Fixed:
+    def __init__(self, routing: Routing) -> None:
+        self._routing = routing
+
+    def routing(self) -> Routing:
+        return self._routing
+
+
 class SagaWriter:
+    """Writes saga rows. Exactly one of `routing`, `phase` (+ `shard_count`) or `source`."""
+
     def __init__(
         self,
         client: DynamoDBClient,
         table_name: str,
         *,
-        phase: Phase | str,
-        shard_count: int = 16,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
+        shard_count: int = names.DEFAULT_SHARD_COUNT,
+        source: RoutingSource | None = None,
     ) -> None:
+        if source is not None and (routing is not None or phase is not None):
+            raise InvalidInputError("give exactly one of routing, phase or source")
         self.client = client
         self.table_name = table_name
-        self.phase = Phase.parse(phase)
-        self.shard_count = validate_shard_count(shard_count)
+        self._source: RoutingSource = (
+            source if source is not None else _Fixed(resolve_routing(routing, phase, shard_count))
+        )
+
+    @property
+    def routing(self) -> Routing:
+        """The routing the next write follows (the source's current one, when following)."""
+        return self._source.routing()
 
     def gsi4pk_for(self, person_id: str) -> str:
-        if self.phase.writes_sharded:
-            return keys.shard_gsi4pk_for_person(person_id, self.shard_count)
-        keys.validate_person_id(person_id)
-        return keys.LEGACY_GSI4PK
+        return self.routing.write_key(person_id)
 
     def create_saga(
         self,
@@ -142,7 +172,7 @@ class SagaWriter:
         """Move a saga to `to_state` and stamp GSI4PK for the phase; returns the new row."""
         validate_state(to_state)
         validate_utc_timestamp(updated_at, "updatedAt")
-        names = {
+        attribute_names = {
             "#pk": "PK",
             "#state": "state",
             "#updatedAt": "updatedAt",
@@ -165,7 +195,7 @@ class SagaWriter:
                 Key=serialize(keys.saga_table_key(saga_id)),
                 UpdateExpression="SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk",
                 ConditionExpression=condition,
-                ExpressionAttributeNames=names,
+                ExpressionAttributeNames=attribute_names,
                 ExpressionAttributeValues=serialize(values),
                 ReturnValues="ALL_NEW",
             )

@@ -1,18 +1,83 @@
-"""Global options, shared by every subcommand, and the objects they build."""
+"""Global options, shared by every subcommand, and the objects they build.
+
+Where reads come from: the control record (docs/control-contract.md), read once per invocation
+with a strongly consistent GetItem. The global --phase/--shards are READ overrides: a read
+command with them sees what a reader in that phase (with that N) would see. Commands that write
+follow the record only, and refuse an override that disagrees with it (`require_overrides_agree`).
+"""
 
 from __future__ import annotations
 
+import getpass
 import json
+import logging
+import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+import boto3
 import click
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.control.errors import ControlRecordUnavailableError
+from saga_index.control.layout import StatePhase, layouts_for_phase
+from saga_index.control.routing import Routing, routing_for
+from saga_index.control.state import ControlState
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.dynamo.client import make_client
 from saga_index.dynamo.codec import to_plain_json
+from saga_index.errors import InvalidInputError
 from saga_index.model import Phase
-from saga_index.repository import SagaRepository
+from saga_index.names import DEFAULT_SHARD_COUNT
+from saga_index.repository import SagaRepository, routing_phase
+from saga_index.shard import validate_shard_count
+
+log = logging.getLogger("saga_index.cli")
+
+# STS answers in well under a second; an operator's shell without network must not wait long.
+_STS_CONFIG = Config(connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1})
+
+
+class OverrideDisagreesError(InvalidInputError):
+    """A command that writes was given a --phase/--shards the record does not hold (exit 2)."""
+
+
+def local_identity() -> str:
+    """$USER@host: who runs this shell, when AWS cannot say."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def caller_identity(cli: CliContext) -> str:
+    """The caller's STS ARN when AWS answers; $USER@host otherwise (a local endpoint, no
+    credentials, no network). The record's `changedBy`."""
+    if cli.endpoint_url:
+        return local_identity()
+    try:
+        sts = boto3.client("sts", region_name=cli.region, config=_STS_CONFIG)
+        return str(sts.get_caller_identity()["Arn"])
+    except (BotoCoreError, ClientError, KeyError) as err:
+        log.debug("no STS identity (%s): using $USER@host", err)
+        return local_identity()
+
+
+@dataclass(frozen=True)
+class CliHooks:
+    """What tests and the demo inject through `main(argv, hooks=...)`: who changes the record,
+    the wall clock, and T (effectiveAt = changedAt + T + grace + margin). Production keeps the
+    defaults: a shorter T here than the deployed functions' would make effectiveAt a lie."""
+
+    identity: Callable[[CliContext], str] = caller_identity
+    clock: WallClock = utc_now
+    timing: ControlTiming = DEFAULT_TIMING
 
 
 @dataclass
@@ -20,10 +85,13 @@ class CliContext:
     table: str | None
     endpoint_url: str | None
     region: str | None
-    shards: int
-    phase: Phase
+    # READ overrides (None: follow the record).
+    phase_override: StatePhase | None
+    shards_override: int | None
     max_attempts: int
+    hooks: CliHooks = field(default_factory=CliHooks)
     _client: Any = field(default=None, repr=False)
+    _state: ControlState | None = field(default=None, repr=False)
 
     def require_table(self) -> str:
         if not self.table:
@@ -40,9 +108,130 @@ class CliContext:
             )
         return self._client
 
+    # ---- the record ----------------------------------------------------------------------
+
+    def control_store(self) -> ControlStore:
+        return ControlStore(self.client, self.require_table())
+
+    def read_state(self) -> ControlState:
+        """The record (strongly consistent), read once per invocation."""
+        if self._state is None:
+            store = self.control_store()
+            try:
+                self._state = store.read()
+            except (ClientError, BotoCoreError) as err:
+                raise ControlRecordUnavailableError(
+                    f"could not read the control record of table {store.table_name!r} "
+                    f"({type(err).__name__}: {err}). Every command follows it: check the table "
+                    "name, region and access; a read can bypass it with both --phase and "
+                    "--shards"
+                ) from err
+        return self._state
+
+    def now(self) -> datetime:
+        return self.hooks.clock()
+
+    def changed_by(self) -> str:
+        return self.hooks.identity(self)
+
+    @property
+    def overridden(self) -> bool:
+        return self.phase_override is not None or self.shards_override is not None
+
+    def require_overrides_agree(self, state: ControlState) -> None:
+        """For commands that write: a --phase/--shards that disagrees with the record is exit 2
+        (the operator believes something the record does not say)."""
+        where = f"(phase {state.phase.value}, version {state.version})"
+        if self.phase_override is not None and self.phase_override is not state.phase:
+            raise OverrideDisagreesError(
+                f"--phase {self.phase_override.value} disagrees with the record {where}: "
+                "commands that write follow the record; drop --phase (see `saga-index phase show`)"
+            )
+        if self.shards_override is not None:
+            record_n = record_shard_count(state)
+            if record_n != self.shards_override:
+                held = "no shard count" if record_n is None else f"shard count {record_n}"
+                hint = (
+                    " (N of legacy -> migrating is `phase set migrating --shards N`)"
+                    if record_n is None
+                    else ""
+                )
+                raise OverrideDisagreesError(
+                    f"--shards {self.shards_override} disagrees with the record, which holds "
+                    f"{held} {where}: commands that write follow the record; drop the global "
+                    f"--shards{hint}"
+                )
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def routing(self) -> Routing:
+        """The record's routing, or the one a reader in --phase (with --shards) would follow.
+        Both overrides given: the record is not read at all."""
+        if not self.overridden:
+            return routing_for(self.read_state())
+        phase = self.phase_override
+        shards = self.shards_override
+        if phase is None or shards is None:
+            state = self.read_state()
+            phase = phase or state.phase
+            shards = shards or record_shard_count(state) or DEFAULT_SHARD_COUNT
+        routing = Routing.between(*layouts_for_phase(phase, shards))
+        log.info(
+            "reading as a reader in phase %s would (read override): %s",
+            phase.value,
+            describe_routing(routing),
+        )
+        return routing
+
+    def read_phase(self) -> tuple[Phase, int]:
+        """(phase, N) of the reads, for the checks whose API still speaks in phases."""
+        routing = self.routing()
+        n = routing.target.shard_count or routing.source.shard_count or DEFAULT_SHARD_COUNT
+        return Phase.parse(routing_phase(routing).value), n
+
+    # Until saga_index_cli/backfill.py reads the record itself: the phase and N of the reads.
+    @property
+    def phase(self) -> Phase:
+        return self.read_phase()[0]
+
+    @property
+    def shards(self) -> int:
+        return self.read_phase()[1]
+
     def repository(self) -> SagaRepository:
         table = self.require_table()
-        return SagaRepository(self.client, table, phase=self.phase, shard_count=self.shards)
+        return SagaRepository(self.client, table, routing=self.routing())
+
+    def shard_count_for_keys(self) -> int:
+        """N for `shard`: --shards, else the record's N when a table is given, else the default
+        N of `phase set migrating`."""
+        if self.shards_override is not None:
+            return self.shards_override
+        if not self.table:
+            return DEFAULT_SHARD_COUNT
+        return record_shard_count(self.read_state()) or DEFAULT_SHARD_COUNT
+
+
+def record_shard_count(state: ControlState) -> int | None:
+    """The N a state names: its target's when sharded (migrating, resharding), else its current
+    layout's (sharded, rolling-back); None when it names no sharded layout (legacy)."""
+    return state.target.shard_count or state.layout.shard_count
+
+
+def describe_routing(routing: Routing) -> str:
+    if not routing.moving:
+        return f"writes and reads {routing.source}"
+    return f"writes {routing.target}; reads {routing.source}, then {routing.target}"
+
+
+def shards_option(_: click.Context, __: click.Parameter, value: int | None) -> int | None:
+    """click callback of every --shards: a power of two 1..1024, or absent."""
+    if value is None:
+        return None
+    try:
+        return validate_shard_count(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 pass_cli = click.make_pass_decorator(CliContext)

@@ -30,7 +30,7 @@ from saga_index.parity import (
 )
 from saga_index.parity_snapshot import Snapshot
 from saga_index.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
-from saga_index_cli.context import CliContext, emit, pass_cli
+from saga_index_cli.context import CliContext, describe_routing, emit, pass_cli
 
 log = logging.getLogger("saga_index.cli")
 
@@ -62,35 +62,41 @@ _json = click.option("--json", "as_json", is_flag=True, help="Print one JSON obj
 @_segments
 @pass_cli
 def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: int) -> None:
-    """Count drifted saga rows: legacy, misrouted, unindexed, stray; rows per shard and skew.
+    """Count what is wrong NOW: unexpected legacy/sharded rows, misrouted, unindexed, stray.
 
     Runs every check, including the rate-limited scan of the base table for saga rows missing
-    from the index. The --phase option decides what is drift:
+    from the index. Judged against the control record's state (its layouts), or, with
+    --phase/--shards, against what a reader in that phase would read:
 
     \b
-      legacy rows      drift only in phase `sharded` (readers no longer read the legacy key)
-      sharded rows     drift only in phase `legacy` (readers read only the legacy key)
-      misrouted rows   drift in every phase (under a shard other than shard(personId))
-      unindexed rows   drift in every phase (no GSI4PK or GSI4SK: in no index partition)
-      stray rows       drift in every phase (GSI4PK outside the legacy key and the N shards)
+      unexpected legacy rows   saga rows with a usable personId on the legacy key while no
+                               layout of the state is legacy (phase sharded)
+      unexpected sharded rows  rows on a shard key no layout of the state reads (any while
+                               legacy; one outside 0..N-1 of the state's layouts)
+      misrouted rows           on a readable shard key that is not the person's key in any
+                               layout of the state (mid-move, a row on its source key is not
+                               yet moved, not misrouted)
+      unindexed rows           no GSI4PK or GSI4SK: in no index partition
+      stray rows               GSI4PK outside the legacy key and the N shard keys
+      control record missing   the STATE item is gone while history exists (no override)
 
     Rows whose personId cannot be routed (anomalous) are counted but are not drift.
 
     \b
-    --json keys: legacyRows, misroutedRows, unindexedRows, strayRows, shardedRows,
-    anomalousRows, rowsPerShard ({"<shard>": rows}), shardSkew (max / mean, 0 when no row is
-    sharded), healthy, findings, and up to 100 example rows per kind.
+    --json keys: phase, source, target, shardCount, healthy, findings, controlRecordMissing,
+    legacyRows, shardedRows (raw), unexpectedLegacyRows, unexpectedShardedRows, misroutedRows,
+    anomalousRows, unindexedRows, strayRows, rowsPerShard ({"<shard>": rows}), shardSkew
+    (max / mean, 0 when no row is sharded), and up to 100 example rows per kind.
 
-    Exit 0 healthy in the phase, 1 drift, 2 bad usage; a read that fails after retries also
+    Exit 0 healthy in the state, 1 drift, 2 bad usage; a read that fails after retries also
     exits 1 with the error on stderr.
     """
-    checker = DriftChecker(
-        cli.client,
-        cli.require_table(),
-        phase=cli.phase,
-        shard_count=cli.shards,
-        scan_options=ScanOptions(segments=segments, read_units_per_second=scan_rate),
-    )
+    table = cli.require_table()
+    options = ScanOptions(segments=segments, read_units_per_second=scan_rate)
+    if cli.overridden:
+        checker = DriftChecker(cli.client, table, routing=cli.routing(), scan_options=options)
+    else:
+        checker = DriftChecker(cli.client, table, state=cli.read_state(), scan_options=options)
     report = checker.check(scan_unindexed=True)
     if as_json:
         emit(report.to_dict())
@@ -102,9 +108,12 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
 def _print_drift(report: DriftReport) -> None:
     lines = [
         f"drift report: table {report.table_name}, index {report.index_name}, "
-        f"phase {report.phase.value}, N={report.shard_count}",
+        f"phase {report.phase.value} ({describe_routing(report.routing)}), "
+        f"N={report.shard_count}",
         f"  legacy rows (GSI4PK = {keys.LEGACY_GSI4PK!r}):  {report.legacy_rows}",
         f"  sharded rows:                       {report.sharded_rows}",
+        f"  unexpected legacy rows:             {report.unexpected_legacy_rows}",
+        f"  unexpected sharded rows:            {report.unexpected_sharded_rows}",
         f"  misrouted rows:                     {report.misrouted_rows}",
         f"  unindexed rows (no GSI4PK/GSI4SK):  {report.unindexed_rows}",
         f"  stray rows (GSI4PK outside 0..N-1): {report.stray_rows}",
@@ -114,7 +123,11 @@ def _print_drift(report: DriftReport) -> None:
         "  rows per shard: "
         + " ".join(f"{n}:{count}" for n, count in sorted(report.rows_per_shard.items())),
     ]
+    if report.control_record_missing:
+        lines.append(f"  control record: MISSING (history ends at version {report.record_version})")
     for title, refs in (
+        ("unexpected legacy", report.unexpected_legacy),
+        ("unexpected sharded", report.unexpected_sharded),
         ("misrouted", report.misrouted),
         ("unindexed", report.unindexed),
         ("stray", report.stray),
@@ -179,7 +192,10 @@ def verify_command(
     scan_rate: float,
     segments: int,
 ) -> None:
-    """Parity: the repository's reads in --phase against the base table's truth.
+    """Parity: the repository's reads against the base table's truth.
+
+    The reads follow the control record's routing, or, with --phase/--shards, what a reader in
+    that phase would read.
 
     Reads every saga row of the base table (consistent, rate-limited parallel Scan), then
     get_all_sagas, get_all_open_sagas and get_sagas_by_person for a sample of persons, and
@@ -214,11 +230,13 @@ def verify_command(
         _check_writable(snapshot_path)
     if seed is None and snapshot is None:
         seed = random.SystemRandom().randrange(2**31)
+    table = cli.require_table()
+    phase, shard_count = cli.read_phase()
     verifier = ParityVerifier(
         cli.client,
-        cli.require_table(),
-        phase=cli.phase,
-        shard_count=cli.shards,
+        table,
+        phase=phase,
+        shard_count=shard_count,
         scan_options=ScanOptions(
             segments=segments, read_units_per_second=scan_rate, consistent_read=True
         ),

@@ -1,7 +1,10 @@
 """Entry point of `saga-index`.
 
-Exit codes: 0 success; 2 bad usage or invalid input; 1 any other failure (commands may add
-their own, documented in their help). stdout carries only data; logs go to stderr.
+Exit codes: 0 success; 2 bad usage or invalid input (a move that is not allowed, an override
+that disagrees with the record); 3 a precondition refused the change (`{"refused": true,
+"failed": [...]}` on stdout); 1 any other failure (a lost compare-and-set, a held lease, a
+missing or unreadable record: the message says what to do). Commands may add their own codes,
+documented in their help. stdout carries only data; logs go to stderr.
 """
 
 from __future__ import annotations
@@ -13,30 +16,28 @@ from typing import TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.control.errors import PreconditionFailedError
+from saga_index.control.layout import StatePhase
 from saga_index.errors import InvalidInputError, SagaIndexError
-from saga_index.model import Phase
-from saga_index.shard import DEFAULT_SHARD_COUNT, validate_shard_count
+from saga_index.names import PHASE_NAMES
 from saga_index_cli.backfill import backfill_command
-from saga_index_cli.context import CliContext
+from saga_index_cli.context import CliContext, CliHooks, emit, shards_option
 from saga_index_cli.drift import drift_command, verify_command, watch_command
+from saga_index_cli.phase import phase_group
 from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
+from saga_index_cli.status import status_command
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-def _shards(_: click.Context, __: click.Parameter, value: int) -> int:
-    try:
-        return validate_shard_count(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
 
-def _phase(_: click.Context, __: click.Parameter, value: str) -> Phase:
-    try:
-        return Phase.parse(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
+def _phase(_: click.Context, __: click.Parameter, value: str | None) -> StatePhase | None:
+    if value is None:
+        return None
+    # resharding names two shard counts: no single --shards can describe its readers.
+    if str(value).strip().lower() not in PHASE_NAMES:
+        raise click.BadParameter(f"phase must be one of {', '.join(PHASE_NAMES)}; got {value!r}")
+    return StatePhase.parse(value)
 
 
 class _StderrHandler(logging.StreamHandler[TextIO]):
@@ -64,22 +65,22 @@ def _log_to_stderr(level: str) -> None:
 )
 @click.option("--region", envvar="AWS_REGION", help="AWS region [env AWS_REGION].")
 @click.option(
-    "--shards",
-    envvar="SAGA_INDEX_SHARDS",
-    type=int,
-    default=DEFAULT_SHARD_COUNT,
-    show_default=True,
-    callback=_shards,
-    help="Shard count N, a power of two 1..1024 [env SAGA_INDEX_SHARDS].",
+    "--phase",
+    metavar="PHASE",
+    default=None,
+    callback=_phase,
+    help="READ override: legacy | migrating | sharded | rolling-back. Reads (sagas, verify, "
+    "drift, shard) see what a reader in that phase would see. Default: the control record's "
+    "state. Commands that write refuse a --phase the record does not hold (exit 2).",
 )
 @click.option(
-    "--phase",
-    envvar="SAGA_INDEX_PHASE",
-    default=Phase.MIGRATING.value,
-    show_default=True,
-    callback=_phase,
-    help="legacy | migrating | sharded | rolling-back [env SAGA_INDEX_PHASE]. The default "
-    "dual read (legacy first, then shards) returns every saga in any phase.",
+    "--shards",
+    metavar="N",
+    type=int,
+    default=None,
+    callback=shards_option,
+    help="READ override: shard count N, a power of two 1..1024. Default: the record's N "
+    "(16 when it names none). Commands that write refuse an N the record does not hold.",
 )
 @click.option(
     "--max-attempts",
@@ -102,20 +103,26 @@ def cli(
     table: str | None,
     endpoint_url: str | None,
     region: str | None,
-    shards: int,
-    phase: Phase,
+    phase: StatePhase | None,
+    shards: int | None,
     max_attempts: int,
     log_level: str,
 ) -> None:
-    """Operator CLI for the sharded renewal-saga index (ADR-0085)."""
+    """Operator CLI for the sharded renewal-saga index (ADR-0085).
+
+    The migration state is the control record in the table (docs/control-contract.md):
+    `phase show` prints it, `phase set` changes it, `status` shows it with the backfill and
+    drift; every read follows it unless --phase/--shards override what is read.
+    """
     _log_to_stderr(log_level)
     ctx.obj = CliContext(
         table=table,
         endpoint_url=endpoint_url or None,
         region=region,
-        shards=shards,
-        phase=phase,
+        phase_override=phase,
+        shards_override=shards,
         max_attempts=max_attempts,
+        hooks=ctx.obj if isinstance(ctx.obj, CliHooks) else CliHooks(),
     )
 
 
@@ -126,12 +133,14 @@ cli.add_command(verify_command)
 cli.add_command(watch_command)
 cli.add_command(backfill_command)
 cli.add_command(repair_anomaly_command)
+cli.add_command(phase_group)
+cli.add_command(status_command)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI and map failures to the documented exit codes."""
+def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> None:
+    """Run the CLI and map failures to the documented exit codes (`hooks`: tests, the demo)."""
     try:
-        code = cli.main(args=argv, prog_name="saga-index", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="saga-index", standalone_mode=False, obj=hooks)
     except click.ClickException as err:  # UsageError / BadParameter carry exit code 2
         err.show()
         sys.exit(err.exit_code)
@@ -141,6 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     except InvalidInputError as err:
         click.echo(f"saga-index: invalid input: {err}", err=True)
         sys.exit(EXIT_USAGE)
+    except PreconditionFailedError as err:
+        # The refusal is data (which checks failed), so it goes to stdout as well.
+        emit({**err.to_json(), "requested": err.requested})
+        click.echo(f"saga-index: refused: {err}", err=True)
+        sys.exit(EXIT_REFUSED)
     except (SagaIndexError, ClientError, BotoCoreError) as err:
         click.echo(f"saga-index: error: {err}", err=True)
         sys.exit(EXIT_FAILURE)

@@ -18,15 +18,20 @@ log = logging.getLogger("saga_index.cli")
 @click.argument("person_ids", metavar="PERSON_ID...", nargs=-1, required=True)
 @pass_cli
 def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
-    """Print the shard and sharded GSI4PK of each PERSON_ID (one JSON object per line)."""
+    """Print the shard and sharded GSI4PK of each PERSON_ID (one JSON object per line).
+
+    N: --shards; else, with a table, the control record's N; else 16.
+    """
+    shard_count = cli.shard_count_for_keys()
     for person_id in person_ids:
-        number = shard_of(keys.validate_person_id(person_id), cli.shards)
+        number = shard_of(keys.validate_person_id(person_id), shard_count)
         emit({"personId": person_id, "shard": number, "gsi4pk": keys.sharded_gsi4pk(number)})
 
 
 @click.group("sagas")
 def sagas_group() -> None:
-    """Read sagas through the repository in the configured --phase."""
+    """Read sagas through the repository, as the control record routes readers (or as a
+    reader in --phase/--shards would read)."""
 
 
 def _print(result: ReadResult, what: str) -> None:
@@ -53,7 +58,7 @@ def by_person(cli: CliContext, person_id: str) -> None:
 @sagas_group.command("open")
 @pass_cli
 def all_open(cli: CliContext) -> None:
-    """Every open saga (fan-out over the partitions of the phase)."""
+    """Every open saga (fan-out over the partitions the routing reads)."""
     _print(cli.repository().get_all_open_sagas(), "open")
 
 

@@ -1,6 +1,7 @@
 """A moto world for the sweep handlers: the saga table (from the synthesised template), an
 EventBridge bus with a rule that forwards every saga event to an SQS queue (so tests read back
-what was really published), and the handlers' environment and clients."""
+what was really published), the control record (migrating to 16 shards: the sweeps read legacy
+then the shards), and the handlers' environment and clients."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from saga_index.control.layout import LEGACY, Layout
 from saga_index.sweeps.events import SOURCE, make_events_client
 from tests.support.backends import Backend, make_backend
+from tests.support.control_seed import seed_state
 from tests.support.lambda_harness import as_function
 
 BUS = "renewal-saga-sweeps-test"
@@ -63,6 +66,7 @@ def world(
 ) -> Iterator[SweepWorld]:
     with mock_aws():
         backend = make_backend("sweeps", synthesized_template, endpoint_url=None)
+        seed_state(backend.client, backend.table_name, LEGACY, Layout.sharded(SHARDS))
         events_client = make_events_client(region="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
         events_client.create_event_bus(Name=BUS)
@@ -80,8 +84,6 @@ def world(
         )
         env = {
             "SAGA_TABLE_NAME": backend.table_name,
-            "SAGA_INDEX_PHASE": "migrating",
-            "SAGA_INDEX_SHARDS": str(SHARDS),
             "EVENT_BUS_NAME": BUS,
         }
         for name, value in env.items():

@@ -10,6 +10,8 @@ import pytest
 from moto import mock_aws
 
 from saga_index import keys
+from saga_index.control.executor import set_phase
+from saga_index.control.store import ControlStore
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 
@@ -63,7 +65,7 @@ def test_bad_usage_or_input_exits_2_naming_the_problem(
     assert message in err
 
 
-def test_sagas_commands_print_rows_as_stored_in_the_given_phase(
+def test_sagas_commands_print_rows_as_stored_in_the_overridden_phase(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dynamo.put_saga("s1", "p-1", state="OPENED", score=7, ratio="0.5")
@@ -94,14 +96,67 @@ def test_a_failed_enumeration_exits_1_and_prints_no_partial_data(
 ) -> None:
     dynamo.put_saga("s1", "p-1")
     monkeypatch.setenv("SAGA_TABLE_NAME", "no-such-table")
-    code, lines, err = run(capsys, "--max-attempts", "1", "sagas", "all")
+    # Both overrides: the reads do not need the record, so the enumeration is what fails.
+    overrides = ["--phase", "migrating", "--shards", "16"]
+    code, lines, err = run(capsys, "--max-attempts", "1", *overrides, "sagas", "all")
     assert code == 1
     assert lines == []
     assert "could not enumerate" in err
     assert "ResourceNotFoundException" in err
 
 
-def test_environment_variables_configure_the_global_options(
+def test_an_unreadable_record_exits_1_naming_it_and_how_to_read_without_it(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines, err = run(
+        capsys, "--table", "no-such-table", "--max-attempts", "1", "sagas", "all"
+    )
+    assert (code, lines) == (1, [])
+    assert "could not read the control record of table 'no-such-table'" in err
+    assert "both --phase and" in err
+
+
+def test_without_overrides_reads_follow_the_record(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("old", "p-1")
+    dynamo.put_saga("new", "p-2", gsi4pk="shard")
+    table = ["--table", dynamo.table_name]
+
+    # Never migrated: the record says legacy, so the sharded row is not read.
+    code, lines, _ = run(capsys, *table, "sagas", "all")
+    assert (code, [line["sagaId"] for line in lines]) == (0, ["old"])
+
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    set_phase(store, "migrating", changed_by="ops", reason="start")
+    code, lines, _ = run(capsys, *table, "sagas", "all")
+    assert sorted(line["sagaId"] for line in lines) == ["new", "old"]
+    code, lines, _ = run(capsys, *table, "sagas", "by-person", "p-2")
+    assert [line["sagaId"] for line in lines] == ["new"]
+
+
+def test_overrides_read_as_a_reader_in_that_phase_would_whatever_the_record_says(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("old", "p-1")
+    dynamo.put_saga("new", "p-2", gsi4pk="shard", shard_count=4)
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    set_phase(store, "migrating", changed_by="ops", reason="start", shard_count=4)
+    table = ["--table", dynamo.table_name]
+
+    code, lines, err = run(capsys, *table, "--phase", "sharded", "sagas", "all")
+    # --phase alone takes N from the record (4).
+    assert (code, [line["sagaId"] for line in lines]) == (0, ["new"])
+    assert "read override" in err
+    code, lines, _ = run(capsys, *table, "--phase", "legacy", "sagas", "all")
+    assert [line["sagaId"] for line in lines] == ["old"]
+    # --shards alone keeps the record's phase (migrating) with another N.
+    code, lines, err = run(capsys, *table, "--shards", "16", "sagas", "all")
+    assert code == 0
+    assert "writes sharded(16); reads legacy, then sharded(16)" in err
+
+
+def test_the_phase_environment_variables_no_longer_override_the_record(
     dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dynamo.put_saga("s1", "p-1", gsi4pk="shard", shard_count=4)
@@ -109,4 +164,17 @@ def test_environment_variables_configure_the_global_options(
     monkeypatch.setenv("SAGA_INDEX_SHARDS", "4")
     monkeypatch.setenv("SAGA_INDEX_PHASE", "sharded")
     code, lines, _ = run(capsys, "sagas", "by-person", "p-1")
+    assert (code, lines) == (0, [])  # the record (never migrated) says legacy
+    code, lines, _ = run(capsys, "--phase", "sharded", "--shards", "4", "sagas", "by-person", "p-1")
     assert (code, [line["sagaId"] for line in lines]) == (0, ["s1"])
+
+
+def test_shard_takes_n_from_the_record_when_a_table_is_given(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    set_phase(store, "migrating", changed_by="ops", reason="start", shard_count=4)
+    code, lines, _ = run(capsys, "--table", dynamo.table_name, "shard", "p-1")
+    assert (code, lines[0]["gsi4pk"]) == (0, keys.shard_gsi4pk_for_person("p-1", 4))
+    code, lines, _ = run(capsys, "shard", "p-1")  # no table: the default N
+    assert lines[0]["gsi4pk"] == keys.shard_gsi4pk_for_person("p-1", 16)

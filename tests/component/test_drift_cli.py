@@ -9,6 +9,10 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from saga_index.control.executor import set_phase
+from saga_index.control.record import state_key
+from saga_index.control.store import ControlStore
+from saga_index.dynamo.codec import serialize
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, plant_drift
@@ -123,3 +127,45 @@ def test_a_missing_table_is_an_error_on_stderr_with_exit_1(
     code, out, err = run(capsys, "--table", "no-such-table", "--max-attempts", "1", "drift")
     assert (code, out) == (1, "")
     assert "no-such-table" in err or "ResourceNotFound" in err
+
+
+# ---- without overrides: judged against the control record ----------------------------------
+
+
+def record_drift(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run(capsys, "--table", dynamo.table_name, "drift", "--json")
+    (line,) = out.splitlines()
+    return code, json.loads(line)
+
+
+def test_without_overrides_drift_is_judged_against_the_record(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    code, report = record_drift(capsys, dynamo)  # never migrated: legacy
+    assert (code, report["phase"], report["unexpectedShardedRows"]) == (1, "legacy", 1)
+
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    set_phase(store, "migrating", changed_by="ops", reason="start")
+    code, report = record_drift(capsys, dynamo)
+    assert (code, report["phase"], report["healthy"]) == (0, "migrating", True)
+
+    set_phase(store, "sharded", changed_by="ops", reason="done", force=True)
+    dynamo.put_saga("l1", "p-2")
+    code, report = record_drift(capsys, dynamo)
+    assert (code, report["phase"], report["unexpectedLegacyRows"]) == (1, "sharded", 1)
+
+
+def test_a_deleted_record_is_drift_and_reads_every_layout_its_history_names(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    set_phase(store, "migrating", changed_by="ops", reason="start")
+    set_phase(store, "sharded", changed_by="ops", reason="done", force=True)
+    dynamo.client.delete_item(TableName=dynamo.table_name, Key=serialize(state_key()))
+    dynamo.put_saga("l1", "p-2")  # on legacy: still read, since history names legacy
+    code, report = record_drift(capsys, dynamo)
+    assert code == 1
+    assert report["controlRecordMissing"] is True
+    assert report["unexpectedLegacyRows"] == 0
+    assert "STATE item is missing" in report["findings"][0]

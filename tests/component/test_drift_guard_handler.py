@@ -1,4 +1,5 @@
-"""The drift-guard Lambda on moto: the EMF it prints is parsed back, zeros included."""
+"""The drift-guard Lambda on moto: the EMF it prints is parsed back, zeros included. The state it
+judges against is the control record's (planted in the table), never the environment's."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from pydantic import ValidationError
 from handlers import runtime
 from handlers.drift_guard import handler
 from saga_index import keys, names
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.provider import ControlProvider
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import ControlTiming
 from saga_index.errors import EnumerationError
 from tests.support.backends import Backend, make_backend
+from tests.support.control_seed import delete_state, seed_state
 from tests.support.drift_contract import N, plant_drift
 from tests.support.faults import ThrottleInjector, queries_partition
 from tests.support.lambda_harness import (
@@ -29,7 +35,16 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 NAMESPACE = "RenewalSagaIndex"
 SERVICE = "drift-guard"
-EVERY_RUN = ("LegacyRows", "ShardedRows", "MisroutedRows", "AnomalousRows", "ShardSkew")
+EVERY_RUN = (
+    "LegacyRows",
+    "ShardedRows",
+    "UnexpectedLegacyRows",
+    "UnexpectedShardedRows",
+    "MisroutedRows",
+    "AnomalousRows",
+    "ShardSkew",
+    "ControlRecordMissing",
+)
 SCAN_ONLY = ("UnindexedRows", "StrayRows", "ScannedSagaRows")
 # With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
 SCAN_TIME = "2026-07-10T10:00:00Z"
@@ -42,11 +57,10 @@ def dynamo(
 ) -> Iterator[Backend]:
     with mock_aws():
         backend = make_backend("guard", synthesized_template, endpoint_url=None)
+        seed_state(backend.client, backend.table_name, Layout.sharded(N))
         for name, value in {
             "SAGA_TABLE_NAME": backend.table_name,
             "SAGA_INDEX_NAME": names.INDEX_NAME,
-            "SAGA_INDEX_PHASE": "sharded",
-            "SAGA_INDEX_SHARDS": str(N),
             "SAGA_INDEX_MAX_ATTEMPTS": "2",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
@@ -96,6 +110,9 @@ def test_a_scanning_run_publishes_every_metric_with_the_exact_planted_counts(
         assert point.namespace == NAMESPACE
         assert point.dimensions == expected_dimensions
     assert metrics["LegacyRows"].value == planted.legacy
+    assert metrics["UnexpectedLegacyRows"].value == planted.legacy
+    assert metrics["UnexpectedShardedRows"].value == 0
+    assert metrics["ControlRecordMissing"].value == 0
     assert metrics["MisroutedRows"].value == planted.misrouted
     assert metrics["UnindexedRows"].value == planted.unindexed
     assert metrics["StrayRows"].value == planted.stray
@@ -195,3 +212,85 @@ def test_a_bad_scan_setting_is_rejected_naming_it(
     monkeypatch.setenv("DRIFT_SCAN_EVERY", "0")
     with pytest.raises(ValidationError, match="DRIFT_SCAN_EVERY"):
         invoke(SCAN_TIME)
+
+
+# ---- the state comes from the control record ---------------------------------------------------
+
+
+def test_a_table_that_never_migrated_is_judged_legacy(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given no control record at all (no STATE, no history): never migrated, legacy
+    dynamo.client.delete_item(
+        TableName=dynamo.table_name,
+        Key={"PK": {"S": "RSAGA_INDEX#CONTROL"}, "SK": {"S": "HISTORY#0000000001"}},
+    )
+    delete_state(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("l1", "p-1")
+    dynamo.put_saga("s1", "p-2", gsi4pk="shard")
+    result = invoke(NO_SCAN_TIME)
+    metrics = by_name(emf_datapoints(capsys.readouterr().out))
+    # Then legacy rows are expected and the sharded row is what is wrong now
+    assert result["phase"] == "legacy"
+    assert metrics["UnexpectedLegacyRows"].value == 0
+    assert metrics["UnexpectedShardedRows"].value == 1
+    assert metrics["ControlRecordMissing"].value == 0
+
+
+def test_a_deleted_state_item_publishes_control_record_missing_and_still_judges(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the record was sharded(16) (history version 1: migrating -> sharded), then its STATE
+    # item was deleted; a legacy row and a correctly sharded row remain
+    delete_state(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("l1", "p-1")
+    dynamo.put_saga("s1", "p-2", gsi4pk="shard")
+    result = invoke(NO_SCAN_TIME)
+    metrics = by_name(emf_datapoints(capsys.readouterr().out))
+    # Then the guard pages on the record, and judges over both layouts the history names (it
+    # reads legacy then the shards, as readers do), so neither row is wrong now
+    assert metrics["ControlRecordMissing"].value == 1
+    assert result["controlRecordMissing"] is True
+    assert result["healthy"] is False
+    assert any("STATE item is missing" in f for f in result["findings"])
+    assert metrics["UnexpectedLegacyRows"].value == 0
+    assert metrics["UnexpectedShardedRows"].value == 0
+    assert metrics["MisroutedRows"].value == 0
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_guard_follows_a_record_change_within_t(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a warm execution environment whose provider has read sharded(16), with T = 30 s
+    ticks = Ticks()
+    timing = ControlTiming(cache_seconds=30)
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    provider = ControlProvider(store, timing=timing, clock=ticks)
+    runtime.control.use(provider)
+    dynamo.put_saga("l1", "p-1")
+    assert invoke(NO_SCAN_TIME)["unexpectedLegacyRows"] == 1
+    # When an operator aborts to rolling-back (legacy rows are then the target)
+    seed_state(
+        dynamo.client,
+        dynamo.table_name,
+        Layout.sharded(N),
+        LEGACY,
+        version=2,
+        previous=(Layout.sharded(N), None),
+    )
+    # Then within T the guard may still judge the old state, and after T it judges the new one
+    ticks.now += 29
+    assert invoke(NO_SCAN_TIME)["phase"] == "sharded"
+    ticks.now += 1
+    after = invoke(NO_SCAN_TIME)
+    assert after["phase"] == "rolling-back"
+    assert after["unexpectedLegacyRows"] == 0
+    capsys.readouterr()

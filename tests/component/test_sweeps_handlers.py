@@ -1,6 +1,6 @@
-"""The sweep handlers on moto: open sagas read through the fan-out reader (migrating phase: legacy
-and sharded rows), events captured for real (bus -> rule -> SQS queue, read back), EMF metrics
-parsed from stdout."""
+"""The sweep handlers on moto: open sagas read through the fan-out reader along the control
+record's routing (migrating: legacy and sharded rows), events captured for real (bus -> rule ->
+SQS queue, read back), EMF metrics parsed from stdout."""
 
 from __future__ import annotations
 
@@ -9,14 +9,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from handlers import sweep_jobs
+from handlers import runtime, sweep_jobs
 from handlers import sweeps as handlers
+from saga_index.control.layout import Layout
+from saga_index.control.provider import ControlProvider
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import ControlTiming
 from saga_index.errors import InvalidInputError
 from tests.component.sweeps_support import (
+    SHARDS,
     SweepWorld,
     payload,
     world,
 )
+from tests.support.control_seed import seed_state
 from tests.support.lambda_harness import (
     FakeLambdaContext,
     dimension_sets,
@@ -203,3 +209,58 @@ def test_given_open_sagas_when_the_snapshot_runs_then_counts_by_state_and_oldest
     assert metric_unit(docs, "OldestOpenSagaAgeSeconds") == "Seconds"
     assert metric(docs, "SagasRead") == [3.0]
     assert world.drain() == []  # the snapshot publishes metrics, never events
+
+
+# ---- the routing comes from the control record ------------------------------------------------
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_given_a_record_change_when_t_has_passed_then_the_sweep_reads_the_new_states_keys(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a warm environment whose provider read `migrating` (legacy, then 16 shards)
+    b = world.backend
+    ticks = Ticks()
+    runtime.control.use(
+        ControlProvider(ControlStore(b.client, b.table_name), timing=ControlTiming(), clock=ticks)
+    )
+    b.put_saga("legacy", "p-1")
+    b.put_saga("sharded", "p-2", gsi4pk="shard")
+    snapshot = handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
+    assert snapshot["sagasRead"] == 2
+    # When the record moves to `sharded` (forced: the legacy row was left behind on purpose)
+    seed_state(b.client, b.table_name, Layout.sharded(SHARDS), version=2)
+    # Then within T the environment still follows `migrating`, one record read per T
+    ticks.now += ControlTiming().cache_seconds - 1
+    assert (
+        handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 2
+    )
+    # And from T on it reads the shards only, without a redeploy or a cold start
+    ticks.now += 1
+    assert (
+        handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 1
+    )
+    capsys.readouterr()
+
+
+def test_given_no_control_record_at_all_then_the_sweeps_read_legacy_only(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = world.backend
+    for sk in ("STATE", "HISTORY#0000000001"):
+        b.client.delete_item(
+            TableName=b.table_name,
+            Key={"PK": {"S": "RSAGA_INDEX#CONTROL"}, "SK": {"S": sk}},
+        )
+    b.put_saga("legacy", "p-1")
+    b.put_saga("sharded", "p-2", gsi4pk="shard")
+    result = handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
+    assert result["sagasRead"] == 1  # never migrated: legacy
+    capsys.readouterr()

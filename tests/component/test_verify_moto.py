@@ -12,6 +12,8 @@ import pytest
 from moto import mock_aws
 
 from saga_index import keys, names
+from saga_index.control.layout import Layout
+from saga_index.control.routing import Routing
 from saga_index.parity import ParityReport, ParityVerifier
 from saga_index.parity_snapshot import Snapshot
 from saga_index_cli.main import main
@@ -416,3 +418,43 @@ def test_cli_snapshot_is_written_even_when_parity_fails_and_the_exit_code_says_s
     code, _, _ = run(capsys, *cli(dynamo, "sharded", "--snapshot", str(path)))
     assert code == 1
     assert Snapshot.from_document(json.loads(path.read_text())).table_name == dynamo.table_name
+
+
+# ---- parity along a routing (the control record's state) ------------------------------------
+
+SPLIT = Routing.between(Layout.sharded(16), Layout.sharded(32))
+
+
+def verify_routed(dynamo: Backend, routing: Routing) -> ParityReport:
+    verifier = ParityVerifier(
+        dynamo.client, dynamo.table_name, routing=routing, recheck_delay_seconds=0.0
+    )
+    return verifier.verify(sample=100, seed=7).report
+
+
+def test_a_split_in_progress_reads_both_layouts_and_is_identical(dynamo: Backend) -> None:
+    for n, person in enumerate(PEOPLE):
+        count = 16 if n % 2 else 32
+        dynamo.put_saga(person, person, gsi4pk=keys.shard_gsi4pk_for_person(person, count))
+    report = verify_routed(dynamo, SPLIT)
+    assert report.ok, report.to_dict()
+    assert (report.phase.value, report.shard_count) == ("resharding", 32)
+    assert report.read_counts["all-sagas"] == len(PEOPLE)
+
+
+def test_a_row_on_no_layout_of_the_split_is_misrouted_toward_the_writers_key(
+    dynamo: Backend,
+) -> None:
+    # p-1 is shard 14 of 16 and 30 of 32; shard 3 is neither
+    dynamo.put_saga("lost", "p-1", gsi4pk=keys.sharded_gsi4pk(3))
+    report = verify_routed(dynamo, SPLIT)
+    (finding,) = report.misrouted
+    assert finding.expected_gsi4pk == keys.shard_gsi4pk_for_person("p-1", 32)
+    assert "resharding" in finding.reason
+
+
+def test_a_row_beyond_the_routings_shards_is_missing_and_says_why(dynamo: Backend) -> None:
+    dynamo.put_saga("far", "p-1", gsi4pk=keys.sharded_gsi4pk(20))
+    report = verify_routed(dynamo, Routing.between(Layout.sharded(16)))
+    assert {f.reason for f in report.missing} == {"under shard 20, outside the 16 shards read"}
+    assert report.misrouted == ()

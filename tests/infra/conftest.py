@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,10 @@ from aws_cdk.assertions import Template
 
 from infra.stack import STACK_NAME, RenewalSagaIndexStack, build_app
 
-IMPORT_MODE: dict[str, Any] = {"importExistingTable": True}
+# Dev and test stacks, the demo and local tables: the stack creates the table. cdk.json commits
+# the production choice (attach to the existing table), so this is always passed explicitly.
+OWNED_TABLE: dict[str, Any] = {"importExistingTable": False}
+NOBODY_PAGED: dict[str, Any] = {"email": [], "https": []}
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,22 @@ class Synthesised:
         return dict(self.template.to_json())
 
 
-def _synthesise(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthesised:
-    app, stack = build_app(context_overrides=overrides, outdir=outdir)
+def write_pager_config(directory: Path, document: dict[str, Any]) -> Path:
+    path = directory / "pager.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def _synthesise(
+    outdir: Path,
+    overrides: dict[str, Any] | None = None,
+    pager_config: Path | None = None,
+) -> Synthesised:
+    """Synthesise into outdir. Without pager_config, nobody is subscribed (so the tests do not
+    depend on what the committed pager.json lists)."""
+    if pager_config is None:
+        pager_config = write_pager_config(outdir, NOBODY_PAGED)
+    app, stack = build_app(context_overrides=overrides, outdir=outdir, pager_config=pager_config)
     # Template.from_stack raises on any unacknowledged cdk-nag finding, so an unclean stack
     # fails every infra test at fixture set-up, with the report in outdir.
     template = Template.from_stack(stack)
@@ -41,20 +59,20 @@ def _synthesise(outdir: Path, overrides: dict[str, Any] | None = None) -> Synthe
 
 
 @pytest.fixture(scope="session")
-def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
-    """What `cdk deploy` would use with cdk.json as committed (the stack owns the table)."""
-    return _synthesise(tmp_path_factory.mktemp("cdk-default"))
+def owned_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
+    """The stack that creates its table (importExistingTable=false, passed explicitly)."""
+    return _synthesise(tmp_path_factory.mktemp("cdk-owned"), OWNED_TABLE)
 
 
 @pytest.fixture(scope="session")
 def import_mode_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
-    """The same app with importExistingTable=true (attached to the existing table by name)."""
-    return _synthesise(tmp_path_factory.mktemp("cdk-import"), IMPORT_MODE)
+    """cdk.json as committed: attached to the existing table by name (production)."""
+    return _synthesise(tmp_path_factory.mktemp("cdk-import"))
 
 
 @pytest.fixture(scope="session")
-def default_template(default_synth: Synthesised) -> Template:
-    return default_synth.template
+def owned_template(owned_synth: Synthesised) -> Template:
+    return owned_synth.template
 
 
 @pytest.fixture(scope="session")

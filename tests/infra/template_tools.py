@@ -8,7 +8,13 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from saga_index.names import CONTROL_PK
+
 Template = Mapping[str, Any]
+# The condition of every grant on the control record: only items of the control partition.
+CONTROL_CONDITION = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
+CONTROL_READ = frozenset({"dynamodb:GetItem", "dynamodb:Query"})
+CONTROL_WRITE = frozenset({"dynamodb:PutItem", "dynamodb:UpdateItem"})
 
 WEEK_START = datetime(2026, 7, 6, tzinfo=UTC)  # a Monday, 00:00 UTC
 MINUTES_PER_WEEK = 7 * 24 * 60
@@ -70,6 +76,23 @@ def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
             for resource in as_list(statement["Resource"]):
                 pairs.add((str(action), str(resource)))
     return pairs
+
+
+def split_control(
+    statements: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
+    """(the statements that are not control-record grants, the (action, resource) pairs of those
+    that are). A control grant is an Allow with exactly CONTROL_CONDITION."""
+    rest: list[dict[str, Any]] = []
+    control: set[tuple[str, str]] = set()
+    for statement in statements:
+        if statement.get("Condition") == CONTROL_CONDITION and statement["Effect"] == "Allow":
+            for action in as_list(statement["Action"]):
+                for resource in as_list(statement["Resource"]):
+                    control.add((str(action), str(resource)))
+        else:
+            rest.append(statement)
+    return rest, control
 
 
 # ---- EventBridge Scheduler cron ----------------------------------------------------------------

@@ -1,61 +1,73 @@
 """The synthesised alarms, pager topic, Contributor Insights, dashboard and drift-guard schedule.
 
-Each alarm is asserted by behaviour: its metric, threshold, missing-data treatment and whether it
-pages, in every migration phase (the phase flips actions only).
+Each alarm is asserted by behaviour: its metric, threshold, missing-data treatment, and that it
+pages. Every alarm pages in every migration state: the drift guard publishes what is wrong NOW
+against the control record, so no alarm depends on the deploy.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Annotations, Match, Template
 
-from infra.config import ConfigError, StackConfig, load_cdk_json_context
+from infra.config import (
+    ConfigError,
+    PagerConfig,
+    StackConfig,
+    load_cdk_json_context,
+    load_pager_config,
+)
+from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
 from saga_index.names import INDEX_NAME
-from tests.infra.conftest import Synthesised
+from tests.infra.conftest import Synthesised, _synthesise, write_pager_config
+from tests.infra.template_tools import CONTROL_CONDITION
 
 pytestmark = pytest.mark.infra
 
 ALARM = "AWS::CloudWatch::Alarm"
-PHASES = ("legacy", "migrating", "sharded", "rolling-back")
-ALL = frozenset(PHASES)
-# What pages in which phase: the issue's contract plus the choices in
-# infra/observability/alarms.py.
-GUARD_ALARMS: dict[str, tuple[frozenset[str], int, int, int]] = {
-    # metric: (phases that page, period seconds, evaluation periods, datapoints to alarm)
-    "LegacyRows": (frozenset({"sharded"}), 300, 3, 2),
-    "ShardedRows": (frozenset({"legacy"}), 300, 3, 2),
-    "MisroutedRows": (ALL, 300, 3, 2),
-    "UnindexedRows": (ALL, 7200, 1, 1),  # two scan intervals of K=12 x 5 min
-    "StrayRows": (ALL, 7200, 1, 1),
+# metric: (period seconds, evaluation periods, datapoints to alarm)
+GUARD_ALARMS: dict[str, tuple[int, int, int]] = {
+    "UnexpectedLegacyRows": (300, 3, 2),
+    "UnexpectedShardedRows": (300, 3, 2),
+    "MisroutedRows": (300, 3, 2),
+    "ControlRecordMissing": (300, 3, 2),
+    "UnindexedRows": (7200, 1, 1),  # two scan intervals of K=12 x 5 min
+    "StrayRows": (7200, 1, 1),
 }
-THROTTLES_PAGE_IN = frozenset({"migrating", "sharded"})
-# 5 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs.
+# The raw counts: what they should be depends on the migration state, so they are graphed only.
+RAW_COUNTS = ("LegacyRows", "ShardedRows")
+# 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs.
 ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
-# The sharded synth also proves rows-per-shard widgets are split for large N.
-OVERRIDES: dict[str, dict[str, Any]] = {
-    "migrating": {"phase": "migrating", "pagerEmail": PAGER_EMAIL, "pagerHttpsUrl": PAGER_URL},
-    "sharded": {"phase": "sharded", "shardCount": 128},
-    "rolling-back": {"phase": "rolling-back"},
-}
+ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
+MODES = ["owned_synth", "import_mode_synth"]
+
+
+@pytest.fixture(params=MODES)
+def template(request: pytest.FixtureRequest) -> Template:
+    synthesised: Synthesised = request.getfixturevalue(request.param)
+    return synthesised.template
 
 
 @pytest.fixture(scope="module")
-def phase_templates(
-    default_synth: Synthesised, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Template]:
-    templates = {"legacy": default_synth.template}
-    for phase, overrides in OVERRIDES.items():
-        _app, stack = build_app(overrides, outdir=tmp_path_factory.mktemp(f"cdk-{phase}"))
-        # Template.from_stack fails on any cdk-nag finding: each phase is nag-clean too.
-        templates[phase] = Template.from_stack(stack)
-    return templates
+def subscribed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
+    """cdk.json as committed, with a pager.json that lists an address and a webhook."""
+    outdir = tmp_path_factory.mktemp("cdk-subscribed")
+    pager = write_pager_config(outdir, {"email": [PAGER_EMAIL], "https": [PAGER_URL]})
+    return _synthesise(outdir, pager_config=pager)
+
+
+@pytest.fixture(scope="module")
+def org_topic_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
+    """The usual production set-up: the alarms publish to the organisation's paging topic."""
+    return _synthesise(tmp_path_factory.mktemp("cdk-org-topic"), {"alarmTopicArn": ORG_TOPIC_ARN})
 
 
 def only(template: Template, resource_type: str, props: dict[str, Any] | None = None) -> str:
@@ -78,7 +90,7 @@ def alarm_for(
     return properties
 
 
-def observability_alarms(alarms: dict[str, Any]) -> dict[str, Any]:
+def observability_alarms(alarms: Mapping[str, Any]) -> dict[str, Any]:
     """The alarms infra/observability/alarms.py defines (other constructs may add their own)."""
     return {k: v for k, v in alarms.items() if k.startswith("Observability")}
 
@@ -94,46 +106,51 @@ def guard_function(template: Template) -> str:
 # ---- the alarms ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("phase", PHASES)
+def table_dimension(template: Template) -> Any:
+    tables = template.find_resources("AWS::DynamoDB::Table")
+    return {"Ref": next(iter(tables))} if tables else "propflow-prod"
+
+
+def pages(template: Template, alarm: dict[str, Any]) -> None:
+    assert alarm["AlarmActions"] == [topic_ref(template)], alarm["AlarmDescription"]
+    assert alarm["OKActions"] == [topic_ref(template)], alarm["AlarmDescription"]
+
+
 @pytest.mark.parametrize("metric", sorted(GUARD_ALARMS))
-def test_each_guard_alarm_watches_its_metric_treats_missing_data_as_breaching_and_pages_by_phase(
-    phase_templates: dict[str, Template], phase: str, metric: str
+def test_each_wrong_now_guard_alarm_watches_its_metric_treats_missing_data_as_breaching_and_pages(
+    template: Template, metric: str
 ) -> None:
-    template = phase_templates[phase]
-    pages_in, period, evaluations, datapoints = GUARD_ALARMS[metric]
+    period, evaluations, datapoints = GUARD_ALARMS[metric]
     alarm = alarm_for(template, metric)
-    table_id = next(iter(template.find_resources("AWS::DynamoDB::Table")))
     assert alarm["Namespace"] == "RenewalSagaIndex"
     assert sorted(alarm["Dimensions"], key=lambda d: d["Name"]) == [
         {"Name": "IndexName", "Value": INDEX_NAME},
-        {"Name": "TableName", "Value": {"Ref": table_id}},
+        {"Name": "TableName", "Value": table_dimension(template)},
         {"Name": "service", "Value": "drift-guard"},
     ]
     assert (alarm["Statistic"], alarm["Period"]) == ("Maximum", period)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
     assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (evaluations, datapoints)
     assert alarm["TreatMissingData"] == "breaching"
-    if phase in pages_in:
-        assert alarm["AlarmActions"] == [topic_ref(template)]
-        assert alarm["OKActions"] == [topic_ref(template)]
-        assert alarm["AlarmDescription"].startswith("[PAGES]")
-    else:
-        assert "AlarmActions" not in alarm
-        assert "OKActions" not in alarm
-        assert alarm["AlarmDescription"].startswith(f"[informational in phase {phase}]")
+    pages(template, alarm)
+    anchor = metric.lower()
+    assert f"docs/observability.md#{anchor}" in alarm["AlarmDescription"]
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_the_guard_functions_own_errors_page_in_every_phase(
-    phase_templates: dict[str, Template], phase: str
-) -> None:
-    template = phase_templates[phase]
+@pytest.mark.parametrize("metric", RAW_COUNTS)
+def test_the_raw_counts_page_nobody(template: Template, metric: str) -> None:
+    # 40 legacy rows are right while migrating and wrong once sharded: only the guard, which
+    # reads the control record, can tell; it says so in the Unexpected* metrics.
+    assert template.find_resources(ALARM, {"Properties": {"MetricName": metric}}) == {}
+
+
+def test_the_guard_functions_own_errors_page(template: Template) -> None:
     dimensions = [{"Name": "FunctionName", "Value": {"Ref": guard_function(template)}}]
     alarm = alarm_for(template, "Errors", dimensions)
     assert alarm["Namespace"] == "AWS/Lambda"
     assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 0)
     assert alarm["TreatMissingData"] == "notBreaching"
-    assert alarm["AlarmActions"] == [topic_ref(template)]
+    pages(template, alarm)
 
 
 SWEEP_HANDLERS = {
@@ -144,11 +161,7 @@ SWEEP_HANDLERS = {
 }
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_a_failing_sweep_pages_in_every_phase(
-    phase_templates: dict[str, Template], phase: str
-) -> None:
-    template = phase_templates[phase]
+def test_a_failing_sweep_pages(template: Template) -> None:
     for job, handler in SWEEP_HANDLERS.items():
         function = only(template, "AWS::Lambda::Function", {"Handler": handler})
         alarm = alarm_for(
@@ -161,14 +174,12 @@ def test_a_failing_sweep_pages_in_every_phase(
         ), job
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
         assert alarm["TreatMissingData"] == "notBreaching"
-        assert alarm["AlarmActions"] == [topic_ref(template)], job
+        pages(template, alarm)
 
 
-@pytest.mark.parametrize("phase", PHASES)
 def test_every_schedules_dead_letter_queue_pages_when_it_holds_a_message(
-    phase_templates: dict[str, Template], phase: str
+    template: Template,
 ) -> None:
-    template = phase_templates[phase]
     schedules = template.find_resources("AWS::Scheduler::Schedule")
     assert len(schedules) == 5
     for logical_id, schedule in schedules.items():
@@ -184,21 +195,18 @@ def test_every_schedules_dead_letter_queue_pages_when_it_holds_a_message(
             "Maximum",
             0,
         ), logical_id
-        assert alarm["AlarmActions"] == [topic_ref(template)], logical_id
+        pages(template, alarm)
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics(
-    phase_templates: dict[str, Template], phase: str
+def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
+    template: Template,
 ) -> None:
-    template = phase_templates[phase]
     found = template.find_resources(
         ALARM, {"Properties": {"Metrics": Match.array_with([Match.object_like({"Id": "m0"})])}}
     )
     (alarm,) = (resource["Properties"] for resource in found.values())
     expression, *stats = alarm["Metrics"]
     assert expression["Expression"] == "SUM([m0, m1, m2, m3])"
-    table_id = next(iter(template.find_resources("AWS::DynamoDB::Table")))
     assert sorted(s["MetricStat"]["Metric"]["MetricName"] for s in stats) == sorted(
         [
             "ReadThrottleEvents",
@@ -212,45 +220,35 @@ def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics(
         assert metric["Metric"]["Namespace"] == "AWS/DynamoDB"
         assert sorted(metric["Metric"]["Dimensions"], key=lambda d: d["Name"]) == [
             {"Name": "GlobalSecondaryIndexName", "Value": INDEX_NAME},
-            {"Name": "TableName", "Value": {"Ref": table_id}},
+            {"Name": "TableName", "Value": table_dimension(template)},
         ]
         assert (metric["Stat"], metric["Period"]) == ("Sum", 300)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
     assert alarm["TreatMissingData"] == "notBreaching"
-    if phase in THROTTLES_PAGE_IN:
-        assert alarm["AlarmActions"] == [topic_ref(template)]
-    else:
-        assert "AlarmActions" not in alarm
+    pages(template, alarm)
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_every_alarm_action_is_the_one_pager_topic(
-    phase_templates: dict[str, Template], phase: str
-) -> None:
-    template = phase_templates[phase]
-    alarms = template.find_resources(ALARM)
-    assert len(observability_alarms(alarms)) == ALARM_COUNT
-    actions = [
-        action
-        for alarm in alarms.values()
-        for key in ("AlarmActions", "OKActions", "InsufficientDataActions")
-        for action in alarm["Properties"].get(key, [])
-    ]
-    assert actions
-    assert all(action == topic_ref(template) for action in actions)
+def test_every_alarm_pages_through_the_one_pager_topic(template: Template) -> None:
+    alarms = observability_alarms(template.find_resources(ALARM))
+    assert len(alarms) == ALARM_COUNT
+    for logical_id, alarm in alarms.items():
+        properties = alarm["Properties"]
+        assert properties["AlarmActions"] == [topic_ref(template)], logical_id
+        assert properties["OKActions"] == [topic_ref(template)], logical_id
+        assert "InsufficientDataActions" not in properties, logical_id
 
 
 # ---- the pager topic ----------------------------------------------------------------------------
 
 
 def test_the_pager_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    key_id = only(default_template, "AWS::KMS::Key", {"EnableKeyRotation": True})
-    default_template.has_resource_properties(
+    key_id = only(owned_template, "AWS::KMS::Key", {"EnableKeyRotation": True})
+    owned_template.has_resource_properties(
         "AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]}}
     )
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         "AWS::KMS::Key",
         {
             "KeyPolicy": {
@@ -270,9 +268,9 @@ def test_the_pager_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
     )
 
 
-def test_the_pager_topic_denies_publishing_without_tls(default_template: Template) -> None:
-    topic = topic_ref(default_template)
-    default_template.has_resource_properties(
+def test_the_pager_topic_denies_publishing_without_tls(owned_template: Template) -> None:
+    topic = topic_ref(owned_template)
+    owned_template.has_resource_properties(
         "AWS::SNS::TopicPolicy",
         {
             "Topics": [topic],
@@ -302,8 +300,10 @@ def test_the_pager_topic_denies_publishing_without_tls(default_template: Templat
     )
 
 
-def test_pager_subscriptions_come_from_context(phase_templates: dict[str, Template]) -> None:
-    template = phase_templates["migrating"]
+def test_pager_subscriptions_come_from_the_committed_pager_json(
+    subscribed_synth: Synthesised,
+) -> None:
+    template = subscribed_synth.template
     topic = topic_ref(template)
     template.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": PAGER_EMAIL, "TopicArn": topic}
@@ -311,33 +311,96 @@ def test_pager_subscriptions_come_from_context(phase_templates: dict[str, Templa
     template.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "https", "Endpoint": PAGER_URL, "TopicArn": topic}
     )
-    assert phase_templates["legacy"].find_resources("AWS::SNS::Subscription") == {}
+    assert len(template.find_resources("AWS::SNS::Subscription")) == 2
+    Annotations.from_stack(subscribed_synth.stack).has_no_warning(
+        "*", Match.string_like_regexp("nobody subscribes")
+    )
+
+
+def test_a_topic_nobody_subscribes_to_is_a_synth_warning(owned_synth: Synthesised) -> None:
+    assert owned_synth.template.find_resources("AWS::SNS::Subscription") == {}
+    Annotations.from_stack(owned_synth.stack).has_warning(
+        "/RenewalSagaIndex/Observability/Pager",
+        Match.string_like_regexp(f"nobody subscribes.*{UNSUBSCRIBED_WARNING}"),
+    )
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("pagerEmail", "not-an-address"),
-        ("pagerEmail", 7),
-        ("pagerHttpsUrl", "http://pager.example.com/hook"),
-        ("pagerHttpsUrl", "https://"),
+        ("pagerEmail", PAGER_EMAIL),
+        ("pagerEmail", ""),
+        ("pagerHttpsUrl", PAGER_URL),
     ],
 )
-def test_a_bad_pager_context_value_fails_synth_naming_it(key: str, value: Any) -> None:
+def test_no_deploy_line_can_set_or_drop_a_pager_subscription(key: str, value: Any) -> None:
     with pytest.raises(ConfigError) as raised:
-        StackConfig.from_context({**load_cdk_json_context(), key: value})
+        build_app(context_overrides={key: value})
     assert repr(key) in str(raised.value)
-    assert repr(value) in str(raised.value)
+    assert "pager.json" in str(raised.value)
+
+
+def test_the_organisations_topic_replaces_the_stacks_own(org_topic_synth: Synthesised) -> None:
+    template = org_topic_synth.template
+    assert template.find_resources("AWS::SNS::Topic") == {}
+    assert template.find_resources("AWS::SNS::Subscription") == {}
+    assert template.find_resources("AWS::KMS::Key") == {}
+    alarms = observability_alarms(template.find_resources(ALARM))
+    assert len(alarms) == ALARM_COUNT
+    for logical_id, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [ORG_TOPIC_ARN], logical_id
+        assert alarm["Properties"]["OKActions"] == [ORG_TOPIC_ARN], logical_id
+    (output,) = [o for name, o in template.find_outputs("*").items() if "PagerTopicArn" in name]
+    assert output["Value"] == ORG_TOPIC_ARN
+    Annotations.from_stack(org_topic_synth.stack).has_no_warning(
+        "*", Match.string_like_regexp("nobody subscribes")
+    )
+
+
+def test_the_organisations_topic_and_subscriptions_of_our_own_contradict() -> None:
+    pager = PagerConfig(emails=(PAGER_EMAIL,))
+    context = {**load_cdk_json_context(), "alarmTopicArn": ORG_TOPIC_ARN}
+    with pytest.raises(ConfigError, match=r"alarmTopicArn.*pager\.json"):
+        StackConfig.from_context(context, pager)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"email": "oncall@example.com"},
+        {"email": ["not-an-address"]},
+        {"email": [7]},
+        {"https": ["http://pager.example.com/hook"]},
+        {"https": ["https://"]},
+        {"email": [PAGER_EMAIL, PAGER_EMAIL]},
+        {"emails": [PAGER_EMAIL]},
+        ["oncall@example.com"],
+    ],
+)
+def test_a_bad_pager_json_fails_synth_naming_it(tmp_path: Path, document: Any) -> None:
+    path = tmp_path / "pager.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"pager\.json"):
+        load_pager_config(path)
+
+
+def test_a_missing_pager_json_fails_synth(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"pager\.json is missing"):
+        load_pager_config(tmp_path / "pager.json")
+
+
+def test_the_committed_pager_json_and_cdk_json_parse() -> None:
+    StackConfig.from_context(load_cdk_json_context(), load_pager_config())
 
 
 # ---- Contributor Insights -----------------------------------------------------------------------
 
 
 def test_contributor_insights_watch_throttled_keys_on_the_table_and_the_gsi(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
     insights = {"Enabled": True, "Mode": "THROTTLED_KEYS"}
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
             "ContributorInsightsSpecification": insights,
@@ -355,7 +418,7 @@ def test_import_mode_owns_no_table_so_sets_no_contributor_insights_but_still_pag
 ) -> None:
     assert import_mode_template.find_resources("AWS::DynamoDB::Table") == {}
     assert len(observability_alarms(import_mode_template.find_resources(ALARM))) == ALARM_COUNT
-    alarm = alarm_for(import_mode_template, "LegacyRows")
+    alarm = alarm_for(import_mode_template, "UnexpectedLegacyRows")
     assert {"Name": "TableName", "Value": "propflow-prod"} in alarm["Dimensions"]
 
 
@@ -381,10 +444,12 @@ def widget(body: dict[str, Any], title: str) -> dict[str, Any]:
 
 
 def metric_lines(properties: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each graphed metric as {namespace, name, dims...}."""
+    """Each graphed metric as {namespace, name, dims...} (expressions are left out)."""
     lines = []
     for entry in properties["metrics"]:
         parts = [p for p in entry if not isinstance(p, dict)]
+        if not parts:
+            continue
         namespace, name, *dims = parts
         lines.append(
             {"namespace": namespace, "name": name, **dict(zip(dims[::2], dims[1::2], strict=True))}
@@ -392,24 +457,36 @@ def metric_lines(properties: dict[str, Any]) -> list[dict[str, Any]]:
     return lines
 
 
-def test_the_dashboard_shows_drift_shards_throttles_backfill_and_sweeps(
-    default_template: Template,
+def expressions(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        entry[0] for entry in properties["metrics"] if len(entry) == 1 and "expression" in entry[0]
+    ]
+
+
+def test_the_dashboard_shows_wrong_now_and_raw_drift_shards_throttles_backfill_and_sweeps(
+    owned_template: Template,
 ) -> None:
-    body = dashboard(default_template)
-    drift = metric_lines(widget(body, "Legacy rows"))
-    assert [(m["name"], m["service"]) for m in drift] == [
+    body = dashboard(owned_template)
+    header = next(w for w in body["widgets"] if w["type"] == "text")["properties"]["markdown"]
+    assert "saga-index status" in header
+    wrong_now = metric_lines(widget(body, "Wrong now"))
+    assert {m["name"] for m in wrong_now} == set(GUARD_ALARMS)
+    assert {m["service"] for m in wrong_now} == {"drift-guard"}
+    raw = metric_lines(widget(body, "Raw counts"))
+    assert [(m["name"], m["service"]) for m in raw] == [
         ("LegacyRows", "drift-guard"),
         ("ShardedRows", "drift-guard"),
+        ("AnomalousRows", "drift-guard"),
     ]
-    assert {m["name"] for m in metric_lines(widget(body, "Misrouted"))} == {
-        "MisroutedRows",
-        "UnindexedRows",
-        "StrayRows",
-        "AnomalousRows",
-    }
-    shards = metric_lines(widget(body, "Rows per shard (0..15)"))
-    assert [m["Shard"] for m in shards] == [str(n) for n in range(16)]
-    assert {m["name"] for m in shards} == {"RowsPerShard"}
+    # Every shard the guard reports, whatever N the control record says: a SEARCH, not N lines.
+    (search,) = expressions(widget(body, "Rows per shard"))
+    assert search["expression"] == (
+        "SEARCH('{RenewalSagaIndex,IndexName,Shard,TableName,service} "
+        'MetricName="RowsPerShard" service="drift-guard" TableName="TOKEN" '
+        f'IndexName="{INDEX_NAME}"'
+        "', 'Maximum', 300)"
+    )
+    assert metric_lines(widget(body, "Rows per shard")) == []
     assert [m["name"] for m in metric_lines(widget(body, "Shard skew"))] == ["ShardSkew"]
     throttles = widget(body, "GSI throttle events")
     index_lines = [m for m in metric_lines(throttles) if "GlobalSecondaryIndexName" in m]
@@ -449,25 +526,23 @@ def test_the_dashboard_shows_drift_shards_throttles_backfill_and_sweeps(
     assert len(alarms["alarms"]) == ALARM_COUNT
 
 
-def test_the_rows_per_shard_graph_is_split_when_n_is_large(
-    phase_templates: dict[str, Template],
+def test_in_import_mode_the_rows_per_shard_search_names_the_table(
+    import_mode_template: Template,
 ) -> None:
-    body = dashboard(phase_templates["sharded"])
-    first = metric_lines(widget(body, "Rows per shard (0..63)"))
-    second = metric_lines(widget(body, "Rows per shard (64..127)"))
-    assert [m["Shard"] for m in first + second] == [str(n) for n in range(128)]
+    (search,) = expressions(widget(dashboard(import_mode_template), "Rows per shard"))
+    assert 'TableName="propflow-prod"' in search["expression"]
 
 
 # ---- the guard's schedule, function and permissions ---------------------------------------------
 
 
 def test_the_drift_guard_runs_every_5_minutes_on_its_scheduler_row(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    function_id = guard_function(default_template)
+    function_id = guard_function(owned_template)
     (schedule,) = (
         s["Properties"]
-        for s in default_template.find_resources("AWS::Scheduler::Schedule").values()
+        for s in owned_template.find_resources("AWS::Scheduler::Schedule").values()
         if s["Properties"]["Target"]["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
     )
     assert schedule["ScheduleExpression"] == "cron(0/5 * * * ? *)"
@@ -479,9 +554,9 @@ def test_the_drift_guard_runs_every_5_minutes_on_its_scheduler_row(
 
 
 def test_the_drift_guard_function_is_configured_for_its_schedule(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         "AWS::Lambda::Function",
         {
             "Handler": "handlers.drift_guard.handler",
@@ -511,18 +586,22 @@ def guard_statements(template: Template) -> list[dict[str, Any]]:
     return [statement for statements in policies for statement in statements]
 
 
-def test_the_guard_may_query_the_index_and_scan_the_table_and_nothing_else(
-    default_template: Template,
+def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_and_no_more(
+    owned_template: Template,
 ) -> None:
-    statements = guard_statements(default_template)
-    table_id = next(iter(default_template.find_resources("AWS::DynamoDB::Table")))
-    by_action = {json.dumps(s["Action"]): s["Resource"] for s in statements}
+    statements = guard_statements(owned_template)
+    table_id = next(iter(owned_template.find_resources("AWS::DynamoDB::Table")))
+    by_action = {json.dumps(s["Action"]): (s["Resource"], s.get("Condition")) for s in statements}
+    table = {"Fn::GetAtt": [table_id, "Arn"]}
     assert by_action == {
-        '["xray:PutTelemetryRecords", "xray:PutTraceSegments"]': "*",
-        '"dynamodb:Query"': {
-            "Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{INDEX_NAME}"]]
-        },
-        '"dynamodb:Scan"': {"Fn::GetAtt": [table_id, "Arn"]},
+        '["xray:PutTelemetryRecords", "xray:PutTraceSegments"]': ("*", None),
+        '"dynamodb:Query"': (
+            {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
+            None,
+        ),
+        '"dynamodb:Scan"': (table, None),
+        # What is wrong now is judged against the control record: read it, never write it.
+        '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
     }
 
 
@@ -535,8 +614,8 @@ def test_in_import_mode_the_guard_grants_point_at_the_named_table(
     assert "cloudwatch:PutMetricData" not in rendered
 
 
-def test_template_on_disk_has_the_same_alarms(default_synth: Synthesised) -> None:
+def test_template_on_disk_has_the_same_alarms(owned_synth: Synthesised) -> None:
     # The file cfn-lint checks is the one these assertions describe.
-    document = json.loads(Path(default_synth.template_path).read_text())
+    document = json.loads(Path(owned_synth.template_path).read_text())
     alarms = {k: r for k, r in document["Resources"].items() if r["Type"] == ALARM}
     assert len(observability_alarms(alarms)) == ALARM_COUNT

@@ -1,6 +1,6 @@
 """The backfill as synthesised: the state machine's shape, logging and tracing, and roles that
 can do exactly what each step needs (the worker: Scan and UpdateItem on the table, nothing
-more)."""
+more; each function: read and write the control record's items, no other item)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from saga_index.backfill.messages import MAX_CONCURRENT_SEGMENTS
 from saga_index.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS, SegmentThrottledError
 from saga_index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
 from saga_index.names import INDEX_NAME, SERVICE_BACKFILL_WORKER
+from tests.infra.template_tools import CONTROL_CONDITION, CONTROL_READ, CONTROL_WRITE
 
 pytestmark = pytest.mark.infra
 
@@ -53,10 +54,16 @@ def function_statements(template: Template, role: str) -> list[dict[str, Any]]:
     return statements_of_role(template, role_id)
 
 
-def data_actions(statements: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(action, resource) pairs of every dynamodb statement, resources rendered as JSON."""
-    pairs = []
+def data_actions(
+    statements: list[dict[str, Any]], *, control: bool = False
+) -> list[tuple[str, str]]:
+    """(action, resource) pairs of the dynamodb statements, resources rendered as JSON: the
+    saga-data grants, or (control=True) the grants limited to the control record's items."""
+    pairs: list[tuple[str, str]] = []
     for statement in statements:
+        if (statement.get("Condition") == CONTROL_CONDITION) is not control:
+            continue
+        assert "Condition" not in statement or control, statement
         actions = statement["Action"]
         actions = [actions] if isinstance(actions, str) else actions
         targets = statement["Resource"]
@@ -89,31 +96,43 @@ def definition(template: Template) -> dict[str, Any]:
 
 
 def test_the_worker_may_scan_the_table_and_update_items_and_nothing_more(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    arn = table_arn(default_template)
-    assert data_actions(function_statements(default_template, "worker")) == [
+    arn = table_arn(owned_template)
+    assert data_actions(function_statements(owned_template, "worker")) == [
         ("dynamodb:Scan", arn),
         ("dynamodb:UpdateItem", arn),
     ]
 
 
 def test_the_verifier_may_query_the_index_and_read_single_rows(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    assert data_actions(function_statements(default_template, "verify")) == [
-        ("dynamodb:GetItem", table_arn(default_template)),
-        ("dynamodb:Query", index_arn(default_template)),
+    assert data_actions(function_statements(owned_template, "verify")) == [
+        ("dynamodb:GetItem", table_arn(owned_template)),
+        ("dynamodb:Query", index_arn(owned_template)),
     ]
 
 
-def test_the_planner_has_no_data_access(default_template: Template) -> None:
-    assert data_actions(function_statements(default_template, "plan")) == []
+def test_the_planner_has_no_data_access(owned_template: Template) -> None:
+    assert data_actions(function_statements(owned_template, "plan")) == []
 
 
-def test_every_backfill_statement_names_its_resources(default_template: Template) -> None:
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_each_backfill_function_may_read_and_write_only_the_control_records_items(
+    owned_template: Template, role: str
+) -> None:
+    # The lease, its heartbeat, the runtime throttle and the recorded result live in the control
+    # record; the IAM condition keeps these writes off every saga row.
+    arn = table_arn(owned_template)
+    assert data_actions(function_statements(owned_template, role), control=True) == sorted(
+        (action, arn) for action in CONTROL_READ | CONTROL_WRITE
+    )
+
+
+def test_every_backfill_statement_names_its_resources(owned_template: Template) -> None:
     for role in HANDLERS:
-        for statement in function_statements(default_template, role):
+        for statement in function_statements(owned_template, role):
             if any(a.startswith("dynamodb:") for a in statement["Action"]):
                 assert statement["Resource"] != "*"
 
@@ -133,31 +152,31 @@ def test_in_import_mode_the_worker_grant_points_at_the_named_table(
 
 
 def test_the_state_machine_may_invoke_exactly_the_three_backfill_functions(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    [machine] = resources(default_template, "AWS::StepFunctions::StateMachine").values()
+    [machine] = resources(owned_template, "AWS::StepFunctions::StateMachine").values()
     role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     invoked = set()
-    for statement in statements_of_role(default_template, role_id):
+    for statement in statements_of_role(owned_template, role_id):
         if statement["Action"] == "lambda:InvokeFunction":
             for target in statement["Resource"]:
                 rendered = json.dumps(target)
                 invoked.update(
                     fid
-                    for fid in resources(default_template, "AWS::Lambda::Function")
+                    for fid in resources(owned_template, "AWS::Lambda::Function")
                     if f'"{fid}"' in rendered
                 )
-    assert invoked == {function_id(default_template, role) for role in HANDLERS}
+    assert invoked == {function_id(owned_template, role) for role in HANDLERS}
 
 
 # ---- the functions -------------------------------------------------------------------------
 
 
 def test_the_worker_stops_before_its_timeout_with_few_attempts_per_request(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    worker = resources(default_template, "AWS::Lambda::Function")[
-        function_id(default_template, "worker")
+    worker = resources(owned_template, "AWS::Lambda::Function")[
+        function_id(owned_template, "worker")
     ]["Properties"]
     variables = worker["Environment"]["Variables"]
     assert variables["SAGA_INDEX_MAX_ATTEMPTS"] == str(WORKER_MAX_ATTEMPTS)
@@ -170,9 +189,9 @@ def test_the_worker_stops_before_its_timeout_with_few_attempts_per_request(
     assert worker["TracingConfig"] == {"Mode": "Active"}
 
 
-def test_the_dashboard_reads_the_metrics_the_worker_publishes(default_template: Template) -> None:
-    worker = resources(default_template, "AWS::Lambda::Function")[
-        function_id(default_template, "worker")
+def test_the_dashboard_reads_the_metrics_the_worker_publishes(owned_template: Template) -> None:
+    worker = resources(owned_template, "AWS::Lambda::Function")[
+        function_id(owned_template, "worker")
     ]["Properties"]
     assert worker["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == SERVICE_BACKFILL_WORKER
     assert set(BACKFILL_METRICS) <= set(WORKER_METRICS)
@@ -182,9 +201,9 @@ def test_the_dashboard_reads_the_metrics_the_worker_publishes(default_template: 
 
 
 def test_the_state_machine_logs_everything_to_a_retained_log_group_and_traces(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         "AWS::StepFunctions::StateMachine",
         {
             "StateMachineType": "STANDARD",
@@ -196,19 +215,19 @@ def test_the_state_machine_logs_everything_to_a_retained_log_group_and_traces(
             },
         },
     )
-    [machine] = resources(default_template, "AWS::StepFunctions::StateMachine").values()
+    [machine] = resources(owned_template, "AWS::StepFunctions::StateMachine").values()
     destination = machine["Properties"]["LoggingConfiguration"]["Destinations"][0]
     log_group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
-    log_group = resources(default_template, "AWS::Logs::LogGroup")[log_group_id]
+    log_group = resources(owned_template, "AWS::Logs::LogGroup")[log_group_id]
     assert log_group["DeletionPolicy"] == "Retain"
     assert log_group["Properties"]["RetentionInDays"] == 90
 
 
 def test_the_definition_plans_then_maps_segments_then_verifies(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    states = definition(default_template)["States"]
-    assert definition(default_template)["StartAt"] == "PlanSegments"
+    states = definition(owned_template)["States"]
+    assert definition(owned_template)["StartAt"] == "PlanSegments"
     assert states["PlanSegments"]["Next"] == "Segments"
     segments = states["Segments"]
     assert segments["Type"] == "Map"
@@ -229,9 +248,9 @@ def test_the_definition_plans_then_maps_segments_then_verifies(
 
 
 def test_each_segment_loops_the_worker_until_its_cursor_is_null(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    processor = definition(default_template)["States"]["Segments"]["ItemProcessor"]
+    processor = definition(owned_template)["States"]["Segments"]["ItemProcessor"]
     states = processor["States"]
     assert processor["StartAt"] == "RestampSegment"
     assert states["RestampSegment"]["Next"] == "SegmentDone?"
@@ -247,9 +266,9 @@ def test_each_segment_loops_the_worker_until_its_cursor_is_null(
 
 
 def test_lambda_service_errors_and_throttles_are_retried_with_backoff_and_jitter(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    states = definition(default_template)["States"]
+    states = definition(owned_template)["States"]
     worker = states["Segments"]["ItemProcessor"]["States"]["RestampSegment"]
     for task in (states["PlanSegments"], worker, states["VerifyBackfill"]):
         [service] = [r for r in task["Retry"] if r["ErrorEquals"] == LAMBDA_SERVICE_ERRORS]
@@ -271,8 +290,8 @@ def test_lambda_service_errors_and_throttles_are_retried_with_backoff_and_jitter
     assert not retried & {"ValidationError", "InvalidInputError", "States.ALL"}
 
 
-def test_the_state_machine_arn_is_an_output(default_template: Template) -> None:
-    outputs = default_template.find_outputs("*")
+def test_the_state_machine_arn_is_an_output(owned_template: Template) -> None:
+    outputs = owned_template.find_outputs("*")
     assert any(
         "StateMachineArn" in name and "backfill --state-machine-arn" in o["Description"]
         for name, o in outputs.items()

@@ -11,6 +11,7 @@ import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk.assertions import Template
 
+from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
 from tests.infra.conftest import Synthesised
 
@@ -20,16 +21,22 @@ pytestmark = pytest.mark.infra
 CFN_LINT_IGNORED = "W3005"
 
 
+# The report also carries construct annotations; this warning is the stack telling the truth
+# about the test fixtures (nobody subscribed to the pager), asserted in test_alarms_template.py.
+EXPECTED_WARNINGS = {f"Annotation::{UNSUBSCRIBED_WARNING}"}
+
+
 def _violations(outdir: Path) -> list[str]:
     report = json.loads((outdir / "validation-report.json").read_text(encoding="utf-8"))
     return [
         violation["ruleName"]
         for plugin in report["pluginReports"]
         for violation in plugin.get("violations", [])
+        if violation["ruleName"] not in EXPECTED_WARNINGS
     ]
 
 
-@pytest.mark.parametrize("synth", ["default_synth", "import_mode_synth"])
+@pytest.mark.parametrize("synth", ["owned_synth", "import_mode_synth"])
 def test_given_either_mode_when_synthesised_with_cdk_nag_then_there_are_no_findings(
     synth: str, request: pytest.FixtureRequest
 ) -> None:
@@ -54,7 +61,7 @@ def test_given_a_noncompliant_resource_when_synthesised_then_cdk_nag_fails_synth
     assert "AwsSolutions-DDB3" in _violations(tmp_path)
 
 
-@pytest.mark.parametrize("synth", ["default_synth", "import_mode_synth"])
+@pytest.mark.parametrize("synth", ["owned_synth", "import_mode_synth"])
 def test_given_either_mode_when_linted_with_cfn_lint_then_it_passes(
     synth: str, request: pytest.FixtureRequest
 ) -> None:

@@ -1,132 +1,189 @@
-"""A phase change is a deploy that must never touch the table: synthesised in every phase, the
-table resource is byte-identical, and the only differences anywhere in the template are the
-ones listed here (the functions' SAGA_INDEX_PHASE, which alarms page). Import mode owns no table
-and still points every policy at the named table and its index."""
+"""Deploys carry no migration state: the phase and N live in the control record in the table
+(docs/control-contract.md), so a phase change is never a deploy and a deploy never changes the
+phase. The template is byte-identical whatever the record says (or when there is none), no
+function's environment names a phase or a shard count, and a deploy command that still passes
+`-c phase=...` or `-c shardCount=...` stops synth saying where the phase lives now."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
-from saga_index.names import INDEX_NAME
-from saga_index.names import PHASE_NAMES as PHASES
-from tests.infra.conftest import Synthesised, _synthesise
+from devkit import schema
+from infra.config import ConfigError, StackConfig, load_cdk_json_context
+from infra.stack import build_app
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.state import ControlState, Transition
+from saga_index.control.store import ControlStore
+from saga_index.names import CONTROL_PK, ENV_PHASE, ENV_SHARDS, INDEX_NAME, PHASE_NAMES
+from tests.infra.conftest import OWNED_TABLE, Synthesised, _synthesise
 from tests.infra.template_tools import as_list, render, resources
 
 pytestmark = pytest.mark.infra
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLE = "AWS::DynamoDB::Table"
-BASELINE_PHASE = "legacy"  # cdk.json as committed: default_synth
 TABLE_NAME = "propflow-prod"
-ALARM_ACTION_KEYS = ("AlarmActions", "OKActions", "InsufficientDataActions")
-_PHASE_VARIABLE = ("Properties", "Environment", "Variables", "SAGA_INDEX_PHASE")
+CHANGED_AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="session")
-def phase_synths(
-    default_synth: Synthesised, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, dict[str, Any]]:
-    """phase -> template; each phase synthesised once per session (legacy is default_synth)."""
-    assert default_synth.stack.config.phase == BASELINE_PHASE
-    templates: dict[str, dict[str, Any]] = {BASELINE_PHASE: default_synth.template_json}
-    for phase in PHASES:
-        if phase != BASELINE_PHASE:
-            synthesised = _synthesise(tmp_path_factory.mktemp(f"cdk-{phase}"), {"phase": phase})
-            templates[phase] = synthesised.template_json
+def _transition(
+    version: int, layout: Layout, moving_to: Layout | None, previous: Layout
+) -> Transition:
+    return Transition(
+        version=version,
+        layout=layout,
+        moving_to=moving_to,
+        previous_layout=previous,
+        previous_moving_to=None,
+        changed_at=CHANGED_AT,
+        changed_by="test",
+        reason="deploys carry no migration state",
+        effective_at=CHANGED_AT + timedelta(seconds=45),
+    )
+
+
+MIGRATING_16 = _transition(1, LEGACY, Layout.sharded(16), LEGACY)
+SHARDED_32 = _transition(2, Layout.sharded(32), None, LEGACY)
+# What the control record holds in each synth, and (to show the environment does not leak in
+# either) what the synthesising process's SAGA_INDEX_* variables say.
+RECORDS: dict[str, tuple[ControlState | None, dict[str, str]]] = {
+    "migrating to 16 shards": (
+        ControlState(transition=MIGRATING_16),
+        {ENV_PHASE: "migrating", ENV_SHARDS: "16"},
+    ),
+    "sharded with 32 shards": (
+        ControlState(transition=SHARDED_32, backfill_paused=True),
+        {ENV_PHASE: "sharded", ENV_SHARDS: "32"},
+    ),
+}
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def templates_by_record(
+    owned_synth: Synthesised, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, bytes]:
+    """The template file, byte for byte, synthesised with each control record in the table
+    (moto), and with no table at all (owned_synth)."""
+    templates = {"no table, no record": owned_synth.template_path.read_bytes()}
+    credentials = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    with _environment(credentials), mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        schema.create_table(client, TABLE_NAME, owned_synth.template_json)
+        store = ControlStore(client, TABLE_NAME)
+        for n, (label, (state, variables)) in enumerate(RECORDS.items()):
+            client.delete_item(
+                TableName=TABLE_NAME, Key={"PK": {"S": CONTROL_PK}, "SK": {"S": "STATE"}}
+            )
+            if state is not None:
+                assert store.restore(state)
+                assert state.transition is not None
+                store.put_history(state.transition)
+            assert store.read().phase == (state.phase if state else "legacy")
+            with _environment(variables):
+                synthesised = _synthesise(tmp_path_factory.mktemp(f"cdk-record-{n}"), OWNED_TABLE)
+            templates[label] = synthesised.template_path.read_bytes()
     return templates
 
 
-def _differences(left: Any, right: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Paths (resource id, property, ...) where two JSON documents differ."""
-    if isinstance(left, dict) and isinstance(right, dict):
-        for key in sorted(set(left) | set(right), key=str):
-            if key not in left or key not in right:
-                yield (*path, key)
-            else:
-                yield from _differences(left[key], right[key], (*path, key))
-    elif isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
-        for index, (a, b) in enumerate(zip(left, right, strict=True)):
-            yield from _differences(a, b, (*path, index))
-    elif left != right:
-        yield path
-
-
-def _expected_change(template: dict[str, Any], path: tuple[Any, ...]) -> bool:
-    """What a phase change MAY change (infra/functions.py, infra/observability/): nothing else.
-
-    - a function's SAGA_INDEX_PHASE (what the writers and readers do);
-    - an alarm's actions (whether it pages) and its description (says "PAGES" or
-      "informational in phase X", so on-call reads which it is);
-    - the dashboard's body (its header names the phase).
-    """
-    if len(path) < 4 or path[0] != "Resources" or path[2] != "Properties":
-        return False
-    kind = template["Resources"][path[1]]["Type"]
-    if kind == "AWS::Lambda::Function":
-        return path[2:] == _PHASE_VARIABLE
-    if kind == "AWS::CloudWatch::Alarm":
-        return path[3] in (*ALARM_ACTION_KEYS, "AlarmDescription")
-    if kind == "AWS::CloudWatch::Dashboard":
-        return path[3] == "DashboardBody"
-    return False
-
-
-def test_given_every_phase_when_synthesised_then_the_table_resource_is_byte_identical(
-    phase_synths: dict[str, dict[str, Any]],
+def test_given_different_control_records_when_synthesised_then_the_template_is_byte_identical(
+    templates_by_record: dict[str, bytes],
 ) -> None:
-    assert set(phase_synths) == set(PHASES)
-    rendered = {
-        phase: json.dumps(resources(template, TABLE), sort_keys=True)
-        for phase, template in phase_synths.items()
-    }
-    (table_id,) = resources(phase_synths[BASELINE_PHASE], TABLE)
-    baseline = rendered[BASELINE_PHASE]
-    for phase, text in rendered.items():
-        assert text == baseline, f"phase {phase} changes the table resource {table_id}"
-    table = resources(phase_synths[BASELINE_PHASE], TABLE)[table_id]
-    # What "byte-identical" protects: keys, the GSI, billing, PITR, retention, the name.
-    props = table["Properties"]
-    assert props["TableName"] == TABLE_NAME
-    assert [g["IndexName"] for g in props["GlobalSecondaryIndexes"]] == [INDEX_NAME]
-    assert props["BillingMode"] == "PAY_PER_REQUEST"
-    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+    assert len(templates_by_record) == len(RECORDS) + 1
+    baseline_label, baseline = next(iter(templates_by_record.items()))
+    for label, template in templates_by_record.items():
+        assert template == baseline, f"the template with {label!r} differs from {baseline_label!r}"
 
 
-@pytest.mark.parametrize("phase", [p for p in PHASES if p != BASELINE_PHASE])
-def test_given_a_phase_change_then_only_the_phase_variable_and_alarm_actions_change(
-    phase_synths: dict[str, dict[str, Any]], phase: str
+@pytest.mark.parametrize("synth", ["owned_synth", "import_mode_synth"])
+def test_given_either_mode_then_no_function_is_told_a_phase_or_a_shard_count(
+    synth: str, request: pytest.FixtureRequest
 ) -> None:
-    baseline, changed = phase_synths[BASELINE_PHASE], phase_synths[phase]
-    assert set(baseline["Resources"]) == set(changed["Resources"]), "resources added/removed"
-    differences = list(_differences(baseline, changed))
-    unexpected = [path for path in differences if not _expected_change(baseline, path)]
-    assert not unexpected, f"{BASELINE_PHASE} -> {phase} also changes {unexpected}"
-    functions = resources(changed, "AWS::Lambda::Function")
+    template = request.getfixturevalue(synth).template_json
+    functions = resources(template, "AWS::Lambda::Function")
     assert functions
     for logical_id, function in functions.items():
         variables = function["Properties"]["Environment"]["Variables"]
-        assert variables["SAGA_INDEX_PHASE"] == phase, logical_id
-        assert ("Resources", logical_id, *_PHASE_VARIABLE) in differences
+        assert ENV_PHASE not in variables, logical_id
+        assert ENV_SHARDS not in variables, logical_id
+        words = {word for name in variables for word in name.split("_")}
+        assert not {"PHASE", "SHARD", "SHARDS"} & words, logical_id
+        assert not set(PHASE_NAMES) & {str(value) for value in variables.values()}, logical_id
 
 
-def test_given_the_phases_then_alarm_actions_do_change_between_them(
-    phase_synths: dict[str, dict[str, Any]],
+# ---- a stale deploy line ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("phase", "sharded"), ("phase", "legacy"), ("shardCount", 32), ("shardCount", "16")],
+)
+def test_given_a_stale_phase_or_shard_count_on_the_deploy_line_then_synth_stops_naming_the_cli(
+    key: str, value: Any
 ) -> None:
-    # The listed alarm-action differences are real (infra/observability/alarms.py pages per
-    # phase); a diff helper that saw nothing would let the test above pass vacuously.
-    changed_alarms = {
-        path[1]
-        for phase in PHASES
-        for path in _differences(phase_synths[BASELINE_PHASE], phase_synths[phase])
-        if path[0] == "Resources"
-        and phase_synths[BASELINE_PHASE]["Resources"][path[1]]["Type"] == "AWS::CloudWatch::Alarm"
-        and path[3] in ALARM_ACTION_KEYS
-    }
-    assert changed_alarms
+    with pytest.raises(ConfigError) as raised:
+        build_app(context_overrides={key: value})
+    message = str(raised.value)
+    assert repr(key) in message
+    assert repr(value) in message
+    assert "control record" in message
+    assert "saga-index phase set" in message
+
+
+def test_given_a_stale_phase_on_the_cdk_command_line_then_app_py_exits_with_the_message() -> None:
+    # How `cdk deploy -c phase=sharded` reaches the app: through CDK_CONTEXT_JSON.
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "CDK_CONTEXT_JSON": json.dumps({"phase": "sharded"})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "saga-index phase set" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_given_the_committed_configuration_then_it_carries_no_migration_state() -> None:
+    context = load_cdk_json_context()
+    assert "phase" not in context
+    assert "shardCount" not in context
+    assert not {"phase", "shard_count"} & set(StackConfig.__dataclass_fields__)
+
+
+# ---- import mode --------------------------------------------------------------------------
 
 
 def test_given_import_mode_then_no_table_and_every_data_grant_names_the_table_or_its_index(

@@ -32,7 +32,7 @@ SWEEP_JOBS = {
     "agent-metrics-snapshot",
 }
 DRIFT_GUARD = "drift-guard"
-MODES = ["default_synth", "import_mode_synth"]
+MODES = ["owned_synth", "import_mode_synth"]
 
 
 def schedules_by_job(template: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -12,18 +12,13 @@ import pytest
 from infra.config import ConfigError, StackConfig
 from infra.sweeps import SWEEPS
 from tests.infra.conftest import Synthesised, _synthesise
-from tests.infra.template_tools import grants, render, resources, role_statements
+from tests.infra.template_tools import grants, render, resources, role_statements, split_control
 
 pytestmark = pytest.mark.infra
 
 EXISTING_BUS = "propflow-renewal-events"
 HANDLER_SOURCE = Path(__file__).resolve().parents[2] / "lambdas" / "handlers" / "sweeps.py"
-BASE_CONTEXT = {
-    "tableName": "propflow-prod",
-    "importExistingTable": False,
-    "phase": "legacy",
-    "shardCount": 16,
-}
+BASE_CONTEXT = {"tableName": "propflow-prod", "importExistingTable": False}
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +37,9 @@ def functions_by_handler(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_given_no_bus_in_context_then_the_stack_creates_one_and_every_event_sweep_targets_it(
-    default_synth: Synthesised,
+    owned_synth: Synthesised,
 ) -> None:
-    template = default_synth.template_json
+    template = owned_synth.template_json
     (bus_id,) = resources(template, "AWS::Events::EventBus")
     functions = functions_by_handler(template)
     for sweep in SWEEPS:
@@ -71,7 +66,7 @@ def test_given_a_bus_named_by_context_then_no_bus_is_created_and_the_sweeps_use_
         role_id = render(properties["Role"]).removeprefix("${").removesuffix(".Arn}")
         put_events = {
             resource
-            for action, resource in grants(role_statements(template, role_id))
+            for action, resource in grants(split_control(role_statements(template, role_id))[0])
             if action == "events:PutEvents"
         }
         env = properties["Environment"]["Variables"]
@@ -82,15 +77,16 @@ def test_given_a_bus_named_by_context_then_no_bus_is_created_and_the_sweeps_use_
             assert put_events == set()
 
 
-def test_given_the_sweep_functions_then_each_carries_the_phase_the_shards_and_its_service(
-    default_synth: Synthesised,
+def test_given_the_sweep_functions_then_each_carries_its_index_and_service_but_no_phase(
+    owned_synth: Synthesised,
 ) -> None:
-    functions = functions_by_handler(default_synth.template_json)
+    functions = functions_by_handler(owned_synth.template_json)
     for sweep in SWEEPS:
         properties = functions[f"handlers.sweeps.{sweep.handler}"]
         env = properties["Environment"]["Variables"]
-        assert env["SAGA_INDEX_PHASE"] == "legacy"
-        assert env["SAGA_INDEX_SHARDS"] == "16"
+        # The phase and N come from the control record at run time, never from the deploy.
+        assert "SAGA_INDEX_PHASE" not in env
+        assert "SAGA_INDEX_SHARDS" not in env
         assert env["SAGA_INDEX_NAME"] == "renewal-saga-person-index"
         assert env["POWERTOOLS_SERVICE_NAME"] == sweep.job_name
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "RenewalSagaIndex"

@@ -1,6 +1,7 @@
 """Least privilege of the four sweep functions, asserted on the synthesised template in both
 modes: Query on the index only, PutEvents on the sweeps' bus, UpdateItem for the retry sweep
-only, and nothing else beyond what every function of the stack carries."""
+only, reading the control record (GetItem/Query of its partition only), and nothing else beyond
+what every function of the stack carries."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 
 from infra.sweeps import SWEEPS
 from tests.infra.conftest import Synthesised
-from tests.infra.template_tools import grants, render, resources, role_statements
+from tests.infra.template_tools import (
+    CONTROL_READ,
+    grants,
+    render,
+    resources,
+    role_statements,
+    split_control,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -59,7 +67,7 @@ def expected_grants(job: str, table: str, bus: str) -> set[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("synth", "imported"), [("default_synth", False), ("import_mode_synth", True)]
+    ("synth", "imported"), [("owned_synth", False), ("import_mode_synth", True)]
 )
 def test_given_each_sweep_then_its_role_grants_exactly_its_sweeps_needs(
     synth: str, imported: bool, request: pytest.FixtureRequest
@@ -73,17 +81,21 @@ def test_given_each_sweep_then_its_role_grants_exactly_its_sweeps_needs(
         role = roles[role_id]["Properties"]
         assert [render(arn) for arn in role.get("ManagedPolicyArns", [])] == [BASIC_EXECUTION], job
         assert "Policies" not in role, job
-        assert grants(role_statements(template, role_id)) == expected_grants(job, table, bus), job
+        statements, control = split_control(role_statements(template, role_id))
+        assert grants(statements) == expected_grants(job, table, bus), job
+        # The sweeps follow the control record; they never write it.
+        assert control == {(action, table) for action in CONTROL_READ}, job
 
 
 def test_given_the_stack_then_only_the_retry_sweep_may_update_items(
-    default_synth: Synthesised,
+    owned_synth: Synthesised,
 ) -> None:
-    template = default_synth.template_json
+    template = owned_synth.template_json
     writers = set()
     for job, function in sweep_functions(template).items():
         role_id = render(function["Role"]).removeprefix("${").removesuffix(".Arn}")
-        actions = {action for action, _ in grants(role_statements(template, role_id))}
+        statements, control = split_control(role_statements(template, role_id))
+        actions = {action for action, _ in grants(statements) | control}
         if actions & {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}:
             writers.add(job)
         assert not any(a.endswith("*") for a in actions), (job, actions)

@@ -17,10 +17,9 @@ from moto import mock_aws
 from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import STACK_NAME, RenewalSagaIndexStack, build_app
-from saga_index.model import Phase
 from saga_index.names import INDEX_NAME
-from saga_index.names import PHASE_NAMES as PHASES
 from tests.infra.conftest import Synthesised
+from tests.infra.template_tools import resources
 
 pytestmark = pytest.mark.infra
 
@@ -43,10 +42,10 @@ def _key_schema(partition: str, sort: str) -> list[dict[str, str]]:
 
 
 def test_given_default_context_when_synthesised_then_table_is_keyed_on_string_pk_and_sk(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
     attributes = Capture()
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         TABLE,
         {
             "TableName": PROD_TABLE_NAME,
@@ -60,9 +59,9 @@ def test_given_default_context_when_synthesised_then_table_is_keyed_on_string_pk
 
 
 def test_given_default_context_when_synthesised_then_renewal_saga_index_is_gsi4_projecting_all(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         TABLE,
         {
             "GlobalSecondaryIndexes": [
@@ -78,9 +77,9 @@ def test_given_default_context_when_synthesised_then_renewal_saga_index_is_gsi4_
 
 
 def test_given_default_context_when_synthesised_then_table_is_on_demand_with_pitr(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    default_template.has_resource_properties(
+    owned_template.has_resource_properties(
         TABLE,
         {
             "BillingMode": "PAY_PER_REQUEST",
@@ -91,24 +90,24 @@ def test_given_default_context_when_synthesised_then_table_is_on_demand_with_pit
 
 
 def test_given_stack_deleted_or_table_replaced_then_table_is_retained(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    default_template.has_resource(
+    owned_template.has_resource(
         TABLE, {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
     )
 
 
 def test_given_owned_table_then_table_name_output_references_it(
-    default_template: Template,
+    owned_template: Template,
 ) -> None:
-    table_id = next(iter(default_template.find_resources(TABLE)))
-    default_template.has_output("TableName", {"Value": {"Ref": table_id}})
+    table_id = next(iter(owned_template.find_resources(TABLE)))
+    owned_template.has_output("TableName", {"Value": {"Ref": table_id}})
 
 
 def test_given_construct_when_owning_then_it_exposes_table_and_index_name(
-    default_synth: Synthesised,
+    owned_synth: Synthesised,
 ) -> None:
-    saga_table = default_synth.stack.saga_table
+    saga_table = owned_synth.stack.saga_table
     assert saga_table.index_name == INDEX_NAME
     assert isinstance(saga_table.table, cdk.aws_dynamodb.Table)
 
@@ -153,23 +152,16 @@ def _context(**overrides: Any) -> dict[str, Any]:
     return {**load_cdk_json_context(), **overrides}
 
 
-def test_given_committed_cdk_json_then_config_is_legacy_16_shards_owning_propflow_prod() -> None:
+def test_given_committed_cdk_json_then_the_stack_attaches_to_propflow_prod() -> None:
+    # The production-safe choice is the default: a plain deploy attaches to the existing table
+    # and can never create, replace or delete it. Dev/test stacks pass importExistingTable=false.
     assert StackConfig.from_context(_context()) == StackConfig(
-        table_name=PROD_TABLE_NAME, import_existing_table=False, phase="legacy", shard_count=16
+        table_name=PROD_TABLE_NAME, import_existing_table=True
     )
-
-
-def test_given_domain_phases_then_infra_accepts_exactly_the_same_names() -> None:
-    assert set(PHASES) == {phase.value for phase in Phase}
 
 
 def test_given_cli_string_values_then_they_parse_like_json_values() -> None:
-    config = StackConfig.from_context(
-        _context(importExistingTable="true", shardCount="1024", phase="sharded")
-    )
-    assert config.import_existing_table is True
-    assert config.shard_count == 1024
-    assert config.phase == "sharded"
+    assert StackConfig.from_context(_context(importExistingTable="true")).import_existing_table
     assert (
         StackConfig.from_context(_context(importExistingTable="false")).import_existing_table
         is False
@@ -187,15 +179,6 @@ def test_given_powertools_layer_override_then_it_is_kept_and_absent_means_resolv
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("phase", "foo"),
-        ("phase", "Legacy"),
-        ("shardCount", 12),
-        ("shardCount", "12"),
-        ("shardCount", 0),
-        ("shardCount", 2048),
-        ("shardCount", "sixteen"),
-        ("shardCount", True),
-        ("shardCount", 16.0),
         ("importExistingTable", "maybe"),
         ("importExistingTable", "yes"),
         ("importExistingTable", 1),
@@ -203,6 +186,9 @@ def test_given_powertools_layer_override_then_it_is_kept_and_absent_means_resolv
         ("tableName", "has space"),
         ("tableName", 42),
         ("powertoolsLayerArn", "AWSLambdaPowertoolsPythonV3"),
+        ("alarmTopicArn", "pager"),
+        ("alarmTopicArn", "arn:aws:sns:us-east-1:123456789012:pager.fifo"),
+        ("alarmTopicArn", "arn:aws:sqs:us-east-1:123456789012:pager"),
     ],
 )
 def test_given_invalid_context_value_then_error_names_key_and_value(key: str, value: Any) -> None:
@@ -212,7 +198,7 @@ def test_given_invalid_context_value_then_error_names_key_and_value(key: str, va
     assert repr(value) in str(raised.value)
 
 
-@pytest.mark.parametrize("key", ["tableName", "importExistingTable", "phase", "shardCount"])
+@pytest.mark.parametrize("key", ["tableName", "importExistingTable"])
 def test_given_missing_context_key_then_error_names_it(key: str) -> None:
     context = _context()
     del context[key]
@@ -221,19 +207,19 @@ def test_given_missing_context_key_then_error_names_it(key: str) -> None:
 
 
 def test_given_bad_cli_override_when_building_app_then_it_fails_before_synth() -> None:
-    with pytest.raises(ConfigError, match=r"'phase'.*'foo'"):
-        build_app(context_overrides={"phase": "foo"})
+    with pytest.raises(ConfigError, match=r"'importExistingTable'.*'maybe'"):
+        build_app(context_overrides={"importExistingTable": "maybe"})
 
 
 # --- local tables from the template (devkit.schema) ----------------------------------------
 
 
 def test_given_owned_template_then_create_kwargs_mirror_the_table_definition(
-    default_synth: Synthesised,
+    owned_synth: Synthesised,
 ) -> None:
-    properties = next(iter(default_synth.template.find_resources(TABLE).values()))["Properties"]
+    properties = next(iter(owned_synth.template.find_resources(TABLE).values()))["Properties"]
 
-    kwargs = schema.table_create_kwargs(default_synth.template_json, "local-sagas")
+    kwargs = schema.table_create_kwargs(owned_synth.template_json, "local-sagas")
 
     assert kwargs == {
         "TableName": "local-sagas",
@@ -261,9 +247,9 @@ def moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def test_given_owned_template_when_creating_local_table_then_it_describes_as_the_template(
-    default_synth: Synthesised, moto_dynamodb: Any
+    owned_synth: Synthesised, moto_dynamodb: Any
 ) -> None:
-    template = default_synth.template_json
+    template = owned_synth.template_json
 
     schema.create_table(moto_dynamodb, "local-sagas", template)
 
@@ -289,9 +275,9 @@ def test_given_import_mode_template_then_create_kwargs_refuse_with_a_reason(
 
 
 def test_given_two_tables_then_create_kwargs_refuse_to_guess(
-    default_synth: Synthesised,
+    owned_synth: Synthesised,
 ) -> None:
-    template = default_synth.template_json
+    template = owned_synth.template_json
     (logical_id, table), *_ = template["Resources"].items()
     doubled = {"Resources": {logical_id: table, logical_id + "Copy": table}}
     with pytest.raises(schema.SchemaError, match="expected one"):
@@ -312,9 +298,15 @@ def test_given_template_older_than_a_source_then_it_is_stale(tmp_path: Path) -> 
 
 
 def test_given_no_template_when_loading_then_app_py_synthesises_it(
-    tmp_path: Path, default_synth: Synthesised
+    tmp_path: Path, owned_synth: Synthesised
 ) -> None:
     # Runs `python app.py` in a subprocess (~10 s): the path the demo and component tests take.
+    # cdk.json commits import mode; devkit passes the owned-table context itself.
     loaded = schema.load_template(tmp_path / f"{STACK_NAME}.template.json")
 
-    assert loaded["Resources"] == default_synth.template_json["Resources"]
+    expected = owned_synth.template_json
+    assert resources(loaded, TABLE) == resources(expected, TABLE)
+    assert owned_synth.stack.config.import_existing_table is False
+    # The same stack apart from the pager's subscriptions (pager.json is the test's own here).
+    kinds = {r["Type"] for r in loaded["Resources"].values()} - {"AWS::SNS::Subscription"}
+    assert kinds == {r["Type"] for r in expected["Resources"].values()}

@@ -14,7 +14,9 @@ request must be {"probe": [module names]}: it reports which of them import (they
 
 Every AWS call the function makes is recorded with a botocore 'provide-client-params' hook on
 boto3's default session (every client of the code under test is made with boto3.client), and
-returned with the invocation's response: service, operation and the parameters naming its resources.
+returned with the invocation's response: service, operation, the parameters naming its resources
+and, for a DynamoDB call on the table that names its partition, that partition key value (what an
+IAM `dynamodb:LeadingKeys` condition is evaluated against).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -31,6 +34,27 @@ from typing import Any
 MARKER = "@@rehearsal-invocation@@"
 # Request parameters that name the resource an AWS call acts on.
 RESOURCE_PARAMS = ("TableName", "IndexName", "EventBusName", "TopicArn", "Namespace", "QueueUrl")
+# The table's partition key attribute (the rehearsal's table is the template's: PK / SK).
+PARTITION_KEY = "PK"
+_EQUALS = re.compile(r"(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)")
+
+
+def _leading_keys(params: dict[str, Any]) -> list[str] | None:
+    """The partition key values a DynamoDB request names (GetItem/UpdateItem/DeleteItem: Key,
+    PutItem: Item, a table Query: the `PK = :v` of its key condition); None when it names none
+    (Scan, an index Query)."""
+    for container in ("Key", "Item"):
+        value = params.get(container, {}).get(PARTITION_KEY)
+        if isinstance(value, dict) and "S" in value:
+            return [value["S"]]
+    condition = params.get("KeyConditionExpression")
+    if condition and "IndexName" not in params:
+        names = params.get("ExpressionAttributeNames", {})
+        values = params.get("ExpressionAttributeValues", {})
+        for name, placeholder in _EQUALS.findall(condition):
+            if names.get(name, name) == PARTITION_KEY and "S" in values.get(placeholder, {}):
+                return [values[placeholder]["S"]]
+    return None
 
 
 class LambdaContext:
@@ -63,14 +87,15 @@ def _record_calls(calls: list[dict[str, Any]]) -> None:
             resources["EventBusNames"] = sorted(
                 {str(e.get("EventBusName", "default")) for e in params["Entries"]}
             )
-        calls.append(
-            {
-                "service": model.service_model.service_name,
-                "signingName": model.service_model.signing_name,
-                "operation": model.name,
-                "resources": resources,
-            }
-        )
+        call: dict[str, Any] = {
+            "service": model.service_model.service_name,
+            "signingName": model.service_model.signing_name,
+            "operation": model.name,
+            "resources": resources,
+        }
+        if model.service_model.service_name == "dynamodb":
+            call["leadingKeys"] = _leading_keys(params)
+        calls.append(call)
 
     session.events.register("provide-client-params", before_call)
 

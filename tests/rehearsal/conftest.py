@@ -1,6 +1,6 @@
-"""The deploy rehearsal's fixtures: the synthesised stack (phase=migrating), the layer and
-runtime directories (devkit.layer), the moto server standing in for the stack, and the scenario
-that starts every function the way Lambda would (tests/support/rehearsal)."""
+"""The deploy rehearsal's fixtures: the synthesised stack (no context: no migration state), the
+layer and runtime directories (devkit.layer), the moto server standing in for the stack, and the
+scenario that starts every function the way Lambda would (tests/support/rehearsal)."""
 
 from __future__ import annotations
 

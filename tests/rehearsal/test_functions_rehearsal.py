@@ -77,7 +77,8 @@ def test_given_the_template_environment_then_each_process_got_exactly_it(
     for logical_id, function in rehearsal.functions.items():
         declared = synth.resources[logical_id]["Properties"]["Environment"]["Variables"]
         assert set(function.environment) == set(declared)
-        assert function.environment["SAGA_INDEX_PHASE"] == "migrating"
+        # The migration state is the control record's, never the deploy's.
+        assert not {"SAGA_INDEX_PHASE", "SAGA_INDEX_SHARDS"} & set(function.environment)
         assert "POWERTOOLS_TRACE_DISABLED" not in function.environment
 
 
@@ -115,6 +116,13 @@ def test_given_legacy_rows_when_the_drift_guard_runs_then_it_counts_them_and_pri
     assert first.result["legacyRows"] == 16
     assert first.result["shardedRows"] == 3
     assert first.metric("LegacyRows", service="drift-guard") == [16.0]
+    # The STATE item was deleted: the guard pages, and judges over the history's layouts
+    # (legacy -> 16 shards), where nothing is out of place.
+    assert first.result["phase"] == "migrating"
+    assert first.metric("ControlRecordMissing") == [1.0]
+    assert first.metric("UnexpectedLegacyRows") == [0.0]
+    assert first.metric("UnexpectedShardedRows") == [0.0]
+    assert first.metric("MisroutedRows") == [0.0]
     assert after_backfill.result["legacyRows"] == 1  # the anomaly stays, on purpose
     assert after_backfill.result["shardedRows"] == 18
     assert after_backfill.metric("LegacyRows") == [1.0]
@@ -132,6 +140,8 @@ def test_given_due_sagas_when_the_sweeps_run_then_their_events_reach_the_bus(
     assert claimed["prepareAttempts"] == 1
     (snapshot,) = _only(rehearsal, "handlers.sweeps.agent_metrics_snapshot")
     assert snapshot.metric("OpenSagas", State="PREPARE_FAILED") == [1.0]
+    # With the STATE item missing the sweeps read every layout the history names: legacy rows
+    # and the rows already on their shards.
     assert snapshot.result["sagasRead"] == 19
 
 

@@ -12,15 +12,28 @@ from typing import Any
 import pytest
 
 from saga_index import keys
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.routing import Routing
+from saga_index.control.store import ControlStore
 from saga_index.drift import DriftChecker
 from saga_index.dynamo.codec import serialize
 from saga_index.dynamo.scan import ScanIncompleteError, ScanOptions
 from saga_index.errors import EnumerationError
 from saga_index.shard import shard
 from tests.support.backends import Backend
+from tests.support.control_seed import delete_state, seed_state
 from tests.support.faults import ThrottleInjector, queries_partition
 
 N = 16
+S16, S32 = Layout.sharded(16), Layout.sharded(32)
+ROUTINGS = {
+    "legacy": Routing.between(LEGACY),
+    "migrating": Routing.between(LEGACY, S16),
+    "sharded": Routing.between(S16),
+    "rolling-back": Routing.between(S16, LEGACY),
+    "resharding-16-32": Routing.between(S16, S32),
+    "sharded-32": Routing.between(S32),
+}
 
 
 def checker(
@@ -226,3 +239,76 @@ class DriftContract:
         with pytest.raises(ScanIncompleteError, match="did not finish") as caught:
             drift.check(scan_unindexed=True, deadline=100.0)
         assert caught.value.unfinished == [f"segment {n} of 4" for n in range(4)]
+
+    # ---- what is wrong now, judged against the state's routing -------------------------
+
+    @pytest.mark.parametrize(
+        ("state", "expected"),
+        [
+            # (unexpected legacy, unexpected sharded, misrouted, stray)
+            ("legacy", (0, 2, 0, 1)),
+            ("migrating", (0, 0, 1, 1)),
+            ("sharded", (1, 0, 1, 1)),
+            ("rolling-back", (0, 0, 1, 1)),
+            ("resharding-16-32", (1, 0, 1, 0)),
+            ("sharded-32", (1, 0, 2, 0)),
+        ],
+    )
+    def test_the_wrong_now_counts_follow_the_state(
+        self, dynamo: Backend, state: str, expected: tuple[int, int, int, int]
+    ) -> None:
+        # Given p-1's rows on legacy, on its 16-shard key (14), on its 32-shard key (30) and on
+        # a key that is p-1's in no layout (3)
+        dynamo.put_saga("l", "p-1")
+        dynamo.put_saga("s16", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 16))
+        dynamo.put_saga("s32", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 32))
+        dynamo.put_saga("bad", "p-1", gsi4pk=keys.sharded_gsi4pk(3))
+        # When the checks run against the state
+        report = DriftChecker(dynamo.client, dynamo.table_name, routing=ROUTINGS[state]).check(
+            scan_unindexed=True
+        )
+        # Then each wrong-now count is the state's, and the raw counts do not change
+        got = (
+            report.unexpected_legacy_rows,
+            report.unexpected_sharded_rows,
+            report.misrouted_rows,
+            report.stray_rows,
+        )
+        assert got == expected
+        assert report.legacy_rows == 1
+        assert report.healthy is False
+        if report.misrouted_rows:
+            bad = next(r for r in report.misrouted if r.saga_id == "bad")
+            assert bad.expected_gsi4pk == ROUTINGS[state].write_key("p-1")
+
+    def test_a_clean_split_in_progress_is_healthy(self, dynamo: Backend) -> None:
+        for n in range(8):
+            person = f"person-{n}"
+            count = 16 if n % 2 else 32
+            dynamo.put_saga(f"s{n}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, count))
+        report = DriftChecker(
+            dynamo.client, dynamo.table_name, routing=ROUTINGS["resharding-16-32"]
+        ).check(scan_unindexed=True)
+        assert report.healthy, report.findings()
+        assert report.shard_count == 32
+        assert report.sharded_rows == 8
+        assert report.to_dict()["phase"] == "resharding"
+
+    def test_a_missing_record_is_judged_over_its_history_and_reported(
+        self, dynamo: Backend
+    ) -> None:
+        # Given the STATE item of sharded(16) deleted, its history (migrating -> sharded) left
+        seed_state(dynamo.client, dynamo.table_name, Layout.sharded(16))
+        delete_state(dynamo.client, dynamo.table_name)
+        dynamo.put_saga("l", "p-1")
+        state = ControlStore(dynamo.client, dynamo.table_name).read()
+        report = DriftChecker(dynamo.client, dynamo.table_name, state=state).check(
+            scan_unindexed=False
+        )
+        # Then the legacy row is not wrong now (readers still read legacy), the record is
+        assert report.control_record_missing
+        assert report.unexpected_legacy_rows == 0
+        assert report.findings() == [
+            "the control record's STATE item is missing (history ends at version 1): readers "
+            "read every layout that history names; restore the record from its history"
+        ]

@@ -14,6 +14,7 @@ import pytest
 
 from handlers import runtime
 from saga_index import names
+from saga_index.control.provider import ControlProvider
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -46,21 +47,25 @@ def as_function(
     *,
     dynamodb: Any = None,
     events: Any = None,
+    control: ControlProvider | None = None,
 ) -> Iterator[None]:
     """The handlers' runtime set up as one function's execution environment, for the block.
 
     In Lambda, Powertools reads the service and namespace from the environment once, when the
     runtime is imported; a test session imports it once for every function, so each test names
     its function's service here. The cached clients become `dynamodb`/`events` (None: made on
-    first use, inside the test's moto world) and are dropped when the block ends.
+    first use, inside the test's moto world) and are dropped when the block ends; so is the
+    control-record provider (`control`: one with an injected clock; None: made on first use).
     """
     monkeypatch.setattr(runtime.metrics, "service", service)
     monkeypatch.setattr(runtime.metrics, "namespace", names.METRICS_NAMESPACE)
     runtime.clients.use(dynamodb=dynamodb, events=events)
+    runtime.control.use(control)
     try:
         yield
     finally:
         runtime.clients.use()
+        runtime.control.use()
 
 
 # ---- EMF (CloudWatch embedded metric format) documents ---------------------------------------

@@ -10,20 +10,84 @@ from typing import Any
 import pytest
 
 from saga_index import keys
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.provider import ControlProvider
+from saga_index.control.routing import Routing
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import ControlTiming
 from saga_index.dynamo.client import attach_throttle_observer
-from saga_index.errors import EnumerationError, SagaAlreadyExistsError, SagaConflictError
+from saga_index.errors import (
+    EnumerationError,
+    InvalidInputError,
+    SagaAlreadyExistsError,
+    SagaConflictError,
+)
 from saga_index.model import Phase
 from saga_index.repository import SagaRepository
 from saga_index.shard import shard
 from saga_index.writer import SagaWriter
 from tests.support.backends import Backend
+from tests.support.control_seed import seed_state
 from tests.support.faults import ThrottleInjector, queries_partition
 
 N = 16
+S16, S32 = Layout.sharded(16), Layout.sharded(32)
+SPLIT = Routing.between(S16, S32)
+ROUTINGS = {
+    "legacy": Routing.between(LEGACY),
+    "migrating": Routing.between(LEGACY, S16),
+    "sharded": Routing.between(S16),
+    "rolling-back": Routing.between(S16, LEGACY),
+    "resharding-16-32": SPLIT,
+    "resharding-32-16": Routing.between(S32, S16),
+}
 
 
 def repo(dynamo: Backend, phase: str, **kwargs: Any) -> SagaRepository:
     return SagaRepository(dynamo.client, dynamo.table_name, phase=phase, shard_count=N, **kwargs)
+
+
+def routed(dynamo: Backend, routing: Routing, **kwargs: Any) -> SagaRepository:
+    return SagaRepository(dynamo.client, dynamo.table_name, routing=routing, **kwargs)
+
+
+class Ticks:
+    """An injected monotonic clock: nothing sleeps for T."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class MovingRow:
+    """Re-stamps one row from its N-layout key to its M-layout key right after the first Query
+    (a concurrent re-shard), through a client of its own."""
+
+    def __init__(self, dynamo: Backend, saga_id: str, person_id: str, n: int, m: int) -> None:
+        self.moved = False
+        self._mover = dynamo.new_client()
+        self._table = dynamo.table_name
+        self._saga_id = saga_id
+        self._to = keys.shard_gsi4pk_for_person(person_id, m)
+        dynamo.put_saga(saga_id, person_id, gsi4pk=keys.shard_gsi4pk_for_person(person_id, n))
+        dynamo.client.meta.events.register("after-call.dynamodb.Query", self._move)
+
+    def _move(self, http_response: Any, parsed: Any, model: Any, **kw: Any) -> None:
+        if self.moved:
+            return
+        self.moved = True
+        self._mover.update_item(
+            TableName=self._table,
+            Key={"PK": {"S": f"RSAGA#{self._saga_id}"}, "SK": {"S": "META"}},
+            UpdateExpression="SET GSI4PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": self._to}},
+        )
+
+
+def moving_row(dynamo: Backend, saga_id: str, person_id: str, n: int, m: int) -> MovingRow:
+    return MovingRow(dynamo, saga_id, person_id, n, m)
 
 
 def ids(result: Any) -> list[str]:
@@ -311,3 +375,105 @@ class RepositoryContract:
                 updated_at="2026-01-03T00:00:00Z",
             )
         assert dynamo.get("RSAGA#t", "META") is None
+
+    # ---- following a routing (the control record's state) -------------------------------
+
+    def test_resharding_by_person_reads_both_layouts_source_first(self, dynamo: Backend) -> None:
+        # p-1 is shard 14 of 16 and 30 of 32: one row not yet moved, one already moved
+        dynamo.put_saga("old", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 16))
+        dynamo.put_saga("new", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 32))
+        dynamo.put_saga("other", "p-2", gsi4pk=keys.shard_gsi4pk_for_person("p-2", 32))
+        result = routed(dynamo, SPLIT).get_sagas_by_person("p-1")
+        assert ids(result) == ["new", "old"]
+        assert result.requests == 2
+        assert result.partitions == ("RenewalSaga#14", "RenewalSaga#30")
+
+    def test_resharding_by_person_is_one_request_when_both_layouts_agree(
+        self, dynamo: Backend
+    ) -> None:
+        # alice is shard 9 of both 16 and 32
+        dynamo.put_saga("a", "alice", gsi4pk="RenewalSaga#9")
+        result = routed(dynamo, SPLIT).get_sagas_by_person("alice")
+        assert (ids(result), result.requests, result.partitions) == (["a"], 1, ("RenewalSaga#9",))
+
+    def test_resharding_enumeration_reads_stage_by_stage_complete_and_deduplicated(
+        self, dynamo: Backend
+    ) -> None:
+        # Given rows on both layouts, and one that moves from 16 to 32 during the first stage
+        for n in range(12):
+            person = f"person-{n}"
+            count = 16 if n % 2 else 32
+            dynamo.put_saga(f"s{n:02}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, count))
+        mover = moving_row(dynamo, "moving", "p-1", 16, 32)
+        # When the split's enumeration runs
+        result = routed(dynamo, SPLIT).get_all_sagas()
+        # Then it read keys 0..15 (a stage), then 16..31, every row once
+        assert result.partitions == tuple(keys.all_shard_gsi4pks(32))
+        assert result.requests == 32
+        assert sorted(ids(result)) == sorted(["moving", *(f"s{n:02}" for n in range(12))])
+        assert mover.moved
+        moved = next(i for i in result.items if i["sagaId"] == "moving")
+        assert moved["GSI4PK"] == keys.shard_gsi4pk_for_person("p-1", 32)
+
+    def test_a_merge_reads_the_keys_rows_leave_before_the_keys_they_enter(
+        self, dynamo: Backend
+    ) -> None:
+        merge = Routing.between(S32, S16)
+        dynamo.put_saga("far", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 32))
+        dynamo.put_saga("near", "p-2", gsi4pk=keys.shard_gsi4pk_for_person("p-2", 16))
+        result = routed(dynamo, merge).get_all_sagas()
+        assert result.partitions[:16] == tuple(keys.all_shard_gsi4pks(32))[16:]
+        assert sorted(ids(result)) == ["far", "near"]
+
+    @pytest.mark.parametrize("state", sorted(ROUTINGS))
+    def test_every_state_finds_every_row_its_layouts_hold(
+        self, dynamo: Backend, state: str
+    ) -> None:
+        routing = ROUTINGS[state]
+        layouts = {routing.source, routing.target}
+        for n, layout in enumerate(sorted(layouts, key=str)):
+            dynamo.put_saga(f"s{n}", "p-1", gsi4pk=layout.key_for("p-1"))
+        r = routed(dynamo, routing)
+        assert len(r.get_sagas_by_person("p-1")) == len(layouts)
+        assert len(r.get_all_sagas()) == len(layouts)
+        assert r.get_sagas_by_person("p-1").requests == len(routing.read_keys("p-1"))
+
+    def test_the_writer_stamps_the_routing_target(self, dynamo: Backend) -> None:
+        writer = SagaWriter(dynamo.client, dynamo.table_name, routing=SPLIT)
+        row = writer.create_saga(
+            saga_id="w", person_id="p-1", lease_id="L", opened_at="2026-03-01T10:00:00.000Z"
+        )
+        assert row["GSI4PK"] == "RenewalSaga#30"
+        assert ids(routed(dynamo, SPLIT).get_sagas_by_person("p-1")) == ["w"]
+
+    def test_a_following_writer_stamps_the_new_key_within_t_of_a_record_change(
+        self, dynamo: Backend
+    ) -> None:
+        # Given a writer following the record through a provider (T = 30 s, injected clock)
+        seed_state(dynamo.client, dynamo.table_name, LEGACY, S16)
+        ticks = Ticks()
+        provider = ControlProvider(
+            ControlStore(dynamo.client, dynamo.table_name), timing=ControlTiming(), clock=ticks
+        )
+        writer = SagaWriter(dynamo.client, dynamo.table_name, source=provider)
+        assert writer.gsi4pk_for("p-1") == "RenewalSaga#14"
+        # When the record moves on to rolling-back (writers stamp legacy)
+        seed_state(dynamo.client, dynamo.table_name, S16, LEGACY, version=2)
+        # Then within T the writer may still stamp the old key, and from T on it stamps the new
+        ticks.now += 29.999
+        stale = writer.create_saga(
+            saga_id="a", person_id="p-1", lease_id="L", opened_at="2026-03-01T10:00:00.000Z"
+        )
+        ticks.now += 0.001
+        fresh = writer.create_saga(
+            saga_id="b", person_id="p-1", lease_id="L", opened_at="2026-03-01T10:00:01.000Z"
+        )
+        assert stale["GSI4PK"] == "RenewalSaga#14"
+        assert fresh["GSI4PK"] == keys.LEGACY_GSI4PK
+
+    def test_exactly_one_of_routing_and_phase(self, dynamo: Backend) -> None:
+        with pytest.raises(InvalidInputError, match="exactly one"):
+            SagaRepository(dynamo.client, dynamo.table_name)
+        with pytest.raises(InvalidInputError, match="exactly one"):
+            SagaRepository(dynamo.client, dynamo.table_name, routing=SPLIT, phase="sharded")
+        assert repo(dynamo, "migrating").routing == Routing.between(LEGACY, S16)

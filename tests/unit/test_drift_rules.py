@@ -1,4 +1,4 @@
-"""Pure rules of the drift guard: when to scan, what is drift in which phase, skew, pacing."""
+"""Pure rules of the drift guard: when to scan, what is wrong now in which state, skew, pacing."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from saga_index.drift import DriftReport, RowRef, scan_due, shard_skew
+from saga_index import keys
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.routing import Routing
+from saga_index.drift import DriftReport, Expectations, RowRef, Verdict, scan_due, shard_skew
 from saga_index.dynamo.scan import ReadRateLimiter, SagaTableScanner, ScanOptions, _read_units
-from saga_index.errors import InvalidInputError
-from saga_index.model import Phase
+from saga_index.errors import InvalidInputError, InvalidKeyError
 
 N = 16
 
@@ -61,10 +63,19 @@ def test_a_scheduled_time_without_a_time_zone_is_rejected() -> None:
         scan_due(datetime(2026, 7, 10, 10, 0), every=12)
 
 
-# ---- what is drift, by phase ------------------------------------------------------------------
+# ---- what is wrong now, by state --------------------------------------------------------------
+
+S16, S32 = Layout.sharded(16), Layout.sharded(32)
+STATES: dict[str, Routing] = {
+    "legacy": Routing.between(LEGACY),
+    "migrating": Routing.between(LEGACY, S16),
+    "sharded": Routing.between(S16),
+    "rolling-back": Routing.between(S16, LEGACY),
+    "resharding 16->32": Routing.between(S16, S32),
+}
 
 
-def report(phase: str, **counts: Any) -> DriftReport:
+def report(state: str = "sharded", **counts: Any) -> DriftReport:
     rows_per_shard = dict.fromkeys(range(N), 0)
     rows_per_shard[3] = counts.pop("sharded", 0)
     values: dict[str, Any] = {
@@ -78,7 +89,7 @@ def report(phase: str, **counts: Any) -> DriftReport:
     return DriftReport(
         table_name="t",
         index_name="i",
-        phase=Phase(phase),
+        routing=STATES[state],
         shard_count=N,
         rows_per_shard=rows_per_shard,
         **values,
@@ -86,23 +97,87 @@ def report(phase: str, **counts: Any) -> DriftReport:
 
 
 @pytest.mark.parametrize(
-    ("counts", "drift_in"),
+    "counts",
     [
-        ({"legacy_rows": 2}, {"sharded"}),
-        ({"sharded": 2}, {"legacy"}),
-        ({"misrouted_rows": 1, "sharded": 1}, {"legacy", "migrating", "sharded", "rolling-back"}),
-        ({"unindexed_rows": 1}, {"legacy", "migrating", "sharded", "rolling-back"}),
-        ({"stray_rows": 1}, {"legacy", "migrating", "sharded", "rolling-back"}),
-        ({"anomalous_rows": 3, "sharded": 3, "legacy_rows": 1}, {"legacy", "sharded"}),
-        ({}, set()),
+        {"unexpected_legacy_rows": 2},
+        {"unexpected_sharded_rows": 2},
+        {"misrouted_rows": 1},
+        {"unindexed_rows": 1},
+        {"stray_rows": 1},
+        {"control_record_missing": True, "record_version": 3},
     ],
 )
-def test_what_counts_as_drift_depends_on_the_phase(
-    counts: dict[str, int], drift_in: set[str]
-) -> None:
-    for phase in Phase:
-        healthy = report(phase.value, **counts).healthy
-        assert healthy is (phase.value not in drift_in), (phase, counts)
+def test_every_wrong_now_count_is_drift_in_every_state(counts: dict[str, Any]) -> None:
+    for state in STATES:
+        assert not report(state, **counts).healthy, (state, counts)
+
+
+def test_raw_counts_alone_are_never_drift() -> None:
+    # The raw counts feed the dashboard; what is wrong is judged by the checker into the
+    # wrong-now counts, against the state's layouts.
+    for state in STATES:
+        assert report(state, legacy_rows=5, sharded=5, anomalous_rows=2).healthy, state
+
+
+# Rows: (GSI4PK, personId). p-1 is shard 14 of 16 and 30 of 32.
+P1_16 = keys.shard_gsi4pk_for_person("p-1", 16)
+P1_32 = keys.shard_gsi4pk_for_person("p-1", 32)
+P1_WRONG = keys.sharded_gsi4pk(3)
+
+
+@pytest.mark.parametrize(
+    ("state", "gsi4pk", "verdict"),
+    [
+        ("legacy", keys.LEGACY_GSI4PK, "ok"),
+        ("legacy", P1_16, "unexpected-sharded"),
+        ("migrating", keys.LEGACY_GSI4PK, "ok"),
+        ("migrating", P1_16, "ok"),
+        ("migrating", P1_WRONG, "misrouted"),
+        ("sharded", keys.LEGACY_GSI4PK, "unexpected-legacy"),
+        ("sharded", P1_16, "ok"),
+        ("sharded", P1_WRONG, "misrouted"),
+        ("rolling-back", keys.LEGACY_GSI4PK, "ok"),
+        ("rolling-back", P1_16, "ok"),
+        ("rolling-back", P1_WRONG, "misrouted"),
+        # A split: the source key is "not yet moved", the target key is where it goes.
+        ("resharding 16->32", P1_16, "ok"),
+        ("resharding 16->32", P1_32, "ok"),
+        ("resharding 16->32", P1_WRONG, "misrouted"),
+        ("resharding 16->32", keys.LEGACY_GSI4PK, "unexpected-legacy"),
+    ],
+)
+def test_where_a_row_may_sit_in_each_state(state: str, gsi4pk: str, verdict: str) -> None:
+    row = {"PK": "RSAGA#s", "SK": "META", "personId": "p-1", "GSI4PK": gsi4pk}
+    row["GSI4SK"] = "p-1#2026-01-01T00:00:00.000Z"
+    assert Expectations(STATES[state]).judge(row) == verdict
+
+
+def test_an_unroutable_row_is_anomalous_on_a_key_the_state_reads_and_unexpected_elsewhere() -> None:
+    anonymous = {"PK": "RSAGA#s", "SK": "META", "GSI4SK": "#2026-01-01T00:00:00.000Z"}
+    sharded = Expectations(STATES["sharded"])
+    legacy = Expectations(STATES["legacy"])
+    assert sharded.judge({**anonymous, "GSI4PK": P1_16}) is Verdict.ANOMALOUS
+    assert legacy.judge({**anonymous, "GSI4PK": P1_16}) is Verdict.UNEXPECTED_SHARDED
+    # The backfill cannot move it, so it does not block `sharded`: reported, not drift.
+    assert sharded.judge({**anonymous, "GSI4PK": keys.LEGACY_GSI4PK}) is Verdict.ANOMALOUS
+
+
+def test_a_key_that_is_neither_legacy_nor_a_shard_key_is_left_to_the_scan() -> None:
+    with pytest.raises(InvalidKeyError):
+        Expectations(STATES["sharded"]).judge({"GSI4PK": "RenewalSaga#x"})
+
+
+def test_the_guard_watches_the_largest_shard_count_a_state_names() -> None:
+    assert Expectations(STATES["legacy"]).shard_count == 16
+    assert Expectations(STATES["migrating"]).shard_count == 16
+    assert Expectations(STATES["resharding 16->32"]).shard_count == 32
+    assert Expectations(Routing.between(Layout.sharded(64), S32)).shard_count == 64
+
+
+def test_a_missing_record_is_named_first_with_its_history_version() -> None:
+    findings = report("sharded", control_record_missing=True, record_version=4).findings()
+    assert findings[0].startswith("the control record's STATE item is missing")
+    assert "version 4" in findings[0]
 
 
 def test_anomalous_rows_alone_are_reported_but_not_drift() -> None:
@@ -123,10 +198,24 @@ def test_json_report_carries_the_contract_keys() -> None:
     document = report(
         "sharded",
         legacy_rows=1,
+        unexpected_legacy_rows=1,
         misrouted_rows=1,
         misrouted=(RowRef("RSAGA#m", "META", "m", "p", "RenewalSaga#1", "RenewalSaga#2"),),
     ).to_dict()
-    assert {"legacyRows", "misroutedRows", "unindexedRows", "rowsPerShard"} <= set(document)
+    assert {
+        "legacyRows",
+        "unexpectedLegacyRows",
+        "unexpectedShardedRows",
+        "controlRecordMissing",
+        "misroutedRows",
+        "unindexedRows",
+        "rowsPerShard",
+    } <= set(document)
+    assert (document["phase"], document["source"], document["target"]) == (
+        "sharded",
+        "sharded(16)",
+        "sharded(16)",
+    )
     assert document["rowsPerShard"] == {str(n): 0 for n in range(N)}
     assert document["misrouted"] == [
         {

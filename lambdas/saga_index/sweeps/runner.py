@@ -1,6 +1,7 @@
 """One domain function per sweep: read every open saga, apply the rule, act.
 
-The read is `SagaRepository.get_all_open_sagas()` in the configured phase; it is complete or it
+The read is `SagaRepository.get_all_open_sagas()` along the routing the repository was built
+with (the control record's state, read by the handler per invocation); it is complete or it
 raises (EnumerationError), and the exception is left to fail the invocation, so a sweep never
 acts on a partial list and emits nothing when the read fails.
 """
@@ -100,7 +101,7 @@ def _read(job: str, repository: SagaRepository) -> ReadResult:
             "job": job,
             "sagas": len(read),
             "requests": read.requests,
-            "phase": repository.phase,
+            "phase": repository.phase.value,
         },
     )
     return read

@@ -1,6 +1,8 @@
-"""The scenario: seeded sagas, then every function invoked as its trigger would, in a deployable
-order (the drift guard, the four sweeps, the backfill plan -> workers -> verifier, a late legacy
-write the verifier must catch, the drift guard again)."""
+"""The scenario: seeded sagas and a control record whose STATE item was deleted after
+`legacy -> migrating(16)` (history only: every function must follow the history, the drift guard
+must page), then every function invoked as its trigger would, in a deployable order (the drift
+guard, the four sweeps, the record restored from its history, the backfill plan -> workers ->
+verifier, a late legacy write the verifier must catch, the drift guard again)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from saga_index import names
+from saga_index.control import executor
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.store import ControlStore
 from saga_index.dynamo.codec import deserialize
 from tests.support.backends import Backend
+from tests.support.control_seed import delete_state, seed_state
 from tests.support.rehearsal.process import (
     DEV_ONLY_MODULES,
     FunctionUnderTest,
@@ -71,7 +77,7 @@ class Rehearsal:
     segments: list[dict[str, Any]] = field(default_factory=list)
     rows_before: list[dict[str, Any]] = field(default_factory=list)
     rows_after: list[dict[str, Any]] = field(default_factory=list)
-    shard_count: int = 16
+    shard_count: int = names.DEFAULT_SHARD_COUNT
 
 
 def _seed(backend: Backend, shard_count: int) -> None:
@@ -135,10 +141,14 @@ def rehearse(
         for logical_id in synth.of_type("AWS::Lambda::Function")
     }
     by_handler = _by_handler(synth)
-    shard_count = int(next(iter(functions.values())).environment[names.ENV_SHARDS])
-    result = Rehearsal(functions=functions, by_handler=by_handler, shard_count=shard_count)
+    result = Rehearsal(functions=functions, by_handler=by_handler)
+    shard_count = result.shard_count
     backend = Backend("rehearsal", world.dynamodb, world.stand_in.table_name, world.endpoint_url)
     _seed(backend, shard_count)
+    # The record went legacy -> migrating(N) (long past its effectiveAt), then its STATE item
+    # was deleted: readers follow the history (legacy first, then the shards).
+    seed_state(world.dynamodb, backend.table_name, LEGACY, Layout.sharded(shard_count))
+    delete_state(world.dynamodb, backend.table_name)
     result.rows_before = [deserialize(i) for i in backend.scan_all()]
     processes: dict[str, LambdaProcess] = {}
 
@@ -160,6 +170,9 @@ def rehearse(
         for job, handler in SWEEP_HANDLERS.items():
             invoke(handler, scheduler_event(job))
         result.events = world.drain_bus()
+        # The operator restores the record from its history before the backfill (which refuses
+        # to run while the record is missing).
+        executor.restore_state(ControlStore(world.dynamodb, backend.table_name))
         # The state machine's task inputs (infra/backfill.py): the execution input to the plan,
         # the ItemSelector's template + segment to the worker, looped with cursor and totals,
         # then {"request", "segments"} to the verifier.

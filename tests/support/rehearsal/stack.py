@@ -1,5 +1,5 @@
-"""The synthesised stack (phase=migrating, where every function has work) and its assets from
-cdk.out, and the stand-in names and ARNs its references resolve to."""
+"""The synthesised stack (an owned table; no migration state: a deploy carries none) and its
+assets from cdk.out, and the stand-in names and ARNs its references resolve to."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ STACK = "RenewalSagaIndex"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's account: ARNs it returns carry it
 PARTITION = "aws"
-# The phase in which every function has work to do (the backfill runs only while migrating).
-REHEARSAL_CONTEXT = {"phase": "migrating"}
+# A stack that owns its table (the committed default attaches to production's). The migration
+# state is the control record's, planted by the scenario, never context.
+REHEARSAL_CONTEXT = {"importExistingTable": False}
 
 
 class UnresolvableError(ValueError):
@@ -47,8 +48,8 @@ class Synth:
 
 
 def synthesise(outdir: Path) -> Synth:
-    # Exactly what `cdk synth -c phase=migrating` produces: the CLI hands -c values to the
-    # app through CDK_CONTEXT_JSON.
+    # Exactly what `cdk synth -c importExistingTable=false` produces: the CLI hands -c values
+    # to the app through CDK_CONTEXT_JSON.
     env = {
         **os.environ,
         "CDK_OUTDIR": str(outdir),

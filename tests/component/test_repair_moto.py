@@ -1,0 +1,273 @@
+"""The anomaly repair (saga_index.repair) against moto: what it writes, and when it refuses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from saga_index import keys
+from saga_index.backfill.direction import Direction
+from saga_index.backfill.local import backfill_locally
+from saga_index.backfill.messages import BackfillRequest
+from saga_index.dynamo.codec import deserialize, serialize
+from saga_index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
+from saga_index.model import Phase
+from saga_index.repair import (
+    PersonSource,
+    RepairError,
+    RepairStatus,
+    lease_key,
+    repair_anomaly,
+)
+from tests.support.backends import Backend, make_backend
+
+N = 16
+OPENED_AT = "2026-01-01T00:00:00.000Z"
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("repair", synthesized_template, endpoint_url=None)
+
+
+def put_lease(dynamo: Backend, saga_id: str, tenant: Any) -> None:
+    item: dict[str, Any] = {**lease_key(f"lease-{saga_id}"), "entityType": "Lease"}
+    if tenant is not None:
+        item["personId"] = tenant
+    dynamo.client.put_item(TableName=dynamo.table_name, Item=serialize(item))
+
+
+def row(dynamo: Backend, saga_id: str) -> dict[str, Any] | None:
+    raw = dynamo.get(f"RSAGA#{saga_id}", "META")
+    return None if raw is None else deserialize(raw)
+
+
+def key(saga_id: str) -> dict[str, str]:
+    return keys.saga_table_key(saga_id)
+
+
+def test_given_a_row_without_person_when_repaired_by_default_then_it_is_a_dry_run(
+    dynamo: Backend,
+) -> None:
+    # Given a saga row without personId whose lease names its tenant
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    put_lease(dynamo, "no-person", "p-7")
+    before = dynamo.scan_all()
+
+    # When it is repaired without saying to write
+    result = repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"))
+
+    # Then it says what it would write, and writes nothing
+    assert result.status is RepairStatus.WOULD_REPAIR
+    assert result.status.done
+    assert result.dry_run is True
+    assert result.person_source is PersonSource.LEASE
+    assert result.write == {"personId": "p-7", "GSI4SK": keys.gsi4sk("p-7", OPENED_AT)}
+    assert result.anomaly is not None
+    assert dynamo.scan_all() == before
+
+
+def test_given_a_row_without_person_when_repaired_from_its_lease_then_person_and_sort_key_are_set(
+    dynamo: Backend,
+) -> None:
+    # Given a saga row without personId on the legacy key, with other attributes
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}", note="kept")
+    put_lease(dynamo, "no-person", "p-7")
+
+    # When it is repaired for real, the person taken from its lease
+    result = repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"), dry_run=False)
+
+    # Then personId AND GSI4SK are rebuilt, it is no anomaly any more, and nothing else changed
+    assert result.status is RepairStatus.REPAIRED
+    assert result.person_id == "p-7"
+    repaired = row(dynamo, "no-person")
+    assert repaired is not None
+    assert repaired["personId"] == "p-7"
+    assert repaired["GSI4SK"] == keys.gsi4sk("p-7", OPENED_AT)
+    assert keys.person_anomaly(repaired) is None
+    assert repaired["GSI4PK"] == keys.LEGACY_GSI4PK  # the next backfill moves it
+    assert repaired["note"] == "kept"
+
+
+@pytest.mark.parametrize(
+    ("saga_id", "person", "sort_key"),
+    [
+        ("foreign-sort-key", "p-a", f"p-b#{OPENED_AT}"),
+        ("numeric-person", 42, None),
+        ("empty-person", "", None),
+    ],
+)
+def test_given_an_anomaly_when_repaired_with_a_given_person_then_the_sort_key_follows_it(
+    dynamo: Backend, saga_id: str, person: Any, sort_key: str | None
+) -> None:
+    extra: dict[str, Any] = {"GSI4SK": sort_key} if sort_key else {}
+    dynamo.put_saga(saga_id, person, **extra)
+    assert keys.person_anomaly(row(dynamo, saga_id) or {}) is not None
+
+    result = repair_anomaly(
+        dynamo.client, dynamo.table_name, key(saga_id), person_id="p-a", dry_run=False
+    )
+
+    assert (result.status, result.person_source) == (RepairStatus.REPAIRED, PersonSource.GIVEN)
+    repaired = row(dynamo, saga_id)
+    assert repaired is not None
+    assert (repaired["personId"], repaired["GSI4SK"]) == ("p-a", keys.gsi4sk("p-a", OPENED_AT))
+
+
+def test_given_a_repaired_row_when_backfilled_then_it_moves_to_its_shard(dynamo: Backend) -> None:
+    # Given an anomaly the backfill left on the legacy key
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    put_lease(dynamo, "no-person", "p-7")
+    request = BackfillRequest(
+        direction=Direction.FORWARD, max_writes_per_second=1000.0, dry_run=False
+    )
+    first = backfill_locally(
+        dynamo.client, dynamo.table_name, request, phase=Phase.MIGRATING, shard_count=N
+    )
+    assert first.summary.anomaly_keys == [key("no-person")]
+
+    # When it is repaired from the key the backfill reported, and the backfill runs again
+    for anomaly in first.summary.anomaly_keys:
+        repair_anomaly(dynamo.client, dynamo.table_name, anomaly, dry_run=False)
+    second = backfill_locally(
+        dynamo.client, dynamo.table_name, request, phase=Phase.MIGRATING, shard_count=N
+    )
+
+    # Then it is on its shard and nothing is left on the legacy key
+    assert (second.summary.restamped, second.summary.anomalies) == (1, 0)
+    assert second.summary.verification is not None
+    assert second.summary.verification.remaining == 0
+    assert (row(dynamo, "no-person") or {})["GSI4PK"] == keys.shard_gsi4pk_for_person("p-7", N)
+
+
+def test_given_a_healthy_row_then_there_is_nothing_to_repair_and_it_is_never_given_away(
+    dynamo: Backend,
+) -> None:
+    dynamo.put_saga("healthy", "p-1")
+    before = dynamo.scan_all()
+
+    same = repair_anomaly(
+        dynamo.client, dynamo.table_name, key("healthy"), person_id="p-1", dry_run=False
+    )
+    other = repair_anomaly(
+        dynamo.client, dynamo.table_name, key("healthy"), person_id="p-2", dry_run=False
+    )
+    from_lease = repair_anomaly(dynamo.client, dynamo.table_name, key("healthy"), dry_run=False)
+
+    assert same.status is RepairStatus.NOTHING_TO_REPAIR
+    assert same.status.done
+    assert other.status is RepairStatus.BELONGS_TO_ANOTHER_PERSON
+    assert not other.status.done
+    assert "'p-1'" in other.message
+    assert from_lease.status is RepairStatus.NOTHING_TO_REPAIR  # no lease needed to say so
+    assert dynamo.scan_all() == before
+
+
+def test_given_no_row_at_the_key_then_not_found_and_nothing_is_created(dynamo: Backend) -> None:
+    result = repair_anomaly(
+        dynamo.client, dynamo.table_name, key("gone"), person_id="p-1", dry_run=False
+    )
+
+    assert result.status is RepairStatus.NOT_FOUND
+    assert not result.status.done
+    assert dynamo.scan_all() == []
+
+
+@pytest.mark.parametrize("change", ["person", "sort-key", "opened-at", "delete"])
+def test_given_the_row_changes_between_read_and_write_then_the_other_writer_wins(
+    dynamo: Backend, change: str
+) -> None:
+    # Given an anomaly, and another writer that changes (or deletes) it just before our write
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    other = dynamo.new_client()
+    table_key = {"PK": {"S": "RSAGA#no-person"}, "SK": {"S": "META"}}
+    updates = {
+        "person": ("SET personId = :v", "p-9"),
+        "sort-key": ("SET GSI4SK = :v", f"p-9#{OPENED_AT}"),
+        "opened-at": ("SET openedAt = :v", "2026-02-02T00:00:00.000Z"),
+    }
+
+    def concurrent_writer(**_: Any) -> None:
+        if change == "delete":
+            other.delete_item(TableName=dynamo.table_name, Key=table_key)
+            return
+        expression, value = updates[change]
+        other.update_item(
+            TableName=dynamo.table_name,
+            Key=table_key,
+            UpdateExpression=expression,
+            ExpressionAttributeValues={":v": {"S": value}},
+        )
+
+    dynamo.client.meta.events.register("before-call.dynamodb.UpdateItem", concurrent_writer)
+    try:
+        # When the repair writes
+        result = repair_anomaly(
+            dynamo.client, dynamo.table_name, key("no-person"), person_id="p-1", dry_run=False
+        )
+    finally:
+        dynamo.client.meta.events.unregister("before-call.dynamodb.UpdateItem", concurrent_writer)
+
+    # Then its condition fails: the other writer's change stands, a deleted row stays deleted
+    assert result.status is RepairStatus.CHANGED
+    assert "run the same command again" in result.message
+    after = row(dynamo, "no-person")
+    if change == "delete":
+        assert after is None
+    else:
+        assert after is not None
+        assert after.get("personId") != "p-1"
+        assert not str(after.get("GSI4SK", "")).startswith("p-1#")
+
+
+@pytest.mark.parametrize(
+    ("lease", "expected"),
+    [(None, "which is gone"), ("no-tenant", "names no usable tenant")],
+)
+def test_given_no_usable_lease_tenant_then_the_repair_refuses_and_asks_for_the_person(
+    dynamo: Backend, lease: str | None, expected: str
+) -> None:
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    if lease == "no-tenant":
+        put_lease(dynamo, "no-person", None)
+    before = dynamo.scan_all()
+
+    with pytest.raises(RepairError, match=expected) as refused:
+        repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"), dry_run=False)
+
+    assert "--person-id" in str(refused.value)
+    assert dynamo.scan_all() == before
+
+
+def test_given_a_row_without_opened_at_then_its_sort_key_cannot_be_rebuilt(
+    dynamo: Backend,
+) -> None:
+    dynamo.put_saga("no-opened-at", None, GSI4SK="#x", openedAt=None)
+
+    with pytest.raises(RepairError, match="openedAt"):
+        repair_anomaly(
+            dynamo.client, dynamo.table_name, key("no-opened-at"), person_id="p-1", dry_run=False
+        )
+
+
+def test_given_bad_input_then_it_is_refused_before_anything_is_read(dynamo: Backend) -> None:
+    with pytest.raises(InvalidKeyError):
+        repair_anomaly(dynamo.client, dynamo.table_name, {"PK": "LEASE#l-1", "SK": "META"})
+    with pytest.raises(InvalidPersonIdError):
+        repair_anomaly(dynamo.client, dynamo.table_name, key("s-1"), person_id="")
+
+
+def test_given_a_row_at_a_saga_key_that_is_not_a_saga_then_it_is_refused(
+    dynamo: Backend,
+) -> None:
+    dynamo.client.put_item(
+        TableName=dynamo.table_name,
+        Item={"PK": {"S": "RSAGA#odd"}, "SK": {"S": "META"}, "entityType": {"S": "Other"}},
+    )
+
+    with pytest.raises(InvalidInputError, match="not a saga row"):
+        repair_anomaly(dynamo.client, dynamo.table_name, key("odd"), person_id="p-1")

@@ -1,0 +1,283 @@
+"""`saga-index status` against moto: the record, the backfill's lease/throttle/pause/last run, the
+row counts, the drift summary and the deployed alarms, as JSON and on one screen."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from saga_index.control import executor, lease
+from saga_index.control.record import state_key
+from saga_index.control.store import ControlStore
+from saga_index.dynamo.codec import serialize
+from saga_index_cli.context import CliContext, CliHooks
+from saga_index_cli.main import main
+from saga_index_cli.status import alarm_states
+from tests.support.backends import Backend, make_backend
+
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("status-cli", synthesized_template, endpoint_url=None)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(dynamo: Backend) -> ControlStore:
+    return ControlStore(dynamo.client, dynamo.table_name)
+
+
+def run(
+    capsys: pytest.CaptureFixture[str], dynamo: Backend, clock: Clock, *argv: str
+) -> tuple[int, str, str]:
+    hooks = CliHooks(identity=lambda _: "tester@host", clock=clock)
+    with pytest.raises(SystemExit) as exited:
+        main(["--table", dynamo.table_name, "status", *argv], hooks=hooks)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def status_json(
+    capsys: pytest.CaptureFixture[str], dynamo: Backend, clock: Clock, *argv: str
+) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run(capsys, dynamo, clock, "--json", *argv)
+    (line,) = out.splitlines()
+    return code, json.loads(line)
+
+
+def test_a_never_migrated_table(
+    dynamo: Backend, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("s1", "p-1")
+    dynamo.put_saga("s2", "p-2")
+    code, doc = status_json(capsys, dynamo, clock)
+    assert code == 0
+    assert (doc["phase"], doc["version"], doc["condition"]) == ("legacy", 0, "never-migrated")
+    assert (doc["effectiveAt"], doc["effective"]) == (None, True)
+    assert doc["backfill"] == {
+        "lease": None,
+        "maxWritesPerSecond": None,
+        "paused": False,
+        "lastRun": None,
+        "nextMove": None,
+    }
+    rows = doc["rows"]
+    assert (rows["counted"], rows["legacy"], rows["sharded"], rows["shardCount"]) == (
+        True,
+        2,
+        0,
+        16,
+    )
+    assert (doc["drift"], doc["alarms"]) == (None, None)
+
+
+def test_migrating_with_a_running_throttled_paused_backfill(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("old", "p-1")
+    dynamo.put_saga("new", "p-2", gsi4pk="shard")
+    executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
+
+    code, doc = status_json(capsys, dynamo, clock)
+    assert (doc["phase"], doc["version"], doc["effective"]) == ("migrating", 1, False)
+    assert doc["secondsUntilEffective"] == 75.0
+
+    clock.advance(80)
+    lease.acquire_lease(store, holder="ops@laptop", token="t-1", direction="forward", clock=clock)
+    lease.set_throttle(store, 50, changed_by="ops", clock=clock)
+    lease.pause_backfill(store, changed_by="ops", clock=clock)
+    code, doc = status_json(capsys, dynamo, clock)
+    assert code == 0
+    assert doc["effective"] is True
+    backfill = doc["backfill"]
+    assert backfill["lease"] == {
+        "holder": "ops@laptop",
+        "direction": "forward",
+        "acquiredAt": "2026-03-01T09:01:20.000Z",
+        "heartbeatAt": "2026-03-01T09:01:20.000Z",
+        "expiresAt": "2026-03-01T09:03:20.000Z",
+        "live": True,
+        "stateVersion": 1,
+    }
+    assert (backfill["maxWritesPerSecond"], backfill["paused"]) == (50, True)
+    assert backfill["nextMove"]["to"] == "sharded"
+    assert backfill["nextMove"]["backfillCheck"]["passed"] is False
+    assert (doc["rows"]["legacy"], doc["rows"]["sharded"]) == (1, 1)
+
+    clock.advance(200)  # the holder stopped heartbeating
+    code, doc = status_json(capsys, dynamo, clock)
+    assert doc["backfill"]["lease"]["live"] is False
+
+
+def test_the_last_run_and_whether_it_satisfies_the_next_move(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from saga_index.control.state import BackfillCompletion, BackfillDirection
+
+    executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
+    clock.advance(80)
+    grant = lease.acquire_lease(store, holder="run", token="t", direction="forward", clock=clock)
+    started = clock.now
+    clock.advance(10)
+    lease.release_lease(
+        store,
+        token="t",
+        completion=BackfillCompletion(
+            direction=BackfillDirection.FORWARD,
+            source=grant.source,
+            target=grant.target,
+            state_version=1,
+            started_at=started,
+            completed_at=clock.now,
+            scanned=5,
+            restamped=4,
+            anomalies=1,
+            complete=True,
+            verified=True,
+            holder="run",
+            lease_token="t",
+        ),
+        clock=clock,
+    )
+    code, doc = status_json(capsys, dynamo, clock)
+    assert code == 0
+    run_doc = doc["backfill"]["lastRun"]
+    assert run_doc["source"] == {"layout": "legacy", "shardCount": None}
+    assert run_doc["target"] == {"layout": "sharded", "shardCount": 16}
+    assert (run_doc["scanned"], run_doc["restamped"], run_doc["anomalies"]) == (5, 4, 1)
+    assert (run_doc["complete"], run_doc["verified"], run_doc["stateVersion"]) == (True, True, 1)
+    assert doc["backfill"]["lease"] is None
+    assert doc["backfill"]["nextMove"]["backfillCheck"]["passed"] is True
+
+    _, out, _ = run(capsys, dynamo, clock)
+    assert "last run: forward legacy -> sharded(16) under version 1" in out
+    assert "for `phase set sharded`: backfill-verified passes" in out
+
+
+def test_drift_is_opt_in_and_judged_against_the_record(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
+    executor.set_phase(store, "sharded", changed_by="ops", reason="f", force=True, clock=clock)
+    dynamo.put_saga("left-behind", "p-1")
+    code, doc = status_json(capsys, dynamo, clock, "--drift", "--no-counts")
+    assert code == 0  # status shows; `saga-index drift` is the one that exits 1
+    assert doc["rows"] is None
+    drift = doc["drift"]
+    assert (drift["checked"], drift["healthy"], drift["unexpectedLegacyRows"]) == (True, False, 1)
+    assert "legacy GSI4PK" in drift["findings"][0]
+
+
+def test_alarms_list_the_stacks_alarms_in_alarm_first(
+    dynamo: Backend, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    for name in (
+        "RenewalSagaIndex-LegacyRowsAlarmA1-XYZ",
+        "RenewalSagaIndex-MisroutedRowsAlarmB2-XYZ",
+        "SomeOtherStack-Alarm-XYZ",
+    ):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            MetricName="LegacyRows",
+            Namespace="RenewalSagaIndex",
+            Statistic="Maximum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=0,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+    cloudwatch.set_alarm_state(
+        AlarmName="RenewalSagaIndex-MisroutedRowsAlarmB2-XYZ",
+        StateValue="ALARM",
+        StateReason="misrouted rows",
+    )
+    code, doc = status_json(capsys, dynamo, clock, "--alarms", "--no-counts")
+    alarms = doc["alarms"]
+    assert (code, alarms["checked"], alarms["prefix"], alarms["inAlarm"]) == (
+        0,
+        True,
+        "RenewalSagaIndex-",
+        1,
+    )
+    assert [(a["name"], a["state"]) for a in alarms["alarms"]] == [
+        ("RenewalSagaIndex-MisroutedRowsAlarmB2-XYZ", "ALARM"),
+        ("RenewalSagaIndex-LegacyRowsAlarmA1-XYZ", "OK"),  # moto starts alarms OK
+    ]
+    code, out, _ = run(capsys, dynamo, clock, "--alarms", "--no-counts")
+    assert "in ALARM: 1" in out
+
+
+def test_alarms_are_skipped_not_failed_against_a_local_table() -> None:
+    context = CliContext(
+        table="t",
+        endpoint_url="http://localhost:4567",
+        region="us-east-1",
+        phase_override=None,
+        shards_override=None,
+        max_attempts=1,
+    )
+    doc = alarm_states(context, "RenewalSagaIndex-", None)
+    assert doc["checked"] is False
+    assert "skipped" in doc["error"]
+
+
+def test_a_missing_record_is_shown_from_history_with_exit_1(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
+    dynamo.client.delete_item(TableName=dynamo.table_name, Key=serialize(state_key()))
+    code, out, err = run(capsys, dynamo, clock, "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert (doc["condition"], doc["phase"], doc["backfill"]["nextMove"]) == (
+        "missing",
+        "migrating",
+        None,
+    )
+    assert "phase restore" in err
+
+
+def test_the_screen_shows_the_record_the_backfill_and_the_rows(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dynamo.put_saga("old", "p-1")
+    executor.set_phase(store, "migrating", changed_by="ops", reason="cutover", clock=clock)
+    code, out, _ = run(capsys, dynamo, clock)
+    assert code == 0
+    for expected in (
+        f"table {dynamo.table_name}",
+        "migrating (version 1, present)",
+        "legacy -> sharded(16)",
+        "writers stamp sharded(16); readers read legacy, then sharded(16)",
+        "2026-03-01T09:01:15.000Z (NOT YET: 75 s to go)",
+        "lease: none (no run in progress)",
+        "throttle: the run's own setting; paused: no",
+        "legacy key: 1; shard keys (N=16): 0",
+        "allowed moves",
+    ):
+        assert expected in out, expected

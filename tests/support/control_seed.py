@@ -1,0 +1,70 @@
+"""Planting a control record state directly (any state, `resharding` included, and the MISSING
+condition), for tests of the code that FOLLOWS the record. Transitions themselves are tested with
+the executor in tests/component/test_control_store.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from saga_index.control import record
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.state import ControlState, Transition
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import DEFAULT_TIMING
+from saga_index.dynamo.codec import serialize
+
+CHANGED_AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def transition(
+    current: Layout,
+    moving_to: Layout | None = None,
+    *,
+    version: int = 1,
+    previous: tuple[Layout, Layout | None] | None = None,
+) -> Transition:
+    previous_layout, previous_moving_to = previous or _previous_of(current, moving_to)
+    return Transition(
+        version=version,
+        layout=current,
+        moving_to=moving_to,
+        previous_layout=previous_layout,
+        previous_moving_to=previous_moving_to,
+        changed_at=CHANGED_AT,
+        changed_by="test",
+        reason="planted by a test",
+        effective_at=CHANGED_AT + DEFAULT_TIMING.effective_delay,
+    )
+
+
+def _previous_of(current: Layout, moving_to: Layout | None) -> tuple[Layout, Layout | None]:
+    """The state an allowed transition comes from (resharding: from its sharded source)."""
+    if moving_to is not None:
+        return (current, None) if current.is_sharded else (LEGACY, None)
+    if current.is_sharded:
+        return (LEGACY, current)
+    return (Layout.sharded(16), LEGACY)
+
+
+def seed_state(
+    client: Any,
+    table_name: str,
+    current: Layout,
+    moving_to: Layout | None = None,
+    *,
+    version: int = 1,
+    previous: tuple[Layout, Layout | None] | None = None,
+) -> ControlState:
+    """Write (overwrite) the STATE item and its HISTORY item: the record names this state."""
+    change = transition(current, moving_to, version=version, previous=previous)
+    state = ControlState(transition=change)
+    store = ControlStore(client, table_name)
+    client.put_item(TableName=table_name, Item=serialize(record.state_item(state)))
+    store.put_history(change)
+    return state
+
+
+def delete_state(client: Any, table_name: str) -> None:
+    """Delete the STATE item, leaving its history: the record is then MISSING."""
+    client.delete_item(TableName=table_name, Key=serialize(record.state_key()))
