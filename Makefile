@@ -53,7 +53,7 @@ lint: deps
 	$(VENV)/bin/ruff format --check .
 
 typecheck: deps
-	$(VENV)/bin/mypy lambdas infra devkit app.py
+	$(VENV)/bin/mypy lambdas infra devkit bench app.py
 
 # The layering as import contracts ([tool.importlinter] in pyproject.toml).
 importlint: deps

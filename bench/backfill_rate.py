@@ -32,9 +32,10 @@ from bench.output import progress, save
 from bench.server import local_server
 from devkit.schema import create_table, load_template
 from saga_index import keys
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.local import run_backfill
-from saga_index.backfill.messages import BackfillRequest
+from saga_index.backfill.messages import BackfillRequest, RunTicket
+from saga_index.backfill.move import Move
+from saga_index.control.state import BackfillDirection
 from saga_index.dynamo.client import make_client
 from saga_index.dynamo.codec import serialize
 
@@ -78,7 +79,7 @@ def _max_in_one_second(stamps: Sequence[float]) -> int:
 
 
 def measure(
-    client: Any, table: str, *, cap: float, segments: int, direction: Direction
+    client: Any, table: str, *, cap: float, segments: int, direction: BackfillDirection
 ) -> dict[str, Any]:
     stamps: list[float] = []
 
@@ -90,7 +91,9 @@ def measure(
         request = BackfillRequest(
             direction=direction, total_segments=segments, max_writes_per_second=cap, dry_run=False
         )
-        run = run_backfill(client, table, request, shard_count=SHARDS)
+        # The bench owns its table: no control record, no lease.
+        ticket = RunTicket.unleased(Move.between_legacy_and(direction, SHARDS))
+        run = run_backfill(client, table, request, run=ticket)
     finally:
         client.meta.events.unregister("before-call.dynamodb.UpdateItem", stamp)
     if not run.complete:
@@ -134,7 +137,9 @@ def run(
                         table,
                         cap=cap,
                         segments=segment_count,
-                        direction=Direction.FORWARD if n % 2 == 0 else Direction.ROLLBACK,
+                        direction=BackfillDirection.FORWARD
+                        if n % 2 == 0
+                        else BackfillDirection.ROLLBACK,
                     )
                     for n in range(runs)
                 ]

@@ -20,14 +20,15 @@ from typing import Any
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.local import run_backfill
-from saga_index.backfill.messages import MAX_WRITES_PER_SECOND, BackfillRequest
+from saga_index.backfill.messages import BackfillRequest, RunTicket
+from saga_index.backfill.move import Move
 from saga_index.backfill.readback import finish_backfill
+from saga_index.control.state import BackfillDirection
 from saga_index.drift import DriftChecker
 from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
+from saga_index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
 
 NAME = "backfill_scale"
 
@@ -44,14 +45,16 @@ def run(*, scales: Sequence[int] = (1, 10), segments: int = 8, shards: int = 16)
             seeded = time.monotonic() - started
             client = make_client(endpoint_url=endpoint, max_pool_connections=64)
             request = BackfillRequest(
-                direction=Direction.FORWARD,
+                direction=BackfillDirection.FORWARD,
                 total_segments=segments,
                 max_writes_per_second=MAX_WRITES_PER_SECOND,
                 dry_run=False,
             )
             progress(f"backfill_scale: {scale}x: backfill, {segments} segments, no cap")
             started = time.monotonic()
-            local = run_backfill(client, table, request, shard_count=shards)
+            # The bench owns its table: no control record, no lease.
+            move = Move.between_legacy_and(request.direction, shards)
+            local = run_backfill(client, table, request, run=RunTicket.unleased(move))
             backfill_seconds = time.monotonic() - started
             if not local.complete:
                 raise RuntimeError(f"{scale}x backfill failed: {local.failures}")
@@ -61,7 +64,7 @@ def run(*, scales: Sequence[int] = (1, 10), segments: int = 8, shards: int = 16)
                 request,
                 local.results,
                 index_name=INDEX_NAME,
-                shard_count=shards,
+                move=move,
                 throttles=local.throttles,
             )
             verify_seconds = time.monotonic() - started - backfill_seconds

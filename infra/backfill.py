@@ -1,16 +1,28 @@
 """The backfill: its three functions and the Step Functions state machine that runs them.
 
-  PlanSegments     validate the input against the control record; lay out the segments
+  PlanSegments     take the run's lease in the control record (holder: the execution's id,
+                   passed in as $$.Execution.Id; the token is derived from it) and lay out the
+                   segments; the record names the move (source and target layouts)
   Segments (Map)   one iteration per parallel-Scan segment, at most MAX_CONCURRENT_SEGMENTS at
-                   once; each loops RestampSegment until the worker returns a null cursor
-  VerifyBackfill   aggregate the counts; read back what is still on the source key
-  Verified?        a row with a usable personId left on the source key fails the execution
+                   once; each loops RestampSegment until the worker says the segment is done.
+                   Each invocation heartbeats the lease (start, every few seconds, end) and
+                   follows the record's runtime throttle and pause
+  VerifyBackfill   aggregate the counts; read back what is still to move on the source keys;
+                   release the lease with the completion `phase set` checks
+  Verified?        a row with a usable personId left to move fails the execution
+
+A failed or stopped execution does not release its lease: it expires (the lease's TTL) unless
+`saga-index backfill` that started the execution releases it when the operator stops it.
 
 Why these shapes:
 - Segment numbers, not segment inputs, are the Map's items: the ItemSelector builds each input
   from the plan's template, so 1,000 segments still fit the 256 KB state limit.
 - The loop hands the worker's last result back in as `totals`, so each iteration ends with the
   whole segment's counts without intrinsic arithmetic, and the verifier sums the segments.
+- The loop ends on the worker's `done`, not on a null cursor: a paused worker may return before
+  its segment's first row, with no cursor yet and the segment not done.
+- The run ticket (`$.run`: the move and the lease token) is in the state once and every worker
+  and the verifier get it, so no step re-derives the layouts from a record that may have moved.
 - The first step is a Lambda and not Choice states: pydantic names every bad field, and the
   per-segment share of the write cap is a division ASL cannot do.
 Everything here ran against moto's Step Functions interpreter from the synthesised template
@@ -20,13 +32,18 @@ and a Fail state with CausePath.
 
 Least privilege, per role:
   every function  the control record: GetItem + Query on the TABLE (what SagaFunctions grants
-            every function) and PutItem + UpdateItem on the TABLE (the run's lease, heartbeat,
-            throttle and recorded result), each only for items of the control partition
+            every function), each only for items of the control partition
             (dynamodb:LeadingKeys = CONTROL_PK);
-  worker    dynamodb:Scan + dynamodb:UpdateItem on the TABLE (the re-stamp);
+  planner, verifier  PutItem + UpdateItem of the control partition's items (the run's lease,
+            its event items, the recorded result); no saga data access beyond what follows;
+  worker    UpdateItem of the control partition's items (the lease's heartbeats; it creates no
+            item there); dynamodb:Scan on the TABLE only projecting WORKER_SCAN_ATTRIBUTES
+            (dynamodb:Select = SPECIFIC_ATTRIBUTES); dynamodb:UpdateItem on the TABLE only of
+            saga rows (dynamodb:LeadingKeys like "RSAGA#*"), naming only
+            WORKER_UPDATE_ATTRIBUTES (key, update and condition expression) with ReturnValues
+            NONE (the re-stamp);
   verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem
             on the TABLE (a consistent re-read before a row counts as left behind);
-  planner   no saga data access at all;
   state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray.
 """
 
@@ -46,10 +63,14 @@ from saga_index.names import (
     BACKFILL_THROTTLED_ERROR,
     ENV_BACKFILL_SAFETY_MARGIN,
     ENV_MAX_ATTEMPTS,
+    INDEX_PARTITION_KEY,
+    INDEX_SORT_KEY,
     MAX_CONCURRENT_SEGMENTS,
     SERVICE_BACKFILL_PLAN,
     SERVICE_BACKFILL_VERIFY,
     SERVICE_BACKFILL_WORKER,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
 )
 
 # The worker stops WORKER_SAFETY_MARGIN_SECONDS before this and returns its cursor: an
@@ -74,6 +95,28 @@ LAMBDA_SERVICE_ERRORS = [
 # the same cursor is safe (the Scan skips what was re-stamped).
 LAMBDA_TIMEOUT_ERROR = "Sandbox.Timedout"
 VERIFICATION_FAILED_ERROR = "BackfillVerificationFailed"
+# Step Functions fails a Standard execution at its 25,000th history event. One worker invocation
+# adds 9 to the history of its segment's child execution (Task entered, scheduled, started,
+# succeeded, exited; Choice entered, exited; Pass entered, exited), a retried attempt 3 more;
+# a child adds CHILD_FIXED_EVENTS of its own (started, SegmentFinished, succeeded). The parent
+# holds the plan, one Map Run and the verification: at most PARENT_HISTORY_EVENTS, whatever
+# the number of segments or invocations. tests/component/test_backfill_state_machine.py counts.
+HISTORY_EVENT_LIMIT = 25_000
+HISTORY_EVENTS_PER_WORKER_INVOCATION = 9
+CHILD_FIXED_EVENTS = 2
+PARENT_HISTORY_EVENTS = 30
+# Every attribute the worker's requests name (saga_index/backfill/restamp.py): its Scan projects
+# these; its re-stamp's key, update and condition expressions name only the update list. The key
+# attributes of the table and of the index must be in both (AWS: dynamodb:Attributes must list
+# them). tests/infra drives the worker and checks each request it makes against these lists.
+WORKER_UPDATE_ATTRIBUTES = (
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+    INDEX_PARTITION_KEY,
+    INDEX_SORT_KEY,
+    "personId",
+)
+WORKER_SCAN_ATTRIBUTES = (*WORKER_UPDATE_ATTRIBUTES, "entityType")
 
 
 class SagaBackfill(Construct):
@@ -107,12 +150,8 @@ class SagaBackfill(Construct):
                 ENV_BACKFILL_SAFETY_MARGIN: str(WORKER_SAFETY_MARGIN_SECONDS),
             },
         )
-        self.worker_function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:Scan", "dynamodb:UpdateItem"],
-                resources=[table.table.table_arn],
-            )
-        )
+        table.grant_projected_scan(self.worker_function, attributes=WORKER_SCAN_ATTRIBUTES)
+        table.grant_saga_row_update(self.worker_function, attributes=WORKER_UPDATE_ATTRIBUTES)
         self.verify_function = functions.function(
             "BackfillVerify",
             handler="handlers.backfill_verify.handler",
@@ -125,8 +164,9 @@ class SagaBackfill(Construct):
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table.table_arn])
         )
 
-        for fn in (self.plan_function, self.worker_function, self.verify_function):
+        for fn in (self.plan_function, self.verify_function):
             table.grant_control_write(fn)
+        table.grant_control_update(self.worker_function)
 
         self.log_group = logs.LogGroup(
             self,
@@ -137,7 +177,7 @@ class SagaBackfill(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            comment="Re-stamp GSI4PK of saga rows (forward: legacy -> shard; rollback: back)",
+            comment="Re-stamp GSI4PK of saga rows from the record's source layout to its target",
             definition_body=sfn.DefinitionBody.from_chainable(self._definition()),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=EXECUTION_TIMEOUT,
@@ -164,7 +204,13 @@ class SagaBackfill(Construct):
             self,
             "PlanSegments",
             lambda_function=self.plan_function,
-            payload=sfn.TaskInput.from_json_path_at("$"),
+            payload=sfn.TaskInput.from_object(
+                {
+                    "request": sfn.JsonPath.object_at("$"),
+                    # The lease's holder; its token is derived from it (one per execution).
+                    "holder": sfn.JsonPath.execution_id,
+                }
+            ),
             output_path="$.Payload",
             retry_on_service_exceptions=False,
         )
@@ -197,28 +243,21 @@ class SagaBackfill(Construct):
         template = "$.template"
         segment_input: dict[str, Any] = {
             field: sfn.JsonPath.string_at(f"{template}.{field}")
-            for field in (
-                "direction",
-                "totalSegments",
-                "maxWritesPerSecond",
-                "dryRun",
-                "shardCount",
-                "anomalyKeyLimit",
-            )
+            for field in ("totalSegments", "maxWritesPerSecond", "dryRun", "anomalyKeyLimit")
         }
         segment_input["segment"] = sfn.JsonPath.string_at("$$.Map.Item.Value")
+        segment_input["run"] = sfn.JsonPath.object_at("$.run")
         next_input: dict[str, Any] = {
             field: sfn.JsonPath.string_at(f"$.{field}")
             for field in (
-                "direction",
                 "segment",
                 "totalSegments",
                 "maxWritesPerSecond",
                 "dryRun",
-                "shardCount",
                 "anomalyKeyLimit",
             )
         }
+        next_input["run"] = sfn.JsonPath.object_at("$.run")
         next_input["cursor"] = sfn.JsonPath.object_at("$.invocation.output.cursor")
         next_input["totals"] = sfn.JsonPath.object_at("$.invocation.output")
         continue_segment = sfn.Pass(
@@ -230,7 +269,7 @@ class SagaBackfill(Construct):
         segment_finished = sfn.Pass(self, "SegmentFinished", output_path="$.invocation.output")
         restamp.next(
             sfn.Choice(self, "SegmentDone?")
-            .when(sfn.Condition.is_null("$.invocation.output.cursor"), segment_finished)
+            .when(sfn.Condition.boolean_equals("$.invocation.output.done", True), segment_finished)
             .otherwise(continue_segment)
         )
         continue_segment.next(restamp)
@@ -252,6 +291,7 @@ class SagaBackfill(Construct):
             payload=sfn.TaskInput.from_object(
                 {
                     "request": sfn.JsonPath.object_at("$.request"),
+                    "run": sfn.JsonPath.object_at("$.run"),
                     "segments": sfn.JsonPath.list_at("$.segmentResults"),
                 }
             ),

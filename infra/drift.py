@@ -3,16 +3,17 @@ exactly the permissions its checks need.
 
 Least privilege:
   - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads);
-  - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index).
-Metrics leave through the function's log (EMF), so no cloudwatch:PutMetricData. Besides these,
-the role carries only what SagaFunctions gives every function (its own log group, X-Ray, and
-reading the control record, which the guard judges "wrong now" against).
+  - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index), only
+    with a projection (dynamodb:Select = SPECIFIC_ATTRIBUTES): the scan never reads whole items.
+It runs at most once at a time (reserved concurrency 1). Metrics leave through the function's
+log (EMF), so no cloudwatch:PutMetricData. Besides these, the role carries only what
+SagaFunctions gives every function (writing its own log group, X-Ray, and reading the control
+record, which the guard judges "wrong now" against).
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.functions import SagaFunctions
@@ -56,6 +57,7 @@ class DriftGuard(Construct):
             service=self.job.name,
             timeout=timeout,
             memory_size=512,
+            reserved_concurrent_executions=1,
             environment={
                 ENV_DRIFT_SCAN_EVERY: str(self.scan_every),
                 ENV_DRIFT_PERIOD_MINUTES: str(self.job.period_minutes),
@@ -65,9 +67,7 @@ class DriftGuard(Construct):
         )
         table = functions.table
         table.grant_index_query(self.function)
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table.table_arn])
-        )
+        table.grant_projected_scan(self.function)
         self.schedule = ScheduledInvocation(
             self, "Schedule", job_name=self.job.name, function=self.function
         )

@@ -17,6 +17,7 @@ from infra.functions import SagaFunctions
 from infra.observability.alarms import Alarms
 from infra.observability.dashboard import Dashboard
 from infra.observability.metrics import SagaMetrics
+from infra.observability.notifications import BackfillNotifications
 from infra.observability.pager import Pager
 from infra.sweeps import SagaSweeps
 from infra.table import SagaTable
@@ -51,6 +52,7 @@ class RenewalSagaIndexStack(cdk.Stack):
             self, "Sweeps", functions=self.functions, event_bus_name=config.event_bus_name
         )
         self.drift_guard = DriftGuard(self, "DriftGuard", functions=self.functions)
+        self.backfill = SagaBackfill(self, "Backfill", functions=self.functions)
         # One scope for the pager, the alarms and the dashboard: its id prefixes their logical
         # IDs and output keys (infra/observability/__init__.py says why they must not change).
         observability = Construct(self, "Observability")
@@ -62,6 +64,10 @@ class RenewalSagaIndexStack(cdk.Stack):
             pager=self.pager,
             drift_guard=self.drift_guard,
             sweeps=self.sweeps,
+            backfill=self.backfill,
+        )
+        self.notifications = BackfillNotifications(
+            observability, pager=self.pager, state_machine=self.backfill.state_machine
         )
         self.dashboard = Dashboard(
             observability,
@@ -70,7 +76,6 @@ class RenewalSagaIndexStack(cdk.Stack):
             alarms=self.alarms,
             drift_guard=self.drift_guard,
         )
-        self.backfill = SagaBackfill(self, "Backfill", functions=self.functions)
         self._keep_deployable()
 
     def _keep_deployable(self) -> None:

@@ -3,10 +3,16 @@
 One table (SWEEPS) lists them; the construct loops over it. Least privilege, per function:
   - dynamodb:Query on the saga INDEX only (the enumeration reads nothing else);
   - events:PutEvents on the sweeps' bus, for the sweeps that emit events;
-  - dynamodb:UpdateItem on the TABLE, for retry-failed-prepare only (its conditional claim).
-Besides these, a function's role carries only what SagaFunctions gives every function (its own
-log group via AWSLambdaBasicExecutionRole, X-Ray segments for active tracing, and GetItem/Query
-of the control record's partition, which says which index partitions to read).
+  - dynamodb:UpdateItem on the TABLE, for retry-failed-prepare only (its conditional claim), and
+    only on saga rows (dynamodb:LeadingKeys like "RSAGA#*"). No attribute allow-list: the claim
+    reads the whole old item back when its condition fails (ReturnValuesOnConditionCheckFailure
+    ALL_OLD, issue 12), which a dynamodb:Attributes restriction exists to forbid.
+Besides these, a function's role carries only what SagaFunctions gives every function (writing
+its own log group, X-Ray segments for active tracing, and GetItem/Query of the control record's
+partition, which says which index partitions to read).
+
+Every sweep runs at most once at a time (reserved concurrency 1) and is invoked asynchronously
+by its schedule; ScheduledInvocation configures that invocation (infra/schedules.py).
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -100,16 +105,13 @@ class SagaSweeps(Construct):
                 # a run must still end before the next one of the fastest (5-minute) schedule.
                 timeout=cdk.Duration.minutes(3),
                 environment=environment,
+                reserved_concurrent_executions=1,
             )
             table.grant_index_query(fn)
             if sweep.emits_events:
                 self.bus.grant_put_events_to(fn)
             if sweep.claims_retries:
-                fn.add_to_role_policy(
-                    iam.PolicyStatement(
-                        actions=["dynamodb:UpdateItem"], resources=[table.table.table_arn]
-                    )
-                )
+                table.grant_saga_row_update(fn)
             self.functions[job.name] = fn
             self.schedules[job.name] = ScheduledInvocation(
                 self, f"{sweep.construct_id}Schedule", job_name=job.name, function=fn

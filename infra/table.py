@@ -24,6 +24,13 @@ CONTROL_WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 # Every item a request touches must be in the control partition. ForAllValues is safe here: each
 # of these actions always carries the key (it names the partition key it reads or writes).
 CONTROL_PARTITION_CONDITION = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
+# Saga rows' partitions (saga_index.keys: PK = "RSAGA#" + sagaId; tests/infra ties the two). The
+# control partition ("RSAGA_INDEX#CONTROL") does not match it: "#" follows "RSAGA" there only
+# after "_INDEX".
+SAGA_PARTITIONS = "RSAGA#*"
+SAGA_PARTITION_CONDITION: dict[str, dict[str, object]] = {
+    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [SAGA_PARTITIONS]}
+}
 
 # Contributor Insights on throttled keys only: it names the hot key when something throttles, and
 # its rules see only throttled requests rather than every request. Owned tables only:
@@ -99,6 +106,47 @@ class SagaTable(Construct):
     def grant_control_write(self, grantee: iam.IGrantable) -> None:
         """PutItem and UpdateItem on the TABLE, for the control partition's items only."""
         self._grant_control(grantee, CONTROL_WRITE_ACTIONS)
+
+    def grant_control_update(self, grantee: iam.IGrantable) -> None:
+        """UpdateItem on the TABLE, for the control partition's items only (no new items)."""
+        self._grant_control(grantee, ("dynamodb:UpdateItem",))
+
+    def grant_saga_row_update(
+        self, grantee: iam.IGrantable, *, attributes: tuple[str, ...] | None = None
+    ) -> None:
+        """UpdateItem on the TABLE, for saga rows only (dynamodb:LeadingKeys on SAGA_PARTITIONS).
+
+        With `attributes`, also an allow-list: every attribute the request names (its key, the
+        update and the condition expression all count, as AWS documents dynamodb:Attributes) must
+        be one of them, and ReturnValues must be NONE (UpdateItem always carries it, NONE by
+        default; ALL_OLD/ALL_NEW would return attributes outside the list)."""
+        conditions: dict[str, dict[str, object]] = dict(SAGA_PARTITION_CONDITION)
+        if attributes is not None:
+            conditions["ForAllValues:StringEquals"] = {"dynamodb:Attributes": list(attributes)}
+            conditions["StringEquals"] = {"dynamodb:ReturnValues": "NONE"}
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+                conditions=conditions,
+            )
+        )
+
+    def grant_projected_scan(
+        self, grantee: iam.IGrantable, *, attributes: tuple[str, ...] | None = None
+    ) -> None:
+        """Scan on the TABLE only with a projection (dynamodb:Select = SPECIFIC_ATTRIBUTES: never
+        whole items), and with `attributes`, projecting (and filtering on) only those."""
+        conditions: dict[str, dict[str, object]] = {
+            "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}
+        }
+        if attributes is not None:
+            conditions["ForAllValues:StringEquals"] = {"dynamodb:Attributes": list(attributes)}
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Scan"], resources=[self.table.table_arn], conditions=conditions
+            )
+        )
 
     def _grant_control(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> None:
         grantee.grant_principal.add_to_principal_policy(

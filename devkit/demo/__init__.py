@@ -9,10 +9,13 @@ always stopped, Ctrl-C and SIGTERM included) it:
      dataset (devkit.seed);
   2. replays the ADR's traffic mix (devkit.traffic) against the LEGACY layout, every request
      priced by the capacity meter (devkit.capacity) per partition key and per second;
-  3. migrates as the runbook does: snapshot the reads, phase `migrating`, backfill dry run,
-     backfill (progress bar), verify the legacy key is drained, repair the anomalous rows the
-     backfill reported and run it again, verify parity against the snapshot, drift check clean,
-     phase `sharded`, parity again;
+  3. migrates as the runbook does, through the operator's `saga-index` commands (run
+     in-process, each shown as typed): `verify --snapshot`, `phase set migrating`, a
+     `phase set sharded` that its checks refuse (exit 3: no backfill yet), the backfill dry run
+     and the backfill (progress bar, under the record's lease), `repair-anomaly` for the rows
+     it reported and a second pass, `status`, `verify --compare`, `phase set sharded` (its
+     checks pass), `drift`, `verify --compare` again, `phase show --history`; with a short T
+     (effectiveAt one second after a change; production keeps 30 s);
   4. replays the SAME traffic against the SHARDED layout through a fresh meter;
   5. prints the report table on stdout, writes results/demo/report.json and
      results/demo/partition-load.png.
@@ -23,6 +26,7 @@ failed (the message names it); 2 bad arguments; 130 interrupted.
   config    DemoConfig: every parameter, validated before a server starts
   cli       the command line: arguments, exit codes, the server's lifecycle (main)
   pipeline  run_demo(): the steps in the runbook's order, and the report they add up to
+  operator  `saga-index` run in this process: the command shown, its exit code and JSON
   steps     one function per step: a metered replay, a backfill pass, the anomaly repair,
             a parity verification
   report    the report as a terminal table, report.json and the partition-load chart

@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
 from devkit.demo.config import DEFAULT_RESULTS, DEFAULT_TABLE, ENGINE, DemoConfig
+from devkit.demo.operator import OperatorCommandError
 from devkit.demo.pipeline import run_demo
 from devkit.demo.report import render
 from devkit.demo.steps import DemoError
@@ -35,6 +36,8 @@ from saga_index.names import SWEEP_JOBS
 from saga_index.shard import DEFAULT_SHARD_COUNT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The numbered steps of run_demo (devkit.demo.pipeline).
+STAGES = 10
 
 
 def _positive_int(text: str) -> int:
@@ -150,7 +153,7 @@ def main(
         return EXIT_USAGE
     _configure_logging()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    stages = Stages(total=9, console=console)
+    stages = Stages(total=STAGES, console=console)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     server = server_factory()
     started = time.monotonic()
@@ -166,6 +169,7 @@ def main(
         failure = "interrupted"
     except (
         DemoError,
+        OperatorCommandError,
         ReplayError,
         SchemaError,
         SagaIndexError,

@@ -10,14 +10,17 @@ from typing import Any
 from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
+from devkit.demo.operator import EXIT_REFUSED, OperatorCli
 from devkit.demo.report import improvement, layout_json, parity_summary, write_chart
 from devkit.demo.steps import (
     DemoError,
+    backfill_dry_run,
     backfill_pass,
     parity_line,
     repair_anomalies,
     replay,
     verify_against,
+    wait_until_effective,
 )
 from devkit.demo.ui import Stages
 from devkit.results import write_json
@@ -25,11 +28,18 @@ from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import build_plan
 from saga_index import keys
-from saga_index.drift import DriftChecker
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import DEFAULT_TIMING, ControlTiming
 from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
 from saga_index.names import INDEX_NAME
-from saga_index.parity import ParityVerifier
+from saga_index_cli.backfill import control_poll_seconds
+
+# The pre-migration parity snapshot, in the results directory (`verify --snapshot`).
+SNAPSHOT_FILE = "pre-migration-snapshot.json"
+REASON_MIGRATING = "make demo: start the migration to sharded GSI4 keys (ADR-0085)"
+REASON_TOO_EARLY = "make demo: try to complete the migration before any backfill"
+REASON_SHARDED = "make demo: backfill verified, parity identical; complete the migration"
 
 
 @dataclass
@@ -49,6 +59,8 @@ def run_demo(
     client = clients.plain()
     table = config.table_name
     schema = TableSchema.from_template(template, table)
+    operator = OperatorCli(endpoint_url, table, stages)
+    shards = str(config.shards)
 
     stages.step(f"create {table} from the synthesised template and seed the legacy dataset")
     create_table(client, table, template)
@@ -68,51 +80,96 @@ def run_demo(
     )
 
     stages.step("snapshot the reads before the migration (parity baseline)")
-    snapshot = (
-        ParityVerifier(client, table, phase=Phase.LEGACY, shard_count=config.shards)
-        .verify(sample=config.verify_sample, seed=config.seed.seed)
-        .snapshot
+    # Shown and passed as an operator would type it: relative to the working directory.
+    snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    snapshot.unlink(missing_ok=True)  # the CLI never overwrites a snapshot
+    baseline = operator.run(
+        "verify",
+        "--snapshot",
+        str(snapshot),
+        "--sample",
+        str(config.verify_sample),
+        "--seed",
+        str(config.seed.seed),
+        "--json",
+    ).json()
+    stages.note(
+        f"phase {baseline['phase']} (no record yet: never migrated); "
+        f"{baseline['truthRows']} saga rows, {len(baseline['persons'])} persons sampled; "
+        f"wrote {snapshot}"
     )
-    stages.note(f"{len(snapshot.persons)} persons sampled for by-person parity")
 
-    stages.step("phase migrating: backfill dry run, then the backfill (rate-capped)")
-    dry, _ = backfill_pass(client, config, stages=stages, label="dry run", dry_run=True)
+    stages.step("phase migrating: writers stamp the shard keys, readers read both")
+    migrating = operator.run(
+        "phase", "set", "migrating", "--shards", shards, "--reason", REASON_MIGRATING, "--json"
+    ).json()
+    stages.note(
+        f"version {migrating['version']}: {migrating['routing']['writes']} written, "
+        f"{' then '.join(migrating['routing']['reads'])} read; effectiveAt "
+        f"{migrating['effectiveAt']}"
+    )
+    stages.note(timing_note(operator.timing))
+
+    stages.step("phase sharded BEFORE the backfill: refused by its preconditions")
+    refused = refuse_sharded(operator)
+
+    stages.step("backfill: dry run, then the run (rate-capped, under the record's lease)")
+    wait_until_effective(operator)
+    dry = backfill_dry_run(operator, config)
     # The backfill's writes are metered on the real clock: its load on the legacy key.
     backfill_meter = CapacityMeter(schema, reader=clients.plain())
     metered = backfill_meter.attach(clients.plain())
-    first, first_seconds = backfill_pass(metered, config, stages=stages, label="backfill")
+    control = ControlStore(clients.plain(), table)
+    poll = control_poll_seconds(operator.timing)
+    first, first_seconds = backfill_pass(
+        metered, config, store=control, stages=stages, label="backfill", poll_seconds=poll
+    )
 
     stages.step("repair the anomalous rows the backfill reported, then backfill them")
-    repaired = repair_anomalies(client, table, first.anomaly_keys)
+    repaired = repair_anomalies(operator, first.anomaly_keys)
     stages.note(f"repaired {len(repaired)} row(s) from their lease's tenant")
-    second, _ = backfill_pass(metered, config, stages=stages, label="second pass")
+    second, _ = backfill_pass(
+        metered, config, store=control, stages=stages, label="second pass", poll_seconds=poll
+    )
     assert second.verification is not None
     if second.verification.remaining_anomalies or second.anomalies:
         raise DemoError(
             f"{second.verification.remaining_anomalies} anomalous row(s) remain on the legacy "
             "key after the repair: the drift guard cannot reach zero"
         )
+    status = operator.run("status", "--json").json()
+    stages.note(status_line(status))
 
-    stages.step("verify parity against the snapshot (phase migrating)")
-    migrating_parity = verify_against(client, config, snapshot, Phase.MIGRATING)
+    stages.step("cutover: parity in migrating, phase sharded (its checks pass), drift, parity")
+    migrating_parity = verify_against(operator, snapshot)
     stages.note(parity_line(migrating_parity))
-
-    stages.step("drift check as phase sharded will judge it")
-    drift = DriftChecker(client, table, phase=Phase.SHARDED, shard_count=config.shards).check(
-        scan_unindexed=True
-    )
-    if not drift.healthy:
-        raise DemoError(f"drift is not clean, staying in migrating: {drift.findings()}")
+    sharded = operator.run("phase", "set", "sharded", "--reason", REASON_SHARDED, "--json").json()
+    for check in sharded["checks"]:
+        stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     stages.note(
-        f"clean: legacy rows {drift.legacy_rows}, misrouted {drift.misrouted_rows}, unindexed "
-        f"{drift.unindexed_rows}, shard skew {drift.shard_skew:.2f}"
+        f"version {sharded['version']}: every reader and writer on {sharded['routing']['writes']}"
     )
-
-    stages.step("phase sharded: parity again, then the same traffic against the SHARDED layout")
-    sharded_parity = verify_against(client, config, snapshot, Phase.SHARDED)
+    wait_until_effective(operator)
+    drift_run = operator.run("drift", "--json", expect=(0, 1))
+    drift = drift_run.json()
+    if drift_run.code != 0 or not drift["healthy"]:
+        raise DemoError(f"drift after phase sharded: {drift['findings']}")
+    stages.note(
+        f"clean: legacy rows {drift['legacyRows']}, misrouted {drift['misroutedRows']}, "
+        f"unindexed {drift['unindexedRows']}, stray {drift['strayRows']}, shard skew "
+        f"{drift['shardSkew']:.2f}"
+    )
+    sharded_parity = verify_against(operator, snapshot)
     stages.note(parity_line(sharded_parity))
+    shown = operator.run("phase", "show", "--history", "--json").json()
+    history = [history_item(item) for item in shown["history"]]
+    for item in history:
+        stages.note(history_line(item))
+
+    stages.step("replay the same traffic against the SHARDED layout")
     # A day later on the replay's wall clock: the same events, fresh timestamps.
-    sharded, sharded_stats = replay(
+    sharded_load, sharded_stats = replay(
         endpoint_url,
         config,
         schema,
@@ -128,16 +185,16 @@ def run_demo(
         (p for p in backfill_load.partitions if p.partition_key == keys.LEGACY_GSI4PK), None
     )
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json())
-    sharded_json = layout_json(sharded, replay=sharded_stats.to_json())
+    sharded_json = layout_json(sharded_load, replay=sharded_stats.to_json())
     report: dict[str, Any] = {
         "legacy": legacy_json,
         "sharded": sharded_json,
         "improvement": improvement(legacy_json, sharded_json),
         "parity": {
-            "ok": migrating_parity.ok and sharded_parity.ok,
+            "ok": migrating_parity["ok"] and sharded_parity["ok"],
             "summary": (
-                f"{migrating_parity.truth_rows} saga rows; all-sagas, all-open and "
-                f"{len(snapshot.persons)} by-person reads compared with the pre-migration "
+                f"{migrating_parity['truthRows']} saga rows; all-sagas, all-open and "
+                f"{len(baseline['persons'])} by-person reads compared with the pre-migration "
                 "snapshot in phases migrating and sharded"
             ),
             "migrating": parity_summary(migrating_parity),
@@ -149,7 +206,7 @@ def run_demo(
             "anomalies": first.anomalies,
             "anomalyKeys": first.anomaly_keys,
             "scanned": first.scanned,
-            "wouldRestamp": dry.would_restamp,
+            "wouldRestamp": dry["wouldRestamp"],
             "seconds": round(first_seconds, 2),
             "rowsPerSecond": round(first.restamped / first_seconds, 1) if first_seconds else None,
             "maxWritesPerSecond": config.backfill_rate,
@@ -165,13 +222,22 @@ def run_demo(
             "legacyKeyWcu": round(legacy_key.total_wcu, 1) if legacy_key else 0.0,
         },
         "drift": {
-            "healthy": drift.healthy,
-            "legacyRows": drift.legacy_rows,
-            "misroutedRows": drift.misrouted_rows,
-            "unindexedRows": drift.unindexed_rows,
-            "strayRows": drift.stray_rows,
-            "rowsPerShard": {str(n): c for n, c in sorted(drift.rows_per_shard.items())},
-            "shardSkew": round(drift.shard_skew, 3),
+            "healthy": drift["healthy"],
+            "phase": drift["phase"],
+            "legacyRows": drift["legacyRows"],
+            "misroutedRows": drift["misroutedRows"],
+            "unindexedRows": drift["unindexedRows"],
+            "strayRows": drift["strayRows"],
+            "rowsPerShard": drift["rowsPerShard"],
+            "shardSkew": round(drift["shardSkew"], 3),
+        },
+        "refusedSharded": refused,
+        "phaseHistory": history,
+        "control": {
+            "timing": timing_json(operator.timing),
+            "commands": [
+                {"command": run.command, "exitCode": run.code} for run in operator.history
+            ],
         },
         "config": config.to_json(),
         "notes": [
@@ -180,6 +246,12 @@ def run_demo(
             "peakRcuPerKey/peakWcuPerKey: the highest units any one index partition key took "
             "in one second of the replay clock; headroom: how many times the traffic could "
             "grow before that key reaches 3,000 RCU/s or 1,000 WCU/s.",
+            "The migration state was changed only by `saga-index phase set`; control.commands "
+            "lists every saga-index command the demo ran, with its exit code. The two backfill "
+            "passes call saga_index.backfill.local.backfill_locally, what `saga-index backfill` "
+            "runs without --state-machine-arn (the record's lease and completion included), so "
+            "that the capacity meter can price their writes. control.timing is the demo's "
+            "short T (production: T = 30 s).",
         ],
     }
     json_path = write_json(report, config.results_dir / "report.json")
@@ -187,12 +259,107 @@ def run_demo(
     if config.chart:
         chart = write_chart(
             legacy,
-            sharded,
+            sharded_load,
             config.results_dir / "partition-load.png",
             title=(f"Renewal-saga index: peak load per partition key, legacy vs N={config.shards}"),
         )
         stages.note(f"wrote {_relative(chart)}")
     return report
+
+
+def refuse_sharded(operator: OperatorCli) -> dict[str, Any]:
+    """`phase set sharded` while every row is still on the legacy key: exit 3, nothing written.
+    A refusal with any other outcome is a demo failure (the guard did not guard)."""
+    run = operator.run(
+        "phase",
+        "set",
+        "sharded",
+        "--reason",
+        REASON_TOO_EARLY,
+        "--recheck-delay",
+        "0",
+        "--json",
+        expect=(EXIT_REFUSED,),
+    )
+    document = run.json()
+    if document.get("refused") is not True or not document.get("failed"):
+        raise DemoError(f"`{run.command}` exited {run.code} without a refusal: {document}")
+    operator.stages.note(f"REFUSED (exit {run.code}); nothing was written. Failed checks:")
+    for check in document["failed"]:
+        # The CLI printed each detail with its example rows; the gist is enough here.
+        gist = check["detail"].split(" (e.g.")[0]
+        operator.stages.note(f"  {check['name']}: {gist}")
+    return {"refused": True, "exitCode": run.code, "failed": document["failed"]}
+
+
+def timing_note(timing: ControlTiming) -> str:
+    production = DEFAULT_TIMING
+    return (
+        f"demo timing: T {timing.cache_seconds:g} s + grace {timing.stale_grace_seconds:g} s + "
+        f"margin {timing.in_flight_margin_seconds:g} s, so effectiveAt = changedAt + "
+        f"{timing.effective_delay.total_seconds():g} s (every reader here re-reads the record "
+        f"per command); production keeps T = {production.cache_seconds:g} s: changedAt + "
+        f"{production.effective_delay.total_seconds():g} s"
+    )
+
+
+def timing_json(timing: ControlTiming) -> dict[str, float]:
+    return {
+        "cacheSeconds": timing.cache_seconds,
+        "staleGraceSeconds": timing.stale_grace_seconds,
+        "inFlightMarginSeconds": timing.in_flight_margin_seconds,
+        "effectiveDelaySeconds": timing.effective_delay.total_seconds(),
+        "productionCacheSeconds": DEFAULT_TIMING.cache_seconds,
+        "productionEffectiveDelaySeconds": DEFAULT_TIMING.effective_delay.total_seconds(),
+    }
+
+
+HISTORY_KEYS = (
+    "version",
+    "from",
+    "to",
+    "changedBy",
+    "changedAt",
+    "effectiveAt",
+    "reason",
+    "checksPassed",
+    "checksForced",
+)
+
+
+def history_item(item: dict[str, Any]) -> dict[str, Any]:
+    """One transition of `phase show --history --json`, as report.json's phaseHistory lists it."""
+    return {key: item[key] for key in HISTORY_KEYS}
+
+
+def history_line(item: dict[str, Any]) -> str:
+    checks = ", ".join(item["checksPassed"]) or "none needed"
+    forced = f"; FORCED {', '.join(item['checksForced'])}" if item["checksForced"] else ""
+    return (
+        f"history v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
+        f"by {item['changedBy']} (checks passed: {checks}{forced})"
+    )
+
+
+def status_line(status: dict[str, Any]) -> str:
+    run = status["backfill"]["lastRun"]
+    rows = status["rows"]
+    parts = [f"status: phase {status['phase']} v{status['version']}"]
+    if rows and rows.get("counted"):
+        parts.append(f"legacy key {rows['legacy']} rows, shard keys {rows['sharded']}")
+    if run:
+        parts.append(
+            f"last backfill {run['direction']} restamped {run['restamped']}, "
+            + ("verified" if run["verified"] else "NOT verified")
+        )
+    next_move = status["backfill"]["nextMove"]
+    if next_move:
+        check = next_move["backfillCheck"]
+        parts.append(
+            f"{check['name']} for `phase set {next_move['to']}` "
+            + ("passes" if check["passed"] else "FAILS")
+        )
+    return "; ".join(parts)
 
 
 def _relative(path: Path) -> str:

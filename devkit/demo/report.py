@@ -14,7 +14,6 @@ from typing import Any
 from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.units import PARTITION_RCU_CEILING, PARTITION_WCU_CEILING
 from devkit.results import markdown_table
-from saga_index.parity import ParityReport
 
 LOAD_KEYS = ("hottestKeyShare", "peakRcuPerKey", "peakWcuPerKey", "headroom")
 
@@ -146,12 +145,36 @@ def render(report: Mapping[str, Any]) -> str:
     drift = report.get("drift", {})
     lines.append(
         f"Parity: {'identical' if parity['ok'] else 'MISMATCH'} "
-        f"({parity.get('summary', '')}); drift after the backfill: "
+        f"({parity.get('summary', '')}); drift after the cutover: "
         f"{'clean' if drift.get('healthy') else 'NOT clean'} "
         f"(legacy rows {drift.get('legacyRows')}, misrouted {drift.get('misroutedRows')}, "
         f"unindexed {drift.get('unindexedRows')})."
     )
+    lines.extend(_cutover_lines(report))
     return "\n".join(lines) + "\n"
+
+
+def _cutover_lines(report: Mapping[str, Any]) -> list[str]:
+    """The refused early `phase set sharded` and the record's history, when the report has them."""
+    lines: list[str] = []
+    refused = report.get("refusedSharded")
+    if refused:
+        failed = ", ".join(check["name"] for check in refused["failed"])
+        lines.append(
+            f"`phase set sharded` before the backfill: refused (exit {refused.get('exitCode')}; "
+            f"failed: {failed}); nothing was written."
+        )
+    history = report.get("phaseHistory")
+    if history:
+        lines.append("Phase history (the control record, every change by `saga-index phase set`):")
+        for item in history:
+            passed = ", ".join(item["checksPassed"]) or "none needed"
+            forced = f"; FORCED: {', '.join(item['checksForced'])}" if item["checksForced"] else ""
+            lines.append(
+                f"- v{item['version']} {item['from']} -> {item['to']} at {item['changedAt']} by "
+                f"{item['changedBy']}: {item['reason']} (checks passed: {passed}{forced})"
+            )
+    return lines
 
 
 def _units(layout: Mapping[str, Any]) -> str:
@@ -163,10 +186,10 @@ def _per(replay: Mapping[str, Any], numerator: str, denominator: str) -> str:
     return f"{replay.get(numerator, 0) / count:.1f}" if count else "-"
 
 
-def parity_summary(report: ParityReport) -> dict[str, Any]:
-    document = report.to_dict()
+def parity_summary(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of one `saga-index verify --json` document the report keeps."""
     return {
-        "ok": report.ok,
+        "ok": document["ok"],
         "phase": document["phase"],
         "truthRows": document["truthRows"],
         "reads": document["reads"],

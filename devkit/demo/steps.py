@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
+from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, OperatorCli
 from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import ReplayStats, metered_replay
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.local import backfill_locally
 from saga_index.backfill.messages import BackfillRequest, BackfillSummary, SegmentCounts
+from saga_index.backfill.move import Move
 from saga_index.backfill.readback import count_source_rows
+from saga_index.control.state import BackfillDirection
+from saga_index.control.store import ControlStore
 from saga_index.model import Phase
 from saga_index.names import INDEX_NAME
-from saga_index.parity import ParityReport, ParityVerifier
-from saga_index.parity_snapshot import Snapshot
-from saga_index.repair import RepairError, RepairStatus, repair_anomaly
+from saga_index.repair import RepairStatus
+from saga_index_cli.backfill import local_holder
 
 
 class DemoError(RuntimeError):
@@ -74,29 +77,53 @@ def replay(
     return summary, stats
 
 
+def backfill_dry_run(operator: OperatorCli, config: DemoConfig) -> dict[str, Any]:
+    """`saga-index backfill --dry-run --json`: the move the record names, counted, nothing
+    written and no lease taken. Exit 0, or 3 when it lists anomalies."""
+    summary = operator.run(
+        "backfill",
+        "--dry-run",
+        "--segments",
+        str(config.backfill_segments),
+        "--max-writes-per-second",
+        f"{config.backfill_rate:g}",
+        "--json",
+        expect=(EXIT_OK, EXIT_ANOMALIES),
+    ).json()
+    if not summary["complete"]:
+        raise DemoError(f"the backfill dry run did not complete: {summary}")
+    operator.stages.note(
+        f"dry run ({summary['source']['kind']} -> {summary['target']['kind']}"
+        f"({summary['target']['shardCount']})): scanned {summary['scanned']}, would re-stamp "
+        f"{summary['wouldRestamp']}, anomalies {summary['anomalies']}"
+    )
+    return summary
+
+
 def backfill_pass(
     client: Any,
     config: DemoConfig,
     *,
+    store: ControlStore,
     stages: Stages,
     label: str,
-    dry_run: bool = False,
+    poll_seconds: float,
 ) -> tuple[BackfillSummary, float]:
-    """One forward backfill run (all segments on local threads) with its progress bar, then
-    the backfill's own verification of what is left on the legacy key."""
+    """One forward backfill run as `saga-index backfill` runs it locally (backfill_locally:
+    the record's move, under its lease, every segment on a local thread, then the read-back and
+    the completion recorded in the record), on the demo's client so the meter prices it.
+
+    `store` reads and writes the control record on a client of its own: the lease is not index
+    load.
+    """
     request = BackfillRequest(
-        direction=Direction.FORWARD,
+        direction=BackfillDirection.FORWARD,
         total_segments=config.backfill_segments,
         max_writes_per_second=float(config.backfill_rate),
-        dry_run=dry_run,
+        dry_run=False,
     )
-    total = count_source_rows(
-        client,
-        config.table_name,
-        index_name=INDEX_NAME,
-        direction=Direction.FORWARD,
-        shard_count=config.shards,
-    )
+    move = Move.for_state(store.read(), request.direction)
+    total = count_source_rows(client, config.table_name, index_name=INDEX_NAME, move=move)
     bar = stages.bar(label, max(total, 1))
     task = bar.task_ids[0]
 
@@ -113,13 +140,16 @@ def backfill_pass(
         client,
         config.table_name,
         request,
-        phase=Phase.MIGRATING,
-        shard_count=config.shards,
+        holder=local_holder(),
+        store=store,
+        poll_seconds=poll_seconds,
         index_name=INDEX_NAME,
         on_progress=on_progress,
         while_running=showing_the_bar(),
     )
     run, summary, seconds = outcome.run, outcome.summary, outcome.seconds
+    if outcome.lease_lost is not None:
+        raise DemoError(f"{label} lost its lease: {outcome.lease_lost}")
     if not run.complete:
         raise DemoError(
             f"{label} did not complete: failures {run.failures or '-'}, "
@@ -128,61 +158,70 @@ def backfill_pass(
     if not summary.verified:
         message = summary.verification.message if summary.verification else "not verified"
         raise DemoError(f"{label}: {message}")
+    if outcome.completion is None:
+        raise DemoError(f"{label}: its completion was not recorded in the control record")
     stages.note(
-        f"{label}: scanned {summary.scanned}, re-stamped {summary.restamped}, skipped "
-        f"{summary.skipped}, anomalies {summary.anomalies}, would re-stamp "
-        f"{summary.would_restamp} ({seconds:.1f} s)"
+        f"{label} ({outcome.move.describe()}, lease held by {outcome.ticket.holder}): scanned "
+        f"{summary.scanned}, re-stamped {summary.restamped}, skipped {summary.skipped}, "
+        f"anomalies {summary.anomalies} ({seconds:.1f} s)"
     )
     assert summary.verification is not None
     stages.note(summary.verification.message)
     return summary, seconds
 
 
+def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
+    """`saga-index phase show --json`, then wait out effectiveAt: a backfill started earlier
+    is refused (writers that still stamp the old key would race it)."""
+    record = operator.run("phase", "show", "--json").json()
+    wait = float(record["secondsUntilEffective"])
+    if wait > 0:
+        operator.stages.note(f"waiting {wait:.1f} s for effectiveAt {record['effectiveAt']}")
+        time.sleep(wait + 0.05)
+    return record
+
+
 def repair_anomalies(
-    client: Any,
-    table_name: str,
+    operator: OperatorCli,
     anomaly_keys: Sequence[dict[str, str]],
     *,
     max_writes_per_second: float = 10.0,
 ) -> list[dict[str, str]]:
-    """What the runbook asks of a human (`saga-index repair-anomaly --from-lease --apply`):
-    give each anomalous saga row its lease's tenant as personId, and the GSI4SK built from it.
+    """What the runbook asks of a human for each anomaly the backfill lists:
+    `saga-index repair-anomaly --pk PK --sk SK --from-lease --apply` (personId from the saga's
+    lease, GSI4SK rebuilt from it, conditioned on the row still being the one read).
 
-    A row deleted, repaired or changed by someone else since the backfill reported it is left
-    alone. Paced: each repair changes an index key on the hot legacy partition.
+    Paced: each repair changes an index key on the hot legacy partition.
     """
     repaired: list[dict[str, str]] = []
     interval = 1.0 / max_writes_per_second
     for key in anomaly_keys:
-        try:
-            result = repair_anomaly(client, table_name, key, dry_run=False)
-        except RepairError as err:
-            raise DemoError(f"anomalous saga {key}: {err}") from err
-        if result.status is not RepairStatus.REPAIRED or result.person_id is None:
+        result = operator.run(
+            "repair-anomaly", "--pk", key["PK"], "--sk", key["SK"], "--from-lease", "--apply"
+        ).json()
+        if result["status"] != RepairStatus.REPAIRED.value or not result.get("write"):
             continue
-        repaired.append({"PK": key["PK"], "SK": key["SK"], "personId": result.person_id})
+        repaired.append({"PK": key["PK"], "SK": key["SK"], "personId": result["write"]["personId"]})
         time.sleep(interval)
     return repaired
 
 
-def verify_against(
-    client: Any, config: DemoConfig, snapshot: Snapshot, phase: Phase
-) -> ParityReport:
-    run = ParityVerifier(client, config.table_name, phase=phase, shard_count=config.shards).verify(
-        snapshot=snapshot
-    )
-    if not run.report.ok:
-        document = run.report.to_dict()
+def verify_against(operator: OperatorCli, snapshot: Path) -> dict[str, Any]:
+    """`saga-index verify --compare SNAPSHOT --json`: the reads of the record's state against
+    the base table and the pre-migration snapshot; DemoError unless identical."""
+    run = operator.run("verify", "--compare", str(snapshot), "--json", expect=(0, 1))
+    document = run.json()
+    if run.code != 0 or not document["ok"]:
         raise DemoError(
-            f"parity failed in phase {phase.value}: {document['counts']} "
+            f"parity failed in phase {document['phase']}: {document['counts']} "
             f"(first: {(document['missing'] + document['extra'] + document['misrouted'])[:3]})"
         )
-    return run.report
+    return document
 
 
-def parity_line(report: ParityReport) -> str:
-    counts = report.to_dict()["counts"]
+def parity_line(document: Mapping[str, Any]) -> str:
     return (
-        f"parity {'identical' if report.ok else 'MISMATCH'} in phase {report.phase.value}: "
-        f"{report.truth_rows} saga rows, findings {counts}"
+        f"parity {'identical' if document['ok'] else 'MISMATCH'} in phase "
+        f"{document['phase']}: {document['truthRows']} saga rows, findings "
+        f"{document['counts']}"
     )

@@ -27,32 +27,14 @@ from devkit.traffic.events import (
 )
 from devkit.traffic.plan import Plan
 from saga_index import keys
+from saga_index.control.layout import layouts_for_phase
+from saga_index.control.routing import Routing
 from saga_index.dynamo.sizing import item_size
 from saga_index.model import Phase
 from saga_index.names import INDEX_NAME
 
 # A DynamoDB Query page ends at 1 MB of data read.
 QUERY_PAGE_BYTES = 1024 * 1024
-
-
-# ---- the domain's routing, as pure functions ------------------------------------------------
-# SagaRepository._partitions_for and SagaWriter.gsi4pk_for hold these rules as methods of
-# objects that need a client; these two follow them line for line, on the domain's own Phase
-# rules and keys, until the domain library offers them as functions.
-
-
-def read_partitions(phase: Phase, sharded: str | Iterable[str]) -> tuple[str, ...]:
-    """The partitions a read in `phase` queries, in the repository's order (source of moves
-    first): `sharded` is the person's shard key, or every shard key for an enumeration."""
-    shards = (sharded,) if isinstance(sharded, str) else tuple(sharded)
-    legacy = (keys.LEGACY_GSI4PK,) if phase.reads_legacy else ()
-    shards = shards if phase.reads_shards else ()
-    return legacy + shards if phase.reads_legacy_first else shards + legacy
-
-
-def written_gsi4pk(phase: Phase, shard_key: str) -> str:
-    """The GSI4PK the writer stamps in `phase` on a row whose person's shard key is `shard_key`."""
-    return shard_key if phase.writes_sharded else keys.LEGACY_GSI4PK
 
 
 @dataclass
@@ -88,12 +70,14 @@ class SyntheticTable:
         self.index = schema.index(INDEX_NAME)
         self.phase = Phase.parse(phase)
         self.shard_count = shard_count
+        # The domain's own routing rule (the repository and writer follow the same object).
+        self.routing = Routing.between(*layouts_for_phase(self.phase.value, shard_count))
         self.ledger = LoadLedger()
         self.requests: Counter[str] = Counter()
         self._rows: dict[str, _Row] = {}
         self._by_partition: dict[str, dict[str, _Row]] = defaultdict(dict)
         self._by_person: dict[str, list[_Row]] = defaultdict(list)
-        self._shard_keys: dict[str, str] = {}
+        self._read_keys: dict[str, tuple[str, ...]] = {}  # one hash per person, not per read
         layout: dict[str, str] = {}  # person -> key in the seeded layout (one hash each)
         for record in dataset.sagas:
             person = record.person_id
@@ -115,16 +99,14 @@ class SyntheticTable:
 
     # ---- what the repository would read ------------------------------------------------
 
-    def _shard_key(self, person_id: str) -> str:
-        key = self._shard_keys.get(person_id)
-        if key is None:
-            key = self._shard_keys[person_id] = keys.shard_gsi4pk_for_person(
-                person_id, self.shard_count
-            )
-        return key
+    def _person_read_keys(self, person_id: str) -> tuple[str, ...]:
+        found = self._read_keys.get(person_id)
+        if found is None:
+            found = self._read_keys[person_id] = self.routing.read_keys(person_id)
+        return found
 
     def by_person(self, person_id: str, second: int) -> int:
-        partitions = read_partitions(self.phase, self._shard_key(person_id))
+        partitions = self._person_read_keys(person_id)
         for partition in partitions:
             size = sum(r.size for r in self._by_person[person_id] if r.gsi4pk == partition)
             self._read(second, partition, [size])
@@ -133,7 +115,7 @@ class SyntheticTable:
 
     def enumerate_open(self, second: int) -> int:
         requests = 0
-        for partition in read_partitions(self.phase, keys.all_shard_gsi4pks(self.shard_count)):
+        for partition in self.routing.enumeration_keys():
             pages = _pages([r.size for r in self._by_partition[partition].values()])
             for page in pages:
                 self._read(second, partition, page)
@@ -148,7 +130,7 @@ class SyntheticTable:
     # ---- writes ---------------------------------------------------------------------------
 
     def _gsi4pk_for(self, person_id: str) -> str:
-        return written_gsi4pk(self.phase, self._shard_key(person_id))
+        return self.routing.write_key(person_id)
 
     def create(self, record: SagaRecord, second: int) -> None:
         assert record.person_id is not None

@@ -18,6 +18,8 @@ deploy, and changes no alarm.
   DriftGuardErrors        the guard failed
   GsiThrottles            the index throttled (the watch-window signal)
   <sweep>Errors, <job>DeadLetters   a sweep failed / a scheduled invocation was not delivered
+  <job>FailedInvocations  Lambda gave up on a scheduled invocation (failed or too old)
+  BackfillExecutionsFailed, ...TimedOut, ...Aborted   a backfill execution ended without success
 
 Missing data: the guard publishes every metric on every run, zeros included, so missing data
 means the guard stopped; its alarms treat missing data as BREACHING. The every-run metrics use
@@ -37,6 +39,7 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from constructs import Construct
 
+from infra.backfill import SagaBackfill
 from infra.drift import DriftGuard
 from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from infra.observability.pager import Pager
@@ -127,6 +130,7 @@ class Alarms:
         pager: Pager,
         drift_guard: DriftGuard,
         sweeps: SagaSweeps,
+        backfill: SagaBackfill,
     ) -> None:
         self._scope = scope
         self._action = cw_actions.SnsAction(pager.topic)
@@ -154,6 +158,7 @@ class Alarms:
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
         self._scheduled_job_alarms(drift_guard, sweeps)
+        self._backfill_alarms(backfill)
         throttles = {f"m{n}": metrics.index(name) for n, name in enumerate(ALARM_THROTTLE_METRICS)}
         self._alarm(
             "GsiThrottles",
@@ -219,6 +224,34 @@ class Alarms:
                 description=f"Scheduler could not invoke the {job_name} after its retries; "
                 "the undelivered events wait in its dead-letter queue. "
                 "docs/observability.md#sweep-failures",
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+            self._alarm(
+                f"{_pascal(job_name)}FailedInvocations",
+                metric=invocation.failure_queue.metric_approximate_number_of_messages_visible(
+                    period=GUARD_PERIOD, statistic="Maximum"
+                ),
+                description=f"Lambda gave up on an invocation of the {job_name}: it failed "
+                "(no retries: the next firing repeats the work) or waited longer than the "
+                "job's period; the event waits in the job's failed-invocations queue. "
+                "docs/observability.md#sweep-failures",
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+
+    def _backfill_alarms(self, backfill: SagaBackfill) -> None:
+        """An execution that ends without success pages (AWS/States, per state machine ARN).
+        Step Functions publishes these only when an execution ends so: missing data is fine."""
+        machine = backfill.state_machine
+        for construct_id, metric, what in (
+            ("BackfillExecutionsFailed", machine.metric_failed, "failed"),
+            ("BackfillExecutionsTimedOut", machine.metric_timed_out, "timed out"),
+            ("BackfillExecutionsAborted", machine.metric_aborted, "was aborted (stopped)"),
+        ):
+            self._alarm(
+                construct_id,
+                metric=metric(period=GUARD_PERIOD, statistic="Sum"),
+                description=f"A backfill execution {what}: the move is incomplete and its lease "
+                "is held until it expires or is released. docs/observability.md#backfill-ended",
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             )
 

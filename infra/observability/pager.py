@@ -9,7 +9,8 @@ can add or drop a subscription by what it passes or omits.
 The stack's own topic is encrypted with a customer-managed KMS key, not the AWS-managed
 alias/aws/sns: CloudWatch alarms cannot publish to a topic under the AWS-managed key (its key
 policy cannot grant the CloudWatch service), so the alarms would fire into nothing. Its policy
-denies any request not made over TLS (enforce_ssl).
+denies any request not made over TLS (enforce_ssl). EventBridge rules of this stack may publish
+to it too (allow_event_rule: the end of a backfill execution, notifications.py).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ class Pager:
     def __init__(self, scope: Construct, *, config: StackConfig) -> None:
         self.topic: sns.ITopic
         self.owned = config.alarm_topic_arn is None
+        self._own: tuple[sns.Topic, kms.Key] | None = None
         if config.alarm_topic_arn is not None:
             self.topic = sns.Topic.from_topic_arn(scope, "Pager", config.alarm_topic_arn)
         else:
-            self.topic = _own_topic(scope, config.pager)
+            self._own = _own_topic(scope, config.pager)
+            self.topic = self._own[0]
             if not config.pager.subscribes_anyone:
                 # A warning, not an error: dev and test stacks page nobody on purpose.
                 cdk.Annotations.of(self.topic).add_warning_v2(
@@ -53,8 +56,38 @@ class Pager:
             description="SNS topic every renewal-saga-index alarm pages through",
         )
 
+    def allow_event_rule(self, rule_arn: str) -> None:
+        """Let the EventBridge rule `rule_arn` (of this account) publish to the stack's own topic
+        and use its key. An external topic's policy is its owner's (docs/deploy.md)."""
+        if self._own is None:
+            raise ValueError("an external pager topic's policy is not this stack's to change")
+        topic, key = self._own
+        account = cdk.Stack.of(topic).account
+        events_principal = iam.ServicePrincipal("events.amazonaws.com")
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesPublishToThePager",
+                principals=[events_principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" means this key
+                conditions={"StringEquals": {"aws:SourceAccount": account}},
+            )
+        )
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesOfThisStack",
+                principals=[events_principal],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnEquals": {"aws:SourceArn": rule_arn},
+                },
+            )
+        )
 
-def _own_topic(scope: Construct, pager: PagerConfig) -> sns.Topic:
+
+def _own_topic(scope: Construct, pager: PagerConfig) -> tuple[sns.Topic, kms.Key]:
     stack = cdk.Stack.of(scope)
     key = kms.Key(
         scope,
@@ -104,4 +137,4 @@ def _own_topic(scope: Construct, pager: PagerConfig) -> sns.Topic:
         topic.add_subscription(
             subscriptions.UrlSubscription(url, protocol=sns.SubscriptionProtocol.HTTPS)
         )
-    return topic
+    return topic, key

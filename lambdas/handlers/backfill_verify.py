@@ -1,7 +1,13 @@
-"""Backfill verification step: aggregates the segments' counts and reads back what is still on
-the source key; the state machine fails the run when a row that should have moved did not.
+"""Backfill verification step: aggregates the segments' counts, reads back what is still to
+move on the source keys, and releases the run's lease with its completion (counts, complete,
+verified: what `phase set` checks), through saga_index.backfill.steps.verify_run. The state
+machine then fails the run when a row that should have moved did not.
 
-Input: {"request": BackfillRequest, "segments": [SegmentResult, ...]}; output: BackfillSummary.
+Input: saga_index.backfill.messages.VerifyRequest, {"request": BackfillRequest, "run":
+RunTicket, "segments": [SegmentResult, ...]}; output: BackfillSummary. Metrics: SourceKeyRows
+and UnexpectedSourceKeyRows. The lease is heartbeated before the read-back (LeaseLostError when
+it is gone: nothing is recorded); a dry run has none. A retry after the release landed re-reads
+and returns the summary without recording it again.
 """
 
 from __future__ import annotations
@@ -10,41 +16,25 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, logger, metrics
 from handlers.settings import HandlerSettings
-from saga_index import names
-from saga_index.backfill.messages import BackfillRequest, SegmentResult
-from saga_index.backfill.readback import finish_backfill
-
-
-class VerifyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    request: BackfillRequest
-    segments: list[SegmentResult]
+from saga_index.backfill.messages import VerifyRequest
+from saga_index.backfill.steps import verify_run
 
 
 @entry_point(VerifyRequest)
 def handler(event: VerifyRequest, context: LambdaContext) -> dict[str, Any]:
     settings = HandlerSettings.from_env()
-    summary = finish_backfill(
+    summary = verify_run(
         clients.dynamodb(settings.max_attempts),
         settings.table_name,
-        event.request,
-        event.segments,
+        event,
         index_name=settings.index_name,
-        shard_count=settings.shard_count,
     )
     if summary.verification is not None:
         add_index_dimensions(settings)
-        remaining, unexpected = summary.verification.remaining, summary.verification.unexpected
-        metrics.add_metric(
-            name=names.METRIC_SOURCE_KEY_ROWS, unit=MetricUnit.Count, value=remaining
-        )
-        metrics.add_metric(
-            name=names.METRIC_UNEXPECTED_SOURCE_KEY_ROWS, unit=MetricUnit.Count, value=unexpected
-        )
+        for name, value in summary.verification.metric_values().items():
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     logger.info("backfill finished", extra={"summary": summary.to_json()})
     return summary.to_json()

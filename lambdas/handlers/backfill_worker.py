@@ -1,8 +1,16 @@
 """Backfill segment worker: re-stamps one parallel-Scan segment until it is done or the
-Lambda's deadline is near, and returns the cursor the state machine loops on.
+Lambda's deadline is near, and returns the cursor the state machine loops on
+(saga_index.backfill.steps.run_leased_segment).
 
-Input: saga_index.backfill.SegmentRequest (camelCase JSON); output: SegmentResult. Metrics:
-names.BACKFILL_WORKER_METRICS, this invocation's own counts (never the carried totals).
+Input: saga_index.backfill.messages.SegmentRequest (camelCase JSON); output: SegmentResult.
+Metrics: names.BACKFILL_WORKER_METRICS, this invocation's own counts (never the carried totals).
+
+Under the run's lease (not for a dry run): the invocation heartbeats when it starts, every few
+seconds while it runs and when it ends; each heartbeat returns the record, whose runtime
+throttle (this segment's share of it) and pause flag the token bucket follows. Paused, the
+worker writes nothing and returns its cursor (not done) near its deadline; the state machine
+invokes it again. A lost lease (taken over, released, or the record's state moved on) stops it
+after the in-flight write: the invocation publishes its counts, then fails with LeaseLostError.
 """
 
 from __future__ import annotations
@@ -14,42 +22,21 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, metrics
 from handlers.settings import WorkerSettings
-from saga_index import names
-from saga_index.backfill.direction import check_deployment
 from saga_index.backfill.messages import SegmentRequest
-from saga_index.backfill.restamp import run_segment
-from saga_index.dynamo.client import attach_throttle_observer
+from saga_index.backfill.steps import run_leased_segment
 
 
 @entry_point(SegmentRequest)
 def handler(event: SegmentRequest, context: LambdaContext) -> dict[str, Any]:
     settings = WorkerSettings.from_env()
-    check_deployment(
-        event.direction,
-        event.shard_count,
-        deployed_shard_count=settings.shard_count,
-        phase=settings.phase,
-    )
-    client = clients.dynamodb(settings.max_attempts)
-    result = run_segment(
-        client,
+    outcome = run_leased_segment(
+        clients.dynamodb(settings.max_attempts),
         settings.table_name,
         event,
-        # One invocation at a time per environment: the counter's increments are this run's.
-        throttles=attach_throttle_observer(client),
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
         safety_margin_seconds=settings.safety_margin_seconds,
     )
-    counts = result.invocation or result
     add_index_dimensions(settings)
-    values = (
-        counts.scanned,
-        counts.restamped,
-        counts.skipped,
-        counts.anomalies,
-        counts.would_restamp,
-        counts.throttles,
-    )
-    for name, value in zip(names.BACKFILL_WORKER_METRICS, values, strict=True):
+    for name, value in outcome.metric_values().items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    return result.to_json()
+    return outcome.unwrap().to_json()

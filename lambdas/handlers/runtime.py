@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import utils as logging_utils
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from handlers.settings import HandlerSettings
 from saga_index import names
@@ -143,14 +144,49 @@ def current_routing(settings: HandlerSettings) -> Routing:
 
 class ScheduledPayload(BaseModel):
     """What infra/schedules.py's ScheduledInvocation sends; every field optional so a manual
-    test invocation with {} still runs (at the invocation time)."""
+    test invocation with {} still runs (at the invocation time).
+
+    Parsed with `for_invocation`, a scheduledTime further than CLOCK_TOLERANCE from the
+    invocation clock is refused: the sweeps take it as "now" and the retry sweep writes it into
+    its claims, so one manual invoke with a time in 2099 would keep that saga's next retry from
+    ever being due. 15 minutes is no less than any job's period (a unit test holds it to
+    infra/schedules.py), so a delivery refused as late arrives after the job's next firing,
+    which does the same work; clock skew between Scheduler and Lambda is far below it; and a
+    time up to 15 minutes ahead postpones a saga's next retry by no more than that, once.
+    Parsed with `model_validate` (no clock), only the shape is checked."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    CLOCK_TOLERANCE: ClassVar[timedelta] = timedelta(minutes=15)
+    # The validation context's key for the invocation clock (an aware datetime).
+    INVOKED_AT: ClassVar[str] = "invokedAt"
 
     job: str | None = None
     scheduled_time: AwareDatetime | None = Field(default=None, alias="scheduledTime")
     execution_id: str | None = Field(default=None, alias="executionId")
     attempt: int | None = Field(default=None, ge=0)
+
+    @field_validator("scheduled_time")
+    @classmethod
+    def _near_the_invocation_clock(
+        cls, value: datetime | None, info: ValidationInfo
+    ) -> datetime | None:
+        invoked_at = (info.context or {}).get(cls.INVOKED_AT)
+        if value is None or invoked_at is None:
+            return value
+        if abs(value - invoked_at) > cls.CLOCK_TOLERANCE:
+            minutes = int(cls.CLOCK_TOLERANCE.total_seconds() // 60)
+            raise ValueError(
+                f"{value.isoformat()} is more than {minutes} minutes from the invocation clock "
+                f"({invoked_at.isoformat()}): a schedule sends the time it fires at; invoke "
+                "by hand with a time within that window, or with no scheduledTime at all"
+            )
+        return value
+
+    @classmethod
+    def for_invocation(cls, event: Any, *, invoked_at: datetime | None) -> Self:
+        """The payload, its scheduledTime checked against `invoked_at` (None: not checked)."""
+        return cls.model_validate(event, context={cls.INVOKED_AT: invoked_at})
 
 
 def index_dimensions(settings: HandlerSettings) -> dict[str, str]:

@@ -2,8 +2,10 @@
 it makes), and the run every sweep entry point shares: parse the Scheduler payload, call the
 job with the scheduled time as "now", turn the report into metrics.
 
-Exceptions propagate: a failed read or publish fails the invocation, so Scheduler retries it and
-its dead-letter queue sees the last failure.
+Exceptions propagate: a failed read or publish fails the invocation. Scheduler invokes the
+function asynchronously, so that failure is Lambda's to handle (the function's EventInvokeConfig
+in infra/schedules.py: its retries and its on-failure destination); Scheduler's own retries and
+dead-letter queue see only a delivery that Lambda did not accept.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import parse
 
 from handlers.runtime import (
     ScheduledPayload,
@@ -94,6 +95,7 @@ JOBS: dict[str, SweepJob[Any]] = {
             _publisher(settings),
             now=now,
             policy=settings.retry_policy(),
+            clock=_invocation_time,
         ),
         reports_skipped=True,
     ),
@@ -116,7 +118,7 @@ def _invocation_time() -> datetime:
 
 
 def _payload(job: str, event: dict[str, Any]) -> ScheduledPayload:
-    payload = parse(event=event, model=ScheduledPayload)
+    payload = ScheduledPayload.for_invocation(event, invoked_at=_invocation_time())
     if payload.job is not None and payload.job != job:
         raise InvalidInputError(
             f"this function runs the {job!r} sweep but the payload names job {payload.job!r}: "
@@ -139,8 +141,8 @@ def run_sweep(job: str, event: dict[str, Any]) -> dict[str, Any]:
     settings = spec.settings.from_env()
     payload = _payload(job, event)
     add_index_dimensions(settings)
-    # The scheduled time is the natural "now": a late delivery or a Scheduler retry then decides
-    # exactly what the on-time run would have, and the retry claim is keyed on it.
+    # The scheduled time is the natural "now": a late delivery or a retried invocation then
+    # decides exactly what the on-time run would have, and the retry claim is keyed on it.
     now = payload.scheduled_time if payload.scheduled_time is not None else _invocation_time()
     started = time.perf_counter()
     try:

@@ -23,8 +23,10 @@ DEFAULT_SHARD_COUNT: Final = 16
 # ---- environment variables (infra sets them, handlers and the CLI read them) -----------------
 ENV_TABLE: Final = "SAGA_TABLE_NAME"
 ENV_INDEX: Final = "SAGA_INDEX_NAME"
-ENV_PHASE: Final = "SAGA_INDEX_PHASE"
-ENV_SHARDS: Final = "SAGA_INDEX_SHARDS"
+# Retired: the migration state lives in the control record (control/), never in an environment.
+# Kept only so tests can prove that no function carries them and that nothing reads them.
+RETIRED_ENV_PHASE: Final = "SAGA_INDEX_PHASE"
+RETIRED_ENV_SHARDS: Final = "SAGA_INDEX_SHARDS"
 ENV_MAX_ATTEMPTS: Final = "SAGA_INDEX_MAX_ATTEMPTS"
 ENV_LOG_LEVEL: Final = "SAGA_INDEX_LOG_LEVEL"
 ENV_EVENT_BUS: Final = "EVENT_BUS_NAME"
@@ -174,3 +176,12 @@ CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
 # CloudFormation names the stack's alarms "<stack>-<logicalId>-<suffix>": `saga-index status
 # --alarms` lists the alarms whose names start with STACK_NAME + "-".
 STACK_NAME: Final = "RenewalSagaIndex"
+
+# ---- the backfill's write cap ----------------------------------------------------------------
+# One partition serves at most 1,000 WCU/s and every re-stamp writes to a hot index partition
+# (the legacy one, forward): a cap above that could never be honoured, only throttled. The run's
+# own cap and the runtime throttle in the control record (`backfill throttle`) both obey it.
+MAX_WRITES_PER_SECOND: Final = 1000.0
+# The floor of a cap the operator CLI accepts: below it one token takes minutes per segment and a
+# run looks hung (1e-300 is a float click would otherwise accept).
+MIN_WRITES_PER_SECOND: Final = 0.1

@@ -4,7 +4,8 @@ A verify run records one (`--snapshot FILE`); a later run compares against it (`
 ADR-0085's "identical to pre-migration"). The document names its format and version, the table,
 index, phase and shard count it was taken of, the sampled persons, and per read (`Read`: the
 reads parity compares) the table keys [PK, SK] it returned. Parsing names the first thing wrong
-with a document.
+with a document, its phase, shard count and persons included, so a run refuses a bad one before
+it reads anything.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from saga_index import keys
+from saga_index.control.layout import StatePhase
 from saga_index.errors import InvalidInputError
 from saga_index.model import OPEN_STATES
+from saga_index.shard import validate_shard_count
 
 CHECK_ALL = "all-sagas"
 CHECK_OPEN = "open-sagas"
@@ -102,15 +106,29 @@ class Snapshot:
         table = _text(document, "table")
         index = _text(document, "index")
         phase = _text(document, "phase")
+        if phase not in {p.value for p in StatePhase}:
+            allowed = ", ".join(p.value for p in StatePhase)
+            raise InvalidSnapshotError(f"snapshot phase {phase!r} is not one of {allowed}")
         created_at = _text(document, "createdAt")
         shard_count = document.get("shardCount")
         if isinstance(shard_count, bool) or not isinstance(shard_count, int):
             raise InvalidSnapshotError(f"snapshot shardCount must be an integer: {shard_count!r}")
+        try:
+            validate_shard_count(shard_count)
+        except InvalidInputError as err:
+            raise InvalidSnapshotError(f"snapshot shardCount: {err}") from None
         persons = document.get("persons")
         if not isinstance(persons, list) or not all(isinstance(p, str) and p for p in persons):
             raise InvalidSnapshotError("snapshot persons must be a list of non-empty strings")
         if len(set(persons)) != len(persons):
             raise InvalidSnapshotError("snapshot persons must not repeat")
+        for person in persons:
+            try:
+                keys.validate_person_id(person)
+            except InvalidInputError as err:
+                raise InvalidSnapshotError(
+                    f"snapshot person {_short(person)}: {err} (its by-person read is refused)"
+                ) from None
         results = document.get("results")
         if not isinstance(results, Mapping):
             raise InvalidSnapshotError("snapshot results must be an object")
@@ -136,6 +154,21 @@ class Snapshot:
             persons=tuple(persons),
             results=parsed,
         )
+
+
+    def require_taken_of(self, table_name: str, index_name: str) -> Snapshot:
+        """This snapshot, when it was taken of `table_name` and `index_name`; InvalidSnapshotError
+        naming both pairs when not."""
+        if self.table_name != table_name or self.index_name != index_name:
+            raise InvalidSnapshotError(
+                f"the snapshot was taken of table {self.table_name!r} index "
+                f"{self.index_name!r}; this run reads table {table_name!r} index {index_name!r}"
+            )
+        return self
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 64 else f"{text[:32]!r}... ({len(text)} characters)"
 
 
 def _text(document: Mapping[str, Any], name: str) -> str:

@@ -1,9 +1,17 @@
-"""`saga-index backfill`: move saga rows between the legacy key and their shards, rate-capped.
+"""`saga-index backfill`: move saga rows between the control record's layouts, rate-capped, one
+run at a time; and `backfill throttle|pause|resume`, which change a running backfill.
+
+Where rows move is the record's (docs/control-contract.md): forward while it says `migrating`
+(legacy -> sharded(N)) or `sharded` (rows repaired later), rollback while it says `rolling-back`
+(sharded(N) -> legacy). `--direction` only says which the operator expects; it must agree.
 
 Locally (the default) the same worker code as the deployed Lambda runs here, one thread per
-segment, with a progress bar on stderr; with --state-machine-arn the deployed state machine runs
-it and this command follows the execution to its end. The cutover sequence around it is in
-docs/runbook.md.
+segment, with a progress bar on stderr: this process takes the record's lease (holder
+user@host/pid), heartbeats it every few seconds (which also applies the record's throttle and
+pause), and releases it with the run's completion, which `phase set` checks. With
+--state-machine-arn the deployed state machine runs it (its plan step takes the lease for the
+execution) and this command follows the execution to its end. The cutover sequence around it
+is in docs/runbook.md.
 """
 
 from __future__ import annotations
@@ -11,14 +19,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -38,23 +49,37 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from saga_index.backfill.direction import Direction
-from saga_index.backfill.local import backfill_locally
+from saga_index.backfill.leasing import CONTROL_POLL_SECONDS, token_for_execution
+from saga_index.backfill.local import LocalBackfill, backfill_locally
 from saga_index.backfill.messages import (
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
-    MAX_WRITES_PER_SECOND,
     BackfillRequest,
     BackfillSummary,
+    RunTicket,
     SegmentCounts,
     SegmentResult,
     summarise,
 )
+from saga_index.backfill.move import Move
 from saga_index.backfill.readback import count_source_rows
-from saga_index.errors import InvalidInputError
-from saga_index.names import INDEX_NAME
-from saga_index_cli.context import CliContext, emit, pass_cli
+from saga_index.control.errors import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.control.lease import pause_backfill, release_lease, resume_backfill, set_throttle
+from saga_index.control.record import format_time
+from saga_index.control.state import BackfillDirection, ControlState
+from saga_index.control.timing import ControlTiming
+from saga_index.control.transitions import seconds_until
+from saga_index.errors import InvalidInputError, SagaIndexError
+from saga_index.names import INDEX_NAME, MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index_cli.context import (
+    CliContext,
+    FiniteFloatRange,
+    emit,
+    local_identity,
+    pass_cli,
+)
+from saga_index_cli.status import completion_document, lease_document
 
 log = logging.getLogger("saga_index.cli.backfill")
 
@@ -78,13 +103,99 @@ def _request(
 ) -> BackfillRequest:
     try:
         return BackfillRequest(
-            direction=Direction(direction),
+            direction=BackfillDirection(direction),
             total_segments=segments,
             max_writes_per_second=float(max_writes_per_second),
             dry_run=dry_run,
         )
     except ValidationError as err:
         raise InvalidInputError(str(err)) from None
+
+
+def control_poll_seconds(timing: ControlTiming) -> float:
+    """How often a local run heartbeats (and re-reads the throttle and pause): every few seconds,
+    and at least as often as T, so a demo or test with a small T sees changes as fast."""
+    return max(0.01, min(CONTROL_POLL_SECONDS, timing.cache_seconds))
+
+
+def local_holder() -> str:
+    """The lease holder of a run in this process: user@host/pid."""
+    return f"{local_identity()}/{os.getpid()}"
+
+
+def check_startable(state: ControlState, now: datetime) -> None:
+    """What the lease would refuse, asked before a Step Functions execution is started (so the
+    refusal is this command's exit 1, not a failed execution): a state younger than its
+    effectiveAt, another run's live lease. The plan step's acquire is still the authority."""
+    wait = seconds_until(state.effective_at, now)
+    if wait > 0 and state.effective_at is not None:
+        raise LeaseNotYetEffectiveError(format_time(state.effective_at), wait)
+    lease = state.lease
+    if lease is not None and lease.is_live(now):
+        raise LeaseHeldError(lease.holder, format_time(lease.expires_at))
+
+
+# ---- reports -------------------------------------------------------------------------------------
+
+
+def write_report(path: Path, document: dict[str, Any]) -> None:
+    """The JSON report in FILE, written whole or not at all (a runbook reads it after checking
+    the exit code: no pipe through tee hides the code)."""
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, ensure_ascii=False, sort_keys=True, indent=2)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _report(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**summary.to_json(), **extra}
+
+
+def _print_summary(
+    summary: BackfillSummary, extra: dict[str, Any], as_json: bool, output: Path | None
+) -> None:
+    document = _report(summary, extra)
+    if output is not None:
+        write_report(output, document)
+    if as_json:
+        emit(document)
+        return
+    state = "complete" if summary.complete else "NOT complete"
+    moved = ""
+    if summary.source is not None and summary.target is not None:
+        moved = f" ({summary.source.layout()} -> {summary.target.layout()})"
+    lines = [
+        f"backfill {summary.direction.value}{moved}"
+        f"{' (dry run)' if summary.dry_run else ''}: {state}",
+        f"  scanned          {summary.scanned}",
+        f"  re-stamped       {summary.restamped}",
+        f"  skipped          {summary.skipped}   (moved, changed or deleted by someone else)",
+        f"  anomalies        {summary.anomalies}   (unusable personId: left on their key)",
+        f"  would re-stamp   {summary.would_restamp}",
+        f"  throttles        {summary.throttles}",
+    ]
+    if summary.verification is not None:
+        verdict = "ok" if summary.verification.ok else "FAILED"
+        lines.append(f"  verification     {verdict}: {summary.verification.message}")
+    for key, value in extra.items():
+        if value:
+            lines.append(f"  {key:<16} {value}")
+    if summary.anomaly_keys:
+        lines.append("anomaly rows (repair their personId by hand, then run again):")
+        lines.extend(f"  PK={k['PK']} SK={k['SK']}" for k in summary.anomaly_keys)
+    if summary.anomalies > len(summary.anomaly_keys):
+        lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
+    if output is not None:
+        lines.append(f"report written to {output}")
+    click.echo("\n".join(lines))
 
 
 @contextlib.contextmanager
@@ -162,34 +273,6 @@ class _Progress:
                 log.info("%s: %d %s", self.label, completed, detail)
 
 
-def _print_summary(summary: BackfillSummary, extra: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        emit({**summary.to_json(), **extra})
-        return
-    state = "complete" if summary.complete else "NOT complete"
-    lines = [
-        f"backfill {summary.direction.value}{' (dry run)' if summary.dry_run else ''}: {state}",
-        f"  scanned          {summary.scanned}",
-        f"  re-stamped       {summary.restamped}",
-        f"  skipped          {summary.skipped}   (moved, changed or deleted by someone else)",
-        f"  anomalies        {summary.anomalies}   (unusable personId: left on their key)",
-        f"  would re-stamp   {summary.would_restamp}",
-        f"  throttles        {summary.throttles}",
-    ]
-    if summary.verification is not None:
-        verdict = "ok" if summary.verification.ok else "FAILED"
-        lines.append(f"  verification     {verdict}: {summary.verification.message}")
-    for key, value in extra.items():
-        if value:
-            lines.append(f"  {key:<16} {value}")
-    if summary.anomaly_keys:
-        lines.append("anomaly rows (repair their personId by hand, then run again):")
-        lines.extend(f"  PK={k['PK']} SK={k['SK']}" for k in summary.anomaly_keys)
-    if summary.anomalies > len(summary.anomaly_keys):
-        lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
-    click.echo("\n".join(lines))
-
-
 # ---- local run --------------------------------------------------------------------------------
 
 
@@ -199,54 +282,96 @@ def _while_running(stop: threading.Event, progress: _Progress) -> Iterator[None]
         yield
 
 
-def _run_locally(cli: CliContext, request: BackfillRequest, as_json: bool) -> int:
+def _announce(ticket: RunTicket, state: ControlState, request: BackfillRequest) -> None:
+    move = ticket.move()
+    log.info(
+        "backfill %s%s under version %d (phase %s): %d segment(s), at most %.1f writes/s",
+        move.describe(),
+        " (dry run, no lease)" if request.dry_run else f", lease held by {ticket.holder}",
+        state.version,
+        state.phase.value,
+        request.total_segments,
+        request.max_writes_per_second,
+    )
+    if request.dry_run:
+        return
+    record_rate = state.backfill_max_writes_per_second
+    if record_rate is not None and record_rate != request.max_writes_per_second:
+        log.warning(
+            "the record's runtime throttle caps this run at %.1f writes/s, not "
+            "--max-writes-per-second %.1f (change it with `saga-index backfill throttle`)",
+            record_rate,
+            request.max_writes_per_second,
+        )
+    if state.backfill_paused:
+        log.warning(
+            "the backfill is PAUSED in the record: nothing is written until "
+            "`saga-index backfill resume`"
+        )
+
+
+def _run_locally(
+    cli: CliContext, request: BackfillRequest, as_json: bool, output: Path | None
+) -> int:
     table = cli.require_table()
-    # Refuse a run the writers would undo (see Direction.check_phase) before reading anything:
-    # --phase must say where the deployment is, which the runbook sets before each backfill.
-    request.direction.check_phase(cli.phase)
+    state = cli.read_state()
+    cli.require_overrides_agree(state)
+    # Refuse a direction the record's writers would undo before reading anything else.
+    move = Move.for_state(state, request.direction)
     client = cli.client
     stop = threading.Event()
     total: int | None = None
     if Console(stderr=True).is_terminal:
         # Only for the bar's ETA: a COUNT of the source partition(s) through the index.
         try:
-            total = count_source_rows(
-                client,
-                table,
-                index_name=INDEX_NAME,
-                direction=request.direction,
-                shard_count=cli.shards,
-            )
+            total = count_source_rows(client, table, index_name=INDEX_NAME, move=move)
         except (ClientError, BotoCoreError) as err:
             log.warning("could not count the rows to move (no ETA): %s", err)
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''}"
-    log.info(
-        "backfill %s of %s: %d segment(s), at most %.1f writes/s in total, N=%d",
-        label,
-        table,
-        request.total_segments,
-        request.max_writes_per_second,
-        cli.shards,
-    )
     progress = _Progress(label=label, total=total, unit="rows")
     outcome = backfill_locally(
         client,
         table,
         request,
-        phase=cli.phase,
-        shard_count=cli.shards,
+        holder=local_holder(),
+        store=cli.control_store(),
+        clock=cli.hooks.clock,
+        poll_seconds=control_poll_seconds(cli.hooks.timing),
         index_name=INDEX_NAME,
         stop=stop,
+        on_start=lambda ticket, started: _announce(ticket, started, request),
         on_progress=progress.show_totals,
         while_running=_while_running(stop, progress),
     )
-    run, summary = outcome.run, outcome.summary
-    extra: dict[str, Any] = {"failures": {str(k): v for k, v in run.failures.items()}}
+    return _finish_local(outcome, as_json, output)
+
+
+def _finish_local(outcome: LocalBackfill, as_json: bool, output: Path | None) -> int:
+    run, summary, ticket = outcome.run, outcome.summary, outcome.ticket
+    extra: dict[str, Any] = {
+        "failures": {str(k): v for k, v in run.failures.items()},
+        "holder": ticket.holder,
+        "stateVersion": ticket.state_version,
+        "startedAt": ticket.started_at,
+        "completionRecorded": outcome.completion is not None,
+    }
     if run.interrupted:
         extra["interrupted"] = True
-    _print_summary(summary, extra, as_json)
-    code = exit_code(summary, failed=bool(run.failures) or run.interrupted)
-    if code == EXIT_FAILED:
+    if outcome.lease_lost is not None:
+        extra["leaseLost"] = outcome.lease_lost
+    if len(outcome.applied_caps) > 1:
+        extra["appliedMaxWritesPerSecond"] = outcome.applied_caps
+    _print_summary(summary, extra, as_json, output)
+    lost = outcome.lease_lost is not None
+    code = exit_code(summary, failed=bool(run.failures) or run.interrupted or lost)
+    if lost:
+        click.echo(
+            f"saga-index: the backfill lost its lease and stopped: {outcome.lease_lost}. Nothing "
+            "is half-written and no completion was recorded; check `saga-index status`, then "
+            "run the backfill again if the record still calls for it",
+            err=True,
+        )
+    elif code == EXIT_FAILED:
         click.echo(
             "saga-index: backfill did not finish cleanly"
             + (f" (failed segments: {sorted(run.failures)})" if run.failures else "")
@@ -314,16 +439,38 @@ class _ExecutionFollower:
                 self.summary = BackfillSummary.model_validate(payload)
 
 
+def _recorded_by(cli: CliContext, token: str) -> bool:
+    """Did the run with this token record its completion (the verify step's release)?"""
+    try:
+        last = cli.control_store().read().last_backfill
+    except (SagaIndexError, ClientError, BotoCoreError) as err:
+        log.warning("could not read the record after the execution: %s", err)
+        return False
+    return last is not None and last.lease_token == token
+
+
 def _run_state_machine(
-    cli: CliContext, request: BackfillRequest, arn: str, as_json: bool, poll_interval: float
+    cli: CliContext,
+    request: BackfillRequest,
+    arn: str,
+    as_json: bool,
+    output: Path | None,
+    poll_interval: float,
 ) -> int:
+    cli.require_table()
+    state = cli.read_state()
+    cli.require_overrides_agree(state)
+    move = Move.for_state(state, request.direction)
+    if not request.dry_run:
+        check_startable(state, cli.now())
     sfn = boto3.client("stepfunctions", region_name=cli.region)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"backfill-{request.direction.value}-{stamp}-{uuid.uuid4().hex[:8]}"
     execution_arn = sfn.start_execution(
         stateMachineArn=arn, name=name, input=json.dumps(request.to_json())
     )["executionArn"]
-    log.info("started %s", execution_arn)
+    token = token_for_execution(execution_arn)
+    log.info("started %s: %s", execution_arn, move.describe())
     follower = _ExecutionFollower(sfn, execution_arn)
     stop_requested = threading.Event()
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''} (Step Functions)"
@@ -343,26 +490,35 @@ def _run_state_machine(
             if status["status"] != "RUNNING":
                 break
             if stop_requested.is_set() and not stopped:
-                # No new invocation starts; one already running keeps going until it returns
-                # (about a minute, still under the cap). The next run skips what was moved.
+                # No new invocation starts; one already running stops at its next heartbeat
+                # once the lease is released below. The next run skips what was moved.
                 sfn.stop_execution(
                     executionArn=execution_arn,
                     error="StoppedByOperator",
                     cause="saga-index backfill received Ctrl-C or SIGTERM",
                 )
                 stopped = True
+                if not request.dry_run:
+                    with contextlib.suppress(SagaIndexError, ClientError, BotoCoreError):
+                        release_lease(cli.control_store(), token=token, clock=cli.hooks.clock)
             stop_requested.wait(poll_interval)
     final = status["status"]
     summary = follower.summary
     if final == "SUCCEEDED" and status.get("output"):
         summary = BackfillSummary.model_validate(json.loads(status["output"]))
     if summary is None:
-        summary = summarise(request, list(follower.segments.values()), complete=False)
-    extra: dict[str, Any] = {"executionArn": execution_arn, "status": final}
+        summary = summarise(request, list(follower.segments.values()), complete=False, move=move)
+    extra: dict[str, Any] = {
+        "executionArn": execution_arn,
+        "status": final,
+        "holder": execution_arn,
+        "stateVersion": state.version,
+        "completionRecorded": not request.dry_run and _recorded_by(cli, token),
+    }
     if final != "SUCCEEDED":
         extra["error"] = status.get("error")
         extra["cause"] = status.get("cause")
-    _print_summary(summary, extra, as_json)
+    _print_summary(summary, extra, as_json, output)
     if final != "SUCCEEDED":
         click.echo(
             f"saga-index: execution {final}: {status.get('error')}: {status.get('cause')}; "
@@ -381,14 +537,27 @@ def _state_machine_arn(_: click.Context, __: click.Parameter, value: str | None)
     return value
 
 
-@click.command("backfill")
+def _output_path(_: click.Context, __: click.Parameter, value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+_json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
+)
+_reason_option = click.option(
+    "--reason", default="", help="Why (recorded in the control record's event history)."
+)
+
+
+@click.group("backfill", invoke_without_command=True)
 @click.option(
     "--direction",
-    type=click.Choice([d.value for d in Direction]),
-    default=Direction.FORWARD.value,
+    type=click.Choice([d.value for d in BackfillDirection]),
+    default=BackfillDirection.FORWARD.value,
     show_default=True,
-    help="forward: legacy key -> shard of personId (needs --phase migrating); "
-    "rollback: shard -> legacy key (needs --phase rolling-back).",
+    help="Must agree with the control record: forward while it says migrating (legacy -> "
+    "sharded(N)) or sharded (rows repaired later); rollback while it says rolling-back "
+    "(sharded(N) -> legacy). The layouts are the record's, never a flag's.",
 )
 @click.option(
     "--segments",
@@ -399,49 +568,170 @@ def _state_machine_arn(_: click.Context, __: click.Parameter, value: str | None)
 )
 @click.option(
     "--max-writes-per-second",
-    type=click.FloatRange(0, MAX_WRITES_PER_SECOND, min_open=True),
+    type=FiniteFloatRange(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
     default=DEFAULT_MAX_WRITES_PER_SECOND,
     show_default=True,
-    help="Cap on re-stamps per second over ALL segments. Each one writes to the hot legacy "
-    "index partition (1,000 WCU/s at most, shared with production traffic).",
+    help="Cap on re-stamps per second over ALL segments. Each one writes to a hot index "
+    "partition (1,000 WCU/s at most, shared with production traffic). A runtime throttle in "
+    "the record (`backfill throttle`) replaces it.",
 )
 @click.option("--dry-run", is_flag=True, help="Scan and count what would move; write nothing.")
+@_json_option
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout."
+    "--output",
+    metavar="FILE",
+    callback=_output_path,
+    help="Also write the JSON report to FILE (whatever the exit code): branch on the exit "
+    "code, read the report from the file.",
 )
 @click.option(
     "--state-machine-arn",
     callback=_state_machine_arn,
     help="Start the deployed backfill state machine and follow it to its end, instead of "
-    "running here. The deployed phase and N apply (not --phase/--shards); --table is unused.",
+    "running here. --table must name the deployed table (its record is checked first).",
 )
 @click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=2.0, hidden=True)
-@pass_cli
-def backfill_command(
-    cli: CliContext,
+@click.pass_context
+def backfill_group(
+    ctx: click.Context,
     direction: str,
     segments: int,
     max_writes_per_second: float,
     dry_run: bool,
     as_json: bool,
+    output: Path | None,
     state_machine_arn: str | None,
     poll_interval: float,
 ) -> None:
-    """Re-stamp GSI4PK of every saga row still on the source key (rate-capped, resumable).
+    """Re-stamp GSI4PK of every saga row the control record says must move (rate-capped,
+    resumable, one run at a time). Without a subcommand: run it.
 
     \b
-    Exit codes:
-      0  complete and clean (verified: nothing with a usable personId left on the source key)
+    Exit codes of a run:
+      0  complete and clean (verified: nothing with a usable personId left to move), and the
+         completion recorded in the control record (what `phase set` checks)
       3  complete, but anomaly rows (unusable personId) remain on their key: listed
-      1  failed, interrupted or not verified: run the same command again, it converges
-      2  bad usage or input (including a --phase the writers would undo the run in)
+      1  failed, interrupted, not verified, or lost its lease: run the same command again, it
+         converges. Also refused before anything runs: the state is younger than its
+         effectiveAt (wait the seconds named), another run holds a live lease (named, with
+         its expiry), or the record is missing or unreadable
+      2  bad usage or input, a --direction the record disagrees with, or a global
+         --phase/--shards the record does not hold
 
-    Ctrl-C or SIGTERM stops after the in-flight writes. The cutover and rollback sequences
-    are in docs/runbook.md.
+    A dry run takes no lease and writes nothing, but its --direction must still agree with the
+    record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease. The
+    cutover and rollback sequences are in docs/runbook.md.
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    cli = ctx.find_object(CliContext)
+    assert cli is not None
     request = _request(direction, segments, max_writes_per_second, dry_run)
     if state_machine_arn:
-        code = _run_state_machine(cli, request, state_machine_arn, as_json, poll_interval)
+        code = _run_state_machine(cli, request, state_machine_arn, as_json, output, poll_interval)
     else:
-        code = _run_locally(cli, request, as_json)
+        code = _run_locally(cli, request, as_json, output)
     sys.exit(code)
+
+
+def _control_change(
+    cli: CliContext,
+    change: Callable[[str], ControlState],
+    message: Callable[[ControlState], str],
+    as_json: bool,
+) -> None:
+    state = cli.read_state()
+    cli.require_overrides_agree(state)
+    changed = change(cli.changed_by())
+    now = cli.now()
+    if as_json:
+        emit(
+            {
+                "table": cli.require_table(),
+                "phase": changed.phase.value,
+                "version": changed.version,
+                "backfillMaxWritesPerSecond": changed.backfill_max_writes_per_second,
+                "backfillPaused": changed.backfill_paused,
+                "lease": lease_document(changed.lease, now),
+                "lastBackfill": completion_document(changed.last_backfill),
+            }
+        )
+        return
+    lease = changed.lease
+    running = (
+        f"run {lease.holder!r} picks it up at its next heartbeat (locally within "
+        f"{CONTROL_POLL_SECONDS:.0f} s; Step Functions: within its workers' next heartbeat)"
+        if lease is not None and lease.is_live(now)
+        else "no run holds the lease now: the next run starts with it"
+    )
+    click.echo(f"{message(changed)}; {running}")
+
+
+@backfill_group.command("throttle")
+@click.option(
+    "--max-writes-per-second",
+    type=FiniteFloatRange(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
+    required=True,
+    help="The new cap over ALL segments, replacing the run's own --max-writes-per-second.",
+)
+@_reason_option
+@_json_option
+@pass_cli
+def throttle_command(
+    cli: CliContext, max_writes_per_second: float, reason: str, as_json: bool
+) -> None:
+    """Set the running backfill's write cap in the control record (no restart needed).
+
+    Exit 0 set; 2 invalid value, or no record yet (never migrated); 1 record missing or
+    unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: set_throttle(
+            cli.control_store(),
+            max_writes_per_second,
+            changed_by=who,
+            reason=reason,
+            clock=cli.hooks.clock,
+        ),
+        lambda s: f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s",
+        as_json,
+    )
+
+
+@backfill_group.command("pause")
+@_reason_option
+@_json_option
+@pass_cli
+def pause_command(cli: CliContext, reason: str, as_json: bool) -> None:
+    """Pause the backfill: its workers stop writing (they keep their lease) until resumed.
+
+    Exit 0 paused; 2 no record yet (never migrated); 1 record missing or unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: pause_backfill(
+            cli.control_store(), changed_by=who, reason=reason, clock=cli.hooks.clock
+        ),
+        lambda _: "backfill PAUSED: no re-stamps until `saga-index backfill resume`",
+        as_json,
+    )
+
+
+@backfill_group.command("resume")
+@_reason_option
+@_json_option
+@pass_cli
+def resume_command(cli: CliContext, reason: str, as_json: bool) -> None:
+    """Resume a paused backfill.
+
+    Exit 0 resumed; 2 no record yet (never migrated); 1 record missing or unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: resume_backfill(
+            cli.control_store(), changed_by=who, reason=reason, clock=cli.hooks.clock
+        ),
+        lambda _: "backfill resumed",
+        as_json,
+    )

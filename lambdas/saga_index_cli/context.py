@@ -11,17 +11,22 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import math
+import os
+import re
 import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import click
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from saga_index.control.errors import ControlRecordUnavailableError
 from saga_index.control.layout import StatePhase, layouts_for_phase
@@ -31,7 +36,7 @@ from saga_index.control.store import ControlStore
 from saga_index.control.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.dynamo.client import make_client
 from saga_index.dynamo.codec import to_plain_json
-from saga_index.errors import InvalidInputError
+from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.model import Phase
 from saga_index.names import DEFAULT_SHARD_COUNT
 from saga_index.repository import SagaRepository, routing_phase
@@ -43,8 +48,112 @@ log = logging.getLogger("saga_index.cli")
 _STS_CONFIG = Config(connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1})
 
 
+# DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+# botocore reads it itself when no endpoint is passed (and raises ValueError on a bad one).
+ENV_DYNAMODB_ENDPOINT = "AWS_ENDPOINT_URL_DYNAMODB"
+
+
 class OverrideDisagreesError(InvalidInputError):
     """A command that writes was given a --phase/--shards the record does not hold (exit 2)."""
+
+
+class TableNotFoundError(SagaIndexError):
+    """DynamoDB answered ResourceNotFoundException for the table (exit 1)."""
+
+
+def validate_table_name(name: str) -> str:
+    """`name` when DynamoDB would accept it as a table name; InvalidInputError naming it if not."""
+    if _TABLE_NAME.fullmatch(name):
+        return name
+    shown = repr(name) if len(name) <= 64 else f"{name[:32]!r}... ({len(name)} characters)"
+    raise InvalidInputError(
+        f"table name {shown} is not one DynamoDB accepts: 3-255 characters of "
+        "A-Z a-z 0-9 _ . -"
+    )
+
+
+def validate_endpoint_url(url: str) -> str:
+    """`url` when it is an http(s) URL botocore accepts; InvalidInputError naming it if not."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # ValueError when the port is not a number in 0..65535
+        valid = (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (is_valid_endpoint_url(url) or bool(is_valid_ipv6_endpoint_url(url)))
+        )
+    except ValueError:
+        valid = False
+    if not valid:
+        raise InvalidInputError(
+            f"{url!r} is not an endpoint URL: expected http(s)://host[:port], "
+            "e.g. http://localhost:8000"
+        )
+    return url
+
+
+def table_name_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """click callback of --table: a name DynamoDB accepts, or absent (empty: absent too)."""
+    if not value:
+        return value
+    try:
+        return validate_table_name(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def endpoint_url_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """click callback of every --...endpoint-url: an http(s) URL, or absent."""
+    if not value:
+        return None
+    try:
+        return validate_endpoint_url(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def check_dynamodb_endpoint_env() -> None:
+    """Without --endpoint-url, botocore uses $AWS_ENDPOINT_URL_DYNAMODB: refuse a bad one here
+    rather than as botocore's ValueError at the first request."""
+    value = os.environ.get(ENV_DYNAMODB_ENDPOINT)
+    if value:
+        try:
+            validate_endpoint_url(value)
+        except InvalidInputError as err:
+            raise InvalidInputError(f"{ENV_DYNAMODB_ENDPOINT}: {err}") from None
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan (which compares false with both bounds)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        if isinstance(converted, float) and math.isnan(converted):
+            self.fail(f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx)
+        return converted
+
+
+def is_table_missing(err: BaseException) -> bool:
+    """Whether DynamoDB's ResourceNotFoundException is behind `err`: its cause or context, or
+    one of a fan-out's partition failures (EnumerationError.failures)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [err]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if (
+            isinstance(current, ClientError)
+            and current.response.get("Error", {}).get("Code") == "ResourceNotFoundException"
+        ):
+            return True
+        failures = getattr(current, "failures", None)
+        if isinstance(failures, dict):
+            pending.extend(f for f in failures.values() if isinstance(f, BaseException))
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return False
 
 
 def local_identity() -> str:
@@ -109,6 +218,15 @@ class CliContext:
         return self._client
 
     # ---- the record ----------------------------------------------------------------------
+
+    def table_not_found(self) -> TableNotFoundError:
+        """The error naming the table DynamoDB says does not exist, and where it looked."""
+        meta = self.client.meta
+        return TableNotFoundError(
+            f"table {self.table!r} does not exist in region {meta.region_name} at "
+            f"{meta.endpoint_url}: check --table (or SAGA_TABLE_NAME), --region and "
+            "--endpoint-url, and that the stack is deployed there"
+        )
 
     def control_store(self) -> ControlStore:
         return ControlStore(self.client, self.require_table())
@@ -188,15 +306,6 @@ class CliContext:
         routing = self.routing()
         n = routing.target.shard_count or routing.source.shard_count or DEFAULT_SHARD_COUNT
         return Phase.parse(routing_phase(routing).value), n
-
-    # Until saga_index_cli/backfill.py reads the record itself: the phase and N of the reads.
-    @property
-    def phase(self) -> Phase:
-        return self.read_phase()[0]
-
-    @property
-    def shards(self) -> int:
-        return self.read_phase()[1]
 
     def repository(self) -> SagaRepository:
         table = self.require_table()

@@ -30,7 +30,14 @@ from saga_index.parity import (
 )
 from saga_index.parity_snapshot import Snapshot
 from saga_index.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
-from saga_index_cli.context import CliContext, describe_routing, emit, pass_cli
+from saga_index_cli.context import (
+    CliContext,
+    FiniteFloatRange,
+    describe_routing,
+    emit,
+    endpoint_url_option,
+    pass_cli,
+)
 
 log = logging.getLogger("saga_index.cli")
 
@@ -38,7 +45,7 @@ EXIT_CLEAN, EXIT_FOUND = 0, 1
 
 _scan_rate = click.option(
     "--scan-rate",
-    type=click.FloatRange(min=1, max=40_000),
+    type=FiniteFloatRange(min=1, max=40_000),
     default=400.0,
     show_default=True,
     help="Read capacity units per second the base-table scan may use (average).",
@@ -173,7 +180,7 @@ def _print_drift(report: DriftReport) -> None:
 )
 @click.option(
     "--recheck-delay",
-    type=click.FloatRange(0, 300),
+    type=FiniteFloatRange(0, 300),
     default=DEFAULT_RECHECK_DELAY_SECONDS,
     show_default=True,
     help="Seconds to wait before re-checking mismatches once (GSI propagation).",
@@ -225,7 +232,7 @@ def verify_command(
                     "the sample",
                     ctx=ctx,
                 )
-        snapshot = _load_snapshot(compare_path)
+        snapshot = _load_snapshot(compare_path, cli.require_table())
     if snapshot_path is not None:
         _check_writable(snapshot_path)
     if seed is None and snapshot is None:
@@ -254,7 +261,9 @@ def verify_command(
     raise click.exceptions.Exit(EXIT_CLEAN if run.report.ok else EXIT_FOUND)
 
 
-def _load_snapshot(path: Path) -> Snapshot:
+def _load_snapshot(path: Path, table_name: str) -> Snapshot:
+    """The snapshot at `path`, refused (exit 2) before any read unless it parses and was taken
+    of this table and index."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
@@ -266,7 +275,7 @@ def _load_snapshot(path: Path) -> Snapshot:
     except json.JSONDecodeError as err:
         raise InvalidInputError(f"snapshot {path} is not valid JSON: {err}") from None
     try:
-        return Snapshot.from_document(document)
+        return Snapshot.from_document(document).require_taken_of(table_name, names.INDEX_NAME)
     except InvalidInputError as err:
         raise InvalidInputError(f"snapshot {path}: {err}") from None
 
@@ -359,6 +368,7 @@ def _print_parity(report: ParityReport, written: str | None) -> None:
     "--cloudwatch-endpoint-url",
     envvar="AWS_ENDPOINT_URL_CLOUDWATCH",
     default=None,
+    callback=endpoint_url_option,
     help="CloudWatch endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDWATCH].",
 )
 @pass_cli

@@ -1,17 +1,19 @@
 """Entry point of `saga-index`.
 
 Exit codes: 0 success; 2 bad usage or invalid input (a move that is not allowed, an override
-that disagrees with the record); 3 a precondition refused the change (`{"refused": true,
-"failed": [...]}` on stdout); 1 any other failure (a lost compare-and-set, a held lease, a
-missing or unreadable record: the message says what to do). Commands may add their own codes,
-documented in their help. stdout carries only data; logs go to stderr.
+that disagrees with the record, a table name DynamoDB would refuse, an endpoint that is not an
+http(s) URL: refused before any request, naming the value); 3 a precondition refused the change
+(`{"refused": true, "failed": [...]}` on stdout); 1 any other failure (a lost compare-and-set, a
+held lease, a missing table, a missing or unreadable record: the message says what to do).
+Commands may add their own codes, documented in their help. stdout carries only data; logs go to
+stderr.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 from botocore.exceptions import BotoCoreError, ClientError
@@ -20,8 +22,17 @@ from saga_index.control.errors import PreconditionFailedError
 from saga_index.control.layout import StatePhase
 from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.names import PHASE_NAMES
-from saga_index_cli.backfill import backfill_command
-from saga_index_cli.context import CliContext, CliHooks, emit, shards_option
+from saga_index_cli.backfill import backfill_group
+from saga_index_cli.context import (
+    CliContext,
+    CliHooks,
+    check_dynamodb_endpoint_env,
+    emit,
+    endpoint_url_option,
+    is_table_missing,
+    shards_option,
+    table_name_option,
+)
 from saga_index_cli.drift import drift_command, verify_command, watch_command
 from saga_index_cli.phase import phase_group
 from saga_index_cli.reads import sagas_group, shard_command
@@ -56,12 +67,31 @@ def _log_to_stderr(level: str) -> None:
         logger.setLevel(level.upper() if name == "saga_index" else logging.WARNING)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--table", envvar="SAGA_TABLE_NAME", help="Table name [env SAGA_TABLE_NAME].")
+class _Cli(click.Group):
+    """Names the table when DynamoDB says it does not exist, wherever the command met it (the
+    record read, a fan-out's partitions, a scan): the error alone names none."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as err:
+            if isinstance(ctx.obj, CliContext) and ctx.obj.table and is_table_missing(err):
+                raise ctx.obj.table_not_found() from err
+            raise
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--table",
+    envvar="SAGA_TABLE_NAME",
+    callback=table_name_option,
+    help="Table name: 3-255 characters of A-Z a-z 0-9 _ . - [env SAGA_TABLE_NAME].",
+)
 @click.option(
     "--endpoint-url",
     envvar="AWS_ENDPOINT_URL",
-    help="DynamoDB endpoint, e.g. a local server [env AWS_ENDPOINT_URL].",
+    callback=endpoint_url_option,
+    help="DynamoDB endpoint, an http(s) URL, e.g. a local server [env AWS_ENDPOINT_URL].",
 )
 @click.option("--region", envvar="AWS_REGION", help="AWS region [env AWS_REGION].")
 @click.option(
@@ -115,6 +145,8 @@ def cli(
     drift; every read follows it unless --phase/--shards override what is read.
     """
     _log_to_stderr(log_level)
+    if endpoint_url is None:
+        check_dynamodb_endpoint_env()
     ctx.obj = CliContext(
         table=table,
         endpoint_url=endpoint_url or None,
@@ -131,7 +163,7 @@ cli.add_command(sagas_group)
 cli.add_command(drift_command)
 cli.add_command(verify_command)
 cli.add_command(watch_command)
-cli.add_command(backfill_command)
+cli.add_command(backfill_group)
 cli.add_command(repair_anomaly_command)
 cli.add_command(phase_group)
 cli.add_command(status_command)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from handlers import sweep_jobs
 from saga_index.control.layout import LEGACY, Layout
 from saga_index.sweeps.events import SOURCE, make_events_client
 from tests.support.backends import Backend, make_backend
@@ -28,12 +29,35 @@ SHARDS = 16
 
 
 @dataclass
+class InvocationClock:
+    """The clock the sweep handlers read (sweep_jobs._invocation_time). Scheduler invokes on
+    time, so by default it reads the scheduled time of the last payload built, plus `late`;
+    `at` pins it; with neither it is the real clock."""
+
+    scheduled: datetime | None = None
+    late: timedelta = timedelta(seconds=1)
+    at: datetime | None = None
+
+    def now(self) -> datetime:
+        if self.at is not None:
+            return self.at
+        if self.scheduled is None:
+            return datetime.now(UTC)
+        return self.scheduled + self.late
+
+
+# One per session, reset by each `world`: `payload()` records what it schedules here.
+CLOCK = InvocationClock()
+
+
+@dataclass
 class SweepWorld:
     backend: Backend
     events_client: Any
     sqs: Any
     queue_url: str
     env: dict[str, str]
+    clock: InvocationClock
     received: list[dict[str, Any]] = field(default_factory=list)
 
     def drain(self) -> list[dict[str, Any]]:
@@ -88,17 +112,21 @@ def world(
         }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
+        CLOCK.scheduled, CLOCK.late, CLOCK.at = None, timedelta(seconds=1), None
+        monkeypatch.setattr(sweep_jobs, "_invocation_time", CLOCK.now)
         with as_function(monkeypatch, SERVICE, dynamodb=backend.client, events=events_client):
-            yield SweepWorld(backend, events_client, sqs, queue_url, env)
+            yield SweepWorld(backend, events_client, sqs, queue_url, env, CLOCK)
 
 
 def payload(job: str, scheduled: datetime | None, attempt: int = 1) -> dict[str, Any]:
-    """What Scheduler sends (attempt arrives as a string: the template quotes it)."""
+    """What Scheduler sends (attempt arrives as a string: the template quotes it). The invocation
+    clock follows: Scheduler sends it at the scheduled time."""
     body: dict[str, Any] = {
         "job": job,
         "executionId": f"exec-{job}-{attempt}",
         "attempt": str(attempt),
     }
     if scheduled is not None:
+        CLOCK.scheduled = scheduled
         body["scheduledTime"] = scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return body

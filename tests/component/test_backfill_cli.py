@@ -1,22 +1,35 @@
-"""`saga-index backfill` run locally against moto: output contract and exit codes."""
+"""`saga-index backfill` run locally against moto: output contract, exit codes, the control
+record (direction, lease, completion) and `backfill throttle|pause|resume`."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from moto import mock_aws
 
 from saga_index import keys
+from saga_index.control.lease import acquire_lease
+from saga_index.control.state import BackfillDirection
+from saga_index.control.store import ControlStore
+from saga_index.control.transitions import check_backfill
+from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
+    CHANGED_AT,
     VALID,
+    Clock,
     N,
     assert_every_valid_saga_on_its_shard,
+    data_rows,
+    plant,
     seed,
 )
 
@@ -39,19 +52,29 @@ def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
 
 
 def run(
-    capsys: pytest.CaptureFixture[str], dynamo: Backend | None, *argv: str, phase: str = "migrating"
+    capsys: pytest.CaptureFixture[str],
+    dynamo: Backend | None,
+    *argv: str,
+    clock: Clock | None = None,
 ) -> tuple[int, str, str]:
+    """The CLI in-process, following the record (no --phase/--shards unless argv has them)."""
     table = ["--table", dynamo.table_name] if dynamo is not None else []
+    hooks = CliHooks(identity=lambda _: "operator@test", clock=clock or Clock())
     with pytest.raises(SystemExit) as exited:
-        main([*table, "--shards", str(N), "--phase", phase, *argv])
+        main([*table, *argv], hooks=hooks)
     out, err = capsys.readouterr()
     return int(exited.value.code or 0), out, err
+
+
+def store(dynamo: Backend) -> ControlStore:
+    return ControlStore(dynamo.new_client(), dynamo.table_name)
 
 
 def test_given_a_clean_table_when_backfilled_with_json_then_one_object_and_exit_0(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo, VALID)
+    plant(dynamo, "migrating")
     dynamo.client.delete_item(
         TableName=dynamo.table_name, Key={"PK": {"S": "LEASE#l-1"}, "SK": {"S": "META"}}
     )
@@ -72,13 +95,22 @@ def test_given_a_clean_table_when_backfilled_with_json_then_one_object_and_exit_
     assert summary["dryRun"] is False
     assert (summary["restamped"], summary["skipped"], summary["anomalies"]) == (len(VALID), 0, 0)
     assert summary["anomalyKeys"] == []
+    assert summary["source"] == {"kind": "legacy", "shardCount": None}
+    assert summary["target"] == {"kind": "sharded", "shardCount": N}
+    assert summary["completionRecorded"] is True
+    assert summary["holder"].endswith(f"/{os.getpid()}")
     assert_every_valid_saga_on_its_shard(dynamo)
+    # the completion is in the record: what `phase set sharded` checks
+    state = store(dynamo).read()
+    assert state.lease is None
+    assert check_backfill(state, BackfillDirection.FORWARD).passed
 
 
 def test_given_anomalies_when_backfilled_then_exit_3_and_they_are_listed(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo)
+    plant(dynamo, "migrating")
 
     code, out, _ = run(capsys, dynamo, "backfill", "--max-writes-per-second", "1000")
 
@@ -93,6 +125,7 @@ def test_given_a_dry_run_then_nothing_is_written_and_the_counts_say_what_would_m
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo)
+    plant(dynamo, "migrating")
     before = dynamo.scan_all()
 
     code, out, _ = run(capsys, dynamo, "backfill", "--dry-run", "--json")
@@ -104,21 +137,23 @@ def test_given_a_dry_run_then_nothing_is_written_and_the_counts_say_what_would_m
         len(VALID),
         0,
     )
-    assert dynamo.scan_all() == before
+    assert summary["completionRecorded"] is False
+    assert dynamo.scan_all() == before  # no lease taken, nothing recorded
 
 
 def test_given_forward_then_rollback_in_their_phases_then_the_table_is_back_where_it_started(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo)
-    before = dynamo.scan_all()
+    plant(dynamo, "migrating")
+    before = data_rows(dynamo)
     fast = ["--max-writes-per-second", "1000"]
     assert run(capsys, dynamo, "backfill", *fast)[0] == 3
-    code, _, _ = run(
-        capsys, dynamo, "backfill", "--direction", "rollback", *fast, phase="rolling-back"
-    )
-    assert code == 0  # the anomalies never left the legacy key: nothing of the rollback's
-    assert dynamo.scan_all() == before
+    plant(dynamo, "rolling-back", version=2)
+    code, _, err = run(capsys, dynamo, "backfill", "--direction", "rollback", *fast)
+    assert code == 0, err  # the anomalies never left the legacy key: nothing of the rollback's
+    assert data_rows(dynamo) == before
+    assert check_backfill(store(dynamo).read(), BackfillDirection.ROLLBACK).passed
 
 
 @pytest.mark.parametrize(
@@ -130,11 +165,23 @@ def test_given_forward_then_rollback_in_their_phases_then_the_table_is_back_wher
         (["backfill", "--max-writes-per-second", "5000"], "migrating", "--max-writes-per-second"),
         (["backfill", "--direction", "sideways"], "migrating", "--direction"),
         (["backfill", "--state-machine-arn", "arn:nope"], "migrating", "not a state machine ARN"),
-        (["backfill"], "legacy", "needs the writers in phase migrating or sharded"),
-        (["backfill", "--direction", "rollback"], "migrating", "phase rolling-back or legacy"),
+        # the direction must agree with the record, dry run or not
+        (["backfill"], "legacy", "needs the record in phase migrating or sharded"),
+        (["backfill", "--dry-run"], "legacy", "needs the record in phase migrating or sharded"),
+        (["backfill", "--direction", "rollback"], "migrating", "needs the record in phase rolling"),
+        (["backfill"], "rolling-back", "needs the record in phase migrating or sharded"),
+        # the global overrides are refused when they disagree with the record
+        (
+            ["--phase", "migrating", "backfill", "--direction", "rollback"],
+            "rolling-back",
+            "--phase",
+        ),
+        (["--phase", "sharded", "backfill"], "migrating", "--phase sharded disagrees"),
+        (["--shards", "32", "backfill"], "migrating", "--shards 32 disagrees"),
+        (["--shards", "32", "backfill", "--dry-run"], "migrating", "--shards 32 disagrees"),
     ],
 )
-def test_given_bad_usage_or_a_phase_that_undoes_the_run_then_exit_2_naming_it(
+def test_given_bad_usage_or_a_direction_or_override_the_record_disagrees_with_then_exit_2(
     dynamo: Backend,
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
@@ -142,12 +189,22 @@ def test_given_bad_usage_or_a_phase_that_undoes_the_run_then_exit_2_naming_it(
     problem: str,
 ) -> None:
     seed(dynamo, VALID[:2])
+    plant(dynamo, phase)
     before = dynamo.scan_all()
-    code, out, err = run(capsys, dynamo, *argv, phase=phase)
-    assert code == 2
+    code, out, err = run(capsys, dynamo, *argv)
+    assert code == 2, err
     assert out == ""
     assert problem in err
-    assert dynamo.scan_all() == before
+    assert dynamo.scan_all() == before  # nothing moved, no lease taken
+
+
+def test_given_overrides_that_agree_with_the_record_then_the_run_goes_ahead(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo, VALID[:2])
+    plant(dynamo, "migrating")
+    code, _, err = run(capsys, dynamo, "--phase", "migrating", "--shards", str(N), "backfill")
+    assert code == 3, err  # done; the planted anomalies remain
 
 
 def test_given_no_table_then_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -156,24 +213,126 @@ def test_given_no_table_then_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no table given" in err
 
 
-def test_given_a_table_that_does_not_exist_then_exit_1_and_nothing_claims_completion(
+def test_given_a_table_that_does_not_exist_then_exit_1_naming_the_record(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--table", "no-such-table", "--max-attempts", "1", "backfill", "--json"])
     out, err = capsys.readouterr()
     assert exited.value.code == 1
-    summary = json.loads(out)
-    assert summary["complete"] is False
-    assert summary["failures"]
-    assert "ResourceNotFoundException" in json.dumps(summary["failures"])
-    assert "run the same command again" in err
+    assert out == ""  # nothing ran, nothing claims completion
+    assert "could not read the control record of table 'no-such-table'" in err
+
+
+def test_given_a_state_younger_than_its_effective_at_then_exit_1_saying_how_long_to_wait(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo, VALID[:2])
+    plant(dynamo, "migrating")
+    before = dynamo.scan_all()
+    early = Clock(CHANGED_AT + timedelta(seconds=30))
+    code, out, err = run(capsys, dynamo, "backfill", "--json", clock=early)
+    assert code == 1
+    assert out == ""
+    assert "Wait 45 s and start again" in err
+    assert dynamo.scan_all() == before
+
+
+def test_given_another_runs_live_lease_then_exit_1_naming_it_and_its_expiry(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo, VALID[:2])
+    plant(dynamo, "migrating")
+    clock = Clock()
+    grant = acquire_lease(
+        store(dynamo), holder="bob@ci/77", token="bobs-run", direction="forward", clock=clock
+    )
+    code, out, err = run(capsys, dynamo, "backfill", clock=clock)
+    assert code == 1
+    assert out == ""
+    assert "'bob@ci/77'" in err
+    assert grant.lease.expires_at.strftime("%Y-%m-%dT%H:%M:%S") in err
+    # once that lease expired (the injected clock, no sleep), the run goes ahead
+    clock.now = grant.lease.expires_at
+    assert run(capsys, dynamo, "backfill", clock=clock)[0] == 3  # done; the anomalies remain
+
+
+def test_given_an_output_file_then_the_report_is_written_there_whatever_the_exit_code(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    seed(dynamo)
+    plant(dynamo, "migrating")
+    report = tmp_path / "reports" / "forward.json"
+    code, out, _ = run(capsys, dynamo, "backfill", "--output", str(report))
+    assert code == 3  # the anomalies remain
+    assert f"report written to {report}" in out
+    written = json.loads(report.read_text())
+    assert written["restamped"] == len(VALID)
+    assert written["completionRecorded"] is True
+    assert len(written["anomalyKeys"]) == len(ANOMALIES)
+
+
+def test_throttle_pause_and_resume_change_the_record(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "migrating")
+    code, out, err = run(
+        capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "25", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["backfillMaxWritesPerSecond"], doc["backfillPaused"], doc["lease"]) == (
+        25.0,
+        False,
+        None,
+    )
+    code, out, err = run(capsys, dynamo, "backfill", "pause", "--reason", "peak traffic")
+    assert code == 0, err
+    assert "PAUSED" in out
+    assert "no run holds the lease now" in out
+    assert store(dynamo).read().backfill_paused
+    code, out, _ = run(capsys, dynamo, "backfill", "resume")
+    assert code == 0
+    state = store(dynamo).read()
+    assert (state.backfill_paused, state.backfill_max_writes_per_second) == (False, 25.0)
+    events = store(dynamo).events()
+    assert sorted(e["event"] for e in events) == ["pause", "resume", "throttle"]
+    assert {e["changedBy"] for e in events} == {"operator@test"}
+    assert [e.get("reason") for e in events if e["event"] == "pause"] == ["peak traffic"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "planted", "code", "problem"),
+    [
+        (["backfill", "pause"], None, 2, "there is no control record yet"),
+        (["backfill", "throttle", "--max-writes-per-second", "0"], "migrating", 2, "0<x"),
+        (["backfill", "throttle", "--max-writes-per-second", "1001"], "migrating", 2, "1000"),
+        (["backfill", "throttle"], "migrating", 2, "--max-writes-per-second"),
+        (["--shards", "32", "backfill", "pause"], "migrating", 2, "--shards 32 disagrees"),
+    ],
+)
+def test_control_changes_that_cannot_apply_are_refused(
+    dynamo: Backend,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    planted: str | None,
+    code: int,
+    problem: str,
+) -> None:
+    if planted is not None:
+        plant(dynamo, planted)
+    exit_code, out, err = run(capsys, dynamo, *argv)
+    assert exit_code == code
+    assert out == ""
+    assert problem in err
+    assert store(dynamo).events() == []
 
 
 def test_given_a_row_left_behind_when_verified_then_exit_1(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo, VALID[:4])
+    plant(dynamo, "migrating")
     # A writer still on the legacy phase re-stamps a moved row back, after the last write
     sneaky = dynamo.new_client()
     calls: list[int] = []
@@ -201,3 +360,7 @@ def test_given_a_row_left_behind_when_verified_then_exit_1(
     summary = json.loads(out)
     assert summary["verification"]["ok"] is False
     assert summary["verification"]["unexpectedKeys"] == [{"PK": "RSAGA#s00", "SK": "META"}]
+    # and the record says so: `phase set sharded` would be refused
+    recorded = store(dynamo).read().last_backfill
+    assert recorded is not None
+    assert (recorded.complete, recorded.verified) == (True, False)

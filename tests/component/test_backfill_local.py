@@ -1,28 +1,53 @@
-"""backfill_locally, the one local orchestration the CLI and the demo call, against moto."""
+"""backfill_locally, the one local orchestration the CLI and the demo call, against moto: the
+control record names the move, the run takes its lease, follows the record's throttle and pause
+while it runs, and records its completion when it releases the lease."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from moto import mock_aws
 
-from saga_index.backfill.local import backfill_locally
-from saga_index.backfill.messages import SegmentCounts
-from saga_index.errors import InvalidInputError
-from saga_index.model import Phase
+from saga_index import keys
+from saga_index.backfill.local import LocalBackfill, backfill_locally
+from saga_index.backfill.messages import BackfillRequest, SegmentCounts
+from saga_index.control.errors import (
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseNotYetEffectiveError,
+)
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.lease import (
+    acquire_lease,
+    pause_backfill,
+    resume_backfill,
+    set_throttle,
+)
+from saga_index.control.state import BackfillDirection
+from saga_index.control.store import ControlStore
+from saga_index.control.transitions import check_backfill
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
+    CHANGED_AT,
     VALID,
+    Clock,
     N,
     assert_every_valid_saga_on_its_shard,
+    data_rows,
+    plant,
     request,
     seed,
 )
+from tests.support.control_seed import transition
+
+FAST_POLL = 0.02  # seconds between heartbeats: the record's changes reach the run at once
 
 
 @pytest.fixture
@@ -31,11 +56,51 @@ def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
         yield make_backend("local-backfill", synthesized_template, endpoint_url=None)
 
 
-def test_given_a_complete_run_then_totals_grow_to_the_summary_and_the_read_back_follows_the_run(
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def operator(dynamo: Backend) -> ControlStore:
+    """Another process's view of the record (its own client): the operator's CLI."""
+    return ControlStore(dynamo.new_client(), dynamo.table_name)
+
+
+def run_locally(
     dynamo: Backend,
+    clock: Clock,
+    req: BackfillRequest | None = None,
+    *,
+    holder: str = "alice@laptop/4242",
+    **kwargs: Any,
+) -> LocalBackfill:
+    return backfill_locally(
+        dynamo.client,
+        dynamo.table_name,
+        req or request(segments=3),
+        holder=holder,
+        # The lease's writes on a client of their own: hooks on dynamo.client see re-stamps only.
+        store=ControlStore(dynamo.new_client(), dynamo.table_name),
+        clock=clock,
+        poll_seconds=FAST_POLL,
+        **kwargs,
+    )
+
+
+def count_restamps(dynamo: Backend) -> list[int]:
+    writes: list[int] = []
+    dynamo.client.meta.events.register(
+        "after-call.dynamodb.UpdateItem", lambda **_: writes.append(1)
+    )
+    return writes
+
+
+def test_given_the_record_migrating_then_the_run_moves_reads_back_and_records_its_completion(
+    dynamo: Backend, clock: Clock
 ) -> None:
-    # Given legacy sagas, anomalies and other entities
+    # Given legacy sagas, anomalies and other entities, and the record in `migrating`
     seed(dynamo)
+    planted = plant(dynamo, "migrating")
     totals: list[SegmentCounts] = []
     inside = threading.Event()
     queries_inside: list[str] = []
@@ -53,36 +118,57 @@ def test_given_a_complete_run_then_totals_grow_to_the_summary_and_the_read_back_
     dynamo.client.meta.events.register("before-call.dynamodb.Query", count_queries)
 
     # When it runs with a progress callback and a context around the run
-    outcome = backfill_locally(
-        dynamo.client,
-        dynamo.table_name,
-        request(segments=3),
-        phase=Phase.MIGRATING,
-        shard_count=N,
+    outcome = run_locally(
+        dynamo,
+        clock,
         on_progress=lambda t: totals.append(t.model_copy()),
         while_running=while_running(),
     )
 
-    # Then the run completed, was read back after the context closed, and verified
+    # Then the run moved legacy -> sharded(16) as the record says, and verified it
     summary = outcome.summary
     assert outcome.run.complete
+    assert (outcome.move.source, outcome.move.target) == (LEGACY, Layout.sharded(N))
     assert summary.complete
     assert summary.verified
     assert (summary.restamped, summary.anomalies) == (len(VALID), len(ANOMALIES))
     assert queries_inside == []
-    assert outcome.seconds >= 0
     assert_every_valid_saga_on_its_shard(dynamo)
-    # ...and the live totals only grew, ending at the run's counts
     handled = [t.handled for t in totals]
     assert handled == sorted(handled)
     assert handled[-1] == summary.restamped + summary.anomalies
-    assert all(t.anomaly_keys == [] for t in totals)
+    # and the record holds its completion, which is what `phase set sharded` checks
+    state = operator(dynamo).read()
+    assert state.lease is None
+    recorded = state.last_backfill
+    assert recorded is not None
+    assert recorded == outcome.completion
+    assert (recorded.holder, recorded.state_version) == ("alice@laptop/4242", planted.version)
+    assert (recorded.restamped, recorded.anomalies, recorded.complete, recorded.verified) == (
+        len(VALID),
+        len(ANOMALIES),
+        True,
+        True,
+    )
+    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    events = [e["event"] for e in operator(dynamo).events()]
+    assert sorted(events) == ["lease-acquired", "lease-released"]  # one instant: any order
 
 
-def test_given_writers_that_would_undo_it_then_it_is_refused_before_anything_runs(
-    dynamo: Backend,
+@pytest.mark.parametrize(
+    ("phase", "direction", "problem"),
+    [
+        ("legacy", "forward", "needs the record in phase migrating or sharded"),
+        ("migrating", "rollback", "needs the record in phase rolling-back"),
+        ("rolling-back", "forward", "needs the record in phase migrating or sharded"),
+        ("sharded", "rollback", "needs the record in phase rolling-back"),
+    ],
+)
+def test_given_a_direction_the_record_disagrees_with_then_nothing_runs(
+    dynamo: Backend, clock: Clock, phase: str, direction: str, problem: str
 ) -> None:
     seed(dynamo)
+    plant(dynamo, phase)
     before = dynamo.scan_all()
     entered: list[bool] = []
 
@@ -91,37 +177,235 @@ def test_given_writers_that_would_undo_it_then_it_is_refused_before_anything_run
         entered.append(True)
         yield
 
-    with pytest.raises(InvalidInputError, match="phase"):
-        backfill_locally(
-            dynamo.client,
-            dynamo.table_name,
-            request(),
-            phase=Phase.LEGACY,
-            shard_count=N,
-            while_running=while_running(),
-        )
+    for dry_run in (False, True):
+        with pytest.raises(LeaseDirectionError, match=problem):
+            run_locally(
+                dynamo,
+                clock,
+                request(direction, dry_run=dry_run),
+                while_running=while_running(),
+            )
 
     assert entered == []
+    assert dynamo.scan_all() == before  # no lease taken either
+
+
+def test_given_the_record_sharded_then_a_forward_run_moves_rows_repaired_later(
+    dynamo: Backend, clock: Clock
+) -> None:
+    seed(dynamo, VALID[:3])
+    plant(dynamo, "sharded")
+    outcome = run_locally(dynamo, clock)
+    assert (outcome.move.source, outcome.move.target) == (LEGACY, Layout.sharded(N))
+    assert outcome.summary.restamped == 3
+    assert outcome.completion is not None
+
+
+def test_given_a_state_younger_than_its_effective_at_then_the_run_is_refused_with_the_wait(
+    dynamo: Backend,
+) -> None:
+    seed(dynamo, VALID[:3])
+    plant(dynamo, "migrating")
+    before = dynamo.scan_all()
+    early = Clock(CHANGED_AT + timedelta(seconds=10))  # effectiveAt is changedAt + 75 s
+
+    with pytest.raises(LeaseNotYetEffectiveError, match="Wait 65 s and start again"):
+        run_locally(dynamo, early)
+
+    assert dynamo.scan_all() == before
+    # a dry run writes nothing, so it need not wait
+    dry = run_locally(dynamo, early, request(dry_run=True))
+    assert dry.summary.would_restamp == 3
+    assert dry.completion is None
     assert dynamo.scan_all() == before
 
 
-def test_given_a_stopped_run_then_it_is_summarised_as_incomplete_without_a_read_back(
-    dynamo: Backend,
+def test_given_another_runs_live_lease_then_refused_naming_it_and_allowed_once_it_expired(
+    dynamo: Backend, clock: Clock
+) -> None:
+    # Given a run elsewhere that took the lease and then died (it never heartbeats again)
+    seed(dynamo, VALID[:4])
+    plant(dynamo, "migrating")
+    dead = acquire_lease(
+        operator(dynamo),
+        holder="bob@ci/77",
+        token="bobs-run",
+        direction="forward",
+        clock=clock,
+    )
+    # When another run starts within its TTL
+    with pytest.raises(LeaseHeldError) as held:
+        run_locally(dynamo, clock)
+    # Then it is refused, naming the holder and its expiry, and nothing moved
+    assert "'bob@ci/77'" in str(held.value)
+    assert held.value.expires_at in str(held.value)
+    assert all(
+        raw["GSI4PK"]["S"] == keys.LEGACY_GSI4PK
+        for raw in data_rows(dynamo)
+        if raw["PK"]["S"].startswith("RSAGA#")
+    )
+    # When the dead run's lease has expired (the clock, not a sleep)
+    clock.now = dead.lease.expires_at
+    outcome = run_locally(dynamo, clock)
+    # Then the new run takes it over and converges
+    assert outcome.summary.verified
+    assert outcome.summary.restamped == 4
+    state = operator(dynamo).read()
+    assert state.last_backfill is not None
+    assert state.last_backfill.holder == "alice@laptop/4242"
+
+
+def run_in_thread(
+    target: Callable[[], LocalBackfill],
+) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["outcome"] = target()
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            box["error"] = err
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread, box
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_given_a_pause_from_another_process_then_the_run_stops_writing_until_resumed(
+    dynamo: Backend, clock: Clock
+) -> None:
+    # Given a run re-stamping 24 rows at 40 writes/s
+    seed(dynamo, VALID)
+    plant(dynamo, "migrating")
+    writes = count_restamps(dynamo)
+    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, request(segments=2, rate=40)))
+    wait_for(lambda: len(writes) >= 3)
+    # When the operator pauses it (another client, another process)
+    pause_backfill(operator(dynamo), changed_by="operator", reason="peak traffic")
+    # Then within a few heartbeats it stops writing, and stays stopped
+    time.sleep(FAST_POLL * 10)
+    paused_at = len(writes)
+    time.sleep(0.5)  # 20 writes' worth at the run's pace
+    assert len(writes) == paused_at
+    assert paused_at < len(VALID)
+    assert thread.is_alive()
+    # and it still holds (and heartbeats) its lease
+    held = operator(dynamo).read().lease
+    assert held is not None
+    assert held.holder == "alice@laptop/4242"
+    # When it is resumed
+    resume_backfill(operator(dynamo), changed_by="operator")
+    thread.join(timeout=30)
+    # Then it finishes, converges and records its completion
+    assert "error" not in box, box
+    outcome: LocalBackfill = box["outcome"]
+    assert outcome.summary.verified
+    assert outcome.summary.restamped == len(VALID)
+    assert_every_valid_saga_on_its_shard(dynamo)
+    recorded = operator(dynamo).read().last_backfill
+    assert recorded is not None
+    assert (recorded.complete, recorded.verified, recorded.restamped) == (True, True, len(VALID))
+
+
+def test_given_a_throttle_from_another_process_then_the_run_follows_the_new_cap(
+    dynamo: Backend, clock: Clock
+) -> None:
+    seed(dynamo, VALID)
+    plant(dynamo, "migrating")
+    writes = count_restamps(dynamo)
+    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, request(segments=2, rate=5)))
+    wait_for(lambda: len(writes) >= 2)
+    # At 5 writes/s the 24 rows would take about 5 s; the operator raises the cap
+    started = time.monotonic()
+    set_throttle(operator(dynamo), 1000, changed_by="operator", reason="off-peak")
+    thread.join(timeout=30)
+    assert "error" not in box, box
+    outcome: LocalBackfill = box["outcome"]
+    assert outcome.applied_caps == [5.0, 1000.0]
+    assert time.monotonic() - started < 2.5
+    assert outcome.summary.verified
+    assert outcome.completion is not None
+
+
+def test_given_a_record_throttled_and_paused_before_the_run_then_it_starts_that_way(
+    dynamo: Backend, clock: Clock
+) -> None:
+    seed(dynamo, VALID[:6])
+    plant(dynamo, "migrating")
+    set_throttle(operator(dynamo), 7, changed_by="operator")
+    pause_backfill(operator(dynamo), changed_by="operator")
+    writes = count_restamps(dynamo)
+    thread, box = run_in_thread(lambda: run_locally(dynamo, clock))
+    time.sleep(0.3)
+    assert writes == []
+    resume_backfill(operator(dynamo), changed_by="operator")
+    thread.join(timeout=30)
+    assert "error" not in box, box
+    assert box["outcome"].applied_caps == [7.0]
+    assert box["outcome"].summary.restamped == 6
+
+
+def test_given_a_transition_while_the_run_is_in_flight_then_it_stops_and_records_nothing(
+    dynamo: Backend, clock: Clock
+) -> None:
+    # Given a run of the forward move at 10 writes/s
+    seed(dynamo, VALID)
+    plant(dynamo, "migrating")
+    writes = count_restamps(dynamo)
+    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, request(segments=2, rate=10)))
+    wait_for(lambda: len(writes) >= 2)
+    # When the operator aborts the migration (`phase set rolling-back`: version 2)
+    abort = transition(Layout.sharded(N), LEGACY, version=2, previous=(LEGACY, Layout.sharded(N)))
+    assert operator(dynamo).compare_and_set(1, abort)
+    thread.join(timeout=30)
+    # Then the run lost its lease at its next heartbeat, stopped, and recorded nothing
+    assert "error" not in box, box
+    outcome: LocalBackfill = box["outcome"]
+    assert outcome.lease_lost is not None
+    assert "moved to version 2" in outcome.lease_lost
+    assert outcome.completion is None
+    assert not outcome.summary.complete
+    assert outcome.summary.restamped < len(VALID)
+    assert operator(dynamo).read().last_backfill is None
+
+
+def test_given_a_stopped_run_then_it_is_incomplete_without_a_read_back_and_records_so(
+    dynamo: Backend, clock: Clock
 ) -> None:
     seed(dynamo)
+    plant(dynamo, "migrating")
     stop = threading.Event()
     stop.set()
 
-    outcome = backfill_locally(
-        dynamo.client,
-        dynamo.table_name,
-        request(),
-        phase=Phase.MIGRATING,
-        shard_count=N,
-        stop=stop,
-    )
+    outcome = run_locally(dynamo, clock, stop=stop)
 
     assert outcome.run.interrupted
     assert not outcome.summary.complete
     assert outcome.summary.verification is None
     assert outcome.summary.restamped == 0
+    state = operator(dynamo).read()
+    assert state.lease is None  # released, so the next run need not wait for its TTL
+    assert state.last_backfill is not None
+    assert (state.last_backfill.complete, state.last_backfill.verified) == (False, False)
+    assert not check_backfill(state, BackfillDirection.FORWARD).passed
+
+
+def test_given_a_dry_run_then_no_lease_is_taken_and_nothing_is_recorded(
+    dynamo: Backend, clock: Clock
+) -> None:
+    seed(dynamo)
+    plant(dynamo, "migrating")
+    before = dynamo.scan_all()
+    outcome = run_locally(dynamo, clock, request(dry_run=True))
+    assert outcome.summary.would_restamp == len(VALID)
+    assert outcome.ticket.lease_token is None
+    assert outcome.completion is None
+    assert dynamo.scan_all() == before
+    assert operator(dynamo).events() == []

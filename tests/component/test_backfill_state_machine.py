@@ -4,6 +4,10 @@ The definition is taken from the template the CDK app writes (tokens resolved to
 account), every Lambda task is routed to the real handler named by the template's `Handler`,
 in-process, with the environment the template gives that function. Nothing about the state
 machine is re-described here: a change to infra/backfill.py is what runs.
+
+The migration state is the control record planted in the table: the plan step takes the run's
+lease (holder: the execution's ARN), the workers heartbeat it, the verify step releases it with
+the completion that `phase set` checks.
 """
 
 from __future__ import annotations
@@ -29,13 +33,29 @@ from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 from moto import mock_aws
 
+from infra.backfill import (
+    CHILD_FIXED_EVENTS,
+    EXECUTION_TIMEOUT,
+    HISTORY_EVENT_LIMIT,
+    HISTORY_EVENTS_PER_WORKER_INVOCATION,
+    PARENT_HISTORY_EVENTS,
+    WORKER_SAFETY_MARGIN_SECONDS,
+    WORKER_TIMEOUT,
+)
 from saga_index import keys
+from saga_index.backfill.leasing import token_for_execution
+from saga_index.control.lease import acquire_lease
+from saga_index.control.state import BackfillDirection, ControlState
+from saga_index.control.store import ControlStore
+from saga_index.control.transitions import check_backfill
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
     VALID,
     assert_every_valid_saga_on_its_shard,
+    data_rows,
+    plant,
     sagas,
     seed,
 )
@@ -78,6 +98,7 @@ class StateMachineWorld:
     dynamo: Backend
     sfn: Any
     arn: str
+    definition: dict[str, Any]
     handlers: dict[str, str]  # function name -> "handlers.x.handler"
     environment: dict[str, str]
     invocations: dict[str, int] = field(default_factory=dict)
@@ -103,9 +124,11 @@ class StateMachineWorld:
         except Exception as err:  # noqa: BLE001 - the Lambda runtime reports any exception
             return {"errorType": type(err).__name__, "errorMessage": str(err)}, True
 
-    def start(self, execution_input: dict[str, Any], phase: str) -> dict[str, Any]:
-        """Run one execution to its end in the given deployed phase; describe_execution."""
-        os.environ["SAGA_INDEX_PHASE"] = phase
+    def record(self) -> ControlState:
+        return ControlStore(self.dynamo.new_client(), self.dynamo.table_name).read()
+
+    def start(self, execution_input: dict[str, Any]) -> dict[str, Any]:
+        """Run one execution to its end under the planted record; describe_execution."""
         execution = self.sfn.start_execution(
             stateMachineArn=self.arn,
             name=f"test-{uuid.uuid4().hex[:12]}",
@@ -181,6 +204,7 @@ def world(
             dynamo=dynamo,
             sfn=sfn,
             arn=arn,
+            definition=json.loads(definition),
             handlers={f"{k}": v for k, v in handlers.items()},
             environment=environment,
         )
@@ -223,11 +247,12 @@ def forward(dry_run: bool = False, segments: int = 3) -> dict[str, Any]:
 def test_given_migrating_writers_when_the_forward_run_executes_then_rows_move_and_counts_add_up(
     world: StateMachineWorld,
 ) -> None:
-    # Given legacy sagas, anomalies and other entities, and the writers in `migrating`
+    # Given legacy sagas, anomalies and other entities, and the record in `migrating`
     seed(world.dynamo)
-    before = world.dynamo.scan_all()
+    before = data_rows(world.dynamo)
+    plant(world.dynamo, "migrating")
     # When the synthesised state machine runs forward over three segments
-    execution = world.start(forward(), phase="migrating")
+    execution = world.start(forward())
     # Then it succeeds with the aggregated counts and a passed verification
     assert execution["status"] == "SUCCEEDED", execution
     summary = json.loads(execution["output"])
@@ -237,7 +262,8 @@ def test_given_migrating_writers_when_the_forward_run_executes_then_rows_move_an
     assert sorted(k["PK"] for k in summary["anomalyKeys"]) == sorted(
         f"RSAGA#{s}" for s in ANOMALIES
     )
-    assert summary["scanned"] == len(before)
+    # every row is scanned, the control record's too: STATE, HISTORY#1, the lease's EVENT
+    assert summary["scanned"] == len(before) + 3
     assert summary["complete"] is True
     assert summary["verification"]["ok"] is True
     assert summary["verification"]["remainingAnomalies"] == len(ANOMALIES)
@@ -246,22 +272,39 @@ def test_given_migrating_writers_when_the_forward_run_executes_then_rows_move_an
     assert world.invocations["handlers.backfill_worker.handler"] > 3 * 2
     assert world.invocations["handlers.backfill_plan.handler"] == 1
     assert world.invocations["handlers.backfill_verify.handler"] == 1
+    # and the plan took the lease for the execution, the verify step released it with the
+    # completion `phase set sharded` checks
+    state = world.record()
+    assert state.lease is None
+    recorded = state.last_backfill
+    assert recorded is not None
+    assert recorded.holder == execution["executionArn"]
+    assert recorded.lease_token == token_for_execution(execution["executionArn"])
+    assert (recorded.restamped, recorded.complete, recorded.verified) == (len(VALID), True, True)
+    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    events = {
+        e["event"]: e for e in ControlStore(world.dynamo.client, world.dynamo.table_name).events()
+    }
+    assert events["lease-acquired"]["leaseHolder"] == execution["executionArn"]
 
 
 def test_given_a_forward_run_when_the_rollback_executes_then_the_table_is_byte_identical(
     world: StateMachineWorld,
 ) -> None:
     seed(world.dynamo)
-    before = world.dynamo.scan_all()
-    assert world.start(forward(), phase="migrating")["status"] == "SUCCEEDED"
-    assert world.dynamo.scan_all() != before
+    before = data_rows(world.dynamo)
+    plant(world.dynamo, "migrating")
+    assert world.start(forward())["status"] == "SUCCEEDED"
+    assert data_rows(world.dynamo) != before
 
+    plant(world.dynamo, "rolling-back", version=2)
     rollback = {**forward(segments=2), "direction": "rollback"}
-    execution = world.start(rollback, phase="rolling-back")
+    execution = world.start(rollback)
 
     assert execution["status"] == "SUCCEEDED", execution
     assert json.loads(execution["output"])["restamped"] == len(VALID)
-    assert world.dynamo.scan_all() == before
+    assert data_rows(world.dynamo) == before
+    assert check_backfill(world.record(), BackfillDirection.ROLLBACK).passed
     assert {s["GSI4PK"] for s in sagas(world.dynamo).values()} == {keys.LEGACY_GSI4PK}
 
 
@@ -269,9 +312,10 @@ def test_given_a_dry_run_when_it_executes_then_nothing_is_written(
     world: StateMachineWorld,
 ) -> None:
     seed(world.dynamo)
+    plant(world.dynamo, "migrating")
     before = world.dynamo.scan_all()
 
-    execution = world.start(forward(dry_run=True), phase="migrating")
+    execution = world.start(forward(dry_run=True))
 
     assert execution["status"] == "SUCCEEDED", execution
     summary = json.loads(execution["output"])
@@ -280,20 +324,39 @@ def test_given_a_dry_run_when_it_executes_then_nothing_is_written(
         0,
         len(VALID),
     )
-    assert world.dynamo.scan_all() == before
+    assert world.dynamo.scan_all() == before  # no lease either
 
 
-def test_given_writers_still_on_the_legacy_phase_when_a_forward_run_starts_then_it_is_refused(
+def test_given_the_record_still_legacy_when_a_forward_run_starts_then_it_is_refused(
     world: StateMachineWorld,
 ) -> None:
     seed(world.dynamo)
+    plant(world.dynamo, "legacy")
     before = world.dynamo.scan_all()
 
-    execution = world.start(forward(), phase="legacy")
+    execution = world.start(forward())
 
     assert execution["status"] == "FAILED"
-    assert execution["error"] == "InvalidInputError"
-    assert "phase migrating or sharded" in execution["cause"]
+    assert execution["error"] == "LeaseDirectionError"
+    assert "needs the record in phase migrating or sharded" in execution["cause"]
+    assert world.dynamo.scan_all() == before
+    assert "handlers.backfill_worker.handler" not in world.invocations
+
+
+def test_given_another_runs_live_lease_when_an_execution_starts_then_the_plan_refuses(
+    world: StateMachineWorld,
+) -> None:
+    seed(world.dynamo, VALID[:3])
+    plant(world.dynamo, "migrating")
+    store = ControlStore(world.dynamo.new_client(), world.dynamo.table_name)
+    acquire_lease(store, holder="alice@laptop/4242", token="hers", direction="forward")
+    before = world.dynamo.scan_all()
+
+    execution = world.start(forward())
+
+    assert execution["status"] == "FAILED"
+    assert execution["error"] == "LeaseHeldError"
+    assert "alice@laptop/4242" in execution["cause"]
     assert world.dynamo.scan_all() == before
     assert "handlers.backfill_worker.handler" not in world.invocations
 
@@ -301,9 +364,9 @@ def test_given_writers_still_on_the_legacy_phase_when_a_forward_run_starts_then_
 def test_given_a_bad_input_when_it_starts_then_the_execution_fails_naming_every_problem(
     world: StateMachineWorld,
 ) -> None:
+    plant(world.dynamo, "migrating")
     execution = world.start(
-        {"direction": "sideways", "totalSegments": 0, "maxWritesPerSecond": -5, "dryRun": "yes"},
-        phase="migrating",
+        {"direction": "sideways", "totalSegments": 0, "maxWritesPerSecond": -5, "dryRun": "yes"}
     )
 
     assert execution["status"] == "FAILED"
@@ -316,17 +379,24 @@ def test_given_a_row_left_on_the_legacy_key_when_verified_then_the_execution_fai
     world: StateMachineWorld,
 ) -> None:
     seed(world.dynamo, VALID[:6])
+    plant(world.dynamo, "migrating")
 
     def a_legacy_writer_stamps_a_new_row() -> None:
         world.dynamo.put_saga("late", "p-late")  # legacy key, usable personId
 
     world.before_invoke["handlers.backfill_verify.handler"] = a_legacy_writer_stamps_a_new_row
-    execution = world.start(forward(segments=2), phase="migrating")
+    execution = world.start(forward(segments=2))
 
     assert execution["status"] == "FAILED"
     assert execution["error"] == "BackfillVerificationFailed"
     assert "RSAGA#late" in execution["cause"]
     assert "run the backfill again" in execution["cause"]
+    # the lease is released with a completion that `phase set sharded` refuses
+    state = world.record()
+    assert state.lease is None
+    assert state.last_backfill is not None
+    assert (state.last_backfill.complete, state.last_backfill.verified) == (True, False)
+    assert not check_backfill(state, BackfillDirection.FORWARD).passed
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:
@@ -344,10 +414,12 @@ def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_sum
     world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(world.dynamo)
-    os.environ["SAGA_INDEX_PHASE"] = "migrating"
+    plant(world.dynamo, "migrating")
 
     code, lines, err = run_cli(
         capsys,
+        "--table",
+        world.dynamo.table_name,
         "backfill",
         "--state-machine-arn",
         world.arn,
@@ -363,6 +435,8 @@ def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_sum
     assert code == 3, err  # complete, but the anomalies remain
     [summary] = lines
     assert summary["status"] == "SUCCEEDED"
+    assert summary["completionRecorded"] is True
+    assert summary["holder"] == summary["executionArn"]
     assert (summary["restamped"], summary["anomalies"]) == (len(VALID), len(ANOMALIES))
     assert {"direction", "dryRun", "scanned", "skipped", "wouldRestamp", "anomalyKeys"} <= set(
         summary
@@ -374,14 +448,154 @@ def test_given_the_arn_when_the_execution_fails_then_the_cli_exits_1_with_the_ca
     world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(world.dynamo, VALID[:3])
-    os.environ["SAGA_INDEX_PHASE"] = "legacy"
+    plant(world.dynamo, "migrating")
+    world.before_invoke["handlers.backfill_verify.handler"] = lambda: world.dynamo.put_saga(
+        "late", "p-late"
+    )
 
     code, lines, err = run_cli(
-        capsys, "backfill", "--state-machine-arn", world.arn, "--json", "--poll-interval", "0.05"
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--state-machine-arn",
+        world.arn,
+        "--json",
+        "--poll-interval",
+        "0.05",
     )
 
     assert code == 1
     [summary] = lines
     assert summary["status"] == "FAILED"
-    assert summary["error"] == "InvalidInputError"
+    assert summary["error"] == "BackfillVerificationFailed"
+    assert summary["completionRecorded"] is True  # recorded as not verified
     assert "run the backfill again" in err
+
+
+def test_given_the_record_disagrees_then_the_cli_refuses_before_starting_an_execution(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(world.dynamo, "migrating")
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--direction",
+        "rollback",
+        "--state-machine-arn",
+        world.arn,
+    )
+    assert code == 2
+    assert lines == []
+    assert "needs the record in phase rolling-back" in err
+    assert world.sfn.list_executions(stateMachineArn=world.arn)["executions"] == []
+
+
+# ---- the history ceiling ----------------------------------------------------------------------
+
+
+def history(world: StateMachineWorld, execution_arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+    while True:
+        page = world.sfn.get_execution_history(**kwargs)
+        events.extend(page["events"])
+        if not page.get("nextToken"):
+            return events
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def entered_states(events: list[dict[str, Any]]) -> set[str]:
+    return {
+        details["name"]
+        for e in events
+        for key, details in e.items()
+        if key == "stateEnteredEventDetails"
+    }
+
+
+def select_item(selector: dict[str, Any], state: dict[str, Any], item: Any) -> dict[str, Any]:
+    """What the Map's ItemSelector makes of one item (the paths this definition uses)."""
+    selected: dict[str, Any] = {}
+    for key, value in selector.items():
+        if not key.endswith(".$"):
+            selected[key] = value
+        elif value == "$$.Map.Item.Value":
+            selected[key[:-2]] = item
+        else:
+            found: Any = state
+            for part in value.removeprefix("$.").split("."):
+                found = found[part]
+            selected[key[:-2]] = found
+    return selected
+
+
+def test_given_a_long_segment_when_it_runs_then_the_parent_history_holds_no_worker_events(
+    world: StateMachineWorld,
+) -> None:
+    # Given one segment that takes many worker invocations
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+    execution = world.start(forward(segments=1))
+    assert execution["status"] == "SUCCEEDED", execution
+    invocations = world.invocations["handlers.backfill_worker.handler"]
+    assert invocations > 6
+    # Then the parent's history has the plan, one Map Run and the verification: the segment's
+    # loop runs in a child execution with its own history, so the parent's count does not grow
+    # with the invocations (an inline Map added 9 per invocation to it)
+    events = history(world, execution["executionArn"])
+    assert not entered_states(events) & {"RestampSegment", "SegmentDone?", "ContinueFromCursor"}
+    assert [e["type"] for e in events if e["type"].startswith("MapRun")] == [
+        "MapRunStarted",
+        "MapRunSucceeded",
+    ]
+    assert len(events) <= PARENT_HISTORY_EVENTS
+
+
+def test_each_worker_invocation_adds_at_most_9_events_to_its_segments_child_execution(
+    world: StateMachineWorld,
+) -> None:
+    # Given the Map's item processor run as what it is in AWS: an execution of its own, started
+    # with the input the ItemSelector builds from the plan step's output
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+    segments = world.definition["States"]["Segments"]
+    assert segments["ItemProcessor"]["ProcessorConfig"] == {
+        "Mode": "DISTRIBUTED",
+        "ExecutionType": "STANDARD",
+    }
+    child = {k: v for k, v in segments["ItemProcessor"].items() if k != "ProcessorConfig"}
+    child_arn = world.sfn.create_state_machine(
+        name="SegmentChild",
+        definition=json.dumps(child),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/backfill-state-machine",
+    )["stateMachineArn"]
+    [plan_function] = [
+        name for name, h in world.handlers.items() if h == "handlers.backfill_plan.handler"
+    ]
+    holder = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:parent:history-test"
+    plan, failed = world.invoke(plan_function, {"request": forward(segments=1), "holder": holder})
+    assert not failed, plan
+    item = select_item(segments["ItemSelector"], plan, plan["segments"][0])
+
+    # When the segment's loop runs to its end
+    started = world.sfn.start_execution(stateMachineArn=child_arn, input=json.dumps(item))
+    finished = world.wait(started["executionArn"])
+
+    # Then it re-stamped the segment, and its history grew by 9 events per worker invocation
+    assert finished["status"] == "SUCCEEDED", finished
+    assert json.loads(finished["output"])["restamped"] == len(VALID)
+    invocations = world.invocations["handlers.backfill_worker.handler"]
+    assert invocations > 6
+    events = history(world, started["executionArn"])
+    per_invocation = (len(events) - CHILD_FIXED_EVENTS) / invocations
+    assert per_invocation <= HISTORY_EVENTS_PER_WORKER_INVOCATION, (len(events), invocations)
+    # and so the 24 h execution timeout ends a child long before its history limit: an
+    # invocation that does not finish its segment runs until the safety margin is left
+    shortest_invocation = WORKER_TIMEOUT.to_seconds() - WORKER_SAFETY_MARGIN_SECONDS
+    most_invocations = EXECUTION_TIMEOUT.to_seconds() // shortest_invocation
+    worst_child = CHILD_FIXED_EVENTS + HISTORY_EVENTS_PER_WORKER_INVOCATION * most_invocations
+    assert (most_invocations, worst_child) == (1_440, 12_962)  # the runbook's figures
+    assert worst_child < HISTORY_EVENT_LIMIT

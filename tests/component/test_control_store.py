@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from saga_index import names
 from saga_index.control import executor, lease, record
 from saga_index.control.errors import (
     CheckResult,
@@ -253,7 +254,7 @@ class ControlContract:
         self._set(store, clock, "migrating")
         dynamo.client.delete_item(
             TableName=dynamo.table_name,
-            Key={"PK": {"S": record.CONTROL_PK}, "SK": {"S": record.history_sk(1)}},
+            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": record.history_sk(1)}},
         )
         assert [h.version for h in store.history()] == []
 
@@ -294,7 +295,7 @@ class ControlContract:
         self._set(store, clock, "sharded")
         dynamo.client.delete_item(
             TableName=dynamo.table_name,
-            Key={"PK": {"S": record.CONTROL_PK}, "SK": {"S": record.STATE_SK}},
+            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": record.STATE_SK}},
         )
 
         missing = store.read()

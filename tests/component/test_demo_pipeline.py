@@ -112,12 +112,38 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert report["parity"]["ok"] is True
     assert report["drift"]["healthy"] is True
     assert report["drift"]["legacyRows"] == 0
+    # The cutover went through the operator's commands: the early `phase set sharded` was
+    # refused by its checks, the record's history holds the two changes that were made.
+    refused = report["refusedSharded"]
+    assert refused["refused"] is True
+    assert refused["exitCode"] == 3
+    assert {check["name"] for check in refused["failed"]} == {
+        "backfill-verified",
+        "no-legacy-rows",
+        "parity",
+    }
+    history = report["phaseHistory"]
+    assert [(h["version"], h["from"], h["to"]) for h in history] == [
+        (1, "legacy", "migrating"),
+        (2, "migrating", "sharded"),
+    ]
+    assert set(history[1]["checksPassed"]) == {
+        "backfill-verified",
+        "no-legacy-rows",
+        "no-misrouted-rows",
+        "parity",
+    }
+    assert all(h["checksForced"] == [] and h["changedBy"] and h["reason"] for h in history)
+    commands = [c["command"] for c in report["control"]["commands"]]
+    assert sum(c.startswith("saga-index phase set sharded") for c in commands) == 2
+    assert report["control"]["timing"]["effectiveDelaySeconds"] <= 1.0
+    assert "REFUSED (exit 3)" in captured.err
     # The chart is a real PNG.
     assert (results / "partition-load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # stdout carries the report only; progress went to stderr.
     assert "hottest key's share of index load" in captured.out
-    assert "[1/9]" in captured.err
-    assert "[1/9]" not in captured.out
+    assert f"[1/{demo.STAGES}]" in captured.err
+    assert f"[1/{demo.STAGES}]" not in captured.out
     # Nothing left running.
     (server,) = servers
     assert _server_stopped(server)

@@ -9,12 +9,11 @@ import pytest
 from moto import mock_aws
 
 from saga_index import keys
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.local import backfill_locally
 from saga_index.backfill.messages import BackfillRequest
+from saga_index.control.state import BackfillDirection as Direction
 from saga_index.dynamo.codec import deserialize, serialize
 from saga_index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
-from saga_index.model import Phase
 from saga_index.repair import (
     PersonSource,
     RepairError,
@@ -23,6 +22,7 @@ from saga_index.repair import (
     repair_anomaly,
 )
 from tests.support.backends import Backend, make_backend
+from tests.support.backfill_contract import Clock, plant
 
 N = 16
 OPENED_AT = "2026-01-01T00:00:00.000Z"
@@ -120,22 +120,20 @@ def test_given_an_anomaly_when_repaired_with_a_given_person_then_the_sort_key_fo
 
 def test_given_a_repaired_row_when_backfilled_then_it_moves_to_its_shard(dynamo: Backend) -> None:
     # Given an anomaly the backfill left on the legacy key
+    plant(dynamo, "migrating")
+    clock = Clock()
     dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
     put_lease(dynamo, "no-person", "p-7")
     request = BackfillRequest(
         direction=Direction.FORWARD, max_writes_per_second=1000.0, dry_run=False
     )
-    first = backfill_locally(
-        dynamo.client, dynamo.table_name, request, phase=Phase.MIGRATING, shard_count=N
-    )
+    first = backfill_locally(dynamo.client, dynamo.table_name, request, holder="test", clock=clock)
     assert first.summary.anomaly_keys == [key("no-person")]
 
     # When it is repaired from the key the backfill reported, and the backfill runs again
     for anomaly in first.summary.anomaly_keys:
         repair_anomaly(dynamo.client, dynamo.table_name, anomaly, dry_run=False)
-    second = backfill_locally(
-        dynamo.client, dynamo.table_name, request, phase=Phase.MIGRATING, shard_count=N
-    )
+    second = backfill_locally(dynamo.client, dynamo.table_name, request, holder="test", clock=clock)
 
     # Then it is on its shard and nothing is left on the legacy key
     assert (second.summary.restamped, second.summary.anomalies) == (1, 0)

@@ -264,3 +264,48 @@ def test_given_no_control_record_at_all_then_the_sweeps_read_legacy_only(
     result = handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
     assert result["sagasRead"] == 1  # never migrated: legacy
     capsys.readouterr()
+
+
+# ---- the payload's clock -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scheduled",
+    [
+        "2099-01-01T00:00:00Z",
+        "2026-07-10T12:18:00Z",
+        "2026-07-10T11:44:00Z",
+        "2001-01-01T00:00:00Z",
+    ],
+)
+def test_given_a_scheduled_time_far_from_the_invocation_clock_when_the_retry_sweep_runs_then_it_refuses_and_touches_nothing(  # noqa: E501
+    world: SweepWorld, scheduled: str
+) -> None:
+    # A manual invoke with a time in 2099 would claim with lastPrepareRetryAt in 2099: no retry
+    # of that saga would ever be due again.
+    world.clock.at = datetime(2026, 7, 10, 12, 2, tzinfo=UTC)
+    world.backend.put_saga(
+        "s1", "p-1", state="PREPARE_FAILED", updatedAt=ago(timedelta(hours=1), world.clock.at)
+    )
+    before = world.backend.scan_all()
+
+    with pytest.raises(ValidationError, match=r"scheduledTime[\s\S]*15 minutes"):
+        handlers.retry_failed_prepare(
+            {"job": "retry-failed-prepare", "scheduledTime": scheduled}, CTX
+        )
+
+    assert world.backend.scan_all() == before
+    assert world.drain() == []
+
+
+@pytest.mark.parametrize("scheduled", ["2026-07-10T12:17:00Z", "2026-07-10T11:47:00Z"])
+def test_given_a_scheduled_time_within_fifteen_minutes_of_the_invocation_clock_then_the_sweep_runs(
+    world: SweepWorld, scheduled: str
+) -> None:
+    world.clock.at = datetime(2026, 7, 10, 12, 2, tzinfo=UTC)
+
+    result = handlers.workflow_health_sweep(
+        {"job": "workflow-health-sweep", "scheduledTime": scheduled}, CTX
+    )
+
+    assert result["now"] == scheduled.replace(":00Z", ":00.000Z")

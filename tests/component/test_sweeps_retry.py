@@ -264,3 +264,176 @@ def test_given_the_bus_rejects_the_event_when_swept_then_the_invocation_fails_an
     assert result["findings"][RETRY] == 1
     assert [e["detail"]["attempt"] for e in world.events_of(RETRY)] == [2]
     assert world.saga("s1")["prepareAttempts"] == 2
+
+
+# ---- the claim protocol: a token per run, publishedAt after PutEvents, an outbox ---------------
+
+
+class ProcessKilled(Exception):
+    """The process dies (timeout, out of memory): nothing after this point runs."""
+
+
+def _die_at_put_events(client: Any) -> None:
+    def hook(**_: Any) -> None:
+        raise ProcessKilled("killed between the claim and PutEvents")
+
+    client.meta.events.register("before-call.events.PutEvents", hook)
+
+
+def _lose_the_first_update_answer(client: Any) -> list[bool]:
+    """The first UpdateItem is applied by the server, but its answer is treated as lost: botocore
+    sends the same write again (as it does after a timeout or a connection reset)."""
+    lost: list[bool] = []
+
+    def hook(**_: Any) -> int | None:
+        if lost:
+            return None  # the standard retry handler decides from here on
+        lost.append(True)
+        return 0  # retry now
+
+    client.meta.events.register("needs-retry.dynamodb.UpdateItem", hook)
+    return lost
+
+
+def _ignore_return_values_on_condition_check_failure(client: Any) -> None:
+    """A server that ignores ReturnValuesOnConditionCheckFailure (dynalite): no Item on the
+    ConditionalCheckFailedException."""
+
+    def hook(parsed: dict[str, Any], **_: Any) -> None:
+        parsed.pop("Item", None)
+
+    client.meta.events.register("after-call.dynamodb.UpdateItem", hook)
+
+
+def _count_calls(client: Any, operation: str) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+    client.meta.events.register(
+        f"provide-client-params.dynamodb.{operation}",
+        lambda params, **_: calls.append(dict(params)),
+    )
+    return calls
+
+
+def _crash_at_publish(world: SweepWorld, at: datetime) -> None:
+    dying_events = make_events_client(region="us-east-1")
+    _die_at_put_events(dying_events)
+    runtime.clients.use(dynamodb=world.backend.client, events=dying_events)
+    with pytest.raises(ProcessKilled):
+        sweep(at)
+    runtime.clients.use(dynamodb=world.backend.client, events=world.events_client)
+
+
+def test_given_the_process_dies_between_claim_and_publish_then_a_run_after_the_timeout_republishes_it_once(  # noqa: E501
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1")
+    _crash_at_publish(world, T0)
+    claimed = world.saga("s1")
+    assert claimed["prepareAttempts"] == 1
+    assert claimed["prepareClaimToken"]
+    assert "prepareClaimPublishedAt" not in claimed
+
+    # Lambda's async retry of the same firing, 2 min on: inside the timeout (the claiming run
+    # could still be alive), so nothing is re-published, and nothing is claimed again.
+    world.clock.late = timedelta(minutes=2)
+    early = sweep(T0, attempt=2)
+    assert (early["republished"], early["findings"][RETRY]) == (0, 0)
+    assert world.events_of(RETRY) == []
+
+    world.clock.late = timedelta(seconds=1)
+    retried_at: list[int] = []
+    republished_at: list[int] = []
+    for minutes in range(10, 60, 10):
+        result = sweep(T0 + timedelta(minutes=minutes))
+        retried_at += [minutes] * result["findings"][RETRY]
+        republished_at += [minutes] * result["republished"]
+
+    assert republished_at == [10]  # the first firing past the timeout, and only that one
+    assert retried_at == [30]  # the backoff still counts from the lost run's claim
+    events = world.events_of(RETRY)
+    assert [(e["detail"]["sagaId"], e["detail"]["attempt"]) for e in events] == [
+        ("s1", 1),
+        ("s1", 2),
+    ]
+    # Re-published as claimed: the same detail, so (sagaId, attempt) is the consumers' key.
+    assert events[0]["detail"]["scheduledTime"] == iso(T0)
+    saga = world.saga("s1")
+    assert saga["prepareAttempts"] == 2
+    assert "prepareClaimPublishedAt" in saga
+
+
+def test_given_a_saga_at_its_last_attempt_when_the_process_dies_before_publishing_then_the_exhaustion_is_still_published_once(  # noqa: E501
+    world: SweepWorld,
+) -> None:
+    failed_prepare(world, "s1", prepareAttempts=3, lastPrepareRetryAt=iso(T0 - timedelta(hours=2)))
+    _crash_at_publish(world, T0)
+    assert "prepareRetriesExhaustedAt" in world.saga("s1")
+
+    results = [sweep(T0 + timedelta(minutes=m)) for m in (10, 20, 30)]
+
+    assert [r["republished"] for r in results] == [1, 0, 0]
+    (exhausted,) = world.events_of(EXHAUSTED)
+    assert exhausted["detail"]["sagaId"] == "s1"
+    assert exhausted["detail"]["prepareAttempts"] == 3
+    assert world.events_of(RETRY) == []
+
+
+@pytest.mark.parametrize("server", ["returns the old item", "ignores ReturnValuesOnCCF"])
+def test_given_the_claims_answer_is_lost_when_botocore_resends_it_then_the_claim_counts_as_ours(
+    world: SweepWorld, server: str
+) -> None:
+    failed_prepare(world, "s1")
+    lost = _lose_the_first_update_answer(world.backend.client)
+    if server == "ignores ReturnValuesOnCCF":
+        _ignore_return_values_on_condition_check_failure(world.backend.client)
+    get_items = _count_calls(world.backend.client, "GetItem")
+
+    result = sweep(T0)
+
+    assert lost == [True]
+    assert result["skipped"] == 0
+    assert result["findings"][RETRY] == 1
+    (event,) = world.events_of(RETRY)
+    assert (event["detail"]["sagaId"], event["detail"]["attempt"]) == ("s1", 1)
+    saga = world.saga("s1")
+    assert saga["prepareAttempts"] == 1  # claimed once, not twice
+    assert "prepareClaimPublishedAt" in saga
+    # The old item came with the failure, or from one consistent read when it did not.
+    reads = [c for c in get_items if c.get("Key") == {"PK": {"S": "RSAGA#s1"}, "SK": {"S": "META"}}]
+    assert len(reads) == (0 if server == "returns the old item" else 1)
+    assert all(c.get("ConsistentRead") is True for c in reads)
+
+
+@pytest.mark.parametrize("server", ["returns the old item", "ignores ReturnValuesOnCCF"])
+def test_given_another_runs_claim_between_our_read_and_claim_then_ours_is_skipped(
+    world: SweepWorld, server: str
+) -> None:
+    failed_prepare(world, "s1")
+    other_client = world.backend.new_client()
+    others: list[runner.SweepReport] = []
+    if server == "ignores ReturnValuesOnCCF":
+        _ignore_return_values_on_condition_check_failure(world.backend.client)
+
+    def foreign_claim() -> None:
+        others.append(
+            runner.run_retry_failed_prepare(
+                SagaRepository(
+                    other_client, world.backend.table_name, phase=Phase.MIGRATING, shard_count=16
+                ),
+                RetryClaims(other_client, world.backend.table_name),
+                EventPublisher(world.events_client, world.env["EVENT_BUS_NAME"]),
+                now=T0,
+                token="the-other-run",
+            )
+        )
+
+    once_before_update(world.backend.client, foreign_claim)
+
+    result = sweep(T0)
+
+    assert others[0].findings[RETRY] == 1
+    assert (result["skipped"], result["findings"][RETRY]) == (1, 0)
+    assert len(world.events_of(RETRY)) == 1
+    saga = world.saga("s1")
+    assert saga["prepareClaimToken"] == "the-other-run"
+    assert saga["prepareAttempts"] == 1

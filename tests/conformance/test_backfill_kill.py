@@ -3,7 +3,11 @@ SIGKILL mid-run, or stopped with SIGTERM, then run again.
 
 A killed process gets no chance to clean up, so these prove the property the design rests on:
 every write is a single conditional UpdateItem of GSI4PK, so there is never a half-done row,
-and a re-run only finds the rows that are still on the legacy key.
+and a re-run only finds the rows that are still on the legacy key. The killed run also keeps
+its lease in the control record: a re-run is refused (exit 1, naming the dead holder) until the
+lease expires, then it takes the lease over and converges. The re-run after expiry is the CLI
+in-process with an injected clock: no test waits for the TTL. A run stopped with SIGTERM
+releases its lease, so the next run need not wait.
 """
 
 from __future__ import annotations
@@ -21,12 +25,19 @@ import pytest
 
 from devkit.dynalite import local_client_env
 from saga_index import keys
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import utc_now
 from saga_index.dynamo.codec import deserialize
+from saga_index_cli.context import CliHooks
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
+    Clock,
     N,
     assert_every_valid_saga_on_its_shard,
+    is_control_row,
+    plant,
     seed,
     without_gsi4pk,
 )
@@ -42,6 +53,7 @@ SLOW = "40"  # writes/s: 120 rows take about 3 s, long enough to interrupt mid-r
 def dynamo(synthesized_template: dict[str, Any], dynalite_endpoint: str) -> Backend:
     backend = make_backend("kill", synthesized_template, endpoint_url=dynalite_endpoint)
     seed(backend, ROWS)
+    plant(backend, "migrating")
     return backend
 
 
@@ -55,10 +67,6 @@ def cli_process(dynamo: Backend, rate: str) -> subprocess.Popen[str]:
         "saga_index_cli",
         "--table",
         dynamo.table_name,
-        "--shards",
-        str(N),
-        "--phase",
-        "migrating",
         "backfill",
         "--segments",
         "2",
@@ -100,6 +108,8 @@ def wait_until_moved(dynamo: Backend, process: subprocess.Popen[str], at_least: 
 
 def assert_no_row_half_written(dynamo: Backend, before: dict[str, dict[str, Any]]) -> None:
     for raw in dynamo.scan_all():
+        if is_control_row(raw):
+            continue
         assert without_gsi4pk(raw) == without_gsi4pk(before[raw["PK"]["S"]])
         item = deserialize(raw)
         if item["entityType"] == keys.ENTITY_TYPE and item["GSI4PK"] != keys.LEGACY_GSI4PK:
@@ -113,11 +123,31 @@ def finish(dynamo: Backend) -> dict[str, Any]:
     summary: dict[str, Any] = json.loads(out)
     assert summary["anomalies"] == len(ANOMALIES)
     assert summary["verification"]["ok"] is True
+    assert summary["completionRecorded"] is True
     return summary
 
 
+def finish_in_process(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], clock: Clock
+) -> tuple[int, str, str]:
+    """The same command in this process, with the wall clock injected (a later time)."""
+    assert dynamo.endpoint_url is not None
+    argv = ["--table", dynamo.table_name, "--endpoint-url", dynamo.endpoint_url]
+    argv += ["--region", "us-east-1", "backfill", "--segments", "2", "--json"]
+    argv += ["--max-writes-per-second", "1000"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(argv, hooks=CliHooks(clock=clock))
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def lease_of(dynamo: Backend) -> Any:
+    return ControlStore(dynamo.client, dynamo.table_name).read().lease
+
+
 def test_given_a_run_killed_with_sigkill_mid_way_when_run_again_then_it_converges(
-    dynamo: Backend,
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a backfill process re-stamping at 40 writes/s
     before = {raw["PK"]["S"]: raw for raw in dynamo.scan_all()}
@@ -131,10 +161,30 @@ def test_given_a_run_killed_with_sigkill_mid_way_when_run_again_then_it_converge
     done = moved(dynamo)
     assert 20 <= done < len(ROWS)
     assert_no_row_half_written(dynamo, before)
-    # When it runs again
-    summary = finish(dynamo)
-    # Then it re-stamps exactly the rest, and every row is on its shard
+    # and its lease is still in the record: it died holding it
+    dead = lease_of(dynamo)
+    assert dead is not None
+    assert dead.holder.endswith(f"/{process.pid}")
+    # When it runs again at once, the dead run's lease is still live: refused, naming it
+    clock = Clock(utc_now())
+    code, out, err = finish_in_process(dynamo, capsys, clock)
+    assert code == 1
+    assert out == ""
+    assert f"/{process.pid}'" in err
+    assert "live until" in err
+    assert moved(dynamo) == done
+    # When it runs again once that lease expired (the clock, not a wait)
+    clock.now = dead.expires_at
+    code, out, err = finish_in_process(dynamo, capsys, clock)
+    # Then it takes the lease over, re-stamps exactly the rest, and records its completion
+    assert code == 3, err  # complete; the planted anomalies remain
+    summary = json.loads(out)
+    assert summary["completionRecorded"] is True
     assert summary["restamped"] == len(ROWS) - done
+    recorded = ControlStore(dynamo.client, dynamo.table_name).read()
+    assert recorded.lease is None
+    assert recorded.last_backfill is not None
+    assert (recorded.last_backfill.complete, recorded.last_backfill.verified) == (True, True)
     assert moved(dynamo) == len(ROWS)
     assert_every_valid_saga_on_its_shard(dynamo)
     assert_no_row_half_written(dynamo, before)
@@ -158,6 +208,9 @@ def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_
     # what it says it did is what the table shows: the in-flight writes finished
     assert summary["restamped"] == moved(dynamo) < len(ROWS)
     assert_no_row_half_written(dynamo, before)
+    # it released its lease (recording that it did not complete): the next run need not wait
+    assert summary["completionRecorded"] is True
+    assert lease_of(dynamo) is None
     second = finish(dynamo)
     assert summary["restamped"] + second["restamped"] == len(ROWS)
     assert_every_valid_saga_on_its_shard(dynamo)

@@ -42,8 +42,9 @@ GUARD_ALARMS: dict[str, tuple[int, int, int]] = {
 }
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
-# 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs.
-ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5
+# 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
+# 5 failed-invocation queues and 3 backfill execution outcomes (issue 12).
+ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"

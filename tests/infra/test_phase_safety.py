@@ -26,7 +26,13 @@ from infra.stack import build_app
 from saga_index.control.layout import LEGACY, Layout
 from saga_index.control.state import ControlState, Transition
 from saga_index.control.store import ControlStore
-from saga_index.names import CONTROL_PK, ENV_PHASE, ENV_SHARDS, INDEX_NAME, PHASE_NAMES
+from saga_index.names import (
+    CONTROL_PK,
+    INDEX_NAME,
+    PHASE_NAMES,
+    RETIRED_ENV_PHASE,
+    RETIRED_ENV_SHARDS,
+)
 from tests.infra.conftest import OWNED_TABLE, Synthesised, _synthesise
 from tests.infra.template_tools import as_list, render, resources
 
@@ -61,11 +67,11 @@ SHARDED_32 = _transition(2, Layout.sharded(32), None, LEGACY)
 RECORDS: dict[str, tuple[ControlState | None, dict[str, str]]] = {
     "migrating to 16 shards": (
         ControlState(transition=MIGRATING_16),
-        {ENV_PHASE: "migrating", ENV_SHARDS: "16"},
+        {RETIRED_ENV_PHASE: "migrating", RETIRED_ENV_SHARDS: "16"},
     ),
     "sharded with 32 shards": (
         ControlState(transition=SHARDED_32, backfill_paused=True),
-        {ENV_PHASE: "sharded", ENV_SHARDS: "32"},
+        {RETIRED_ENV_PHASE: "sharded", RETIRED_ENV_SHARDS: "32"},
     ),
 }
 
@@ -134,8 +140,8 @@ def test_given_either_mode_then_no_function_is_told_a_phase_or_a_shard_count(
     assert functions
     for logical_id, function in functions.items():
         variables = function["Properties"]["Environment"]["Variables"]
-        assert ENV_PHASE not in variables, logical_id
-        assert ENV_SHARDS not in variables, logical_id
+        assert RETIRED_ENV_PHASE not in variables, logical_id
+        assert RETIRED_ENV_SHARDS not in variables, logical_id
         words = {word for name in variables for word in name.split("_")}
         assert not {"PHASE", "SHARD", "SHARDS"} & words, logical_id
         assert not set(PHASE_NAMES) & {str(value) for value in variables.values()}, logical_id

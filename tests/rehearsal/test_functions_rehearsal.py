@@ -12,6 +12,7 @@ import pytest
 
 from devkit import layer
 from saga_index import keys
+from saga_index.names import CONTROL_PK
 from tests.support.rehearsal.process import DEV_ONLY_MODULES, Invocation
 from tests.support.rehearsal.scenario import BACKFILL_HANDLERS, Rehearsal
 from tests.support.rehearsal.stack import Synth
@@ -34,7 +35,7 @@ def test_given_the_synthesised_stack_when_rehearsed_then_every_function_was_invo
     assert set(rehearsal.invocations) == set(_function_ids(synth))
     for logical_id, invocations in rehearsal.invocations.items():
         assert invocations, logical_id
-        assert all(i.ok for i in invocations), logical_id
+        assert all(i.ok for i in invocations if i is not rehearsal.stale_worker), logical_id
 
 
 def test_given_each_function_then_its_handler_resolves_to_a_file_inside_its_own_asset(
@@ -164,6 +165,47 @@ def test_given_the_state_machine_inputs_when_the_backfill_runs_then_every_legacy
     assert verify.metric("UnexpectedSourceKeyRows") == [0.0]
     assert after_late_write.result["verification"]["ok"] is False
     assert after_late_write.metric("UnexpectedSourceKeyRows") == [1.0]
+
+
+def test_given_the_backfill_when_it_ran_then_it_held_the_lease_and_recorded_its_completion(
+    rehearsal: Rehearsal,
+) -> None:
+    (plan,) = _only(rehearsal, BACKFILL_HANDLERS["plan"])
+    run = plan.result["run"]
+    assert run["holder"] == rehearsal.backfill_holder
+    assert (run["source"], run["target"]) == (
+        {"kind": "legacy", "shardCount": None},
+        {"kind": "sharded", "shardCount": rehearsal.shard_count},
+    )
+    state = rehearsal.control_after
+    assert state is not None
+    assert state.lease is None  # released by the verifier
+    completion = state.last_backfill
+    assert completion is not None
+    assert (completion.holder, completion.lease_token) == (
+        rehearsal.backfill_holder,
+        run["leaseToken"],
+    )
+    assert (completion.complete, completion.verified, completion.restamped) == (True, True, 15)
+    # The verifier invoked again after the late write found the lease already released with
+    # this run's completion: it reports, and records nothing over it.
+    assert completion.state_version == state.version == run["stateVersion"]
+
+
+def test_given_a_released_lease_when_a_worker_of_the_run_is_invoked_then_it_writes_nothing(
+    rehearsal: Rehearsal,
+) -> None:
+    stale = rehearsal.stale_worker
+    assert stale is not None
+    assert not stale.ok
+    assert stale.error is not None
+    assert stale.error.startswith("LeaseLostError: ")
+    assert "released" in stale.error
+    # Its only calls: the heartbeat the condition refused, and the read that said why.
+    assert [(c["operation"], c["leadingKeys"]) for c in stale.calls] == [
+        ("UpdateItem", [CONTROL_PK]),
+        ("GetItem", [CONTROL_PK]),
+    ]
 
 
 def test_given_active_tracing_then_every_function_sends_xray_segments_without_a_daemon(

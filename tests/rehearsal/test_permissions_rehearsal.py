@@ -36,6 +36,13 @@ JUSTIFIED_FOR: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         "missing; a backfill then refuses to run, so the rehearsal (which restores the record "
         "before the backfill) exercises it through the drift guard and the sweeps instead",
     ),
+    ("dynamodb:PutItem", "table"): (
+        frozenset({BACKFILL_HANDLERS["worker"]}),
+        "PutItem on the control partition writes the record's event items (lease acquired, "
+        "released), which the plan and verify steps exercise; the three backfill functions share "
+        "one control-write grant (issue 11, decision 4) and the worker's own lease calls are "
+        "UpdateItems (its heartbeats)",
+    ),
 }
 # Managed policies a function role may carry, and why.
 JUSTIFIED_MANAGED = {

@@ -7,22 +7,28 @@ from __future__ import annotations
 
 import random
 import threading
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from saga_index import keys, names
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.local import LocalRun, run_backfill
-from saga_index.backfill.messages import BackfillRequest, BackfillSummary
+from saga_index.backfill.messages import BackfillRequest, BackfillSummary, RunTicket
+from saga_index.backfill.move import Move
 from saga_index.backfill.pacing import TokenBucket
 from saga_index.backfill.readback import finish_backfill
 from saga_index.backfill.restamp import SegmentThrottledError, run_segment
+from saga_index.control.layout import Layout, layouts_for_phase
+from saga_index.control.state import BackfillDirection, ControlState
 from saga_index.dynamo.client import attach_throttle_observer
 from saga_index.dynamo.codec import deserialize
+from saga_index.names import CONTROL_PK
 from saga_index.writer import SagaWriter
+from saga_index_cli.backfill import EXIT_CLEAN, exit_code
 from tests.support.backends import Backend
+from tests.support.control_seed import CHANGED_AT, seed_state
 from tests.support.faults import ThrottleInjector
 
 N = 16
@@ -69,11 +75,17 @@ def request(
     direction: str = "forward", *, dry_run: bool = False, segments: int = 4, rate: float = FAST
 ) -> BackfillRequest:
     return BackfillRequest(
-        direction=Direction(direction),
+        direction=BackfillDirection(direction),
         total_segments=segments,
         max_writes_per_second=rate,
         dry_run=dry_run,
     )
+
+
+def ticket(direction: str = "forward") -> RunTicket:
+    """The run of these tests: legacy <-> sharded(N), outside any control record (the lease
+    and the record are tested in tests/component/test_backfill_lease.py)."""
+    return RunTicket.unleased(Move.between_legacy_and(direction, N), holder="contract")
 
 
 def backfill(
@@ -87,9 +99,15 @@ def backfill(
 ) -> tuple[LocalRun, BackfillSummary]:
     client = client or dynamo.client
     req = request(direction, dry_run=dry_run, segments=segments)
-    run = run_backfill(client, dynamo.table_name, req, shard_count=N, stop=stop)
+    run_ticket = ticket(direction)
+    run = run_backfill(client, dynamo.table_name, req, run=run_ticket, stop=stop)
     summary = finish_backfill(
-        client, dynamo.table_name, req, run.results, index_name=names.INDEX_NAME, shard_count=N
+        client,
+        dynamo.table_name,
+        req,
+        run.results,
+        index_name=names.INDEX_NAME,
+        move=run_ticket.move(),
     )
     return run, summary
 
@@ -344,7 +362,7 @@ class BackfillContract:
         thread = threading.Thread(target=write_while_the_backfill_runs)
         slow = request("forward", segments=2, rate=200)
         thread.start()
-        run = run_backfill(dynamo.client, dynamo.table_name, slow, shard_count=N)
+        run = run_backfill(dynamo.client, dynamo.table_name, slow, run=ticket())
         thread.join(timeout=30)
         assert done.is_set()
         assert run.complete
@@ -382,7 +400,7 @@ class BackfillContract:
         )
         counter = attach_throttle_observer(client)
         bucket = TokenBucket(FAST)
-        segment = request(segments=1).segment_requests(N)[0]
+        segment = request(segments=1).segment_requests(ticket())[0]
 
         result = run_segment(client, dynamo.table_name, segment, throttles=counter, bucket=bucket)
 
@@ -403,7 +421,7 @@ class BackfillContract:
         seed(dynamo, VALID[:6])
         throttled = dynamo.new_client(max_attempts=2)
         ThrottleInjector(throttled, "UpdateItem", times=None)
-        segment = request(segments=1).segment_requests(N)[0]
+        segment = request(segments=1).segment_requests(ticket())[0]
         with pytest.raises(SegmentThrottledError, match="nothing was lost"):
             run_segment(throttled, dynamo.table_name, segment)
         moved = [s for s in sagas(dynamo).values() if s["GSI4PK"] != keys.LEGACY_GSI4PK]
@@ -430,7 +448,7 @@ class BackfillContract:
         totals = [0, 0]
         invocations = 0
         for number in range(2):
-            segment = request(segments=2).segment_requests(N)[number]
+            segment = request(segments=2).segment_requests(ticket())[number]
             while True:
                 clock["remaining"] = 62.0  # 60 s margin: two checks per invocation
                 result = run_segment(
@@ -442,7 +460,8 @@ class BackfillContract:
                     page_size=5,
                 )
                 invocations += 1
-                if result.cursor is None:
+                if result.done:
+                    assert result.cursor is None
                     break
                 segment = segment.model_copy(update={"cursor": result.cursor, "totals": result})
             totals[0] += result.restamped
@@ -492,3 +511,108 @@ class BackfillContract:
         assert summary.restamped == 2
         assert summary.verified
         assert {s["GSI4PK"] for s in sagas(dynamo).values()} == {keys.LEGACY_GSI4PK}
+
+    def test_a_rollback_moves_back_and_reports_rows_whose_person_went_bad_on_a_shard(
+        self, dynamo: Backend
+    ) -> None:
+        # Given a forward pass, after which two moved rows' personId or GSI4SK went bad
+        seed(dynamo)
+        backfill(dynamo, "forward")
+        gone_bad = {"s00": "REMOVE personId", "s01": "SET GSI4SK = :foreign"}
+        for saga_id, update in gone_bad.items():
+            extra: dict[str, Any] = {}
+            if ":foreign" in update:
+                extra["ExpressionAttributeValues"] = {
+                    ":foreign": {"S": "someone-else#2026-01-01T00:00:00.000Z"}
+                }
+            dynamo.client.update_item(
+                TableName=dynamo.table_name,
+                Key={"PK": {"S": f"RSAGA#{saga_id}"}, "SK": {"S": "META"}},
+                UpdateExpression=update,
+                **extra,
+            )
+        # When the rollback runs
+        run, rollback = backfill(dynamo, "rollback")
+        # Then every saga row is back on the legacy key (legacy needs no personId), the two are
+        # counted as moved and listed with their reason, and none is left behind
+        assert run.complete
+        assert rollback.verified, rollback.verification
+        assert rollback.restamped == len(VALID)
+        assert rollback.anomalies == 0
+        assert sorted(k["PK"] for k in rollback.anomaly_keys) == ["RSAGA#s00", "RSAGA#s01"]
+        assert all(k["SK"] == "META" and k["reason"] for k in rollback.anomaly_keys)
+        assert not rollback.anomalies_remain
+        assert exit_code(rollback, failed=False) == EXIT_CLEAN
+        assert {s["GSI4PK"] for s in sagas(dynamo).values()} == {keys.LEGACY_GSI4PK}
+        # And a rerun finds nothing left on a shard and exits 0
+        _, again = backfill(dynamo, "rollback")
+        assert (again.restamped, again.skipped, again.anomalies) == (0, 0, 0)
+        assert exit_code(again, failed=False) == EXIT_CLEAN
+
+    # ---- the same machinery between two sharded layouts (issue 13) -------------------------------
+
+    def test_a_split_moves_only_the_rows_whose_key_differs_in_the_target_layout(
+        self, dynamo: Backend
+    ) -> None:
+        # Given rows on their shard of 4, and a move sharded(4) -> sharded(8)
+        for n in range(24):
+            dynamo.put_saga(f"r{n:02}", f"person-{n}", gsi4pk="shard", shard_count=4)
+        split = Move(BackfillDirection.FORWARD, Layout.sharded(4), Layout.sharded(8))
+        differ = [
+            n
+            for n in range(24)
+            if keys.shard_gsi4pk_for_person(f"person-{n}", 4)
+            != keys.shard_gsi4pk_for_person(f"person-{n}", 8)
+        ]
+        assert 0 < len(differ) < 24
+        req = request(segments=2)
+        run_ticket = RunTicket.unleased(split, holder="contract")
+        # When it runs
+        run = run_backfill(dynamo.client, dynamo.table_name, req, run=run_ticket)
+        summary = finish_backfill(
+            dynamo.client,
+            dynamo.table_name,
+            req,
+            run.results,
+            index_name=names.INDEX_NAME,
+            move=split,
+        )
+        # Then exactly those moved, every row is on its shard of 8, and the read-back agrees
+        assert summary.restamped == len(differ)
+        assert summary.verified, summary.verification
+        for item in sagas(dynamo).values():
+            assert item["GSI4PK"] == keys.shard_gsi4pk_for_person(item["personId"], 8)
+
+
+# ---- the control record around a run (tests of the lease, the CLI and the handlers) -----------
+
+# The planted record's effectiveAt is CHANGED_AT + 75 s: runs in these tests start later.
+AFTER_EFFECTIVE = CHANGED_AT + timedelta(minutes=5)
+
+
+class Clock:
+    """An injected wall clock: no test waits for effectiveAt or a lease's TTL."""
+
+    def __init__(self, now: datetime = AFTER_EFFECTIVE) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def plant(dynamo: Backend, phase: str = "migrating", *, version: int = 1) -> ControlState:
+    """The record in `phase` (N = 16 where it names one), as `phase set` would leave it."""
+    current, moving_to = layouts_for_phase(phase, N)
+    return seed_state(dynamo.client, dynamo.table_name, current, moving_to, version=version)
+
+
+def is_control_row(raw: dict[str, Any]) -> bool:
+    return raw["PK"]["S"] == CONTROL_PK
+
+
+def data_rows(dynamo: Backend) -> list[dict[str, Any]]:
+    """Every row but the control record's items (a run changes those: lease, completion)."""
+    return [raw for raw in dynamo.scan_all() if not is_control_row(raw)]

@@ -1,4 +1,5 @@
-"""The backfill's contracts without a table: inputs, plan, phases, summary, exit codes."""
+"""The backfill's contracts without a table: inputs, plan, the move the record names, summary,
+exit codes."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 from pydantic import ValidationError
 
 from saga_index import keys
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.messages import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
-    MAX_CONCURRENT_SEGMENTS,
     BackfillRequest,
+    LayoutSpec,
+    RunTicket,
     SegmentCounts,
     SegmentRequest,
     SegmentResult,
@@ -22,19 +23,35 @@ from saga_index.backfill.messages import (
     plan_segments,
     summarise,
 )
-from saga_index.errors import InvalidInputError
-from saga_index.model import Phase
+from saga_index.backfill.move import Move
+from saga_index.control.errors import ControlRecordMissingError, LeaseDirectionError
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.state import BackfillDirection, ControlState, RecordCondition
+from saga_index.names import MAX_CONCURRENT_SEGMENTS
 from saga_index_cli.backfill import exit_code
+from tests.support.control_seed import transition
+
+Direction = BackfillDirection
+FORWARD_16 = Move.between_legacy_and(Direction.FORWARD, 16)
+
+
+def ticket(move: Move = FORWARD_16, token: str | None = "token-1") -> RunTicket:  # noqa: S107
+    return RunTicket.of(
+        move,
+        state_version=3,
+        holder="alice@host/42",
+        lease_token=token,
+        started_at="2026-03-01T09:01:15.000Z",
+    )
 
 
 def segment(**fields: Any) -> SegmentRequest:
     base: dict[str, Any] = {
-        "direction": "forward",
+        "run": ticket().to_json(),
         "segment": 0,
         "totalSegments": 4,
         "maxWritesPerSecond": 12.5,
         "dryRun": False,
-        "shardCount": 16,
     }
     return SegmentRequest.model_validate({**base, **fields})
 
@@ -42,8 +59,8 @@ def segment(**fields: Any) -> SegmentRequest:
 def test_a_valid_segment_input_parses_from_camel_case_json() -> None:
     cursor = {"PK": {"S": "RSAGA#x"}, "SK": {"S": "META"}}
     parsed = segment(segment=3, cursor=cursor, dryRun=True)
-    assert (parsed.direction, parsed.segment, parsed.cursor, parsed.dry_run) == (
-        Direction.FORWARD,
+    assert (parsed.move, parsed.segment, parsed.cursor, parsed.dry_run) == (
+        FORWARD_16,
         3,
         cursor,
         True,
@@ -55,22 +72,14 @@ def test_a_valid_segment_input_parses_from_camel_case_json() -> None:
 def test_every_violation_of_a_segment_input_is_named_at_once() -> None:
     with pytest.raises(ValidationError) as caught:
         segment(
-            direction="up",
+            run={**ticket().to_json(), "direction": "up"},
             totalSegments=0,
             maxWritesPerSecond=0,
             dryRun=1,
-            shardCount=3,
             cursor="next",
         )
     fields = {str(error["loc"][0]) for error in caught.value.errors()}
-    assert fields == {
-        "direction",
-        "totalSegments",
-        "maxWritesPerSecond",
-        "dryRun",
-        "shardCount",
-        "cursor",
-    }
+    assert fields == {"run", "totalSegments", "maxWritesPerSecond", "dryRun", "cursor"}
 
 
 @pytest.mark.parametrize(
@@ -81,7 +90,12 @@ def test_every_violation_of_a_segment_input_is_named_at_once() -> None:
         ({"maxWritesPerSecond": 1000.5}, "less than or equal to 1000"),
         ({"maxWritesPerSecond": True}, "maxWritesPerSecond"),
         ({"segment": 1.0}, "segment"),
-        ({"shardCount": 2048}, "power of two from 1 to 1024"),
+        (
+            {"run": {**ticket().to_json(), "target": {"kind": "sharded", "shardCount": 2048}}},
+            "power of two from 1 to 1024",
+        ),
+        ({"run": {**ticket().to_json(), "source": {"kind": "circular"}}}, "run.source.kind"),
+        ({"run": ticket(token=None).to_json()}, "a run that writes needs run.leaseToken"),
         ({"cursor": {"PK": {"S": "a"}}}, "got attributes ['PK']"),
         ({"cursor": {"PK": {"S": ""}, "SK": {"S": "META"}}}, "cursor.PK"),
         ({"unknown": 1}, "Extra inputs are not permitted"),
@@ -113,7 +127,7 @@ def test_each_segment_gets_its_share_of_the_total_cap_among_those_running_at_onc
         max_writes_per_second=total,
         dry_run=False,
     )
-    requests = request.segment_requests(shard_count=16)
+    requests = request.segment_requests(ticket())
     assert [r.segment for r in requests] == list(range(segments))
     assert {r.max_writes_per_second for r in requests} == {share}
     # never more than the total in flight at once
@@ -124,7 +138,7 @@ def test_each_segment_gets_its_share_of_the_total_cap_among_those_running_at_onc
 def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
     # Given segments whose results each carry their full share of anomaly keys
     request = BackfillRequest(direction=Direction.FORWARD, total_segments=segments, dry_run=False)
-    plan = plan_segments(request, shard_count=16, phase=Phase.MIGRATING)
+    plan = plan_segments(request, ticket())
     limit = plan.template["anomalyKeyLimit"]
     assert limit * segments <= ANOMALY_KEY_BUDGET
     assert limit == min(MAX_ANOMALY_KEYS, ANOMALY_KEY_BUDGET // segments)
@@ -151,44 +165,107 @@ def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
 
 def test_a_local_run_keeps_up_to_100_keys_per_segment() -> None:
     request = BackfillRequest(direction=Direction.FORWARD, total_segments=1000, dry_run=False)
-    assert {r.anomaly_key_limit for r in request.segment_requests(16)} == {MAX_ANOMALY_KEYS}
+    assert {r.anomaly_key_limit for r in request.segment_requests(ticket())} == {MAX_ANOMALY_KEYS}
+
+
+def test_a_dry_run_segment_needs_no_lease_and_the_plan_carries_the_ticket_once() -> None:
+    dry = segment(run=ticket(token=None).to_json(), dryRun=True)
+    assert dry.run.lease_token is None
+    request = BackfillRequest(direction=Direction.FORWARD, total_segments=3, dry_run=False)
+    plan = plan_segments(request, ticket()).to_json()
+    assert plan["run"] == ticket().to_json()
+    assert "run" not in plan["template"]
+    assert plan["run"]["source"] == {"kind": "legacy", "shardCount": None}
+    assert plan["run"]["target"] == {"kind": "sharded", "shardCount": 16}
+
+
+def test_a_request_is_laid_out_only_for_a_ticket_of_its_own_direction() -> None:
+    request = BackfillRequest(direction=Direction.ROLLBACK, dry_run=True)
+    with pytest.raises(Exception, match="the run's ticket is forward"):
+        request.segment_requests(ticket())
+
+
+def test_a_layout_in_a_payload_round_trips() -> None:
+    for layout in (LEGACY, Layout.sharded(1), Layout.sharded(1024)):
+        assert LayoutSpec.model_validate(LayoutSpec.of(layout).to_json()).layout() == layout
+    with pytest.raises(ValidationError, match="legacy layout has no shard count"):
+        LayoutSpec.model_validate({"kind": "legacy", "shardCount": 4})
+
+
+def state(current: Layout, moving_to: Layout | None = None, **kwargs: Any) -> ControlState:
+    return ControlState(transition=transition(current, moving_to), **kwargs)
+
+
+SHARDED_16 = Layout.sharded(16)
 
 
 @pytest.mark.parametrize(
-    ("direction", "allowed"),
+    ("record", "direction", "source", "target"),
     [
-        (Direction.FORWARD, {Phase.MIGRATING, Phase.SHARDED}),
-        (Direction.ROLLBACK, {Phase.ROLLING_BACK, Phase.LEGACY}),
+        (state(LEGACY, SHARDED_16), Direction.FORWARD, LEGACY, SHARDED_16),
+        # sharded: rows repaired later still move forward
+        (state(SHARDED_16), Direction.FORWARD, LEGACY, SHARDED_16),
+        (state(SHARDED_16, LEGACY), Direction.ROLLBACK, SHARDED_16, LEGACY),
+        # issue 13's split is the same kind of move
+        (state(SHARDED_16, Layout.sharded(32)), Direction.FORWARD, SHARDED_16, Layout.sharded(32)),
     ],
 )
-def test_a_direction_runs_only_where_the_writers_already_stamp_its_target(
-    direction: Direction, allowed: set[Phase]
+def test_the_record_names_the_move_never_a_flag(
+    record: ControlState, direction: BackfillDirection, source: Layout, target: Layout
 ) -> None:
-    for phase in Phase:
-        if phase in allowed:
-            direction.check_phase(phase)
-        else:
-            with pytest.raises(InvalidInputError, match="cdk deploy -c phase="):
-                direction.check_phase(phase)
+    assert Move.for_state(record, direction) == Move(direction, source, target)
 
 
-def test_the_plan_refuses_a_direction_the_deployed_phase_would_undo() -> None:
-    request = BackfillRequest(direction=Direction.ROLLBACK, dry_run=True)
-    with pytest.raises(InvalidInputError, match="phase rolling-back or legacy"):
-        plan_segments(request, shard_count=16, phase="migrating")
+@pytest.mark.parametrize(
+    ("record", "direction"),
+    [
+        (ControlState.never_migrated(), Direction.FORWARD),
+        (state(LEGACY, SHARDED_16), Direction.ROLLBACK),
+        (state(SHARDED_16), Direction.ROLLBACK),
+        (state(SHARDED_16, LEGACY), Direction.FORWARD),
+        (ControlState.never_migrated(), Direction.ROLLBACK),
+    ],
+)
+def test_a_direction_the_records_writers_would_undo_is_refused_with_exit_2(
+    record: ControlState, direction: BackfillDirection
+) -> None:
+    with pytest.raises(LeaseDirectionError, match=f"a {direction.value} backfill needs"):
+        Move.for_state(record, direction)
 
 
-def test_source_keys_and_targets_per_direction() -> None:
+def test_a_missing_record_is_refused_until_restored() -> None:
+    missing = ControlState(
+        transition=transition(SHARDED_16, None), condition=RecordCondition.MISSING
+    )
+    with pytest.raises(ControlRecordMissingError, match="restore"):
+        Move.for_state(missing, Direction.FORWARD)
+
+
+def test_the_row_rule_source_keys_and_targets_per_move() -> None:
     shard_key = keys.shard_gsi4pk_for_person("p-1", 16)
-    assert Direction.FORWARD.is_source(keys.LEGACY_GSI4PK)
-    assert not Direction.FORWARD.is_source(shard_key)
-    assert Direction.ROLLBACK.is_source(shard_key)
-    assert not Direction.ROLLBACK.is_source(keys.LEGACY_GSI4PK)
-    assert not Direction.ROLLBACK.is_source("RenewalSaga#x")
-    assert not Direction.ROLLBACK.is_source(None)
-    assert Direction.FORWARD.target("p-1", 16) == shard_key
-    assert Direction.ROLLBACK.target("p-1", 16) == keys.LEGACY_GSI4PK
-    assert Direction.ROLLBACK.source_partitions(4) == keys.all_shard_gsi4pks(4)
+    rollback = Move.between_legacy_and(Direction.ROLLBACK, 16)
+    assert FORWARD_16.must_move(keys.LEGACY_GSI4PK, "p-1")
+    assert not FORWARD_16.is_on_source(shard_key)
+    assert rollback.must_move(shard_key, "p-1")
+    # any of the N shard keys is a rollback's source, even the wrong one for the person
+    assert rollback.must_move(keys.shard_gsi4pk_for_person("p-2", 16), "p-1")
+    assert not rollback.is_on_source(keys.LEGACY_GSI4PK)
+    assert not rollback.is_on_source("RenewalSaga#x")
+    assert not rollback.is_on_source("RenewalSaga#16")  # not a key of sharded(16)
+    assert not rollback.is_on_source(None)
+    assert FORWARD_16.target_key("p-1") == shard_key
+    assert rollback.target_key("p-1") == keys.LEGACY_GSI4PK
+    assert Move.between_legacy_and(Direction.ROLLBACK, 4).source_partitions() == (
+        keys.all_shard_gsi4pks(4)
+    )
+    # a split: a row whose shard of 32 is its shard of 16 stays where it is
+    split = Move(Direction.FORWARD, SHARDED_16, Layout.sharded(32))
+    stays = next(
+        f"p-{n}"
+        for n in range(100)
+        if keys.shard_gsi4pk_for_person(f"p-{n}", 16) == keys.shard_gsi4pk_for_person(f"p-{n}", 32)
+    )
+    assert not split.must_move(keys.shard_gsi4pk_for_person(stays, 16), stays)
 
 
 def test_totals_add_up_and_anomaly_keys_stop_at_the_limit() -> None:

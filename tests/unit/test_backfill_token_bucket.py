@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from saga_index.backfill.pacing import TokenBucket
@@ -128,3 +130,61 @@ def test_given_a_stop_request_while_waiting_then_acquire_returns_false_without_a
 def test_given_a_rate_that_is_not_positive_and_finite_then_it_is_refused(rate: float) -> None:
     with pytest.raises(InvalidInputError, match="positive"):
         TokenBucket(rate)
+
+
+def test_given_a_new_cap_then_tokens_come_at_it() -> None:
+    # The control record's runtime throttle, applied to a running bucket.
+    clock = FakeClock()
+    b = bucket(100, clock, burst_seconds=0)
+    take(b, 1)
+    b.set_cap(10)
+    start = clock.now
+    take(b, 10)
+    assert clock.now - start == pytest.approx(1.0)
+    b.set_cap(200)
+    start = clock.now
+    take(b, 200)
+    assert clock.now - start == pytest.approx(1.0, rel=0.01)
+    with pytest.raises(InvalidInputError, match="positive"):
+        b.set_cap(0)
+
+
+def test_given_a_bucket_backing_off_then_a_new_cap_does_not_end_the_back_off() -> None:
+    clock = FakeClock()
+    b = bucket(100, clock, hold_seconds=60)
+    b.on_throttle()
+    b.set_cap(400)
+    assert (b.cap, b.rate) == (400, 50)  # still backing off, recovering toward 400
+    b.set_cap(20)
+    assert (b.cap, b.rate) == (20, 20)
+
+
+def test_given_a_pause_then_no_token_until_resumed_and_no_burst_after() -> None:
+    clock = FakeClock()
+    b = bucket(10, clock, max_sleep=0.25)
+    take(b, 1)
+    b.set_paused(True)
+    naps: list[float] = []
+
+    def resume_after_an_hour() -> bool:
+        naps.append(clock.now)
+        if clock.now - naps[0] >= 3600:
+            b.set_paused(False)
+        return False
+
+    start = clock.now
+    assert b.acquire(should_stop=resume_after_an_hour)
+    # it waited the whole pause in short naps, banked nothing, and then paced at the rate
+    assert clock.now - start >= 3600
+    assert max(later - earlier for earlier, later in pairwise(naps)) <= 0.25 + 1e-9
+    resumed = clock.now
+    take(b, 10)
+    assert clock.now - resumed == pytest.approx(1.0, abs=0.11)
+
+
+def test_given_a_stop_request_while_paused_then_acquire_returns_false() -> None:
+    clock = FakeClock()
+    b = bucket(10, clock)
+    b.set_paused(True)
+    calls: list[int] = []
+    assert b.acquire(should_stop=lambda: len(calls) >= 2 or calls.append(1) is not None) is False

@@ -178,3 +178,54 @@ def test_report_renders_the_contract_numbers_as_a_table() -> None:
     assert "25.0 %" in text
     assert "1,500.0" in text
     assert "headroom of the hottest partition by 4.0" in text
+
+
+def test_report_renders_the_refused_early_cutover_and_the_phase_history() -> None:
+    ledger = LoadLedger()
+    ledger.add(0, [Charge(names.INDEX_NAME, keys.LEGACY_GSI4PK, rcu=10, wcu=1)])
+    layout = layout_json(ledger.summary(names.INDEX_NAME), replay={"enumerations": 0})
+    history = [
+        {
+            "version": 1,
+            "from": "legacy",
+            "to": "migrating",
+            "changedBy": "ops@host",
+            "changedAt": "2026-01-01T00:00:00.000Z",
+            "reason": "start",
+            "checksPassed": [],
+            "checksForced": [],
+        },
+        {
+            "version": 2,
+            "from": "migrating",
+            "to": "sharded",
+            "changedBy": "ops@host",
+            "changedAt": "2026-01-01T00:01:00.000Z",
+            "reason": "done",
+            "checksPassed": ["backfill-verified", "parity"],
+            "checksForced": [],
+        },
+    ]
+    report = {
+        "legacy": layout,
+        "sharded": layout,
+        "improvement": improvement(layout, layout),
+        "config": {"shardCount": 4, "traffic": {"durationS": 1}},
+        "backfill": {"restamped": 3, "skipped": 0, "anomalies": 0},
+        "parity": {"ok": True},
+        "refusedSharded": {
+            "refused": True,
+            "exitCode": 3,
+            "failed": [
+                {"name": "backfill-verified", "passed": False, "detail": "none recorded"},
+                {"name": "no-legacy-rows", "passed": False, "detail": "3 rows"},
+            ],
+        },
+        "phaseHistory": history,
+    }
+
+    text = render(report)
+
+    assert "refused (exit 3; failed: backfill-verified, no-legacy-rows)" in text
+    assert "- v1 legacy -> migrating at 2026-01-01T00:00:00.000Z by ops@host: start" in text
+    assert "(checks passed: backfill-verified, parity)" in text

@@ -1,7 +1,9 @@
 """The backfill run in this process: every segment on a local thread, then the read-back.
 
-The CLI without --state-machine-arn and the demo call backfill_locally; run_backfill is its
-threaded runner (benchmarks and tests drive it directly).
+The CLI without --state-machine-arn and the demo call backfill_locally: the control record
+names the move, the run takes the lease, heartbeats (following the record's throttle and pause)
+while its segments run, reads back what it did and releases the lease with its completion.
+run_backfill is its threaded runner (benchmarks and tests drive it directly, without a lease).
 """
 
 from __future__ import annotations
@@ -13,27 +15,38 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
+from saga_index.backfill.leasing import (
+    CONTROL_POLL_SECONDS,
+    LeaseKeeper,
+    release_with_completion,
+    take_run,
+)
 from saga_index.backfill.messages import (
-    MAX_CONCURRENT_SEGMENTS,
     BackfillRequest,
     BackfillSummary,
+    RunTicket,
     SegmentCounts,
     SegmentResult,
     summarise,
 )
+from saga_index.backfill.move import Move
 from saga_index.backfill.pacing import TokenBucket, throttle_count
 from saga_index.backfill.readback import finish_backfill
 from saga_index.backfill.restamp import run_segment
+from saga_index.control.errors import LeaseLostError
+from saga_index.control.lease import LEASE_TTL_SECONDS, new_lease_token, release_lease
+from saga_index.control.state import BackfillCompletion, ControlState
+from saga_index.control.store import ControlStore
+from saga_index.control.timing import WallClock, utc_now
 from saga_index.dynamo.client import ThrottleCounter, attach_throttle_observer
 from saga_index.errors import SagaIndexError
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
+from saga_index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +71,13 @@ def run_backfill(
     table_name: str,
     request: BackfillRequest,
     *,
-    shard_count: int,
+    run: RunTicket,
     throttles: ThrottleCounter | None = None,
     stop: threading.Event | None = None,
     on_progress: Callable[[SegmentResult], None] | None = None,
     page_size: int | None = None,
     max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
+    bucket: TokenBucket | None = None,
 ) -> LocalRun:
     """Run every segment in this process, one thread per segment, with no deadline.
 
@@ -72,11 +86,12 @@ def run_backfill(
     that finishes early leaves its share unused), and a throttle slows the whole run, which is
     right, since every segment writes to the same hot partition. The first failing segment
     stops the others after their in-flight write (a throttle storm or a permission error hits
-    them all alike); `stop` does the same from outside.
+    them all alike); `stop` does the same from outside. `bucket`: the shared bucket (its cap
+    and pause follow the record when a LeaseKeeper drives it); by default one at the run's cap.
     """
     stop = stop or threading.Event()
-    segments = request.segment_requests(shard_count, max_concurrency)
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    segments = request.segment_requests(run)
+    bucket = bucket or TokenBucket(request.max_writes_per_second, sleep=stop.wait)
     results: dict[int, SegmentResult] = {}
     failures: dict[int, str] = {}
     # The live counts of every segment: a segment that fails still reports what it did.
@@ -133,6 +148,17 @@ class LocalBackfill:
     run: LocalRun
     summary: BackfillSummary
     seconds: float  # wall time of the segments' run, without the read-back
+    ticket: RunTicket
+    # The completion recorded with the lease's release (None: a dry run, or the lease was lost).
+    completion: BackfillCompletion | None = None
+    # Why the run stopped when it lost its lease (then nothing was recorded).
+    lease_lost: str | None = None
+    # The write caps the run followed, in order (its own, then each runtime throttle).
+    applied_caps: list[float] = field(default_factory=list)
+
+    @property
+    def move(self) -> Move:
+        return self.ticket.move()
 
 
 def _running_totals(on_totals: Callable[[SegmentCounts], None]) -> Callable[[SegmentResult], None]:
@@ -157,48 +183,147 @@ def backfill_locally(
     table_name: str,
     request: BackfillRequest,
     *,
-    phase: Phase | str,
-    shard_count: int,
+    holder: str,
+    store: ControlStore | None = None,
+    clock: WallClock = utc_now,
+    lease_ttl_seconds: float = LEASE_TTL_SECONDS,
+    poll_seconds: float = CONTROL_POLL_SECONDS,
     index_name: str = INDEX_NAME,
     stop: threading.Event | None = None,
+    on_start: Callable[[RunTicket, ControlState], None] | None = None,
     on_progress: Callable[[SegmentCounts], None] | None = None,
     while_running: AbstractContextManager[object] | None = None,
     page_size: int | None = None,
 ) -> LocalBackfill:
-    """Refuse a run the writers would undo, run every segment here, then judge what it did.
+    """Run the move the control record names, under its lease, then judge what it did.
 
-    A complete run is read back (finish_backfill verifies what is left on the source key); an
-    incomplete one (a segment failed, or `stop` was set) is only summarised, with complete
-    false. on_progress receives the run's live totals over all segments (without anomaly keys).
+    Refused before anything runs: a direction the record's writers would undo
+    (LeaseDirectionError), a missing record, and (not for a dry run, which takes no lease and
+    writes nothing) a state younger than its effectiveAt or another run's live lease
+    (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread heartbeats
+    every poll_seconds and applies the record's throttle and pause; a lost lease stops the run
+    (`lease_lost`, nothing recorded). A complete run is read back (finish_backfill); an
+    incomplete one is only summarised. Then the lease is released with the completion.
+
+    on_start receives the run's ticket and the state it runs under, before the segments start.
+    on_progress receives the run's live totals over all segments (without anomaly keys).
     while_running is entered around the segments' run only, not around the read-back: a
-    progress display, or signal handlers that set `stop`. Throttles are counted by the
-    client's observer (attach_throttle_observer) and slow the run.
+    progress display, or signal handlers that set `stop`.
     """
-    request.direction.check_phase(phase)
+    store = store or ControlStore(client, table_name)
+    stop = stop or threading.Event()
+    ticket, state = take_run(
+        store,
+        request,
+        holder=holder,
+        token=new_lease_token(),
+        clock=clock,
+        ttl_seconds=lease_ttl_seconds,
+    )
+    token = ticket.lease_token
+    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    keeper = (
+        LeaseKeeper(
+            store,
+            token,
+            bucket,
+            own_rate=request.max_writes_per_second,
+            stop=stop,
+            clock=clock,
+            ttl_seconds=lease_ttl_seconds,
+            poll_seconds=poll_seconds,
+        )
+        if token is not None
+        else None
+    )
+    try:
+        if keeper is not None:
+            keeper.apply(state)
+        if on_start is not None:
+            on_start(ticket, state)
+        outcome = _run_and_judge(
+            client,
+            table_name,
+            request,
+            ticket,
+            keeper=keeper,
+            bucket=bucket,
+            index_name=index_name,
+            stop=stop,
+            on_progress=on_progress,
+            while_running=while_running,
+            page_size=page_size,
+        )
+    except BaseException:
+        if token is not None:
+            # Free the lease for the next run at once; the killed run's would expire anyway.
+            with contextlib.suppress(SagaIndexError, ClientError, BotoCoreError):
+                release_lease(store, token=token, clock=clock)
+        raise
+    if token is None or outcome.lease_lost is not None:
+        return outcome
+    try:
+        completion = release_with_completion(store, ticket, outcome.summary, clock=clock)
+    except LeaseLostError as err:
+        return replace(outcome, lease_lost=str(err))
+    return replace(outcome, completion=completion)
+
+
+def _run_and_judge(
+    client: Any,
+    table_name: str,
+    request: BackfillRequest,
+    ticket: RunTicket,
+    *,
+    keeper: LeaseKeeper | None,
+    bucket: TokenBucket,
+    index_name: str,
+    stop: threading.Event,
+    on_progress: Callable[[SegmentCounts], None] | None,
+    while_running: AbstractContextManager[object] | None,
+    page_size: int | None,
+) -> LocalBackfill:
+    move = ticket.move()
     throttles = attach_throttle_observer(client)
     started = time.monotonic()
-    with while_running if while_running is not None else contextlib.nullcontext():
+    with contextlib.ExitStack() as running:
+        if keeper is not None:
+            running.enter_context(keeper)
+        running.enter_context(
+            while_running if while_running is not None else contextlib.nullcontext()
+        )
         run = run_backfill(
             client,
             table_name,
             request,
-            shard_count=shard_count,
+            run=ticket,
             throttles=throttles,
             stop=stop,
             on_progress=_running_totals(on_progress) if on_progress is not None else None,
             page_size=page_size,
+            bucket=bucket,
         )
     seconds = time.monotonic() - started
-    if run.complete:
+    lost = keeper.lost if keeper is not None else None
+    if run.complete and lost is None:
         summary = finish_backfill(
             client,
             table_name,
             request,
             run.results,
             index_name=index_name,
-            shard_count=shard_count,
+            move=move,
             throttles=run.throttles,
         )
     else:
-        summary = summarise(request, run.results, complete=False, throttles=run.throttles)
-    return LocalBackfill(run=run, summary=summary, seconds=seconds)
+        summary = summarise(
+            request, run.results, complete=False, throttles=run.throttles, move=move
+        )
+    return LocalBackfill(
+        run=run,
+        summary=summary,
+        seconds=seconds,
+        ticket=ticket,
+        lease_lost=None if lost is None else str(lost),
+        applied_caps=list(keeper.applied_caps) if keeper is not None else [],
+    )

@@ -12,23 +12,33 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from saga_index.backfill.direction import Direction, check_deployment
-from saga_index.model import Phase
-from saga_index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.shard import validate_shard_count
+from saga_index.backfill.move import Move
+from saga_index.control.layout import Layout, LayoutKind
+from saga_index.control.record import format_time
+from saga_index.control.state import BackfillDirection
+from saga_index.control.timing import utc_now
+from saga_index.errors import InvalidInputError
+from saga_index.names import (
+    MAX_CONCURRENT_SEGMENTS,
+    MAX_WRITES_PER_SECOND,
+    METRIC_ANOMALIES,
+    METRIC_RESTAMPED,
+    METRIC_SCANNED,
+    METRIC_SKIPPED,
+    METRIC_SOURCE_KEY_ROWS,
+    METRIC_THROTTLES,
+    METRIC_UNEXPECTED_SOURCE_KEY_ROWS,
+    METRIC_WOULD_RESTAMP,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+)
 
 # DynamoDB's parallel Scan accepts far more segments; 1,000 is where more parallelism stops
 # meaning anything here (the write cap, not the scan, bounds the run) and where one inline Step
 # Functions Map can still carry every segment's result in its 256 KB state.
 MAX_TOTAL_SEGMENTS = 1000
-# One partition serves at most 1,000 WCU/s and every re-stamp writes to the hot legacy
-# partition: a cap above that could never be honoured, only throttled.
-MAX_WRITES_PER_SECOND = 1000.0
 DEFAULT_TOTAL_SEGMENTS = 4
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0
-# At most this many segments run at once (the Map's MaxConcurrency and the local thread pool):
-# each segment's share of the cap is total / min(segments, this), so the sum stays under it.
-MAX_CONCURRENT_SEGMENTS = 16
 MAX_ANOMALY_KEYS = 100
 # In the state machine the whole run carries at most this many anomaly keys across its
 # segments, so the Map's output (one result per segment, ~150 bytes of counts plus ~85 bytes per
@@ -99,6 +109,17 @@ class SegmentCounts(_Model):
         """Source-key rows dealt with, one way or another (drives the progress bar)."""
         return self.restamped + self.skipped + self.anomalies + self.would_restamp
 
+    def metric_values(self) -> dict[str, int]:
+        """These counts by worker metric name, in names.BACKFILL_WORKER_METRICS' order."""
+        return {
+            METRIC_SCANNED: self.scanned,
+            METRIC_RESTAMPED: self.restamped,
+            METRIC_SKIPPED: self.skipped,
+            METRIC_ANOMALIES: self.anomalies,
+            METRIC_WOULD_RESTAMP: self.would_restamp,
+            METRIC_THROTTLES: self.throttles,
+        }
+
     def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
         self.scanned += other.scanned
         self.restamped += other.restamped
@@ -110,16 +131,97 @@ class SegmentCounts(_Model):
         self.anomaly_keys.extend(other.anomaly_keys[:room])
 
 
+class LayoutSpec(_Model):
+    """A layout in a payload: {"kind": "legacy"} or {"kind": "sharded", "shardCount": N}."""
+
+    kind: LayoutKind
+    shard_count: int | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> LayoutSpec:
+        try:
+            self.layout()
+        except InvalidInputError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    @classmethod
+    def of(cls, layout: Layout) -> LayoutSpec:
+        return cls(kind=layout.kind, shard_count=layout.shard_count)
+
+    def layout(self) -> Layout:
+        return Layout(self.kind, self.shard_count)
+
+
+class RunTicket(_Model):
+    """What every step of one run carries: the move the control record named when the run
+    started, and the lease it holds (none for a dry run, which writes nothing)."""
+
+    direction: BackfillDirection
+    source: LayoutSpec
+    target: LayoutSpec
+    # The record's version the run started under: the lease's heartbeat fails once it moves on.
+    state_version: Annotated[int, Field(strict=True, ge=0)]
+    holder: str = Field(min_length=1)
+    lease_token: str | None = None
+    # UTC ISO-8601 with milliseconds (control.record.format_time): the completion's startedAt.
+    started_at: str
+
+    @classmethod
+    def of(
+        cls,
+        move: Move,
+        *,
+        state_version: int,
+        holder: str,
+        lease_token: str | None,
+        started_at: str,
+    ) -> RunTicket:
+        return cls(
+            direction=move.direction,
+            source=LayoutSpec.of(move.source),
+            target=LayoutSpec.of(move.target),
+            state_version=state_version,
+            holder=holder,
+            lease_token=lease_token,
+            started_at=started_at,
+        )
+
+    @classmethod
+    def unleased(cls, move: Move, *, holder: str = "unleased") -> RunTicket:
+        """A ticket for a run outside the control record (benchmarks, tests of the runner):
+        no lease is held and nothing checks the record, so only use it on a table no one else
+        is migrating."""
+        return cls.of(
+            move,
+            state_version=0,
+            holder=holder,
+            lease_token=UNLEASED_TOKEN,
+            started_at=format_time(utc_now()),
+        )
+
+    def move(self) -> Move:
+        return Move(self.direction, self.source.layout(), self.target.layout())
+
+
+UNLEASED_TOKEN = "unleased"  # noqa: S105 (a marker, not a secret)
+
+
+def segment_share(max_writes_per_second: float, total_segments: int) -> float:
+    """One segment's share of a run's TOTAL cap, among the segments running at once."""
+    return max_writes_per_second / min(total_segments, MAX_CONCURRENT_SEGMENTS)
+
+
 class SegmentRequest(_Model):
     """The worker's input: one invocation's share of one parallel-Scan segment."""
 
-    direction: Direction
+    run: RunTicket
     segment: Annotated[int, Field(strict=True, ge=0)]
     total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)]
     cursor: Cursor | None = None
+    # This segment's share of the run's own cap (the record's throttle, when set, replaces it).
     max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)]
     dry_run: Annotated[bool, Field(strict=True)]
-    shard_count: Annotated[int, Field(strict=True)]
     # The segment's running totals from the previous invocations (the state machine's loop
     # hands the last result back in), so the final result is the whole segment's.
     totals: SegmentCounts | None = None
@@ -132,26 +234,29 @@ class SegmentRequest(_Model):
     def _cursor_shape(cls, value: Cursor | None) -> Cursor | None:
         return _check_cursor(value)
 
-    @field_validator("shard_count")
-    @classmethod
-    def _power_of_two(cls, value: int) -> int:
-        return validate_shard_count(value)
-
     @model_validator(mode="after")
-    def _segment_in_range(self) -> SegmentRequest:
+    def _consistent(self) -> SegmentRequest:
         if self.segment >= self.total_segments:
             raise ValueError(
                 f"segment must be less than totalSegments ({self.total_segments}), "
                 f"got {self.segment}"
             )
+        if not self.dry_run and self.run.lease_token is None:
+            raise ValueError("a run that writes needs run.leaseToken (the lease it holds)")
         return self
+
+    @property
+    def move(self) -> Move:
+        return self.run.move()
 
 
 class SegmentResult(SegmentCounts):
-    """The worker's output: counts, and the cursor to resume from (null: segment done)."""
+    """The worker's output: counts, the cursor to resume from, and whether the segment's Scan
+    reached its end (`done`; a paused worker can return with no cursor yet and not be done)."""
 
     segment: int
     cursor: Cursor | None = None
+    done: bool = False
     # Local runner only: the stop event ended the run; the cursor is where it stopped.
     interrupted: bool = Field(default=False, exclude=True)
     # This invocation's own counts, without the totals handed in (what its metrics publish).
@@ -159,9 +264,10 @@ class SegmentResult(SegmentCounts):
 
 
 class BackfillRequest(_Model):
-    """The state machine's input, and what the CLI builds from its options."""
+    """The state machine's input, and what the CLI builds from its options. No layouts: the
+    run's source and target are the control record's."""
 
-    direction: Direction
+    direction: BackfillDirection
     total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)] = (
         DEFAULT_TOTAL_SEGMENTS
     )
@@ -172,10 +278,8 @@ class BackfillRequest(_Model):
     # Required: whoever starts a run against the production table says whether it writes.
     dry_run: Annotated[bool, Field(strict=True)]
 
-    def per_segment_writes_per_second(
-        self, max_concurrency: int = MAX_CONCURRENT_SEGMENTS
-    ) -> float:
-        return self.max_writes_per_second / min(self.total_segments, max_concurrency)
+    def per_segment_writes_per_second(self) -> float:
+        return segment_share(self.max_writes_per_second, self.total_segments)
 
     def anomaly_key_limit(self, budget: int | None) -> int:
         if budget is None:
@@ -183,74 +287,89 @@ class BackfillRequest(_Model):
         return min(MAX_ANOMALY_KEYS, budget // self.total_segments)
 
     def segment_requests(
-        self,
-        shard_count: int,
-        max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
-        anomaly_key_budget: int | None = None,
+        self, run: RunTicket, anomaly_key_budget: int | None = None
     ) -> list[SegmentRequest]:
-        rate = self.per_segment_writes_per_second(max_concurrency)
+        if run.direction is not self.direction:
+            raise InvalidInputError(
+                f"the run's ticket is {run.direction.value}, the request {self.direction.value}"
+            )
+        rate = self.per_segment_writes_per_second()
         return [
             SegmentRequest(
-                direction=self.direction,
+                run=run,
                 segment=segment,
                 total_segments=self.total_segments,
                 max_writes_per_second=rate,
                 dry_run=self.dry_run,
-                shard_count=shard_count,
                 anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
             )
             for segment in range(self.total_segments)
         ]
 
 
-class SegmentPlan(_Model):
-    """The plan step's output: the Map iterates `segments` and builds each worker input from
-    `template` plus the segment number (so the state stays small at 1,000 segments)."""
+class PlanRequest(_Model):
+    """The plan step's input: the state machine's input, and who runs it (the execution)."""
 
     request: BackfillRequest
+    holder: str = Field(min_length=1)
+
+
+class SegmentPlan(_Model):
+    """The plan step's output: the Map iterates `segments` and builds each worker input from
+    `template`, `run` and the segment number (so the state stays small at 1,000 segments)."""
+
+    request: BackfillRequest
+    run: RunTicket
     segments: list[int]
     template: dict[str, Any]
 
 
-def plan_segments(
-    request: BackfillRequest,
-    *,
-    shard_count: int,
-    phase: Phase | str,
-    max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
-) -> SegmentPlan:
-    """Validate a run against the deployment and lay out its segments."""
-    check_deployment(request.direction, shard_count, deployed_shard_count=shard_count, phase=phase)
-    first = request.segment_requests(
-        validate_shard_count(shard_count), max_concurrency, ANOMALY_KEY_BUDGET
-    )[0]
+def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
+    """Lay out the segments of a run the record (and its lease) allowed."""
+    first = request.segment_requests(run, ANOMALY_KEY_BUDGET)[0]
     template = first.to_json()
-    for per_segment in ("segment", "cursor", "totals"):
+    for per_segment in ("segment", "cursor", "totals", "run"):
         template.pop(per_segment)
     return SegmentPlan(
-        request=request, segments=list(range(request.total_segments)), template=template
+        request=request, run=run, segments=list(range(request.total_segments)), template=template
     )
+
+
+class VerifyRequest(_Model):
+    """The verification step's input: the run's request and ticket, and every segment's last
+    result (the Map's output)."""
+
+    request: BackfillRequest
+    run: RunTicket
+    segments: list[SegmentResult]
 
 
 class VerificationResult(_Model):
     """What is still on the source key after a run, read back through the index."""
 
-    direction: Direction
+    direction: BackfillDirection
     dry_run: bool
     partitions: list[str]
     remaining: int  # rows still under a source-key partition of the index
     remaining_anomalies: int  # of which saga rows with an unusable personId (left on purpose)
     remaining_other_entities: int  # of which rows that are not sagas (never touched)
-    unexpected: int  # saga rows with a usable personId still on the source key
+    unexpected: int  # saga rows with a usable personId still to move
     unexpected_keys: list[TableKey]
     ok: bool
     message: str
+
+    def metric_values(self) -> dict[str, int]:
+        """What the verification step publishes, by metric name."""
+        return {
+            METRIC_SOURCE_KEY_ROWS: self.remaining,
+            METRIC_UNEXPECTED_SOURCE_KEY_ROWS: self.unexpected,
+        }
 
 
 class BackfillSummary(_Model):
     """One run, all segments: the CLI's --json object and the state machine's output."""
 
-    direction: Direction
+    direction: BackfillDirection
     dry_run: bool
     total_segments: int
     max_writes_per_second: float
@@ -263,6 +382,9 @@ class BackfillSummary(_Model):
     anomaly_keys: list[TableKey]
     complete: bool
     verification: VerificationResult | None = None
+    # The layouts the record named (absent only in summaries built without a run).
+    source: LayoutSpec | None = None
+    target: LayoutSpec | None = None
 
     @property
     def anomalies_remain(self) -> bool:
@@ -281,6 +403,7 @@ def summarise(
     complete: bool,
     verification: VerificationResult | None = None,
     throttles: int | None = None,
+    move: Move | None = None,
 ) -> BackfillSummary:
     """throttles: the run's total when the segments shared one client (their own counts
     overlap then); None sums the segments' counts (one client per segment, as in Lambda)."""
@@ -303,4 +426,6 @@ def summarise(
         anomaly_keys=total.anomaly_keys,
         complete=complete,
         verification=verification,
+        source=None if move is None else LayoutSpec.of(move.source),
+        target=None if move is None else LayoutSpec.of(move.target),
     )

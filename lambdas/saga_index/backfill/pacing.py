@@ -48,9 +48,12 @@ class TokenBucket:
             raise InvalidInputError(f"rate must be a positive number of writes/s, got {rate!r}")
         self.cap = float(rate)
         self.rate = float(rate)
+        self.floor_fraction = floor_fraction
+        self.recovery_seconds = recovery_seconds
         self.floor = self.cap * floor_fraction
         self.hold_seconds = hold_seconds
         self.increase_per_second = self.cap / recovery_seconds
+        self.paused = False
         self.decrease_interval = decrease_interval
         self.max_sleep = max_sleep
         self.burst_seconds = burst_seconds
@@ -73,20 +76,58 @@ class TokenBucket:
         capacity = max(1.0, self.rate * self.burst_seconds)
         self._tokens = min(capacity, self._tokens + elapsed * self.rate)
 
-    def acquire(self, should_stop: Callable[[], bool] = lambda: False) -> bool:
-        """Take one token, waiting as long as needed; False if should_stop() turned true first."""
+    def set_cap(self, rate: float) -> None:
+        """A new cap (the control record's runtime throttle). A bucket backing off from
+        throttles keeps its lower rate (at most the new cap) and recovers toward the new cap."""
+        if not rate > 0 or math.isinf(rate):
+            raise InvalidInputError(f"rate must be a positive number of writes/s, got {rate!r}")
+        with self._lock:
+            self._advance(self._clock())
+            backing_off = self.rate < self.cap
+            self.cap = float(rate)
+            self.floor = self.cap * self.floor_fraction
+            self.increase_per_second = self.cap / self.recovery_seconds
+            self.rate = min(self.rate, self.cap) if backing_off else self.cap
+            self.lowest_rate = min(self.lowest_rate, self.rate)
+
+    def set_paused(self, paused: bool) -> None:
+        """Paused: acquire() hands out no token (and banks none) until resumed."""
+        with self._lock:
+            self._advance(self._clock())
+            self.paused = paused
+
+    def acquire(
+        self,
+        should_stop: Callable[[], bool] = lambda: False,
+        *,
+        budget: Callable[[], float] | None = None,
+    ) -> bool:
+        """Take one token, waiting as long as needed (and as long as the bucket is paused);
+        False if should_stop() turned true first, or once the wait would outlast `budget()`
+        (the seconds it may still wait: a Lambda's remaining time minus its safety margin).
+        At a low cap throttled to its floor one token can take longer than that margin."""
         while True:
             with self._lock:
                 self._advance(self._clock())
+                if self.paused:
+                    self._tokens = 0.0  # a resume must not start with a burst
+                    wait = self.max_sleep
                 # The epsilon absorbs float rounding: 0.9999999999 of a token is a token.
-                if self._tokens >= 1.0 - 1e-9:
+                elif self._tokens >= 1.0 - 1e-9:
                     self._tokens = max(0.0, self._tokens - 1.0)
                     return True
-                wait = (1.0 - self._tokens) / self.rate
+                else:
+                    wait = min((1.0 - self._tokens) / self.rate, self.max_sleep)
             if should_stop():
                 return False
-            # Short naps: a stop request (Ctrl-C, SIGTERM) is noticed within max_sleep.
-            self._sleep(min(wait, self.max_sleep))
+            if budget is not None:
+                left = budget()
+                if left <= 0:
+                    return False
+                wait = min(wait, left)
+            # Short naps: a stop request (Ctrl-C, SIGTERM) or a resume is noticed within
+            # max_sleep.
+            self._sleep(wait)
 
     def on_throttle(self) -> None:
         with self._lock:

@@ -1,12 +1,11 @@
-"""After a run: what is still on the source key, read back through the index and judged."""
+"""After a run: what is still on the source keys, read back through the index and judged."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from saga_index import keys
-from saga_index.backfill.direction import Direction
 from saga_index.backfill.messages import (
     MAX_ANOMALY_KEYS,
     TABLE_KEY_ATTRIBUTES,
@@ -18,15 +17,17 @@ from saga_index.backfill.messages import (
     plain_key,
     summarise,
 )
+from saga_index.backfill.move import Move
 from saga_index.dynamo.codec import deserialize
 from saga_index.dynamo.pages import query_pages
 from saga_index.repository import count_partition
 
 
-def _source_rows(
+def _source_pages(
     client: Any, table_name: str, index_name: str, partition: str
-) -> list[dict[str, Any]]:
-    """Every row under one index partition (paginated to the end), only the judged attributes."""
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows under one index partition, page by page (to the end), only the judged
+    attributes. One page is held at a time: the caller keeps counts, never the rows."""
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
@@ -42,20 +43,39 @@ def _source_rows(
         },
         "ExpressionAttributeValues": {":pk": {"S": partition}},
     }
-    rows: list[dict[str, Any]] = []
     for page in query_pages(client, request):
-        rows.extend(page.get("Items", []))
-    return rows
+        yield page.get("Items", [])
 
 
-def count_source_rows(
-    client: Any, table_name: str, *, index_name: str, direction: Direction, shard_count: int
-) -> int:
-    """Rows still on the source key (through the index, COUNT only): the progress bar's total."""
+def _still_to_move(client: Any, table_name: str, move: Move, raw: Mapping[str, Any]) -> bool:
+    """Does the base table (strongly consistent) confirm a row the index shows on a source key
+    is still there to move? A deleted row is not."""
+    current = client.get_item(
+        TableName=table_name,
+        Key={name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
+        ConsistentRead=True,
+        ProjectionExpression="#gsi4pk, #personId",
+        ExpressionAttributeNames={"#gsi4pk": "GSI4PK", "#personId": "personId"},
+    ).get("Item")
+    if current is None:
+        return False  # deleted since: nothing left behind
+    gsi4pk = current.get("GSI4PK", {}).get("S")
+    if not move.target_needs_person:
+        return move.is_on_source(gsi4pk)
+    person = current.get("personId", {}).get("S")
+    return bool(person) and move.must_move(gsi4pk, person)
+
+
+def count_source_rows(client: Any, table_name: str, *, index_name: str, move: Move) -> int:
+    """Rows still on the source keys (through the index, COUNT only): the progress bar's total."""
     return sum(
         count_partition(client, table_name, partition, index_name=index_name)[0]
-        for partition in direction.source_partitions(shard_count)
+        for partition in move.source_partitions()
     )
+
+
+def _source_words(move: Move) -> str:
+    return "legacy key" if not move.source.is_sharded else f"{move.source} keys"
 
 
 def verify_source_drained(
@@ -63,69 +83,70 @@ def verify_source_drained(
     table_name: str,
     *,
     index_name: str,
-    direction: Direction,
-    shard_count: int,
+    move: Move,
     dry_run: bool = False,
 ) -> VerificationResult:
-    """Read back what is still on the source key after a run and judge it.
+    """Read back what is still on the source keys after a run and judge it.
 
-    Left on purpose: saga rows with an unusable personId (the anomalies) and rows of other
-    entity types. Anything else still there fails the check, after a strongly consistent
+    Left on purpose: rows of other entity types, and (sharded target only: legacy needs no
+    personId) saga rows with an unusable personId (the anomalies). Anything else still there
+    fails the check, after a strongly consistent
     GetItem confirms it: index reads are eventually consistent, so a row the run moved a moment
     ago may still show under its old key; only the base table can say it has not moved. A dry
     run moves nothing, so it only reports (ok is true).
+
+    The index is read page by page and only counts are kept (plus at most MAX_ANOMALY_KEYS
+    unexpected keys): memory does not grow with the table.
     """
-    partitions = direction.source_partitions(shard_count)
-    remaining = anomalies = others = 0
-    candidates: list[dict[str, Any]] = []
+    partitions = move.source_partitions()
+    remaining = anomalies = others = movable = unexpected_rows = 0
+    unexpected: list[TableKey] = []  # a bounded sample; the count is exact
     for partition in partitions:
-        for raw in _source_rows(client, table_name, index_name, partition):
-            remaining += 1
-            if raw.get("entityType", {}).get("S") != keys.ENTITY_TYPE:
-                others += 1
-            elif keys.person_anomaly(deserialize(raw)) is not None:
-                anomalies += 1
-            else:
-                candidates.append(raw)
-    unexpected: list[TableKey] = []
-    for raw in candidates if not dry_run else []:
-        current = client.get_item(
-            TableName=table_name,
-            Key={name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
-            ConsistentRead=True,
-            ProjectionExpression="#gsi4pk",
-            ExpressionAttributeNames={"#gsi4pk": "GSI4PK"},
-        ).get("Item")
-        if current is not None and direction.is_source(current.get("GSI4PK", {}).get("S")):
-            unexpected.append(plain_key(raw))
-    ok = dry_run or not unexpected
+        for items in _source_pages(client, table_name, index_name, partition):
+            for raw in items:
+                remaining += 1
+                item = deserialize(raw)
+                if item.get("entityType") != keys.ENTITY_TYPE:
+                    others += 1
+                elif move.target_key_of(item) is None:
+                    anomalies += 1
+                elif move.must_move_row(item):
+                    movable += 1
+                    if not dry_run and _still_to_move(client, table_name, move, raw):
+                        unexpected_rows += 1
+                        if len(unexpected) < MAX_ANOMALY_KEYS:
+                            unexpected.append(plain_key(raw))
+    ok = dry_run or not unexpected_rows
+    source = _source_words(move)
+    # A move to the legacy key moves every saga row; one to shards needs a usable personId.
+    rows = "saga row(s) with a usable personId" if move.target_needs_person else "saga row(s)"
     if dry_run:
         message = (
-            f"dry run: {len(candidates)} row(s) with a usable personId on the "
-            f"{direction.source_name} key would move; {anomalies} anomaly row(s) would stay"
+            f"dry run: {movable} {rows} on the {source} would move to {move.target}; "
+            f"{anomalies} anomaly row(s) would stay"
         )
     elif ok:
         message = (
-            f"no saga row with a usable personId is left on the {direction.source_name} key "
+            f"no {rows.replace('(s)', '')} is left to move on the {source} "
             f"({anomalies} anomaly row(s) left on purpose)"
         )
     else:
         message = (
-            f"{len(unexpected)} saga row(s) with a usable personId are still on the "
-            f"{direction.source_name} key after the {direction.value} backfill (first keys: "
-            f"{unexpected[:5]}): a writer in the wrong phase re-stamped them, or they changed "
-            "during the run (counted as skipped). Check the deployed phase, then run the "
-            "backfill again: it converges"
+            f"{unexpected_rows} {rows} are still on the {source} "
+            f"after the {move.direction.value} backfill to {move.target} (first keys: "
+            f"{unexpected[:5]}): a writer that had not yet seen the record's state re-stamped "
+            "them, or they changed during the run (counted as skipped). Check `saga-index "
+            "status`, then run the backfill again: it converges"
         )
     return VerificationResult(
-        direction=direction,
+        direction=move.direction,
         dry_run=dry_run,
         partitions=partitions,
         remaining=remaining,
         remaining_anomalies=anomalies,
         remaining_other_entities=others,
-        unexpected=len(unexpected),
-        unexpected_keys=unexpected[:MAX_ANOMALY_KEYS],
+        unexpected=unexpected_rows,
+        unexpected_keys=unexpected,
         ok=ok,
         message=message,
     )
@@ -138,23 +159,18 @@ def finish_backfill(
     results: Sequence[SegmentResult],
     *,
     index_name: str,
-    shard_count: int,
+    move: Move,
     throttles: int | None = None,
 ) -> BackfillSummary:
-    """Aggregate the segments' results and verify what is left on the source key.
+    """Aggregate the segments' results and verify what is left on the source keys.
 
-    A run is complete when every segment returned a null cursor; an incomplete run fails the
+    A run is complete when every segment says it is done; an incomplete run fails the
     verification whatever the index shows (rows past the missing cursors were never read).
     """
-    done = {r.segment for r in results if r.cursor is None and not r.interrupted}
+    done = {r.segment for r in results if r.done and not r.interrupted}
     missing = sorted(set(range(request.total_segments)) - done)
     verification = verify_source_drained(
-        client,
-        table_name,
-        index_name=index_name,
-        direction=request.direction,
-        shard_count=shard_count,
-        dry_run=request.dry_run,
+        client, table_name, index_name=index_name, move=move, dry_run=request.dry_run
     )
     if missing:
         verification = verification.model_copy(
@@ -164,5 +180,10 @@ def finish_backfill(
             }
         )
     return summarise(
-        request, results, complete=not missing, verification=verification, throttles=throttles
+        request,
+        results,
+        complete=not missing,
+        verification=verification,
+        throttles=throttles,
+        move=move,
     )

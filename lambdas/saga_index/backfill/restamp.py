@@ -3,12 +3,16 @@
 What the backfill does to ONE row:
 
   read   PK, SK, entityType, personId, GSI4PK, GSI4SK from a strongly consistent parallel Scan
-  keep   saga rows (entityType = "RenewalSaga") still on the SOURCE key of the direction
-         (forward: the legacy key; rollback: a sharded key)
-  leave  rows whose personId is unusable (keys.person_anomaly): an anomaly, reported by table
-         key, never written (nothing guesses a shard for it; saga_index.repair fixes one)
-  write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK,
-         personId and GSI4SK are still what the Scan read
+  keep   saga rows (entityType = "RenewalSaga") on a key of the run's SOURCE layout whose key
+         differs from the one the TARGET layout gives their person (the layouts are the
+         control record's: forward legacy -> sharded(N), rollback sharded(N) -> legacy)
+  leave  when the target is sharded, rows whose personId is unusable (keys.person_anomaly): an
+         anomaly, reported by table key, never written (nothing guesses a shard for it;
+         saga_index.repair fixes one). The legacy target gives everyone one key, so a rollback
+         moves those rows too and lists them (table key and reason) as moved, not left behind
+  write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK is
+         still what the Scan read, and (sharded target: the key came from them) personId and
+         GSI4SK are too
   count  restamped; or skipped when the condition failed (someone else moved, changed or deleted
          the row since the read: never an error, and a deleted row is never re-created)
 
@@ -22,12 +26,17 @@ Why this is safe to run beside live writers, to kill, and to run again:
   (a Scan resumes right after any key of its segment, exactly as after a Limit), so a killed
   run can leave work undone but never skips a row;
 - writes are paced by a token bucket (saga_index.backfill.pacing). Throttles halve the pace for
-  a while (AIMD); botocore still does the retrying.
+  a while (AIMD); botocore still does the retrying. The control record's runtime throttle and
+  pause reach the bucket through the run's lease keeper (saga_index.backfill.leasing): a paused
+  bucket hands out no token, so the worker waits, writing nothing, until it is resumed, stopped
+  or (in Lambda) out of time; it then returns its cursor, not done. Any wait for a token ends
+  at the safety margin too (at a low cap throttled to its floor one token can take longer).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -109,6 +118,7 @@ class _SegmentWorker:
         self.bucket = bucket or TokenBucket(
             request.max_writes_per_second, sleep=stop.wait if stop is not None else time.sleep
         )
+        self.move = request.move
         self.result = SegmentResult(segment=request.segment)
         self._throttles_at_start = throttle_count(throttles)
         # Until this invocation has handled one row or one page, the deadline is not honoured:
@@ -127,6 +137,14 @@ class _SegmentWorker:
 
     def _must_stop(self) -> bool:
         return self._stop_requested() or self._out_of_time()
+
+    def _token_budget(self) -> float:
+        """How long the worker may still wait for a write token: until the safety margin, even
+        before any progress (a wait at the throttle floor or a pause can outlast the margin; the
+        invocation then returns its cursor, not done, and the next one waits on)."""
+        if self.remaining_seconds is None:
+            return math.inf
+        return self.remaining_seconds() - self.safety_margin_seconds
 
     # ---- the loop ----
 
@@ -152,10 +170,13 @@ class _SegmentWorker:
             self._progressed = True
             cursor = page.get("LastEvaluatedKey")
             if not cursor:
-                return self._finish(None, interrupted=False)
+                return self._finish(None, interrupted=False, done=True)
 
-    def _finish(self, cursor: Cursor | None, *, interrupted: bool) -> SegmentResult:
+    def _finish(
+        self, cursor: Cursor | None, *, interrupted: bool, done: bool = False
+    ) -> SegmentResult:
         self.result.cursor = cursor
+        self.result.done = done
         self.result.interrupted = interrupted
         self.result.throttles = throttle_count(self.throttles) - self._throttles_at_start
         self._report()
@@ -163,7 +184,7 @@ class _SegmentWorker:
             "backfill segment %d %s: %d scanned, %d re-stamped, %d skipped, %d anomalies, "
             "%d would re-stamp",
             self.request.segment,
-            "interrupted" if interrupted else ("done" if cursor is None else "paused at cursor"),
+            "interrupted" if interrupted else ("done" if done else "returning its cursor"),
             self.result.scanned,
             self.result.restamped,
             self.result.skipped,
@@ -171,9 +192,11 @@ class _SegmentWorker:
             self.result.would_restamp,
             extra={
                 "segment": self.request.segment,
-                "direction": self.request.direction.value,
+                "direction": self.move.direction.value,
+                "source": str(self.move.source),
+                "target": str(self.move.target),
                 "dryRun": self.request.dry_run,
-                "done": cursor is None and not interrupted,
+                "done": done,
                 "interrupted": interrupted,
                 "counts": self.result.to_json(),
             },
@@ -205,9 +228,9 @@ class _SegmentWorker:
             # it reads, before filtering), and rows it hid could be neither counted nor stepped
             # past by a worker that stops mid-page. Saga rows on the source key are picked
             # out in _handle.
-            # Strongly consistent: a row written on the legacy key by a writer still on the old
-            # phase just before the Scan passed it is seen. The cost lands on the base table,
-            # spread over its partitions, not on the hot index partition.
+            # Strongly consistent: a row written on the source key by a writer still on the
+            # previous state just before the Scan passed it is seen. The cost lands on the base
+            # table, spread over its partitions, not on the hot index partition.
             "ConsistentRead": True,
         }
         if cursor:
@@ -232,14 +255,14 @@ class _SegmentWorker:
         if raw.get("entityType", {}).get("S") != keys.ENTITY_TYPE:
             return True  # not a saga: never touched
         gsi4pk = raw.get("GSI4PK", {}).get("S")
-        if not request.direction.is_source(gsi4pk):
-            return True  # already on the target key (or not indexed at all)
+        if not self.move.is_on_source(gsi4pk):
+            return True  # not on the source layout: moved already (or not indexed at all)
         item = deserialize(raw)
         reason = keys.person_anomaly(item)
-        if reason is not None:
+        target = self.move.target_key_of(item)
+        if target is None:
             self.result.anomalies += 1
-            if len(self.result.anomaly_keys) < request.anomaly_key_limit:
-                self.result.anomaly_keys.append(plain_key(raw))
+            self._list_anomaly(raw, reason)
             log.warning(
                 "saga row anomaly, left on its key for a human to repair: %s: %s",
                 plain_key(raw),
@@ -247,30 +270,54 @@ class _SegmentWorker:
                 extra={"key": plain_key(raw), "reason": reason},
             )
             return True
-        target = request.direction.target(item["personId"], request.shard_count)
+        if gsi4pk == target:
+            return True  # a key both layouts give this person (a re-shard's shared keys)
         if request.dry_run:
             self.result.would_restamp += 1
+            if reason is not None:
+                self._list_anomaly(raw, reason)
             return True
-        if not self.bucket.acquire(self._stop_requested):
+        if not self.bucket.acquire(self._stop_requested, budget=self._token_budget):
             return False
-        self._restamp(raw, target)
+        if self._restamp(raw, target) and reason is not None:
+            # Moved to a key that needs no personId (the legacy key): listed, not left behind.
+            self._list_anomaly(raw, reason)
+            log.warning(
+                "saga row anomaly moved to %s (its personId still needs a human): %s: %s",
+                target,
+                plain_key(raw),
+                reason,
+                extra={"key": plain_key(raw), "reason": reason, "target": target},
+            )
         return True
 
-    def _restamp(self, raw: Mapping[str, Any], target: str) -> None:
-        names = {"#pk": "PK", "#gsi4pk": "GSI4PK", "#personId": "personId"}
+    def _list_anomaly(self, raw: Mapping[str, Any], reason: str | None) -> None:
+        if len(self.result.anomaly_keys) >= self.request.anomaly_key_limit:
+            return
+        key = plain_key(raw)
+        if not self.move.target_needs_person and reason is not None:
+            # The forward direction's keys stay {PK, SK}; a moved anomaly says why it is one.
+            key["reason"] = reason
+        self.result.anomaly_keys.append(key)
+
+    def _restamp(self, raw: Mapping[str, Any], target: str) -> bool:
+        """The conditional write; True when it landed, False when its condition failed."""
+        names = {"#pk": "PK", "#gsi4pk": "GSI4PK"}
         # The values the Scan returned, as typed attribute values: equality is byte-exact.
-        values: dict[str, Any] = {
-            ":target": {"S": target},
-            ":readGsi4pk": raw["GSI4PK"],
-            ":readPersonId": raw["personId"],
-        }
-        condition = [ROW_STILL_EXISTS, STILL_ON_THE_KEY_READ, STILL_THE_PERSON_READ]
-        names["#gsi4sk"] = "GSI4SK"
-        if "GSI4SK" in raw:
-            values[":readGsi4sk"] = raw["GSI4SK"]
-            condition.append(STILL_THE_SORT_KEY_READ)
-        else:
-            condition.append(SORT_KEY_STILL_ABSENT)
+        values: dict[str, Any] = {":target": {"S": target}, ":readGsi4pk": raw["GSI4PK"]}
+        condition = [ROW_STILL_EXISTS, STILL_ON_THE_KEY_READ]
+        if self.move.target_needs_person:
+            # The target key was computed from the personId read (and the anomaly check read
+            # GSI4SK): both are held. A target that keys no one by person needs neither.
+            names["#personId"] = "personId"
+            values[":readPersonId"] = raw["personId"]
+            condition.append(STILL_THE_PERSON_READ)
+            names["#gsi4sk"] = "GSI4SK"
+            if "GSI4SK" in raw:
+                values[":readGsi4sk"] = raw["GSI4SK"]
+                condition.append(STILL_THE_SORT_KEY_READ)
+            else:
+                condition.append(SORT_KEY_STILL_ABSENT)
         before = throttle_count(self.throttles)
         try:
             self.client.update_item(
@@ -289,7 +336,7 @@ class _SegmentWorker:
                     plain_key(raw),
                     extra={"key": plain_key(raw)},
                 )
-                return
+                return False
             if is_throttle(err):
                 self.bucket.on_throttle()
                 raise SegmentThrottledError(
@@ -302,6 +349,7 @@ class _SegmentWorker:
             if throttle_count(self.throttles) > before:
                 self.bucket.on_throttle()
         self.result.restamped += 1
+        return True
 
 
 def run_segment(
@@ -321,9 +369,10 @@ def run_segment(
 
     remaining_seconds: the Lambda's remaining time (None locally: no deadline); the worker
     returns its cursor once less than safety_margin_seconds remain. stop: set to stop after the
-    in-flight write (Ctrl-C, SIGTERM). throttles: the counter attached to `client`
-    (attach_throttle_observer); its increments slow the bucket. Returns this invocation's counts
-    plus request.totals, and the cursor (None when the segment is done).
+    in-flight write (Ctrl-C, SIGTERM, a lost lease). bucket: the pace (and pause) to follow.
+    throttles: the counter attached to `client` (attach_throttle_observer); its increments slow
+    the bucket. Returns this invocation's counts
+    plus request.totals, the cursor, and `done` once the segment's Scan reached its end.
     """
     if page_size is not None and page_size < 1:
         raise InvalidInputError(f"page_size must be >= 1, got {page_size}")
@@ -346,6 +395,7 @@ def run_segment(
     combined = SegmentResult(
         segment=own.segment,
         cursor=own.cursor,
+        done=own.done,
         interrupted=own.interrupted,
         invocation=own.invocation,
     )

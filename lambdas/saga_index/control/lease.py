@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from saga_index.backfill.messages import MAX_WRITES_PER_SECOND
 from saga_index.control import record
 from saga_index.control.errors import (
     ControlError,
@@ -50,14 +49,14 @@ from saga_index.control.store import (
 )
 from saga_index.control.timing import WallClock, utc_now
 from saga_index.control.transitions import seconds_until
+from saga_index.names import MAX_WRITES_PER_SECOND
 
 log = logging.getLogger(__name__)
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0
-# How often a run heartbeats (and re-reads throttle and pause): well inside the TTL, so two
-# lost heartbeats in a row do not lose the lease.
-HEARTBEAT_SECONDS: Final = 30.0
+# How often a run heartbeats is the runner's choice (saga_index.backfill.leasing, every 5 s so
+# throttle and pause apply quickly): it must stay well inside this TTL.
 
 EVENT_THROTTLE: Final = "throttle"
 EVENT_PAUSE: Final = "pause"

@@ -30,9 +30,8 @@ from saga_index.control.state import (
     Transition,
 )
 from saga_index.errors import InvalidInputError
-from saga_index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
-CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
 STATE_SK: Final = "STATE"
 HISTORY_SK_PREFIX: Final = "HISTORY#"
 EVENT_SK_PREFIX: Final = "EVENT#"

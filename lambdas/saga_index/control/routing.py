@@ -4,9 +4,14 @@
   readers  read the SOURCE (current) layout's partitions first, then the target's, and
            de-duplicate on the table key (PK, SK); each distinct GSI4PK is read once
 
-Why source first: a GSI read is eventually consistent and a row being re-stamped is visible
-under exactly one of its two keys at any instant. A read that finishes the key a row moves away
-from before it reads the key the row moves to cannot miss the row.
+Why source first: a row moves when a writer changes its GSI4PK, and it only ever moves from the
+source layout's key to the target's. A read that finishes the key a row moves away from before
+it reads the key the row moves to narrows the window in which it misses that row. It does not
+close it: GSI reads are eventually consistent, and DynamoDB propagates a GSI key change as a
+delete under the old key and a put under the new one, asynchronously and with no promise that
+both become visible together. A read can therefore miss a row that is moving during it; the
+next read (the next sweep, the next page load) sees it on one key or the other. The drift guard
+and the backfill's read-back use the base table, which has no such window.
 
 Enumerations are read in stages: every key of a stage may be read in parallel, and a stage is
 read to its end before the next starts. A key both layouts name (only a re-shard has such keys:

@@ -18,7 +18,7 @@ from saga_index.control.state import ControlState, RecordCondition, Transition
 from saga_index.dynamo.codec import deserialize, serialize
 from saga_index.dynamo.conditions import all_of, is_condition_failed
 from saga_index.dynamo.pages import query_pages
-from saga_index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -82,7 +82,7 @@ class ControlStore:
                 "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
                 "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
                 "ExpressionAttributeValues": serialize(
-                    {":pk": record.CONTROL_PK, ":prefix": record.EVENT_SK_PREFIX}
+                    {":pk": CONTROL_PK, ":prefix": record.EVENT_SK_PREFIX}
                 ),
                 "ConsistentRead": True,
             }
@@ -185,7 +185,7 @@ class ControlStore:
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
             "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
             "ExpressionAttributeValues": serialize(
-                {":pk": record.CONTROL_PK, ":prefix": record.HISTORY_SK_PREFIX}
+                {":pk": CONTROL_PK, ":prefix": record.HISTORY_SK_PREFIX}
             ),
             "ConsistentRead": True,
         }

@@ -1,10 +1,12 @@
 """The rate-limited parallel Scan of the base table's saga rows (drift and parity read it).
 
 A Scan reads the whole table, so it is paced: a ReadRateLimiter keeps the average read rate at
-ScanOptions.read_units_per_second across all segments, from what each page cost. The result is
-every saga row (table key RSAGA#<id> / META) or an error: a failed segment stops the others
-(EnumerationError), and a deadline that passes first is ScanIncompleteError; no partial list
-is ever returned.
+ScanOptions.read_units_per_second across all segments, from what each page cost. `scan` returns
+every saga row (table key RSAGA#<id> / META); `scan_each` hands each saga row to a visitor as its
+page arrives and keeps none (a caller that only counts holds one page per segment, whatever the
+size of the table). Either completes or raises: a failed segment stops the others
+(EnumerationError), and a deadline that passes first is ScanIncompleteError; no partial result
+is ever returned as complete.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -115,6 +117,17 @@ class ScanOptions:
 
 
 @dataclass(frozen=True)
+class ScanStats:
+    """What a scan read and what it cost."""
+
+    rows: int  # saga rows handed to the visitor
+    requests: int
+    scanned_count: int
+    read_units: float
+    seconds_waited: float
+
+
+@dataclass(frozen=True)
 class TableScan:
     """Every saga row of the base table (projected to the key and routing attributes)."""
 
@@ -130,7 +143,8 @@ class _Stopped(Exception):
 
 
 class SagaTableScanner:
-    """Parallel Scan of the base table returning its saga rows (table key RSAGA#<id> / META)."""
+    """Parallel Scan of the base table returning its saga rows (table key RSAGA#<id> / META),
+    projected to `attributes` (PK and SK are always read: they pick the saga rows)."""
 
     def __init__(
         self,
@@ -140,36 +154,60 @@ class SagaTableScanner:
         options: ScanOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        attributes: Sequence[str] = _SAGA_PROJECTION,
     ) -> None:
         if not table_name:
             raise InvalidInputError("table_name is required")
         self.client = client
         self.table_name = table_name
         self.options = options or ScanOptions()
+        self.attributes = tuple(dict.fromkeys(("PK", "SK", *attributes)))
         self._clock = clock
         self._sleep = sleep
 
     def scan(self, *, deadline: float | None = None) -> TableScan:
-        """All saga rows, or an error: EnumerationError naming the failed segments, or
-        ScanIncompleteError when `deadline` (a value of the injected clock) passes first."""
+        """All saga rows, sorted by table key, or an error: EnumerationError naming the failed
+        segments, or ScanIncompleteError when `deadline` (a value of the injected clock) passes
+        first."""
+        items: list[dict[str, Any]] = []
+        stats = self.scan_each(items.append, deadline=deadline)
+        items.sort(key=keys.table_key_of)
+        return TableScan(
+            items=items,
+            requests=stats.requests,
+            scanned_count=stats.scanned_count,
+            read_units=stats.read_units,
+            seconds_waited=stats.seconds_waited,
+        )
+
+    def scan_each(
+        self, visit: Callable[[dict[str, Any]], None], *, deadline: float | None = None
+    ) -> ScanStats:
+        """Hand every saga row (deserialised) to `visit`, one call at a time (calls never
+        overlap, in no particular order), keeping none. Errors as `scan`'s; rows already
+        visited when one is raised are no result."""
         options = self.options
         limiter = ReadRateLimiter(
             options.read_units_per_second, clock=self._clock, sleep=self._sleep
         )
         stop = threading.Event()
+        visiting = threading.Lock()
         total = options.segments
         started = self._clock()
         failures: dict[str, BaseException] = {}
         unfinished: list[str] = []
-        reads: list[_SegmentRead] = []
+        reads = [_SegmentRead() for _ in range(total)]
         with ThreadPoolExecutor(max_workers=total, thread_name_prefix="saga-scan") as pool:
             futures = {
-                n: pool.submit(self._scan_segment, n, limiter, stop, deadline) for n in range(total)
+                n: pool.submit(
+                    self._scan_segment, n, limiter, stop, deadline, visit, visiting, reads[n]
+                )
+                for n in range(total)
             }
             for n, future in futures.items():
                 name = f"segment {n} of {total}"
                 try:
-                    reads.append(future.result())
+                    future.result()
                 except (ClientError, BotoCoreError) as err:
                     stop.set()
                     failures[name] = err
@@ -185,13 +223,11 @@ class SagaTableScanner:
                     extra={"segment": name, "error": f"{type(failure).__name__}: {failure}"},
                 )
             raise EnumerationError(failures)
-        rows = sum(len(r.items) for r in reads)
+        rows = sum(r.rows for r in reads)
         if unfinished:
             raise ScanIncompleteError(unfinished, rows, (deadline or started) - started)
-        items = [item for read in reads for item in read.items]
-        items.sort(key=keys.table_key_of)
-        return TableScan(
-            items=items,
+        return ScanStats(
+            rows=rows,
             requests=sum(r.requests for r in reads),
             scanned_count=sum(r.scanned_count for r in reads),
             read_units=limiter.units_spent,
@@ -199,7 +235,7 @@ class SagaTableScanner:
         )
 
     def _request(self, segment: int) -> dict[str, Any]:
-        names = {f"#a{n}": attr for n, attr in enumerate(_SAGA_PROJECTION)}
+        names = {f"#a{n}": attr for n, attr in enumerate(self.attributes)}
         by_attr = {attr: alias for alias, attr in names.items()}
         return {
             "TableName": self.table_name,
@@ -225,9 +261,10 @@ class SagaTableScanner:
         limiter: ReadRateLimiter,
         stop: threading.Event,
         deadline: float | None,
-    ) -> _SegmentRead:
-        read = _SegmentRead()
-
+        visit: Callable[[dict[str, Any]], None],
+        visiting: threading.Lock,
+        read: _SegmentRead,
+    ) -> None:
         def before_each_page() -> None:
             if stop.is_set():
                 raise _Stopped
@@ -245,8 +282,9 @@ class SagaTableScanner:
             for raw in raw_items:
                 item = deserialize(raw)
                 if _is_saga_row(item):
-                    read.items.append(item)
-        return read
+                    read.rows += 1
+                    with visiting:
+                        visit(item)
 
 
 class _DeadlinePassed(Exception):
@@ -255,7 +293,7 @@ class _DeadlinePassed(Exception):
 
 @dataclass
 class _SegmentRead:
-    items: list[dict[str, Any]] = field(default_factory=list)
+    rows: int = 0
     requests: int = 0
     scanned_count: int = 0
 

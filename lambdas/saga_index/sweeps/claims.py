@@ -1,4 +1,5 @@
-"""The retry sweep's conditional writes: claim a retry, record exhaustion once, undo either.
+"""The retry sweep's conditional writes: claim a retry or an exhaustion, record its publication,
+undo a claim whose event was refused.
 
 Scheduler delivers at least once, and two deliveries of one firing can run side by side. A retry
 is therefore CLAIMED before its event goes out, with a conditional UpdateItem that only succeeds
@@ -6,6 +7,15 @@ on the saga exactly as the sweep read it. The claim increments prepareAttempts a
 scheduled time in lastPrepareRetryAt, so a second delivery of the same firing either fails the
 condition (it read the saga before the claim) or reads a last attempt that is 0 s old and finds
 the backoff not elapsed (it read the saga after the claim). Either way it claims nothing.
+
+A claim is also an outbox entry. It carries the token of the run that made it, the run's wall
+clock and the event to publish; the run records prepareClaimPublishedAt only after PutEvents
+accepted the event. A claim without it is pending, and a later run publishes it again once it is
+older than the publish timeout (rules.pending_publications), so a run that dies between claim
+and publish loses nothing. A claim whose condition fails is told apart by its token: the old item
+(ReturnValuesOnConditionCheckFailure=ALL_OLD, or one consistent GetItem on a server that ignores
+it) carries ours when botocore re-sent a write that had been applied (its answer was lost), and
+that claim is ours; any other token means someone else's, and the saga is skipped.
 
 Only the retry attributes are touched: never GSI4PK/GSI4SK (a claim is not a re-stamp and must
 not move the row between index partitions), never state or updatedAt (they belong to the
@@ -16,19 +26,25 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.dynamo.codec import serialize
+from saga_index.dynamo.codec import deserialize, serialize
 from saga_index.dynamo.conditions import is_condition_failed
 from saga_index.sweeps.rules import (
     LAST_PREPARE_RETRY_AT,
     PREPARE_ATTEMPTS,
+    PREPARE_CLAIM_EVENT,
+    PREPARE_CLAIM_PUBLISHED_AT,
+    PREPARE_CLAIM_TOKEN,
+    PREPARE_CLAIMED_AT,
     PREPARE_FAILED,
     PREPARE_RETRIES_EXHAUSTED_AT,
     UPDATED_AT,
     RetryDecision,
+    SagaRef,
 )
 
 if TYPE_CHECKING:
@@ -44,6 +60,10 @@ _NAMES = {
     "#updatedAt": UPDATED_AT,
     "#lastRetryAt": LAST_PREPARE_RETRY_AT,
     "#exhaustedAt": PREPARE_RETRIES_EXHAUSTED_AT,
+    "#claimToken": PREPARE_CLAIM_TOKEN,
+    "#claimedAt": PREPARE_CLAIMED_AT,
+    "#claimEvent": PREPARE_CLAIM_EVENT,
+    "#publishedAt": PREPARE_CLAIM_PUBLISHED_AT,
 }
 
 # The workflow has not moved the saga on (a retry of a saga that left PREPARE_FAILED would
@@ -58,9 +78,23 @@ UPDATED_AT_UNCHANGED = "#updatedAt = :seenUpdatedAt"
 UPDATED_AT_ABSENT = "attribute_not_exists(#updatedAt)"
 # The exhaustion event goes out once: the first sweep to record it wins.
 NOT_YET_EXHAUSTED = "attribute_not_exists(#exhaustedAt)"
-# Undo only our own claim: the count we wrote and the scheduled time that claimed it.
-STILL_OUR_CLAIM = "#attempts = :claimedAttempts AND #lastRetryAt = :claimedAt"
-STILL_OUR_EXHAUSTION = "#exhaustedAt = :claimedAt"
+# The claim is the one this token made and its publication is not recorded yet: only then may it
+# be undone (its event was refused) or marked published.
+STILL_THE_PENDING_CLAIM = "#claimToken = :token AND attribute_not_exists(#publishedAt)"
+
+# What a claim writes beside its count or its exhaustion: the outbox entry, pending.
+_CLAIM_RECORD = "#claimToken = :token, #claimedAt = :clockedAt, #claimEvent = :event"
+_CLAIM_FIELDS = "#claimToken, #claimedAt, #claimEvent"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one run writes into each claim it makes."""
+
+    token: str  # the run's: tells its own claims (a re-sent write) from anyone else's
+    scheduled_at: str  # the run's "now": lastPrepareRetryAt, or prepareRetriesExhaustedAt
+    clocked_at: str  # the run's wall clock at the claim: the publish timeout counts from it
+    event: str  # JSON {"detailType", "detail"}: what to publish, now or again later
 
 
 def _unchanged(decision: RetryDecision, values: dict[str, Any]) -> str:
@@ -79,12 +113,22 @@ def _unchanged(decision: RetryDecision, values: dict[str, Any]) -> str:
     return " AND ".join(parts)
 
 
+def _claim_values(claim: Claim) -> dict[str, Any]:
+    return {
+        ":claimedAt": claim.scheduled_at,
+        ":token": claim.token,
+        ":clockedAt": claim.clocked_at,
+        ":event": claim.event,
+    }
+
+
 def _placeholders(expression: str) -> set[str]:
     return set(_PLACEHOLDER.findall(expression))
 
 
 class RetryClaims:
-    """Conditional UpdateItems on saga rows; the client is injected. True = written."""
+    """Conditional UpdateItems on saga rows; the client is injected. True = written (a claim:
+    written by this run, now or by an earlier send of the same write)."""
 
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         if not table_name:
@@ -92,21 +136,35 @@ class RetryClaims:
         self.client = client
         self.table_name = table_name
 
-    def claim_retry(self, decision: RetryDecision, *, claimed_at: str) -> bool:
-        """Increment prepareAttempts and set lastPrepareRetryAt = claimed_at, if unchanged."""
-        values: dict[str, Any] = {":one": 1, ":zero": 0, ":claimedAt": claimed_at}
+    def claim_retry(self, decision: RetryDecision, claim: Claim) -> bool:
+        """Increment prepareAttempts, set lastPrepareRetryAt and a pending claim, if unchanged."""
+        values = {":one": 1, ":zero": 0, **_claim_values(claim)}
         condition = _unchanged(decision, values)
-        update = "SET #attempts = if_not_exists(#attempts, :zero) + :one, #lastRetryAt = :claimedAt"
-        return self._update(decision, update, condition, values, "claim retry")
+        update = (
+            "SET #attempts = if_not_exists(#attempts, :zero) + :one, #lastRetryAt = :claimedAt, "
+            f"{_CLAIM_RECORD} REMOVE #publishedAt"
+        )
+        return self._claim(decision.finding.saga, update, condition, values, claim.token)
 
-    def release_retry(self, decision: RetryDecision, *, claimed_at: str) -> bool:
-        """Undo claim_retry (its event could not be published), if the claim is still ours."""
-        values: dict[str, Any] = {
-            ":claimedAttempts": decision.attempts + 1,
-            ":claimedAt": claimed_at,
-        }
+    def mark_exhausted(self, decision: RetryDecision, claim: Claim) -> bool:
+        """Record prepareRetriesExhaustedAt and a pending claim, once, if unchanged."""
+        values = _claim_values(claim)
+        condition = _unchanged(decision, values) + " AND " + NOT_YET_EXHAUSTED
+        update = f"SET #exhaustedAt = :claimedAt, {_CLAIM_RECORD} REMOVE #publishedAt"
+        return self._claim(decision.finding.saga, update, condition, values, claim.token)
+
+    def mark_published(self, saga: SagaRef, *, token: str, at: str) -> bool:
+        """Record that PutEvents accepted the event of the claim `token` made."""
+        values: dict[str, Any] = {":token": token, ":publishedAt": at}
+        return self._update(
+            saga, "SET #publishedAt = :publishedAt", STILL_THE_PENDING_CLAIM, values, "published"
+        )
+
+    def release_retry(self, decision: RetryDecision, *, token: str) -> bool:
+        """Undo claim_retry (its event was refused), if the claim is still ours and pending."""
+        values: dict[str, Any] = {":token": token}
         sets: list[str] = []
-        removes: list[str] = []
+        removes: list[str] = [_CLAIM_FIELDS]
         if decision.seen_attempts is None:
             removes.append("#attempts")
         else:
@@ -121,51 +179,94 @@ class RetryClaims:
             part
             for part in (
                 "SET " + ", ".join(sets) if sets else "",
-                "REMOVE " + ", ".join(removes) if removes else "",
+                "REMOVE " + ", ".join(removes),
             )
             if part
         )
-        return self._update(decision, update, STILL_OUR_CLAIM, values, "release retry claim")
-
-    def mark_exhausted(self, decision: RetryDecision, *, at: str) -> bool:
-        """Record prepareRetriesExhaustedAt, once, if the saga is unchanged since the read."""
-        values: dict[str, Any] = {":claimedAt": at}
-        condition = _unchanged(decision, values) + " AND " + NOT_YET_EXHAUSTED
-        update = "SET #exhaustedAt = :claimedAt"
-        return self._update(decision, update, condition, values, "record exhaustion")
-
-    def release_exhausted(self, decision: RetryDecision, *, at: str) -> bool:
-        values: dict[str, Any] = {":claimedAt": at}
         return self._update(
-            decision, "REMOVE #exhaustedAt", STILL_OUR_EXHAUSTION, values, "release exhaustion"
+            decision.finding.saga, update, STILL_THE_PENDING_CLAIM, values, "release retry claim"
         )
 
-    def _update(
-        self,
-        decision: RetryDecision,
-        update: str,
-        condition: str,
-        values: dict[str, Any],
-        what: str,
+    def release_exhausted(self, decision: RetryDecision, *, token: str) -> bool:
+        """Undo mark_exhausted (its event was refused), if the claim is still ours and pending."""
+        return self._update(
+            decision.finding.saga,
+            f"REMOVE #exhaustedAt, {_CLAIM_FIELDS}",
+            STILL_THE_PENDING_CLAIM,
+            {":token": token},
+            "release exhaustion",
+        )
+
+    def _claim(
+        self, saga: SagaRef, update: str, condition: str, values: dict[str, Any], token: str
     ) -> bool:
-        saga = decision.finding.saga
-        # DynamoDB rejects names and values the expressions do not use.
-        used = _placeholders(update + " " + condition)
         try:
-            self.client.update_item(
+            self._send(saga, update, condition, values, return_old_on_failure=True)
+        except ClientError as err:
+            if not is_condition_failed(err):
+                raise
+            holder = self._claim_token(saga, err)
+            if holder == token:
+                # Our own write, applied by an earlier send whose answer was lost.
+                log.info("claim already made by this run: kept", extra={"sagaId": saga.saga_id})
+                return True
+            log.info(
+                "saga changed or claimed since it was read: skipped",
+                extra={"sagaId": saga.saga_id, "claimedBy": holder},
+            )
+            return False
+        return True
+
+    def _claim_token(self, saga: SagaRef, err: ClientError) -> str | None:
+        """The claim token on the row as the failed condition saw it."""
+        old = err.response.get("Item")  # type: ignore[typeddict-item]
+        if old is None:
+            # A server that ignores ReturnValuesOnConditionCheckFailure (dynalite): read it.
+            old = self.client.get_item(
                 TableName=self.table_name,
                 Key=serialize({"PK": saga.pk, "SK": saga.sk}),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames={k: v for k, v in _NAMES.items() if k in used},
-                ExpressionAttributeValues=serialize({k: v for k, v in values.items() if k in used}),
-            )
+                ConsistentRead=True,
+            ).get("Item")
+        if old is None:
+            return None
+        token = deserialize(old).get(PREPARE_CLAIM_TOKEN)
+        return token if isinstance(token, str) else None
+
+    def _update(
+        self, saga: SagaRef, update: str, condition: str, values: dict[str, Any], what: str
+    ) -> bool:
+        try:
+            self._send(saga, update, condition, values, return_old_on_failure=False)
         except ClientError as err:
             if is_condition_failed(err):
                 log.info(
-                    "saga changed since it was read: skipped",
+                    "saga changed since it was claimed: not written",
                     extra={"sagaId": saga.saga_id, "action": what},
                 )
                 return False
             raise
         return True
+
+    def _send(
+        self,
+        saga: SagaRef,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        *,
+        return_old_on_failure: bool,
+    ) -> None:
+        # DynamoDB rejects names and values the expressions do not use.
+        used = _placeholders(update + " " + condition)
+        extra: dict[str, Any] = (
+            {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if return_old_on_failure else {}
+        )
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=serialize({"PK": saga.pk, "SK": saga.sk}),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={k: v for k, v in _NAMES.items() if k in used},
+            ExpressionAttributeValues=serialize({k: v for k, v in values.items() if k in used}),
+            **extra,
+        )

@@ -12,6 +12,7 @@ sweep logs it and counts it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,10 +34,21 @@ WORKFLOW_HEARTBEAT_AT = "workflowHeartbeatAt"
 PREPARE_ATTEMPTS = "prepareAttempts"
 LAST_PREPARE_RETRY_AT = "lastPrepareRetryAt"
 PREPARE_RETRIES_EXHAUSTED_AT = "prepareRetriesExhaustedAt"
+# The claim's outbox, on the saga row beside the count it claimed (claims.py): the token of the
+# run that claimed, when it claimed (its wall clock), the event to publish, and when PutEvents
+# accepted that event. A claim without the last is pending.
+PREPARE_CLAIM_TOKEN = "prepareClaimToken"  # noqa: S105 (an attribute name)
+PREPARE_CLAIMED_AT = "prepareClaimedAt"
+PREPARE_CLAIM_EVENT = "prepareClaimEvent"
+PREPARE_CLAIM_PUBLISHED_AT = "prepareClaimPublishedAt"
 
 DEFAULT_HEARTBEAT_THRESHOLD = timedelta(minutes=30)
 DEFAULT_MAX_PREPARE_ATTEMPTS = 3
 DEFAULT_PREPARE_BACKOFF = timedelta(minutes=10)
+# A pending claim older than this is re-published: the sweep function's timeout is 3 minutes
+# (infra/sweeps.py), so the run that claimed it has ended by then; 2 more cover clock skew
+# between execution environments.
+DEFAULT_PUBLISH_TIMEOUT = timedelta(minutes=5)
 DEFAULT_STUCK_THRESHOLD = timedelta(hours=24)
 
 
@@ -120,6 +132,7 @@ class HealthPolicy:
 class RetryPolicy:
     max_attempts: int = DEFAULT_MAX_PREPARE_ATTEMPTS
     base_backoff: timedelta = DEFAULT_PREPARE_BACKOFF
+    publish_timeout: timedelta = DEFAULT_PUBLISH_TIMEOUT
 
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
@@ -131,6 +144,7 @@ class RetryPolicy:
                 f"max prepare attempts must be from 1 to 20, got {self.max_attempts}"
             )
         _positive("prepare retry backoff", self.base_backoff)
+        _positive("claim publish timeout", self.publish_timeout)
 
     def backoff(self, attempts: int) -> timedelta:
         """How long after the last attempt the next one is due: base x 2^attempts."""
@@ -284,7 +298,7 @@ class RetryDecision:
     """A PREPARE_FAILED saga to claim (retry or exhaustion) and what its claim conditions on.
 
     seen_* are the values read; the conditional UpdateItem requires them unchanged, so a saga
-    changed between read and claim (or claimed by a duplicate delivery) is skipped.
+    changed between read and claim (or claimed by another run) is skipped.
     """
 
     finding: Finding
@@ -329,6 +343,8 @@ def prepare_retries(
     (lastPrepareRetryAt, else updatedAt) older than base x 2^attempts.
     Exhausted: prepareAttempts at or over the maximum and not yet recorded as exhausted
     (prepareRetriesExhaustedAt absent), so the exhaustion event goes out once.
+    A saga whose last claim is still pending (not yet published) is neither: that claim is
+    published first (`pending_publications`), and the backoff counts from it.
     """
     now = require_aware(now)
     policy = policy or RetryPolicy()
@@ -336,7 +352,7 @@ def prepare_retries(
     exhausted: list[RetryDecision] = []
     unevaluable: list[Unevaluable] = []
     for item in sagas:
-        if item.get("state") != PREPARE_FAILED:
+        if item.get("state") != PREPARE_FAILED or is_pending(item):
             continue
         ref = SagaRef.of(item)
         try:
@@ -390,6 +406,78 @@ def prepare_retries(
                 RetryDecision(finding, seen_attempts, seen_updated_at, seen_last_retry_at)
             )
     return PrepareRetryPlan(tuple(retries), tuple(exhausted), tuple(unevaluable))
+
+
+# ---- retry-failed-prepare: the outbox of pending claims ----------------------------------------
+
+
+def is_pending(item: Mapping[str, Any]) -> bool:
+    """A claim was made (by a run with a token) and its event is not known to be published."""
+    return (
+        item.get(PREPARE_CLAIM_TOKEN) is not None and item.get(PREPARE_CLAIM_PUBLISHED_AT) is None
+    )
+
+
+@dataclass(frozen=True)
+class PendingPublication:
+    """A claim whose event is not known to be published, old enough to publish again: the event
+    exactly as claimed (so its sagaId and attempt are those of the first try)."""
+
+    saga: SagaRef
+    token: str
+    detail_type: str
+    detail: Mapping[str, Any]
+    claimed_at: datetime
+
+
+@dataclass(frozen=True)
+class PendingPlan:
+    due: tuple[PendingPublication, ...]
+    unevaluable: tuple[Unevaluable, ...] = ()
+
+
+def _claimed_event(item: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    raw = item.get(PREPARE_CLAIM_EVENT)
+    if not isinstance(raw, str):
+        raise ValueError(f"{PREPARE_CLAIM_EVENT} is missing or not a string")
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{PREPARE_CLAIM_EVENT} is not JSON: {raw[:80]!r}") from None
+    if (
+        not isinstance(event, dict)
+        or not isinstance(event.get("detailType"), str)
+        or not isinstance(event.get("detail"), dict)
+    ):
+        raise ValueError(f"{PREPARE_CLAIM_EVENT} has no detailType and detail: {raw[:80]!r}")
+    return event["detailType"], event["detail"]
+
+
+def pending_publications(
+    sagas: Iterable[Mapping[str, Any]], clock_now: datetime, policy: RetryPolicy | None = None
+) -> PendingPlan:
+    """Pending claims (`is_pending`) claimed more than the publish timeout before `clock_now`
+    (a wall clock, like the claim's prepareClaimedAt): the run that made them has ended without
+    recording the publication, so whether the event went out is unknown; it goes out again.
+    Younger ones may belong to a run still in progress and are left to it."""
+    clock_now = require_aware(clock_now)
+    policy = policy or RetryPolicy()
+    due: list[PendingPublication] = []
+    unevaluable: list[Unevaluable] = []
+    for item in sagas:
+        if not is_pending(item):
+            continue
+        ref = SagaRef.of(item)
+        try:
+            claimed_at = parse_timestamp(item, PREPARE_CLAIMED_AT)
+            detail_type, detail = _claimed_event(item)
+        except ValueError as err:
+            unevaluable.append(Unevaluable(ref, f"pending claim cannot be published: {err}"))
+            continue
+        if clock_now - claimed_at > policy.publish_timeout:
+            token = str(item[PREPARE_CLAIM_TOKEN])
+            due.append(PendingPublication(ref, token, detail_type, detail, claimed_at))
+    return PendingPlan(tuple(due), tuple(unevaluable))
 
 
 # ---- agent-metrics-snapshot --------------------------------------------------------------------

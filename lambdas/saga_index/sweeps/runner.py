@@ -8,10 +8,12 @@ acts on a partial list and emits nothing when the read fails.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -19,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index import names
 from saga_index.errors import SagaIndexError
 from saga_index.repository import ReadResult, SagaRepository
-from saga_index.sweeps.claims import RetryClaims
+from saga_index.sweeps.claims import Claim, RetryClaims
 from saga_index.sweeps.events import EventPublisher, EventPublishError, SagaEvent, event_for
 from saga_index.sweeps.rules import (
     FindingKind,
@@ -28,9 +30,11 @@ from saga_index.sweeps.rules import (
     RetryDecision,
     RetryPolicy,
     RuleResult,
+    SagaRef,
     StuckPolicy,
     Unevaluable,
     open_saga_snapshot,
+    pending_publications,
     prepare_retries,
     require_aware,
     stuck_sagas,
@@ -68,6 +72,8 @@ class SweepReport:
     findings: dict[str, int] = field(default_factory=dict)
     # Retry sweep: sagas found due but changed between read and claim (someone else acted).
     skipped: int = 0
+    # Retry sweep: pending claims past the publish timeout, published again.
+    republished: int = 0
     unevaluable: int = 0
     snapshot: OpenSagaSnapshot | None = None
 
@@ -159,6 +165,10 @@ def _count(report: SweepReport, events: Sequence[SagaEvent], *, failed: set[int]
             report.findings[event.detail_type] = report.findings.get(event.detail_type, 0) + 1
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 def run_retry_failed_prepare(
     repository: SagaRepository,
     claims: RetryClaims,
@@ -166,40 +176,61 @@ def run_retry_failed_prepare(
     *,
     now: datetime,
     policy: RetryPolicy | None = None,
+    token: str | None = None,
+    clock: Callable[[], datetime] = _wall_clock,
 ) -> SweepReport:
-    """Claim each due retry (and each exhaustion) with a conditional write, then publish.
+    """Claim each due retry (and each exhaustion) with a conditional write, publish, then record
+    the publication on each claim; and publish again every pending claim older than the policy's
+    publish timeout (a run that claimed and died before recording the publication).
 
-    Claims come first so that a duplicate delivery cannot retry a saga twice; an event that
-    cannot be published has its claim released, so the retry is not lost: the failed invocation
-    is retried by Scheduler with the same scheduled time and claims it again.
+    `token` names this run's claims (default: a fresh uuid); `clock` is the wall clock the
+    claims are stamped with and the timeout is measured on (`now` is the scheduled time).
+    Claims come first so that a duplicate delivery cannot retry a saga twice. An event the bus
+    refuses has its claim released (a later run claims it again) and fails the invocation; an
+    event whose publication could not be recorded stays pending and is published again after
+    the timeout, with the same (sagaId, attempt).
     """
     now = require_aware(now)
+    policy = policy or RetryPolicy()
+    token = token or uuid.uuid4().hex
     read = _read(names.JOB_RETRY_FAILED_PREPARE, repository)
     plan = prepare_retries(read.items, now, policy)
+    pending = pending_publications(read.items, require_aware(clock()), policy)
     report = _report(names.JOB_RETRY_FAILED_PREPARE, now, read)
-    report.unevaluable = len(plan.unevaluable)
-    _log_unevaluable(names.JOB_RETRY_FAILED_PREPARE, plan.unevaluable)
-    claimed_at = report.now
+    unevaluable = (*plan.unevaluable, *pending.unevaluable)
+    report.unevaluable = len(unevaluable)
+    _log_unevaluable(names.JOB_RETRY_FAILED_PREPARE, unevaluable)
+    scheduled_at = report.now
 
     claimed: list[tuple[RetryDecision, SagaEvent]] = []
     claim_failures: list[str] = []
     for decision in (*plan.retries, *plan.exhausted):
         saga = decision.finding.saga
+        event = event_for(decision.finding, scheduled_time=scheduled_at)
+        claim = Claim(
+            token=token,
+            scheduled_at=scheduled_at,
+            clocked_at=utc_iso(require_aware(clock())),
+            event=json.dumps(
+                {"detailType": event.detail_type, "detail": event.detail}, sort_keys=True
+            ),
+        )
         try:
             if decision.finding.kind is FindingKind.PREPARE_RETRY_REQUESTED:
-                won = claims.claim_retry(decision, claimed_at=claimed_at)
+                won = claims.claim_retry(decision, claim)
             else:
-                won = claims.mark_exhausted(decision, at=claimed_at)
+                won = claims.mark_exhausted(decision, claim)
         except (ClientError, BotoCoreError) as err:
             # Keep going: what is claimed must still be published; fail loudly at the end.
             claim_failures.append(f"saga {saga.saga_id}: {type(err).__name__}: {err}")
             log.error("retry claim failed", extra={"sagaId": saga.saga_id, "error": str(err)})
             continue
         if won:
-            claimed.append((decision, event_for(decision.finding, scheduled_time=claimed_at)))
+            claimed.append((decision, event))
         else:
             report.skipped += 1
 
+    again = [(p, SagaEvent(detail_type=p.detail_type, detail=p.detail)) for p in pending.due]
     events = [event for _decision, event in claimed]
     for event in events:
         log.info(
@@ -210,39 +241,76 @@ def run_retry_failed_prepare(
                 "sagaId": event.saga_id,
             },
         )
+    for publication, _event in again:
+        log.warning(
+            "pending claim older than the publish timeout: publishing it again",
+            extra={
+                "sagaId": publication.saga.saga_id,
+                "kind": publication.detail_type,
+                "claimedBy": publication.token,
+                "claimedAt": utc_iso(publication.claimed_at),
+            },
+        )
+    failed: set[int] = set()
+    publish_error: EventPublishError | None = None
     try:
-        publisher.publish(events)
+        publisher.publish([*events, *(event for _p, event in again)])
     except EventPublishError as err:
         failed = {id(f.event) for f in err.failed}
-        _count(report, events, failed=failed)
-        unreleased = _release(claims, [(d, e) for d, e in claimed if id(e) in failed], claimed_at)
+        publish_error = err
+    _count(report, events, failed=failed)
+    report.republished = sum(1 for _p, event in again if id(event) not in failed)
+
+    published = [
+        (decision.finding.saga, token) for decision, event in claimed if id(event) not in failed
+    ] + [(p.saga, p.token) for p, event in again if id(event) not in failed]
+    unrecorded = _record_published(claims, published, utc_iso(require_aware(clock())))
+
+    if publish_error is not None:
+        refused = [(d, e) for d, e in claimed if id(e) in failed]
+        unreleased = _release(claims, refused, token)
         if unreleased:
             raise SweepIncompleteError(
-                f"{err}; and these claims could not be released, so their retry waits for the "
-                f"next backoff: {'; '.join(unreleased)}"
-            ) from err
-        raise
-    _count(report, events, failed=set())
-    if claim_failures:
+                f"{publish_error}; and these claims could not be released, so they are "
+                f"published again after the timeout: {'; '.join(unreleased)}"
+            ) from publish_error
+        raise publish_error
+    problems = claim_failures + unrecorded
+    if problems:
         raise SweepIncompleteError(
-            f"{len(claim_failures)} retry claim(s) failed (the other findings were published): "
-            + "; ".join(claim_failures)
+            f"{len(claim_failures)} retry claim(s) failed and {len(unrecorded)} publication(s) "
+            "could not be recorded (those are published again after the timeout; every other "
+            "finding was published): " + "; ".join(problems)
         )
     return report
 
 
-def _release(
-    claims: RetryClaims, unpublished: Sequence[tuple[RetryDecision, SagaEvent]], claimed_at: str
+def _record_published(
+    claims: RetryClaims, published: Sequence[tuple[SagaRef, str]], at: str
 ) -> list[str]:
-    """Undo the claims whose events did not go out; return what could not be undone."""
+    """Mark each published claim; return what could not be marked (it stays pending)."""
+    unrecorded: list[str] = []
+    for saga, token in published:
+        try:
+            claims.mark_published(saga, token=token, at=at)
+        except (ClientError, BotoCoreError) as err:
+            unrecorded.append(f"saga {saga.saga_id}: {type(err).__name__}: {err}")
+            log.error("publication not recorded", extra={"sagaId": saga.saga_id, "error": str(err)})
+    return unrecorded
+
+
+def _release(
+    claims: RetryClaims, refused: Sequence[tuple[RetryDecision, SagaEvent]], token: str
+) -> list[str]:
+    """Undo the claims whose events the bus refused; return what could not be undone."""
     unreleased: list[str] = []
-    for decision, _event in unpublished:
+    for decision, _event in refused:
         saga = decision.finding.saga
         try:
             if decision.finding.kind is FindingKind.PREPARE_RETRY_REQUESTED:
-                released = claims.release_retry(decision, claimed_at=claimed_at)
+                released = claims.release_retry(decision, token=token)
             else:
-                released = claims.release_exhausted(decision, at=claimed_at)
+                released = claims.release_exhausted(decision, token=token)
         except (ClientError, BotoCoreError) as err:
             unreleased.append(f"saga {saga.saga_id}: {type(err).__name__}: {err}")
             continue
@@ -274,6 +342,7 @@ def summary(report: SweepReport) -> dict[str, Any]:
         "anomalies": report.anomalies,
         "findings": dict(report.findings),
         "skipped": report.skipped,
+        "republished": report.republished,
         "unevaluable": report.unevaluable,
     }
     if report.snapshot is not None:

@@ -2,7 +2,8 @@
 `legacy -> migrating(16)` (history only: every function must follow the history, the drift guard
 must page), then every function invoked as its trigger would, in a deployable order (the drift
 guard, the four sweeps, the record restored from its history, the backfill plan -> workers ->
-verifier, a late legacy write the verifier must catch, the drift guard again)."""
+verifier, a late legacy write the verifier must catch, a worker invoked after its run released
+the lease, the drift guard again)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from typing import Any
 from saga_index import names
 from saga_index.control import executor
 from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.state import ControlState
 from saga_index.control.store import ControlStore
+from saga_index.control.timing import utc_now
 from saga_index.dynamo.codec import deserialize
 from tests.support.backends import Backend
 from tests.support.control_seed import delete_state, seed_state
@@ -47,6 +50,8 @@ SWEEP_HANDLERS = {
     names.JOB_STUCK_SAGA_SWEEP: "handlers.sweeps.stuck_saga_sweep",
     names.JOB_AGENT_METRICS_SNAPSHOT: "handlers.sweeps.agent_metrics_snapshot",
 }
+# The backfill execution's name: its ARN ($$.Execution.Id) is the lease's holder.
+BACKFILL_EXECUTION = "rehearsal-backfill"
 BACKFILL_HANDLERS = {
     "plan": "handlers.backfill_plan.handler",
     "worker": "handlers.backfill_worker.handler",
@@ -75,8 +80,15 @@ class Rehearsal:
     probes: dict[str, dict[str, str | None]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
+    # The saga rows (the control record's items are not rows the backfill moves).
     rows_before: list[dict[str, Any]] = field(default_factory=list)
     rows_after: list[dict[str, Any]] = field(default_factory=list)
+    # The control record after the backfill (its lease released with the run's completion).
+    control_after: ControlState | None = None
+    # The backfill execution's id ($$.Execution.Id): the lease's holder.
+    backfill_holder: str = ""
+    # A worker invoked after its run released the lease: the one invocation meant to fail.
+    stale_worker: Invocation | None = None
     shard_count: int = names.DEFAULT_SHARD_COUNT
 
 
@@ -123,6 +135,11 @@ def _seed(backend: Backend, shard_count: int) -> None:
         )
 
 
+def _saga_rows(backend: Backend) -> list[dict[str, Any]]:
+    rows = (deserialize(item) for item in backend.scan_all())
+    return [row for row in rows if row[names.TABLE_PARTITION_KEY] != names.CONTROL_PK]
+
+
 def _by_handler(synth: Synth) -> dict[str, str]:
     return {
         resource["Properties"]["Handler"]: logical_id
@@ -145,11 +162,15 @@ def rehearse(
     shard_count = result.shard_count
     backend = Backend("rehearsal", world.dynamodb, world.stand_in.table_name, world.endpoint_url)
     _seed(backend, shard_count)
-    # The record went legacy -> migrating(N) (long past its effectiveAt), then its STATE item
-    # was deleted: readers follow the history (legacy first, then the shards).
-    seed_state(world.dynamodb, backend.table_name, LEGACY, Layout.sharded(shard_count))
+    # The record went legacy -> migrating(N), then its STATE item was deleted: readers follow
+    # the history (legacy first, then the shards). The planted changedAt is a fixed moment long
+    # past, so the state (restored below with the same transition) is past its effectiveAt and
+    # the backfill may take its lease without waiting.
+    planted = seed_state(world.dynamodb, backend.table_name, LEGACY, Layout.sharded(shard_count))
+    assert planted.effective_at is not None
+    assert planted.effective_at < utc_now(), planted
     delete_state(world.dynamodb, backend.table_name)
-    result.rows_before = [deserialize(i) for i in backend.scan_all()]
+    result.rows_before = _saga_rows(backend)
     processes: dict[str, LambdaProcess] = {}
 
     def process(handler: str) -> LambdaProcess:
@@ -159,9 +180,13 @@ def rehearse(
             result.probes[logical_id] = processes[logical_id].probe(DEV_ONLY_MODULES)
         return processes[logical_id]
 
-    def invoke(handler: str, event: Any) -> Any:
+    def call(handler: str, event: Any) -> Invocation:
         invocation = process(handler).invoke(event)
         result.invocations.setdefault(by_handler[handler], []).append(invocation)
+        return invocation
+
+    def invoke(handler: str, event: Any) -> Any:
+        invocation = call(handler, event)
         assert invocation.ok, f"{handler} failed:\n{invocation.error}\n" + "\n".join(invocation.log)
         return invocation.result
 
@@ -173,23 +198,37 @@ def rehearse(
         # The operator restores the record from its history before the backfill (which refuses
         # to run while the record is missing).
         executor.restore_state(ControlStore(world.dynamodb, backend.table_name))
-        # The state machine's task inputs (infra/backfill.py): the execution input to the plan,
-        # the ItemSelector's template + segment to the worker, looped with cursor and totals,
-        # then {"request", "segments"} to the verifier.
+        result.backfill_holder = world.stand_in.execution_arn(BACKFILL_EXECUTION)
+        # The state machine's task inputs (infra/backfill.py): the execution input and the
+        # execution's id ($$.Execution.Id, the lease's holder) to the plan; the ItemSelector's
+        # template + segment + run ticket to the worker, looped with cursor and totals until the
+        # worker says the segment is done; then {"request", "run", "segments"} to the verifier.
         plan = invoke(
             BACKFILL_HANDLERS["plan"],
-            {"direction": "forward", "totalSegments": 2, "maxWritesPerSecond": 40, "dryRun": False},
+            {
+                "request": {
+                    "direction": "forward",
+                    "totalSegments": 2,
+                    "maxWritesPerSecond": 40,
+                    "dryRun": False,
+                },
+                "holder": result.backfill_holder,
+            },
         )
         segment_results = []
         for segment in plan["segments"]:
-            worker_input = {**plan["template"], "segment": segment}
+            worker_input = {**plan["template"], "segment": segment, "run": plan["run"]}
             while True:
                 output = invoke(BACKFILL_HANDLERS["worker"], worker_input)
-                if output["cursor"] is None:
+                if output["done"]:
                     segment_results.append(output)
                     break
                 worker_input = {**worker_input, "cursor": output["cursor"], "totals": output}
-        verify_input = {"request": plan["request"], "segments": segment_results}
+        verify_input = {
+            "request": plan["request"],
+            "run": plan["run"],
+            "segments": segment_results,
+        }
         invoke(BACKFILL_HANDLERS["verify"], verify_input)
         # A writer still on the old phase puts a row on the legacy key after the Scan passed:
         # the verifier must see it, confirm it with a consistent GetItem and fail the run.
@@ -198,8 +237,14 @@ def rehearse(
         world.dynamodb.delete_item(
             TableName=backend.table_name, Key={"PK": {"S": late["PK"]}, "SK": {"S": late["SK"]}}
         )
+        # A worker invocation that outlived its run (the lease is released) must stop before it
+        # reads a row: its heartbeat fails, the record says why, LeaseLostError.
+        first_segment = {**plan["template"], "segment": plan["segments"][0], "run": plan["run"]}
+        result.stale_worker = call(BACKFILL_HANDLERS["worker"], first_segment)
+        assert not result.stale_worker.ok, result.stale_worker.result
         invoke(DRIFT_GUARD_HANDLER, scheduler_event(names.JOB_DRIFT_GUARD, attempt=2))
-        result.rows_after = [deserialize(i) for i in backend.scan_all()]
+        result.rows_after = _saga_rows(backend)
+        result.control_after = ControlStore(world.dynamodb, backend.table_name).read()
         result.segments = world.drain_xray()
         yield result
     finally:

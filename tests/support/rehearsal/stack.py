@@ -109,6 +109,10 @@ class StandIn:
                 name = props.get("FunctionName", f"{STACK}-{logical_id}")
                 self.refs[logical_id] = name
                 self.arns[logical_id] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+            elif kind == "AWS::StepFunctions::StateMachine":
+                name = props.get("StateMachineName", f"{STACK}-{logical_id}")
+                self.refs[logical_id] = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
+                self.arns[logical_id] = self.refs[logical_id]
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, str | int | float | bool):
@@ -141,6 +145,12 @@ class StandIn:
     def table_name(self) -> str:
         (logical_id,) = self.synth.of_type("AWS::DynamoDB::Table")
         return self.refs[logical_id]
+
+    def execution_arn(self, execution_name: str) -> str:
+        """What `$$.Execution.Id` is in an execution of the stack's state machine."""
+        (logical_id,) = self.synth.of_type("AWS::StepFunctions::StateMachine")
+        machine = self.refs[logical_id].rpartition(":")[2]
+        return f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{machine}:{execution_name}"
 
     @property
     def bus_name(self) -> str:

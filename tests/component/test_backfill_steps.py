@@ -1,0 +1,181 @@
+"""The state machine's steps (saga_index.backfill.steps) on moto, where the handler tests do not
+reach them: a lease lost while a worker runs, and a verification without (or after losing) the
+run's lease."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from handlers import backfill_worker
+from saga_index import keys, names
+from saga_index.backfill.leasing import token_for_execution
+from saga_index.backfill.messages import (
+    BackfillRequest,
+    PlanRequest,
+    RunTicket,
+    SegmentRequest,
+    VerifyRequest,
+)
+from saga_index.backfill.steps import plan_run, run_leased_segment, verify_run
+from saga_index.control.errors import LeaseLostError
+from saga_index.control.layout import LEGACY, Layout
+from saga_index.control.lease import release_lease
+from saga_index.control.store import ControlStore
+from tests.support.backends import Backend, make_backend
+from tests.support.backfill_contract import VALID, N, data_rows, plant, seed
+from tests.support.control_seed import transition
+from tests.support.lambda_harness import FakeLambdaContext, as_function, emf_documents
+
+EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:Backfill:steps-1"
+TOKEN = token_for_execution(EXECUTION)
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("backfill-steps", synthesized_template, endpoint_url=None)
+
+
+def operator(dynamo: Backend) -> ControlStore:
+    """Another process's view of the record (its own client)."""
+    return ControlStore(dynamo.new_client(), dynamo.table_name)
+
+
+def planned(dynamo: Backend, *, dry_run: bool = False) -> tuple[BackfillRequest, RunTicket]:
+    """The record migrating, and the plan step's ticket for EXECUTION (one segment)."""
+    plant(dynamo, "migrating")
+    request = BackfillRequest.model_validate(
+        {"direction": "forward", "totalSegments": 1, "maxWritesPerSecond": 1000, "dryRun": dry_run}
+    )
+    plan = plan_run(
+        dynamo.client, dynamo.table_name, PlanRequest(request=request, holder=EXECUTION)
+    )
+    return request, plan.run
+
+
+def segment(request: BackfillRequest, run: RunTicket) -> SegmentRequest:
+    return request.segment_requests(run)[0]
+
+
+def a_transition_once_the_scan_starts(dynamo: Backend) -> None:
+    """`phase set` aborts the migration right after the worker's first Scan is sent: the lease's
+    state version moves on while the worker writes."""
+    fired: list[bool] = []
+
+    def abort(**_: Any) -> None:
+        if not fired:
+            fired.append(True)
+            abort_to_legacy = transition(
+                Layout.sharded(N), LEGACY, version=2, previous=(LEGACY, Layout.sharded(N))
+            )
+            assert operator(dynamo).compare_and_set(1, abort_to_legacy)
+
+    dynamo.client.meta.events.register("before-call.dynamodb.Scan", abort)
+
+
+def moved(dynamo: Backend) -> int:
+    """Valid sagas no longer on the legacy key."""
+    valid = {f"RSAGA#{saga}" for saga in VALID}
+    return sum(
+        1
+        for raw in data_rows(dynamo)
+        if raw["PK"]["S"] in valid and raw.get("GSI4PK", {}).get("S") != keys.LEGACY_GSI4PK
+    )
+
+
+def test_given_the_lease_lost_while_a_worker_runs_then_the_outcome_carries_counts_and_the_loss(
+    dynamo: Backend,
+) -> None:
+    # Given a leased run, and a transition once the worker's Scan starts
+    seed(dynamo)
+    request, run = planned(dynamo)
+    a_transition_once_the_scan_starts(dynamo)
+
+    # When the worker runs
+    outcome = run_leased_segment(
+        dynamo.client, dynamo.table_name, segment(request, run), remaining_seconds=lambda: 300.0
+    )
+
+    # Then its heartbeat found the lease gone; what it wrote is counted, and unwrapping fails
+    assert outcome.lease_lost is not None
+    assert "moved to version 2" in str(outcome.lease_lost)
+    assert (
+        outcome.metric_values()[names.METRIC_RESTAMPED] == outcome.result.restamped == moved(dynamo)
+    )
+    with pytest.raises(LeaseLostError, match="moved to version 2"):
+        outcome.unwrap()
+
+
+def test_given_the_lease_lost_while_the_worker_handler_runs_then_it_publishes_then_fails(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo)
+    request, run = planned(dynamo)
+    a_transition_once_the_scan_starts(dynamo)
+    monkeypatch.setenv(names.ENV_TABLE, dynamo.table_name)
+    capsys.readouterr()
+
+    with (
+        as_function(monkeypatch, service=None, dynamodb=dynamo.client),
+        pytest.raises(LeaseLostError, match="moved to version 2"),
+    ):
+        backfill_worker.handler(segment(request, run).to_json(), FakeLambdaContext())
+
+    # the counts of the writes it made before it stopped are published all the same
+    [blob] = emf_documents(capsys.readouterr().out)
+    assert blob[names.METRIC_RESTAMPED] == [float(moved(dynamo))]
+    assert moved(dynamo) > 0
+
+
+def test_given_the_lease_released_by_someone_else_then_verify_fails_and_records_nothing(
+    dynamo: Backend,
+) -> None:
+    seed(dynamo, VALID[:2])
+    request, run = planned(dynamo)
+    result = run_leased_segment(
+        dynamo.client, dynamo.table_name, segment(request, run), remaining_seconds=lambda: 300.0
+    ).unwrap()
+    release_lease(operator(dynamo), token=TOKEN)  # no completion: the run's is not recorded
+
+    with pytest.raises(LeaseLostError):
+        verify_run(
+            dynamo.client,
+            dynamo.table_name,
+            VerifyRequest(request=request, run=run, segments=[result]),
+            index_name=names.INDEX_NAME,
+        )
+
+    assert operator(dynamo).read().last_backfill is None
+
+
+def test_given_a_dry_run_then_verify_reads_back_and_records_nothing(dynamo: Backend) -> None:
+    seed(dynamo, VALID[:3])
+    request, run = planned(dynamo, dry_run=True)
+    assert run.lease_token is None
+    result = run_leased_segment(
+        dynamo.client, dynamo.table_name, segment(request, run), remaining_seconds=lambda: 300.0
+    ).unwrap()
+    before = data_rows(dynamo)
+
+    summary = verify_run(
+        dynamo.client,
+        dynamo.table_name,
+        VerifyRequest(request=request, run=run, segments=[result]),
+        index_name=names.INDEX_NAME,
+    )
+
+    assert summary.dry_run is True
+    assert summary.would_restamp == 3
+    assert summary.verification is not None
+    assert summary.verification.ok is True
+    assert summary.verification.metric_values() == {
+        names.METRIC_SOURCE_KEY_ROWS: summary.verification.remaining,
+        names.METRIC_UNEXPECTED_SOURCE_KEY_ROWS: 0,
+    }
+    state = operator(dynamo).read()
+    assert (state.lease, state.last_backfill) == (None, None)
+    assert data_rows(dynamo) == before
