@@ -57,6 +57,10 @@ SHARD_KEY_PREFIX = keys.LEGACY_GSI4PK + "#"
 # DynamoDB's storage accounting: 100 bytes of overhead per item and per index entry.
 INDEX_ENTRY_OVERHEAD = 100
 QUERY_PAGE_BYTES = 1024 * 1024
+# Open sagas whose transitions are priced for the per-transition figures (evenly spread).
+TRANSITION_SAMPLE = 2000
+# load_of sums (key, second) cells densely up to this many cells, by sorting beyond.
+DENSE_CELLS = 4_000_000
 GSI4Key = Literal["legacy", "sharded", "state-split", "person"]
 
 
@@ -355,9 +359,18 @@ class KeySpace:
     def person_key(self, persons: IntArray) -> IntArray:
         return 1 + 3 * self.shard_count + persons
 
-    @property
-    def size(self) -> int:
-        return 1 + 3 * self.shard_count + len(self.persons)
+    # The same ids for one row (plain ints: the write loops call these per event).
+    def shard_id(self, shard_number: int) -> int:
+        return 1 + shard_number
+
+    def closed_id(self, shard_number: int) -> int:
+        return 1 + self.shard_count + shard_number
+
+    def open_index_id(self, shard_number: int) -> int:
+        return 1 + 2 * self.shard_count + shard_number
+
+    def person_id(self, person: int) -> int:
+        return 1 + 3 * self.shard_count + person
 
     def name(self, key: int) -> str:
         n = self.shard_count
@@ -432,9 +445,7 @@ def enumeration(layout: Layout, space: KeySpace, agg: Aggregates, segments: int)
             empty_keys, np.zeros(0), int(pages.sum()), scan_segment_rcu=tuple(per_segment)
         )
     if layout.gsi4 == "legacy":
-        rows = np.array([agg.saga_rows])
-        size = np.array([agg.saga_bytes])
-        rcu, pages = query_cost(size, rows)
+        rcu, pages = query_cost(np.array([agg.saga_bytes]), np.array([agg.saga_rows]))
         return Enumeration(np.zeros(1, dtype=np.int64), rcu, int(pages.sum()))
     shards = np.arange(n, dtype=np.int64)
     open_rows = np.bincount(agg.shards, weights=agg.open_rows, minlength=n).astype(np.int64)
@@ -483,7 +494,6 @@ def transition_cost(
     size. Every index projects ALL, so an entry's size is the row's."""
     was_open, is_open = from_state in OPEN_STATES, to_state in OPEN_STATES
     new = size + _state_bytes(to_state) - _state_bytes(from_state)
-    shards = np.array([shard_number])
     if layout.gsi4 == "state-split" and was_open != is_open:
         new += len(CLOSED_KEY_PREFIX) - len(SHARD_KEY_PREFIX)
     open_attr = len(OPEN_INDEX_PK) + len(OPEN_KEY_PREFIX) + len(str(shard_number))
@@ -494,42 +504,48 @@ def transition_cost(
     if layout.gsi4 == "legacy":
         index.append((0, largest))
     elif layout.gsi4 == "person":
-        index.append((int(space.person_key(np.array([person]))[0]), largest))
+        index.append((space.person_id(person), largest))
     else:
-        old_key = int(space.shard_key(shards)[0])
+        old_key = space.shard_id(shard_number)
         if layout.gsi4 == "state-split" and was_open != is_open:
             index.append((old_key, write_wcu(size)))
-            index.append((int(space.closed_key(shards)[0]), write_wcu(new)))
+            index.append((space.closed_id(shard_number), write_wcu(new)))
         else:
             index.append((old_key, largest))
     if layout.open_index and was_open:
-        open_key = int(space.open_index_key(shards)[0])
+        open_key = space.open_index_id(shard_number)
         index.append((open_key, largest if is_open else write_wcu(size)))
     return WriteCost(largest, tuple(index)), new
 
 
-def created_size(layout: Layout, person_id: str, legacy_padded_size: int) -> int:
+def created_size(layout: Layout, person_id: str, shard_number: int, legacy_padded_size: int) -> int:
     """The size of a row the cohort opens in `layout`, padded as the replay pads it (to its
     target size with the legacy GSI4PK)."""
-    attributes = index_attributes(layout, person_id, "OPENED")
-    legacy = {"GSI4PK": keys.LEGACY_GSI4PK}
-    return legacy_padded_size + attributes_bytes(attributes) - attributes_bytes(legacy)
+    if layout.gsi4 == "legacy":
+        key = keys.LEGACY_GSI4PK
+    elif layout.gsi4 == "person":
+        key = person_id
+    else:
+        key = f"{SHARD_KEY_PREFIX}{shard_number}"
+    extra = len(key.encode()) - len(keys.LEGACY_GSI4PK)
+    if layout.open_index:
+        extra += len(OPEN_INDEX_PK) + len(OPEN_KEY_PREFIX) + len(str(shard_number))
+    return legacy_padded_size + extra
 
 
 def create_cost(
     layout: Layout, space: KeySpace, shard_number: int, person: int, size: int
 ) -> WriteCost:
     units = write_wcu(size)
-    shards = np.array([shard_number])
     if layout.gsi4 == "legacy":
         key = 0
     elif layout.gsi4 == "person":
-        key = int(space.person_key(np.array([person]))[0])
+        key = space.person_id(person)
     else:
-        key = int(space.shard_key(shards)[0])
+        key = space.shard_id(shard_number)
     index = [(key, units)]
     if layout.open_index:
-        index.append((int(space.open_index_key(shards)[0]), units))
+        index.append((space.open_index_id(shard_number), units))
     return WriteCost(units, tuple(index))
 
 
@@ -646,13 +662,21 @@ def load_of(keys_: IntArray, seconds: IntArray, rcu: FloatArray, wcu: FloatArray
         return Load(np.zeros(0, dtype=np.int64), empty, empty, empty, empty)
     span = int(seconds.max()) + 1
     cell = keys_.astype(np.int64) * span + seconds.astype(np.int64)
-    cells, inverse = np.unique(cell, return_inverse=True)
-    cell_rcu = np.bincount(inverse, weights=rcu, minlength=len(cells))
-    cell_wcu = np.bincount(inverse, weights=wcu, minlength=len(cells))
+    cells_count = (int(keys_.max()) + 1) * span
+    if cells_count <= DENSE_CELLS:
+        # Few keys: sum every (key, second) cell directly, no sort.
+        counts = np.bincount(cell, minlength=cells_count)
+        cells = np.flatnonzero(counts)
+        cell_rcu = np.bincount(cell, weights=rcu, minlength=cells_count)[cells]
+        cell_wcu = np.bincount(cell, weights=wcu, minlength=cells_count)[cells]
+    else:
+        cells, inverse = np.unique(cell, return_inverse=True)
+        cell_rcu = np.bincount(inverse, weights=rcu, minlength=len(cells))
+        cell_wcu = np.bincount(inverse, weights=wcu, minlength=len(cells))
     cell_key = cells // span
     present, key_of_cell = np.unique(cell_key, return_inverse=True)
-    total_rcu = np.bincount(key_of_cell, weights=cell_rcu, minlength=len(present))
-    total_wcu = np.bincount(key_of_cell, weights=cell_wcu, minlength=len(present))
+    total_rcu = np.bincount(key_of_cell, weights=cell_rcu, minlength=len(present)).astype(float)
+    total_wcu = np.bincount(key_of_cell, weights=cell_wcu, minlength=len(present)).astype(float)
     peak_rcu = np.zeros(len(present))
     peak_wcu = np.zeros(len(present))
     np.maximum.at(peak_rcu, key_of_cell, cell_rcu)
@@ -688,8 +712,8 @@ def price_layout(
     parts_wcu: list[FloatArray] = []
 
     queries = by_person_queries(layout, space, agg)
-    for key, rcu in queries:
-        parts_keys.append(key[plan.read_persons])
+    for query_keys, rcu in queries:
+        parts_keys.append(query_keys[plan.read_persons])
         parts_seconds.append(plan.read_seconds)
         parts_rcu.append(rcu[plan.read_persons])
         parts_wcu.append(np.zeros(len(plan.read_persons)))
@@ -732,8 +756,9 @@ def price_layout(
             write_units.append(units)
     for second, person_id, padded in plan.creates:
         person = agg.person_index[person_id]
-        size = created_size(layout, person_id, padded)
-        cost = create_cost(layout, space, int(agg.shards[person]), person, size)
+        shard_number = int(agg.shards[person])
+        size = created_size(layout, person_id, shard_number, padded)
+        cost = create_cost(layout, space, shard_number, person, size)
         for key, units in cost.index:
             write_keys.append(key)
             write_seconds.append(second)
@@ -759,7 +784,11 @@ def price_layout(
         else by_person_sample
     )
     by_person = sum(rcu[sample] for _, rcu in queries)
-    saga_ids = list(agg.open_sagas) if transition_sample is None else list(transition_sample)
+    if transition_sample is None:
+        every = list(agg.open_sagas)
+        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
+    else:
+        saga_ids = list(transition_sample)
     step, final = [], []
     for saga_id in saga_ids:
         person, size, state = agg.open_sagas[saga_id]
@@ -781,9 +810,11 @@ def price_layout(
         "indexKeys": len(load.keys),
         "peakRcuPerKey": round(load.peak_rcu_per_key, 2),
         "peakWcuPerKey": round(load.peak_wcu_per_key, 2),
-        "indexHeadroom": _round(index_headroom, 3),
+        "indexHeadroom": _round(index_headroom, 6),
+        "readHeadroom": _round(headroom(max(load.peak_rcu_per_key, scan_peak), 0.0), 6),
+        "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
         "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
-        "headroom": _round(overall, 3),
+        "headroom": _round(overall, 6),
         "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
         "requestsPerEnumeration": enum.requests,
         "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,

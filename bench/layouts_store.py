@@ -93,7 +93,9 @@ def layout_items(dataset: Dataset, layout: Layout, shard_count: int) -> list[dic
 def seed_layout(
     client: Any, table_name: str, dataset: Dataset, layout: Layout, shard_count: int
 ) -> int:
-    items = layout_items(dataset, layout, shard_count) + list(dataset.other_items())
+    # The other entities carry no index attribute: only a Scan reads them.
+    others = list(dataset.other_items()) if layout.scan else []
+    items = layout_items(dataset, layout, shard_count) + others
     write_items(client, table_name, items)
     return len(items)
 

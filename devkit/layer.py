@@ -9,19 +9,26 @@ asset plus exactly these two directories, so it must have them built the same wa
                                aws-xray-sdk and their dependencies, but NOT boto3)
   build/lambda-runtime/python  boto3 + botocore, pinned (what the Lambda runtime provides)
 
-Both are `pip install --target` from PyPI with constraints.txt, for the local interpreter's
-platform (the rehearsal runs them here, not on arm64 Python 3.13). A stamp file records the
-exact requirement lines: an unchanged build is never redone; `python -m devkit.layer` rebuilds
-only what is stale.
+Both are `pip install --target` from PyPI with constraints.txt, for the interpreter the
+rehearsal starts functions under (`lambda_python()`): the Lambda runtime's Python
+(LAMBDA_PYTHON_VERSION) when this machine has one, else the running interpreter. Binary wheels
+(pydantic-core) only import under the Python they were built for, so the build uses that
+interpreter's tags, for this machine's platform (x86_64 here, not the functions' arm64). A stamp
+file records the Python version and the exact requirement lines: an unchanged build is never
+redone; `python -m devkit.layer` rebuilds only what is stale.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
+import glob
+import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +38,13 @@ REQUIREMENTS = REPO_ROOT / "requirements.txt"
 CONSTRAINTS = REPO_ROOT / "constraints.txt"
 STAMP_NAME = ".built"
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(?P<version>\S+)\s*$")
+# The functions' runtime (infra/functions.py RUNTIME, python3.13); the rehearsal checks that every
+# synthesised function names it.
+LAMBDA_PYTHON_VERSION = "3.13"
+_PROBE = (
+    "import sys, sysconfig; print(sys.executable); print('%d.%d' % sys.version_info[:2]); "
+    "print(sysconfig.get_paths()['stdlib'])"
+)
 
 
 class LayerBuildError(RuntimeError):
@@ -38,10 +52,87 @@ class LayerBuildError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Interpreter:
+    path: Path
+    version: str  # "3.13"
+    stdlib: Path  # its standard library: what a function may import besides its directories
+
+    @property
+    def is_lambda_runtime(self) -> bool:
+        return self.version == LAMBDA_PYTHON_VERSION
+
+    def describe(self) -> str:
+        if self.is_lambda_runtime:
+            return f"{self.path} (Python {self.version}, the functions' runtime)"
+        return (
+            f"{self.path} (Python {self.version}: no python{LAMBDA_PYTHON_VERSION} on this "
+            "machine, so the running interpreter; the functions run on "
+            f"python{LAMBDA_PYTHON_VERSION})"
+        )
+
+
+def _probe(candidate: str) -> Interpreter | None:
+    """The interpreter `candidate` really is (a pyenv shim resolves to its target, or fails)."""
+    try:
+        result = subprocess.run(
+            [candidate, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = result.stdout.splitlines()
+    if result.returncode != 0 or len(lines) != 3:
+        return None
+    return Interpreter(Path(lines[0]), lines[1], Path(lines[2]))
+
+
+def _candidates(version: str) -> list[str]:
+    found: list[str] = []
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        found.append(on_path)
+    try:
+        prefix = subprocess.run(
+            ["pyenv", "prefix", version], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        prefix = None
+    if prefix is not None and prefix.returncode == 0:
+        found += [
+            f"{line}/bin/python{version}" for line in prefix.stdout.strip().split(":") if line
+        ]
+    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    # Newest patch release first: 3.13.10 after 3.13.9.
+    installed = glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}")
+    found += sorted(installed, key=_patch_level, reverse=True)
+    return found
+
+
+def _patch_level(path: str) -> tuple[int, ...]:
+    release = Path(path).parent.parent.name
+    return tuple(int(part) if part.isdigit() else -1 for part in release.split("."))
+
+
+@functools.cache
+def lambda_python() -> Interpreter:
+    """The interpreter functions are started under: python LAMBDA_PYTHON_VERSION where this
+    machine has one (on PATH, `pyenv prefix`, or pyenv's versions directory), else this one."""
+    for candidate in _candidates(LAMBDA_PYTHON_VERSION):
+        found = _probe(candidate)
+        if found is not None and found.version == LAMBDA_PYTHON_VERSION:
+            return found
+    return Interpreter(
+        Path(sys.executable),
+        f"{sys.version_info.major}.{sys.version_info.minor}",
+        Path(sysconfig.get_paths()["stdlib"]),
+    )
+
+
+@dataclass(frozen=True)
 class DependencyDir:
     name: str
     root: Path  # what sys.path gets: the `python/` directory, as Lambda mounts /opt/python
     requirements: tuple[str, ...]
+    python: Interpreter
 
     @property
     def stamp(self) -> Path:
@@ -55,15 +146,18 @@ class DependencyDir:
         )
 
     def _stamp_text(self) -> str:
-        return "\n".join(self.requirements) + "\n"
+        return "\n".join((f"python {self.python.version}", *self.requirements)) + "\n"
 
     def build(self, *, quiet: bool = True) -> None:
         shutil.rmtree(self.root.parent, ignore_errors=True)
         self.root.mkdir(parents=True)
+        # This pip, run under the target interpreter (`pip --python`): its tags pick the wheels.
         command = [
             sys.executable,
             "-m",
             "pip",
+            "--python",
+            str(self.python.path),
             "install",
             "--disable-pip-version-check",
             "--no-input",
@@ -106,7 +200,9 @@ def _pin(pins: dict[str, str], name: str) -> str:
     return pins[name]
 
 
-def layer_dir(pins: dict[str, str] | None = None) -> DependencyDir:
+def layer_dir(
+    pins: dict[str, str] | None = None, python: Interpreter | None = None
+) -> DependencyDir:
     """The Powertools layer: the version infra/functions.py resolves (POWERTOOLS_VERSION)."""
     pins = pinned_versions() if pins is None else pins
     return DependencyDir(
@@ -116,21 +212,25 @@ def layer_dir(pins: dict[str, str] | None = None) -> DependencyDir:
             f"aws-lambda-powertools[tracer,parser]=={_pin(pins, 'aws-lambda-powertools')}",
             f"pydantic=={_pin(pins, 'pydantic')}",
         ),
+        python=python or lambda_python(),
     )
 
 
-def runtime_dir(pins: dict[str, str] | None = None) -> DependencyDir:
+def runtime_dir(
+    pins: dict[str, str] | None = None, python: Interpreter | None = None
+) -> DependencyDir:
     """boto3/botocore as the Lambda Python runtime provides them (pinned to requirements.txt)."""
     pins = pinned_versions() if pins is None else pins
     return DependencyDir(
         name="the runtime's boto3",
         root=BUILD_DIR / "lambda-runtime" / "python",
         requirements=(f"boto3=={_pin(pins, 'boto3')}", f"botocore=={_pin(pins, 'botocore')}"),
+        python=python or lambda_python(),
     )
 
 
 def ensure_all() -> tuple[Path, Path]:
-    """(layer root, runtime root), built when missing or stale.
+    """(layer root, runtime root) for `lambda_python()`, built when missing or stale.
 
     Under a lock: parallel test workers (pytest-xdist) would otherwise build into one place."""
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
@@ -150,6 +250,7 @@ def main() -> int:
 
 
 def _build_stale() -> int:
+    print(f"for {lambda_python().describe()}", file=sys.stderr)
     for directory in (layer_dir(), runtime_dir()):
         if directory.is_current():
             print(f"{directory.name}: up to date in {directory.root}", file=sys.stderr)

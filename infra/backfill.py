@@ -3,8 +3,9 @@
   PlanSegments     take the run's lease in the control record (holder: the execution's id,
                    passed in as $$.Execution.Id; the token is derived from it) and lay out the
                    segments; the record names the move (source and target layouts)
-  Segments (Map)   one iteration per parallel-Scan segment, at most MAX_CONCURRENT_SEGMENTS at
-                   once; each loops RestampSegment until the worker says the segment is done.
+  Segments (Map)   a Distributed Map: one Standard child execution per parallel-Scan segment,
+                   at most MAX_CONCURRENT_SEGMENTS at once; each loops RestampSegment until the
+                   worker says the segment is done.
                    Each invocation heartbeats the lease (start, every few seconds, end) and
                    follows the record's runtime throttle and pause
   VerifyBackfill   aggregate the counts; read back what is still to move on the source keys;
@@ -25,10 +26,14 @@ Why these shapes:
   and the verifier get it, so no step re-derives the layouts from a record that may have moved.
 - The first step is a Lambda and not Choice states: pydantic names every bad field, and the
   per-segment share of the write cap is a division ASL cannot do.
+- The Map is distributed so that the history of a segment's loop is its child execution's, not
+  the parent's: an inline Map put about 9 events per worker invocation of every segment into
+  one execution's 25,000 (about 2,700 invocations per run). See HISTORY_EVENT_LIMIT below.
 Everything here ran against moto's Step Functions interpreter from the synthesised template
-(tests/component/test_backfill_state_machine.py): Map with ItemProcessor and ItemSelector
-($$.Map.Item.Value), a Choice loop with IsNull, Retry with JitterStrategy and MaxDelaySeconds,
-and a Fail state with CausePath.
+(tests/component/test_backfill_state_machine.py): a Distributed Map with ItemProcessor and
+ItemSelector ($$.Map.Item.Value; moto runs its children in-process, so the test also runs the
+item processor as an execution of its own and counts its events), a Choice loop, Retry with
+JitterStrategy and MaxDelaySeconds, and a Fail state with CausePath.
 
 Least privilege, per role:
   every function  the control record: GetItem + Query on the TABLE (what SagaFunctions grants
@@ -44,7 +49,9 @@ Least privilege, per role:
             NONE (the re-stamp);
   verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem
             on the TABLE (a consistent re-read before a row counts as left behind);
-  state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray.
+  state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray;
+            the Distributed Map's states:StartExecution on itself and Describe/Stop/Redrive of
+            its own executions (CDK's DistributedMapPolicy).
 """
 
 from __future__ import annotations
@@ -97,14 +104,16 @@ LAMBDA_TIMEOUT_ERROR = "Sandbox.Timedout"
 VERIFICATION_FAILED_ERROR = "BackfillVerificationFailed"
 # Step Functions fails a Standard execution at its 25,000th history event. One worker invocation
 # adds 9 to the history of its segment's child execution (Task entered, scheduled, started,
-# succeeded, exited; Choice entered, exited; Pass entered, exited), a retried attempt 3 more;
-# a child adds CHILD_FIXED_EVENTS of its own (started, SegmentFinished, succeeded). The parent
-# holds the plan, one Map Run and the verification: at most PARENT_HISTORY_EVENTS, whatever
-# the number of segments or invocations. tests/component/test_backfill_state_machine.py counts.
+# succeeded, exited; Choice entered, exited; Pass entered, exited), each retried attempt 3 more;
+# a child adds CHILD_FIXED_EVENTS of its own (started, succeeded; SegmentFinished replaces the
+# last ContinueFromCursor). The parent holds the plan, one Map Run and the verification:
+# PARENT_HISTORY_EVENTS, plus 3 per retried plan or verify attempt (12 at most), whatever the
+# number of segments or invocations. tests/component/test_backfill_state_machine.py counts them;
+# docs/runbook.md ("Reference") derives the ceiling.
 HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENTS_PER_WORKER_INVOCATION = 9
 CHILD_FIXED_EVENTS = 2
-PARENT_HISTORY_EVENTS = 30
+PARENT_HISTORY_EVENTS = 22
 # Every attribute the worker's requests name (saga_index/backfill/restamp.py): its Scan projects
 # these; its re-stamp's key, update and condition expressions name only the update list. The key
 # attributes of the table and of the index must be in both (AWS: dynamodb:Attributes must list
@@ -274,13 +283,18 @@ class SagaBackfill(Construct):
         )
         continue_segment.next(restamp)
 
-        segments = sfn.Map(
+        # Distributed: each segment's loop is a child execution with its own history (an
+        # inline Map put every invocation of every segment in the parent's 25,000 events).
+        # Standard children: a segment's loop runs for hours. No tolerated failures: the first
+        # failed segment fails the Map Run, which stops the others.
+        segments = sfn.DistributedMap(
             self,
             "Segments",
             items_path="$.segments",
             item_selector=segment_input,
             max_concurrency=MAX_CONCURRENT_SEGMENTS,
             result_path="$.segmentResults",
+            map_execution_type=sfn.StateMachineType.STANDARD,
         )
         segments.item_processor(restamp)
 
@@ -351,3 +365,24 @@ class SagaBackfill(Construct):
                 )
             )
         cdk.Validations.of(self.state_machine.role).acknowledge(*acknowledgments)
+        # The Distributed Map's own policy (CDK adds it): StartExecution on this state machine
+        # only; Describe/StopExecution on its executions and RedriveExecution on its Map Runs'
+        # child executions, whose names are not known before they run.
+        machine = self.state_machine.node.default_child
+        assert isinstance(machine, cdk.CfnResource)
+        machine_id = stack.resolve(stack.get_logical_id(machine))
+        own_name = f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
+        executions = (
+            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{own_name}"
+        )
+        cdk.Validations.of(self.state_machine.node.find_child("DistributedMapPolicy")).acknowledge(
+            *(
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{executions}{suffix}]",
+                    reason="The Segments Distributed Map starts one child execution per segment "
+                    "and stops or redrives them: executions of this state machine only, named "
+                    "at run time.",
+                )
+                for suffix in (":*", "/*:*")
+            )
+        )

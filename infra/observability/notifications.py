@@ -68,5 +68,13 @@ class BackfillNotifications:
                 )
             ],
         )
+        rule_arn = cdk.Token.as_string(self.rule.attr_arn)
         if pager.owned:
-            pager.allow_event_rule(cdk.Token.as_string(self.rule.attr_arn))
+            pager.allow_event_rule(rule_arn)
+        cdk.CfnOutput(
+            scope,
+            "BackfillEndedRuleArn",
+            value=rule_arn,
+            description="EventBridge rule that publishes the end of each backfill execution to "
+            "the pager topic (an external topic must let it publish: docs/deploy.md)",
+        )

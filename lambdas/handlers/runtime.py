@@ -149,15 +149,17 @@ class ScheduledPayload(BaseModel):
     Parsed with `for_invocation`, a scheduledTime further than CLOCK_TOLERANCE from the
     invocation clock is refused: the sweeps take it as "now" and the retry sweep writes it into
     its claims, so one manual invoke with a time in 2099 would keep that saga's next retry from
-    ever being due. 15 minutes is no less than any job's period (a unit test holds it to
-    infra/schedules.py), so a delivery refused as late arrives after the job's next firing,
-    which does the same work; clock skew between Scheduler and Lambda is far below it; and a
-    time up to 15 minutes ahead postpones a saga's next retry by no more than that, once.
+    ever being due. 20 minutes is more than any job's period, which is also the longest an
+    event may wait in Lambda's asynchronous queue (infra/schedules.py; a unit test holds the
+    tolerance to the longest period plus a 5-minute margin), so an on-time firing delivered as
+    late as its maximum event age is still accepted; clock skew between Scheduler and Lambda is
+    far below it; and a time up to 20 minutes ahead postpones a saga's next retry by no more
+    than that, once.
     Parsed with `model_validate` (no clock), only the shape is checked."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    CLOCK_TOLERANCE: ClassVar[timedelta] = timedelta(minutes=15)
+    CLOCK_TOLERANCE: ClassVar[timedelta] = timedelta(minutes=20)
     # The validation context's key for the invocation clock (an aware datetime).
     INVOKED_AT: ClassVar[str] = "invokedAt"
 

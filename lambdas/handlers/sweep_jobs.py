@@ -42,7 +42,8 @@ S = TypeVar("S", bound=SweepSettings)
 class SweepJob(Generic[S]):
     settings: type[S]
     run: Callable[[S, datetime], runner.SweepReport]
-    # The retry sweep's "skipped": due sagas that changed between read and claim.
+    # The retry sweep's "skipped" (due sagas that changed between read and claim) and
+    # "republished" (pending claims past the publish timeout, published again).
     reports_skipped: bool = False
     # Metrics beyond the shared ones, from the job's summary.
     publish: Callable[[S, dict[str, Any]], None] | None = None
@@ -160,6 +161,9 @@ def run_sweep(job: str, event: dict[str, Any]) -> dict[str, Any]:
     if spec.reports_skipped:
         metrics.add_metric(
             name=names.METRIC_SAGAS_SKIPPED_CHANGED, unit=count, value=report.skipped
+        )
+        metrics.add_metric(
+            name=names.METRIC_SAGA_EVENTS_REPUBLISHED, unit=count, value=report.republished
         )
     metrics.add_metric(name=names.METRIC_SAGAS_UNEVALUABLE, unit=count, value=report.unevaluable)
     result = runner.summary(report)

@@ -3,11 +3,14 @@ record names (its routing: the layouts readers read and writers stamp), never a 
 
 Every run (cheap: reads the index only)
   legacyRows     rows on GSI4PK = the legacy key: a COUNT Query, every page (raw).
-  rowsPerShard   rows under each shard key 0..N-1, read in full through the repository's fan-out
-                 (complete or EnumerationError), N = the largest shard count the state names, or
-                 the default 16 when it names none; shardSkew = max / mean (raw).
+  rowsPerShard   rows under each shard key 0..N-1 (complete or EnumerationError), N = the
+                 largest shard count the state names, or the default 16 when it names none;
+                 shardSkew = max / mean (raw). A key some reader of the state reads is read page
+                 by page, projected to what the checks judge; any other is a COUNT Query (plus
+                 one page of rows to name when it holds any).
   unexpectedLegacyRows  saga rows with a usable personId on the legacy key while no layout of the
-                 state is legacy (the legacy key is then read in full; otherwise only counted).
+                 state is legacy (the legacy key is then read page by page; otherwise only
+                 counted).
   unexpectedShardedRows rows under one of those shard keys that no layout of the state reads
                  (any of them while the state is legacy).
   misroutedRows  rows under a shard key the state reads that is not their person's key in any
@@ -24,6 +27,9 @@ Every K-th run (reads the whole BASE table: a rate-limited parallel Scan)
   strayRows      saga rows whose GSI4PK is neither the legacy key nor one of the N shard keys
                  read every run ("RenewalSaga#20" under N=16, a garbled value).
 
+Memory does not grow with the table: counts are exact, at most SAMPLE_LIMIT rows are named per
+finding, and no read keeps more than the page in hand.
+
 Every wrong-now count is drift in every state (`DriftReport.findings`), and so is a control record
 whose STATE item is missing while history exists (`control_record_missing`).
 """
@@ -33,7 +39,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -45,10 +53,12 @@ from saga_index import keys, names
 from saga_index.control.layout import LEGACY, Layout, StatePhase
 from saga_index.control.routing import Routing, routing_for
 from saga_index.control.state import ControlState, RecordCondition
+from saga_index.dynamo.codec import deserialize
+from saga_index.dynamo.pages import query_pages
 from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
 from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.model import Phase
-from saga_index.repository import SagaRepository, count_partition, resolve_routing, routing_phase
+from saga_index.repository import count_partition, resolve_routing, routing_phase
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -57,6 +67,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SCAN_EVERY = 12  # with the 5-minute schedule: one base-table scan an hour
 SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
+JUDGED_PAGE_ROWS = 1000  # rows per page of an index read whose rows are judged
 
 
 # ---- when to scan --------------------------------------------------------------------------
@@ -370,7 +381,12 @@ class DriftChecker:
         self.page_size = page_size
         self.max_workers = max_workers
         self.scanner = SagaTableScanner(
-            client, table_name, options=scan_options, clock=clock, sleep=sleep
+            client,
+            table_name,
+            options=scan_options,
+            clock=clock,
+            sleep=sleep,
+            attributes=_JUDGED_ATTRIBUTES,
         )
 
     @property
@@ -380,51 +396,29 @@ class DriftChecker:
     def check(self, *, scan_unindexed: bool, deadline: float | None = None) -> DriftReport:
         """The every-run checks, plus the base-table scan when `scan_unindexed`.
 
+        Memory does not grow with the table: every read goes page by page, projected to what
+        the judgement reads (or COUNT only where only a count is needed), keeping exact counts
+        and at most SAMPLE_LIMIT rows per finding. A row the index shows under two keys at once
+        (a re-stamp between its two index writes) is counted under both.
+
         Raises EnumerationError (naming the partitions or segments) when any read fails after
         botocore's retries, and ScanIncompleteError when the scan passes `deadline`.
         """
         expect = self.expect
         legacy_rows, requests = self.count_legacy_rows()
-        unexpected_legacy: list[RowRef] = []
-        anomalous = 0
+        tally = _Tally()
         if legacy_rows and not expect.reads_legacy:
-            # Only then is the legacy key read in full: while a layout is legacy it holds every
-            # unmoved saga, and its COUNT is all the dashboard needs.
-            legacy = self._repository(LEGACY).get_all_sagas()
-            requests += legacy.requests
-            for item in legacy.items:
-                if expect.judge(item) is Verdict.ANOMALOUS:
-                    anomalous += 1
-                else:
-                    target = self.routing.write_key(item["personId"])
-                    unexpected_legacy.append(RowRef.of(item, target))
+            # Only then is the legacy key read, and each row judged (anomalous or unexpected):
+            # while a layout is legacy it holds every unmoved saga, and its COUNT is all the
+            # dashboard needs.
+            tally.merge(self._read_partitions([keys.LEGACY_GSI4PK])[keys.LEGACY_GSI4PK])
         shard_count = expect.shard_count
-        sharded = self._repository(Layout.sharded(shard_count)).get_all_sagas()
-        requests += sharded.requests
-        rows_per_shard = dict.fromkeys(range(shard_count), 0)
-        misrouted: list[RowRef] = []
-        unexpected_sharded: list[RowRef] = []
-        for item in sharded.items:
-            gsi4pk = item.get("GSI4PK")
-            shard_number = keys.parse_gsi4pk(str(gsi4pk))
-            if shard_number is None or shard_number not in rows_per_shard:
-                # The repository only reads keys 0..N-1; anything else is a bug upstream.
-                raise InvalidKeyError(f"shard read returned a row under {gsi4pk!r}")
-            rows_per_shard[shard_number] += 1
-            verdict = expect.judge(item)
-            if verdict is Verdict.ANOMALOUS:
-                anomalous += 1
-                continue
-            if verdict is Verdict.OK:
-                continue
-            # Where writers would put it now (None: its personId cannot be routed at all).
-            goes_to = None
-            if keys.person_anomaly(item) is None:
-                goes_to = self.routing.write_key(item["personId"])
-            if verdict is Verdict.UNEXPECTED_SHARDED:
-                unexpected_sharded.append(RowRef.of(item, goes_to))
-            else:
-                misrouted.append(RowRef.of(item, goes_to))
+        shard_keys = list(keys.all_shard_gsi4pks(shard_count))
+        per_key = self._read_partitions(shard_keys)
+        rows_per_shard = {}
+        for number, gsi4pk in enumerate(shard_keys):
+            rows_per_shard[number] = per_key[gsi4pk].rows
+            tally.merge(per_key[gsi4pk])
         report = DriftReport(
             table_name=self.table_name,
             index_name=self.index_name,
@@ -432,20 +426,111 @@ class DriftChecker:
             shard_count=shard_count,
             legacy_rows=legacy_rows,
             rows_per_shard=rows_per_shard,
-            misrouted_rows=len(misrouted),
-            anomalous_rows=anomalous,
-            unexpected_legacy_rows=len(unexpected_legacy),
-            unexpected_sharded_rows=len(unexpected_sharded),
+            misrouted_rows=tally.counts[Verdict.MISROUTED],
+            anomalous_rows=tally.counts[Verdict.ANOMALOUS],
+            unexpected_legacy_rows=tally.counts[Verdict.UNEXPECTED_LEGACY],
+            unexpected_sharded_rows=tally.counts[Verdict.UNEXPECTED_SHARDED],
             control_record_missing=self.record_missing,
             record_version=self.record_version if self.record_missing else None,
-            misrouted=tuple(misrouted[:SAMPLE_LIMIT]),
-            unexpected_legacy=tuple(unexpected_legacy[:SAMPLE_LIMIT]),
-            unexpected_sharded=tuple(unexpected_sharded[:SAMPLE_LIMIT]),
-            requests=requests,
+            misrouted=tuple(tally.samples[Verdict.MISROUTED]),
+            unexpected_legacy=tuple(tally.samples[Verdict.UNEXPECTED_LEGACY]),
+            unexpected_sharded=tuple(tally.samples[Verdict.UNEXPECTED_SHARDED]),
+            requests=requests + tally.requests,
         )
         if not scan_unindexed:
             return report
         return self._with_scan(report, deadline)
+
+    def _read_partitions(self, partitions: list[str]) -> dict[str, _Tally]:
+        """Each partition's tally, read in parallel on a bounded pool (each worker holds one
+        page at a time); EnumerationError naming every partition that failed."""
+        tallies: dict[str, _Tally] = {}
+        failures: dict[str, BaseException] = {}
+        workers = max(1, min(self.max_workers, len(partitions)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drift-read") as pool:
+            futures = {p: pool.submit(self._tally_partition, p) for p in partitions}
+            for partition, future in futures.items():
+                try:
+                    tallies[partition] = future.result()
+                except (ClientError, BotoCoreError) as err:
+                    failures[partition] = err
+        if failures:
+            for partition, failure in failures.items():
+                detail = f"{type(failure).__name__}: {failure}"
+                log.error(
+                    "drift read failed on %s: %s",
+                    partition,
+                    detail,
+                    extra={"partition": partition, "error": detail},
+                )
+            raise EnumerationError(failures)
+        return tallies
+
+    def _tally_partition(self, gsi4pk: str) -> _Tally:
+        tally = _Tally()
+        if gsi4pk != keys.LEGACY_GSI4PK and gsi4pk not in self.expect.readable():
+            # Every row under a shard key no reader reads is unexpected, whoever it belongs
+            # to: a COUNT, and one page of rows to name when there are any.
+            count, tally.requests = self._count(gsi4pk)
+            if count:
+                tally.requests += 1
+                for item in self._query_page(gsi4pk, limit=SAMPLE_LIMIT).get("Items", []):
+                    self._sample(tally, Verdict.UNEXPECTED_SHARDED, deserialize(item))
+            tally.rows = count
+            tally.counts[Verdict.UNEXPECTED_SHARDED] = count
+            return tally
+        for page in query_pages(self.client, self._judged_query(gsi4pk)):
+            tally.requests += 1
+            for raw in page.get("Items", []):
+                item = deserialize(raw)
+                if item.get("GSI4PK") != gsi4pk:
+                    raise InvalidKeyError(f"a read of {gsi4pk!r} returned a row under {item!r}")
+                tally.rows += 1
+                verdict = self.expect.judge(item)
+                tally.counts[verdict] += 1
+                self._sample(tally, verdict, item)
+        return tally
+
+    def _sample(self, tally: _Tally, verdict: Verdict, item: Mapping[str, Any]) -> None:
+        sample = tally.samples.get(verdict)
+        if sample is None or len(sample) >= SAMPLE_LIMIT:
+            return
+        # Where writers would put it now (None: its personId cannot be routed at all).
+        goes_to = None
+        if keys.person_anomaly(item) is None:
+            goes_to = self.routing.write_key(item["personId"])
+        sample.append(RowRef.of(item, goes_to))
+
+    def _judged_query(self, gsi4pk: str) -> dict[str, Any]:
+        aliases = {f"#a{n}": name for n, name in enumerate(_JUDGED_ATTRIBUTES)}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": self.index_name,
+            "KeyConditionExpression": "#pk = :pk",
+            # Only what judge() and RowRef read: a saga row's other attributes never load.
+            "ProjectionExpression": ", ".join(aliases),
+            "ExpressionAttributeNames": {"#pk": names.INDEX_PARTITION_KEY, **aliases},
+            "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
+        }
+        # Bounded pages: up to max_workers partitions are read at once, each holding about two
+        # pages (the one judged and the one arriving); a 1 MB page of projected rows is ~6,000.
+        request["Limit"] = self.page_size or JUDGED_PAGE_ROWS
+        return request
+
+    def _query_page(self, gsi4pk: str, *, limit: int) -> Mapping[str, Any]:
+        request = self._judged_query(gsi4pk)
+        request["Limit"] = limit
+        response: Mapping[str, Any] = self.client.query(**request)
+        return response
+
+    def _count(self, gsi4pk: str) -> tuple[int, int]:
+        return count_partition(
+            self.client,
+            self.table_name,
+            gsi4pk,
+            index_name=self.index_name,
+            page_size=self.page_size,
+        )
 
     def count_legacy_rows(self) -> tuple[int, int]:
         """(rows on the legacy key, requests): a COUNT Query to its last page."""
@@ -460,34 +545,72 @@ class DriftChecker:
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
 
-    def _repository(self, layout: Layout) -> SagaRepository:
-        return SagaRepository(
-            self.client,
-            self.table_name,
-            routing=Routing.between(layout),
-            index_name=self.index_name,
-            max_workers=self.max_workers,
-            page_size=self.page_size,
-        )
-
     def _with_scan(self, report: DriftReport, deadline: float | None) -> DriftReport:
-        scan = self.scanner.scan(deadline=deadline)
         watched = {keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(report.shard_count)}
-        unindexed: list[RowRef] = []
-        stray: list[RowRef] = []
-        for item in scan.items:
+        unindexed = _Finding()
+        stray = _Finding()
+
+        def visit(item: dict[str, Any]) -> None:
             gsi4pk, gsi4sk = item.get("GSI4PK"), item.get("GSI4SK")
             if not isinstance(gsi4pk, str) or not isinstance(gsi4sk, str):
                 # DynamoDB indexes a row only when both key attributes are present strings.
-                unindexed.append(RowRef.of(item))
+                unindexed.add(item)
             elif gsi4pk not in watched:
-                stray.append(RowRef.of(item))
+                stray.add(item)
+
+        stats = self.scanner.scan_each(visit, deadline=deadline)
         return replace(
             report,
-            unindexed_rows=len(unindexed),
-            stray_rows=len(stray),
-            scanned_saga_rows=len(scan.items),
-            unindexed=tuple(unindexed[:SAMPLE_LIMIT]),
-            stray=tuple(stray[:SAMPLE_LIMIT]),
-            requests=report.requests + scan.requests,
+            unindexed_rows=unindexed.count,
+            stray_rows=stray.count,
+            scanned_saga_rows=stats.rows,
+            unindexed=unindexed.sample(),
+            stray=stray.sample(),
+            requests=report.requests + stats.requests,
         )
+
+
+# What the checks read of a row: judge() and RowRef (the scan's and the index reads' projection).
+_JUDGED_ATTRIBUTES = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
+# The wrong-now verdicts whose rows a report names.
+_NAMED = (Verdict.MISROUTED, Verdict.UNEXPECTED_LEGACY, Verdict.UNEXPECTED_SHARDED)
+
+
+class _Tally:
+    """One read's exact counts by verdict, and at most SAMPLE_LIMIT named rows per finding."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.requests = 0
+        self.counts: Counter[Verdict] = Counter()
+        self.samples: dict[Verdict, list[RowRef]] = {verdict: [] for verdict in _NAMED}
+
+    def merge(self, other: _Tally) -> None:
+        self.requests += other.requests
+        self.counts.update(other.counts)
+        for verdict, refs in other.samples.items():
+            sample = self.samples[verdict]
+            sample.extend(refs[: max(0, SAMPLE_LIMIT - len(sample))])
+
+
+class _Finding:
+    """A scan finding: its exact count and its first rows by table key (at most SAMPLE_LIMIT,
+    so the sample does not depend on the order the segments arrive in)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._rows: list[RowRef] = []
+
+    def add(self, item: Mapping[str, Any]) -> None:
+        self.count += 1
+        self._rows.append(RowRef.of(item))
+        if len(self._rows) >= 2 * SAMPLE_LIMIT:  # amortised: at most 2 x SAMPLE_LIMIT held
+            self._trim()
+
+    def sample(self) -> tuple[RowRef, ...]:
+        self._trim()
+        return tuple(self._rows)
+
+    def _trim(self) -> None:
+        self._rows.sort(key=lambda ref: (ref.pk, ref.sk))
+        del self._rows[SAMPLE_LIMIT:]

@@ -185,3 +185,6 @@ MAX_WRITES_PER_SECOND: Final = 1000.0
 # The floor of a cap the operator CLI accepts: below it one token takes minutes per segment and a
 # run looks hung (1e-300 is a float click would otherwise accept).
 MIN_WRITES_PER_SECOND: Final = 0.1
+
+# retry-failed-prepare: pending claims past the publish timeout, whose events went out again.
+METRIC_SAGA_EVENTS_REPUBLISHED: Final = "SagaEventsRepublished"

@@ -155,7 +155,6 @@ class Snapshot:
             results=parsed,
         )
 
-
     def require_taken_of(self, table_name: str, index_name: str) -> Snapshot:
         """This snapshot, when it was taken of `table_name` and `index_name`; InvalidSnapshotError
         naming both pairs when not."""

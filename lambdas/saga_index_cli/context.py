@@ -68,8 +68,7 @@ def validate_table_name(name: str) -> str:
         return name
     shown = repr(name) if len(name) <= 64 else f"{name[:32]!r}... ({len(name)} characters)"
     raise InvalidInputError(
-        f"table name {shown} is not one DynamoDB accepts: 3-255 characters of "
-        "A-Z a-z 0-9 _ . -"
+        f"table name {shown} is not one DynamoDB accepts: 3-255 characters of A-Z a-z 0-9 _ . -"
     )
 
 
@@ -130,7 +129,9 @@ class FiniteFloatRange(click.FloatRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         converted = super().convert(value, param, ctx)
         if isinstance(converted, float) and math.isnan(converted):
-            self.fail(f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx)
+            self.fail(
+                f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx
+            )
         return converted
 
 

@@ -37,7 +37,13 @@ from saga_index.drift import DriftChecker
 from saga_index.errors import SagaIndexError
 from saga_index.names import DEFAULT_SHARD_COUNT, INDEX_NAME, STACK_NAME
 from saga_index.repository import count_partition
-from saga_index_cli.context import CliContext, emit, pass_cli, record_shard_count
+from saga_index_cli.context import (
+    CliContext,
+    emit,
+    endpoint_url_option,
+    pass_cli,
+    record_shard_count,
+)
 from saga_index_cli.phase import layout_document, record_document
 
 log = logging.getLogger("saga_index.cli")
@@ -241,6 +247,7 @@ def alarm_states(cli: CliContext, prefix: str, endpoint_url: str | None) -> dict
     "--cloudwatch-endpoint-url",
     envvar="AWS_ENDPOINT_URL_CLOUDWATCH",
     default=None,
+    callback=endpoint_url_option,
     help="CloudWatch endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDWATCH].",
 )
 @pass_cli

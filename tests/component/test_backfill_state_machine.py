@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -44,10 +45,13 @@ from infra.backfill import (
 )
 from saga_index import keys
 from saga_index.backfill.leasing import token_for_execution
+from saga_index.backfill.messages import SegmentResult
 from saga_index.control.lease import acquire_lease
 from saga_index.control.state import BackfillDirection, ControlState
 from saga_index.control.store import ControlStore
 from saga_index.control.transitions import check_backfill
+from saga_index_cli import backfill as backfill_cli
+from saga_index_cli.backfill import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
@@ -554,7 +558,7 @@ def test_given_a_long_segment_when_it_runs_then_the_parent_history_holds_no_work
     assert len(events) <= PARENT_HISTORY_EVENTS
 
 
-def test_each_worker_invocation_adds_at_most_9_events_to_its_segments_child_execution(
+def test_each_worker_invocation_adds_9_events_to_its_segments_child_execution(
     world: StateMachineWorld,
 ) -> None:
     # Given the Map's item processor run as what it is in AWS: an execution of its own, started
@@ -590,8 +594,7 @@ def test_each_worker_invocation_adds_at_most_9_events_to_its_segments_child_exec
     invocations = world.invocations["handlers.backfill_worker.handler"]
     assert invocations > 6
     events = history(world, started["executionArn"])
-    per_invocation = (len(events) - CHILD_FIXED_EVENTS) / invocations
-    assert per_invocation <= HISTORY_EVENTS_PER_WORKER_INVOCATION, (len(events), invocations)
+    assert len(events) == CHILD_FIXED_EVENTS + HISTORY_EVENTS_PER_WORKER_INVOCATION * invocations
     # and so the 24 h execution timeout ends a child long before its history limit: an
     # invocation that does not finish its segment runs until the safety margin is left
     shortest_invocation = WORKER_TIMEOUT.to_seconds() - WORKER_SAFETY_MARGIN_SECONDS
@@ -599,3 +602,278 @@ def test_each_worker_invocation_adds_at_most_9_events_to_its_segments_child_exec
     worst_child = CHILD_FIXED_EVENTS + HISTORY_EVENTS_PER_WORKER_INVOCATION * most_invocations
     assert (most_invocations, worst_child) == (1_440, 12_962)  # the runbook's figures
     assert worst_child < HISTORY_EVENT_LIMIT
+
+
+# ---- following the execution: progress from the Map Run and its child executions -----------
+
+
+def test_given_the_arn_when_segments_finish_then_the_cli_shows_them_before_the_execution_ends(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the CLI's progress recorded, and a verify step that waits (in the execution, still
+    # RUNNING) until the CLI has shown both segments finished
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+    shown: list[int] = []
+    both_shown = threading.Event()
+    real_show = backfill_cli._Progress.show
+
+    def show(
+        progress: Any, *, completed: int, scanned: int, restamped: int, extra: str = ""
+    ) -> None:
+        shown.append(completed)
+        if completed == 2:
+            both_shown.set()
+        real_show(progress, completed=completed, scanned=scanned, restamped=restamped, extra=extra)
+
+    monkeypatch.setattr(backfill_cli._Progress, "show", show)
+    seen_while_running: list[bool] = []
+    world.before_invoke["handlers.backfill_verify.handler"] = lambda: seen_while_running.append(
+        both_shown.wait(timeout=20)
+    )
+
+    # When the CLI follows a two-segment run
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--state-machine-arn",
+        world.arn,
+        "--segments",
+        "2",
+        "--json",
+        "--poll-interval",
+        "0.05",
+    )
+
+    # Then the finished segments were shown while the execution still ran (the Map Run's item
+    # counts: the segments' events are in their child executions, not in the parent's history)
+    assert seen_while_running == [True], shown
+    assert code == 3, err
+    assert lines[0]["restamped"] == len(VALID)
+
+
+PARENT_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:Backfill:run-1"
+MAP_RUN_ARN = f"arn:aws:states:{REGION}:{ACCOUNT}:mapRun:Backfill/Segments:run-1"
+
+
+def worker_succeeded(event_id: int, segment: int, restamped: int, done: bool) -> dict[str, Any]:
+    """The TaskSucceeded event of one RestampSegment invocation (the Invoke response)."""
+    result = SegmentResult(
+        segment=segment,
+        scanned=restamped + 1,
+        restamped=restamped,
+        cursor=None if done else {"PK": {"S": f"RSAGA#{restamped}"}, "SK": {"S": "META"}},
+        done=done,
+    )
+    output = {"StatusCode": 200, "Payload": result.to_json()}
+    return {
+        "id": event_id,
+        "type": "TaskSucceeded",
+        "taskSucceededEventDetails": {"output": json.dumps(output)},
+    }
+
+
+@dataclass
+class FakeChild:
+    segment: int
+    status: str = "RUNNING"
+    events: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    error: str | None = None
+    cause: str | None = None
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:states:{REGION}:{ACCOUNT}:execution:Backfill/Segments:child-{self.segment}"
+
+    def invocation(self, restamped: int, done: bool = False) -> None:
+        """One worker invocation: 9 events, the TaskSucceeded among them."""
+        first = len(self.events) + 1
+        self.events.extend({"id": first + i, "type": "StateTransition"} for i in range(9))
+        self.events[first + 2] = worker_succeeded(first + 3, self.segment, restamped, done)
+        if done:
+            self.status = "SUCCEEDED"
+
+    def fail(self, error: str, cause: str) -> None:
+        self.status, self.error, self.cause = "FAILED", error, cause
+        self.events.append({"id": len(self.events) + 1, "type": "ExecutionFailed"})
+
+
+class FakeSfn:
+    """What Step Functions reports of a run whose Segments Map is distributed: the parent's
+    history holds no worker event; the Map Run counts items; each child has its own history.
+    `on_describe` advances the run at each describe_execution of the parent."""
+
+    def __init__(self, children: int, on_describe: Callable[[int], None] | None = None) -> None:
+        self.children = [FakeChild(segment) for segment in range(children)]
+        self.status = "RUNNING"
+        self.error: str | None = None
+        self.cause: str | None = None
+        self.on_describe = on_describe
+        self.describes = 0
+        self.history_reads: list[str] = []
+
+    def start_execution(self, **_: Any) -> dict[str, Any]:
+        return {"executionArn": PARENT_ARN}
+
+    def stop_execution(self, **_: Any) -> None:
+        raise AssertionError("not stopped by the test")
+
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:
+        if executionArn == PARENT_ARN:
+            if self.on_describe is not None:
+                self.on_describe(self.describes)
+            self.describes += 1
+            return {"status": self.status, "error": self.error, "cause": self.cause}
+        [child] = [c for c in self.children if c.arn == executionArn]
+        return {
+            "status": child.status,
+            "error": child.error,
+            "cause": child.cause,
+            "input": json.dumps({"segment": child.segment, "totalSegments": len(self.children)}),
+        }
+
+    def get_execution_history(
+        self,
+        executionArn: str,
+        reverseOrder: bool = False,
+        maxResults: int = 100,
+        nextToken: str | None = None,
+    ) -> dict[str, Any]:
+        self.history_reads.append(executionArn)
+        if executionArn == PARENT_ARN:
+            events = [{"id": 1, "type": "ExecutionStarted"}, {"id": 2, "type": "MapRunStarted"}]
+        else:
+            [child] = [c for c in self.children if c.arn == executionArn]
+            events = list(child.events)
+        if reverseOrder:
+            events.reverse()
+        start = int(nextToken or 0)
+        page: dict[str, Any] = {"events": events[start : start + maxResults]}
+        if start + maxResults < len(events):
+            page["nextToken"] = str(start + maxResults)
+        return page
+
+    def list_map_runs(self, executionArn: str) -> dict[str, Any]:
+        assert executionArn == PARENT_ARN
+        return {"mapRuns": [{"executionArn": PARENT_ARN, "mapRunArn": MAP_RUN_ARN}]}
+
+    def describe_map_run(self, mapRunArn: str) -> dict[str, Any]:
+        assert mapRunArn == MAP_RUN_ARN
+        statuses = [c.status for c in self.children]
+        return {
+            "mapRunArn": MAP_RUN_ARN,
+            "itemCounts": {
+                "succeeded": statuses.count("SUCCEEDED"),
+                "failed": statuses.count("FAILED"),
+                "aborted": statuses.count("ABORTED"),
+                "running": statuses.count("RUNNING"),
+                "total": len(statuses),
+            },
+        }
+
+    def list_executions(self, mapRunArn: str, maxResults: int = 100) -> dict[str, Any]:
+        assert mapRunArn == MAP_RUN_ARN
+        return {"executions": [{"executionArn": c.arn, "status": c.status} for c in self.children]}
+
+
+def test_given_distributed_segments_when_followed_then_rows_and_segments_count_before_the_end() -> (
+    None
+):
+    # Given a run of 40 segments, one of them with a long history already
+    sfn = FakeSfn(40)
+    for _ in range(300):
+        sfn.children[0].invocation(restamped=10)
+    follower = ExecutionFollower(sfn, PARENT_ARN)
+
+    # When it is followed while segment 0 runs on and the others finish one invocation each
+    follower.poll()
+    for child in sfn.children[1:]:
+        child.invocation(restamped=3, done=True)
+    sfn.children[0].invocation(restamped=20)
+    sfn.history_reads.clear()
+    follower.poll()
+
+    # Then the Map Run counts the finished segments at once
+    assert (follower.finished_segments, follower.running_segments) == (39, 1)
+    # and one poll reads at most CHILD_READS_PER_POLL child histories, one page each however
+    # long a child's history, those that ended first: 32 of the 39 here, the rest next time
+    child_reads = [arn for arn in sfn.history_reads if arn != PARENT_ARN]
+    assert len(child_reads) == len(set(child_reads)) == CHILD_READS_PER_POLL
+    follower.poll()
+    # and the row counts are the children's newest worker results, before the run ends
+    assert len(follower.segments) == 40
+    assert follower.segments[0].restamped == 20
+    assert sum(r.restamped for r in follower.segments.values()) == 20 + 39 * 3
+    # and a child that ended and was read is not read again
+    sfn.history_reads.clear()
+    follower.poll()
+    assert [arn for arn in sfn.history_reads if arn != PARENT_ARN] == [sfn.children[0].arn]
+
+
+def test_given_an_endpoint_without_map_runs_when_followed_then_progress_degrades_not_crashes() -> (
+    None
+):
+    class NoMapRuns(FakeSfn):
+        def list_map_runs(self, executionArn: str) -> dict[str, Any]:
+            raise AttributeError("'NoneType' object has no attribute 'pool'")  # moto's, once
+
+    follower = ExecutionFollower(NoMapRuns(2), PARENT_ARN)
+    follower.poll()
+    follower.poll()
+    assert (follower.finished_segments, follower.segments, follower.map_run_arn) == (0, {}, None)
+
+
+def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_error(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run whose segment 1 fails after segment 0 re-stamped 5 rows and segment 1 7: the
+    # parent fails with Step Functions' generic Map Run error, the worker's is in the child
+    plant(world.dynamo, "migrating")
+
+    def advance(describes: int) -> None:
+        if describes == 0:
+            sfn.children[0].invocation(restamped=5)
+            sfn.children[1].invocation(restamped=7)
+        elif describes == 2:
+            sfn.children[1].fail("LeaseLostError", "the lease was taken over by alice@laptop/42")
+            sfn.children[0].status = "ABORTED"
+            sfn.status = "FAILED"
+            sfn.error = "States.ExceedToleratedFailureThreshold"
+            sfn.cause = "The specified tolerated failure threshold was exceeded"
+
+    sfn = FakeSfn(2, on_describe=advance)
+    real_client = boto3.client
+    monkeypatch.setattr(
+        backfill_cli.boto3,
+        "client",
+        lambda service, **kw: sfn if service == "stepfunctions" else real_client(service, **kw),
+    )
+
+    # When the CLI follows it
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--state-machine-arn",
+        world.arn,
+        "--segments",
+        "2",
+        "--json",
+        "--poll-interval",
+        "0.01",
+    )
+
+    # Then it fails naming the failed segment's own error and cause, not only the generic one
+    assert code == 1
+    [summary] = lines
+    assert summary["error"] == "States.ExceedToleratedFailureThreshold"
+    assert (summary["failedSegment"], summary["segmentError"]) == (1, "LeaseLostError")
+    assert summary["segmentExecutionArn"] == sfn.children[1].arn
+    assert "alice@laptop/42" in summary["segmentCause"]
+    assert "segment 1 FAILED" in err
+    assert "LeaseLostError: the lease was taken over by alice@laptop/42" in err
+    # and the partial summary adds up the children's last worker results
+    assert (summary["restamped"], summary["complete"]) == (5 + 7, False)

@@ -54,8 +54,10 @@ def test_an_endpoint_url_that_is_not_an_http_url_exits_2_naming_it(
 ) -> None:
     code, out, err = run(capsys, "--endpoint-url", url, "--table", "sagas", "phase", "show")
     assert code == 2
-    assert repr(url) in err and "--endpoint-url" in err
-    assert "Traceback" not in err and out == ""
+    assert repr(url) in err
+    assert "--endpoint-url" in err
+    assert "Traceback" not in err
+    assert out == ""
 
 
 @pytest.mark.usefixtures("no_requests")
@@ -64,7 +66,8 @@ def test_an_endpoint_url_from_the_environment_is_validated_too(
 ) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
     code, _, err = run(capsys, "--table", "sagas", "phase", "show")
-    assert code == 2 and "'notaurl'" in err
+    assert code == 2
+    assert "'notaurl'" in err
 
 
 @pytest.mark.usefixtures("no_requests")
@@ -75,17 +78,20 @@ def test_the_dynamodb_specific_endpoint_variable_is_validated_too(
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "notaurl")
     code, _, err = run(capsys, "--table", "sagas", "phase", "show")
-    assert code == 2 and "AWS_ENDPOINT_URL_DYNAMODB" in err and "'notaurl'" in err
+    assert code == 2
+    assert "AWS_ENDPOINT_URL_DYNAMODB" in err
+    assert "'notaurl'" in err
 
 
+@pytest.mark.parametrize("command", [("watch",), ("status", "--alarms")])
 @pytest.mark.usefixtures("no_requests")
-def test_a_bad_cloudwatch_endpoint_url_of_watch_exits_2_naming_it(
-    capsys: pytest.CaptureFixture[str],
+def test_a_bad_cloudwatch_endpoint_url_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
 ) -> None:
-    code, _, err = run(
-        capsys, "--table", "sagas", "watch", "--cloudwatch-endpoint-url", "notaurl"
-    )
-    assert code == 2 and "'notaurl'" in err and "Traceback" not in err
+    code, _, err = run(capsys, "--table", "sagas", *command, "--cloudwatch-endpoint-url", "notaurl")
+    assert code == 2
+    assert "'notaurl'" in err
+    assert "Traceback" not in err
 
 
 # ---- --table ----------------------------------------------------------------------------------
@@ -109,8 +115,10 @@ def test_a_table_name_dynamodb_would_refuse_exits_2_naming_it(
 ) -> None:
     code, out, err = run(capsys, "--table", table, *argv)
     assert code == 2, err
-    assert named in err and "3-255" in err
-    assert "could not enumerate" not in err and out == ""
+    assert named in err
+    assert "3-255" in err
+    assert "could not enumerate" not in err
+    assert out == ""
 
 
 @pytest.mark.usefixtures("no_requests")
@@ -119,7 +127,8 @@ def test_a_table_name_from_the_environment_is_validated_too(
 ) -> None:
     monkeypatch.setenv("SAGA_TABLE_NAME", "bad name!")
     code, _, err = run(capsys, "phase", "show")
-    assert code == 2 and "'bad name!'" in err
+    assert code == 2
+    assert "'bad name!'" in err
 
 
 def test_valid_table_names_at_the_bounds_pass_validation() -> None:
@@ -143,10 +152,11 @@ def test_valid_table_names_at_the_bounds_pass_validation() -> None:
 def test_a_missing_table_exits_1_naming_it_and_what_to_do(
     dynamo: Backend, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
 ) -> None:
-    code, out, err = run(capsys, "--region", "us-east-1", "--table", "no-such-table", *argv)
+    code, _out, err = run(capsys, "--region", "us-east-1", "--table", "no-such-table", *argv)
     assert code == 1, err
     assert "table 'no-such-table' does not exist" in err
-    assert "--table" in err and "--region" in err
+    assert "--table" in err
+    assert "--region" in err
     assert "could not enumerate" not in err
     assert "Traceback" not in err
 
@@ -178,8 +188,10 @@ def _snapshot(path: Path, table_name: str, **changes: Any) -> Path:
         ({"shardCount": 12}, "12"),
         ({"shardCount": 0}, "shardCount"),
         (
-            {"persons": ["p" * 1100], "results": {"all-sagas": [], "open-sagas": [],
-                                                  "by-person": {"p" * 1100: []}}},
+            {
+                "persons": ["p" * 1100],
+                "results": {"all-sagas": [], "open-sagas": [], "by-person": {"p" * 1100: []}},
+            },
             "too long",
         ),
         ({"table": "another-table"}, "'another-table'"),
@@ -193,7 +205,9 @@ def test_an_unsuitable_snapshot_exits_2_before_any_read(
     path = _snapshot(tmp_path / "before.json", "sagas", **changes)
     code, out, err = run(capsys, "--table", "sagas", "verify", "--compare", str(path))
     assert code == 2, err
-    assert named in err and str(path) in err and out == ""
+    assert named in err
+    assert str(path) in err
+    assert out == ""
 
 
 # ---- --max-writes-per-second ------------------------------------------------------------------
@@ -202,7 +216,10 @@ def test_an_unsuitable_snapshot_exits_2_before_any_read(
 @pytest.mark.parametrize("rate", ["1e-300", "0.05", "0", "nan", "1001"])
 @pytest.mark.parametrize(
     "argv",
-    [("backfill", "--dry-run", "--max-writes-per-second"), ("backfill", "throttle", "--max-writes-per-second")],
+    [
+        ("backfill", "--dry-run", "--max-writes-per-second"),
+        ("backfill", "throttle", "--max-writes-per-second"),
+    ],
 )
 @pytest.mark.usefixtures("no_requests")
 def test_a_write_cap_outside_its_bounds_exits_2_naming_it(
@@ -210,7 +227,9 @@ def test_a_write_cap_outside_its_bounds_exits_2_naming_it(
 ) -> None:
     code, out, err = run(capsys, "--table", "sagas", *argv, rate)
     assert code == 2, err
-    assert rate in err and "--max-writes-per-second" in err and out == ""
+    assert rate in err
+    assert "--max-writes-per-second" in err
+    assert out == ""
 
 
 def test_the_write_cap_floor_is_one_home_shared_with_the_ceiling() -> None:

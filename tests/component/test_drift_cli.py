@@ -109,8 +109,8 @@ def test_a_healthy_table_exits_0(dynamo: Backend, capsys: pytest.CaptureFixture[
     ("argv", "message"),
     [
         (["drift"], "no table given"),
-        (["--table", "t", "drift", "--scan-rate", "0"], "--scan-rate"),
-        (["--table", "t", "drift", "--segments", "65"], "--segments"),
+        (["--table", "tbl", "drift", "--scan-rate", "0"], "--scan-rate"),
+        (["--table", "tbl", "drift", "--segments", "65"], "--segments"),
     ],
 )
 def test_bad_usage_exits_2(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
 
 from handlers import runtime
 from handlers import sweeps as handlers
@@ -83,20 +84,31 @@ def test_given_a_due_failed_prepare_when_swept_then_the_retry_is_claimed_then_pu
 
     result = sweep(T0)
 
-    (update,) = updates
+    update, published = updates  # the claim, then its publication recorded
     assert set(update["ExpressionAttributeNames"].values()) == {
         "state",
         "prepareAttempts",
         "updatedAt",
         "lastPrepareRetryAt",
+        "prepareClaimToken",
+        "prepareClaimedAt",
+        "prepareClaimEvent",
+        "prepareClaimPublishedAt",
     }
     assert update["UpdateExpression"].startswith("SET ")
-    assert "GSI4" not in update["UpdateExpression"]
+    assert update["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    assert set(published["ExpressionAttributeNames"].values()) == {
+        "prepareClaimToken",
+        "prepareClaimPublishedAt",
+    }
+    for write in (update, published):
+        assert "GSI4" not in write["UpdateExpression"]
     after = world.saga("s1")
     assert after["prepareAttempts"] == 1
     assert after["lastPrepareRetryAt"] == "2026-07-10T12:02:00.000Z"
     for untouched in ("GSI4PK", "GSI4SK", "state", "updatedAt", "personId", "leaseId"):
         assert after[untouched] == before[untouched], untouched
+    assert after["prepareClaimPublishedAt"]
     assert after["GSI4PK"] == keys.LEGACY_GSI4PK
     (event,) = world.events_of(RETRY)
     assert event["detail"]["sagaId"] == "s1"
@@ -107,6 +119,7 @@ def test_given_a_due_failed_prepare_when_swept_then_the_retry_is_claimed_then_pu
     docs = emf_documents(capsys.readouterr().out)
     assert metric(docs, RETRY) == [1.0]
     assert metric(docs, EXHAUSTED) == [0.0]
+    assert metric(docs, "SagaEventsRepublished") == [0.0]
 
 
 def test_given_the_same_scheduled_time_delivered_twice_when_swept_then_the_saga_is_retried_once(
@@ -258,7 +271,7 @@ def test_given_the_bus_rejects_the_event_when_swept_then_the_invocation_fails_an
     assert saga["prepareAttempts"] == 1  # released: the retry was not spent
     assert saga["lastPrepareRetryAt"] == iso(T0 - timedelta(hours=1))
 
-    # Scheduler retries the failed invocation with the same scheduled time: now it goes out.
+    # A retry of the failed invocation (same scheduled time) claims it again: now it goes out.
     runtime.clients.use(dynamodb=world.backend.client, events=world.events_client)
     result = sweep(T0, attempt=2)
     assert result["findings"][RETRY] == 1
@@ -389,6 +402,7 @@ def test_given_the_claims_answer_is_lost_when_botocore_resends_it_then_the_claim
     get_items = _count_calls(world.backend.client, "GetItem")
 
     result = sweep(T0)
+    reads = [c for c in get_items if c.get("Key") == {"PK": {"S": "RSAGA#s1"}, "SK": {"S": "META"}}]
 
     assert lost == [True]
     assert result["skipped"] == 0
@@ -399,7 +413,6 @@ def test_given_the_claims_answer_is_lost_when_botocore_resends_it_then_the_claim
     assert saga["prepareAttempts"] == 1  # claimed once, not twice
     assert "prepareClaimPublishedAt" in saga
     # The old item came with the failure, or from one consistent read when it did not.
-    reads = [c for c in get_items if c.get("Key") == {"PK": {"S": "RSAGA#s1"}, "SK": {"S": "META"}}]
     assert len(reads) == (0 if server == "returns the old item" else 1)
     assert all(c.get("ConsistentRead") is True for c in reads)
 
@@ -437,3 +450,32 @@ def test_given_another_runs_claim_between_our_read_and_claim_then_ours_is_skippe
     saga = world.saga("s1")
     assert saga["prepareClaimToken"] == "the-other-run"
     assert saga["prepareAttempts"] == 1
+
+
+def test_given_the_saga_is_deleted_between_read_and_claim_and_its_row_cannot_be_read_then_it_is_skipped(  # noqa: E501
+    world: SweepWorld,
+) -> None:
+    # DynamoDB sends no old item when there is no row; the role may not read saga rows.
+    failed_prepare(world, "s1")
+    other_client = world.backend.new_client()
+    once_before_update(
+        world.backend.client,
+        lambda: other_client.delete_item(
+            TableName=world.backend.table_name,
+            Key={"PK": {"S": "RSAGA#s1"}, "SK": {"S": "META"}},
+        ),
+    )
+
+    def deny(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"]["PK"]["S"].startswith("RSAGA#"):
+            raise ClientError(
+                {"Error": {"Code": "AccessDeniedException", "Message": "not on saga rows"}},
+                "GetItem",
+            )
+
+    world.backend.client.meta.events.register("before-parameter-build.dynamodb.GetItem", deny)
+
+    result = sweep(T0)
+
+    assert (result["skipped"], result["findings"][RETRY]) == (1, 0)
+    assert world.events_of(RETRY) == []

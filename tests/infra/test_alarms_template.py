@@ -594,15 +594,31 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
     table_id = next(iter(owned_template.find_resources("AWS::DynamoDB::Table")))
     by_action = {json.dumps(s["Action"]): (s["Resource"], s.get("Condition")) for s in statements}
     table = {"Fn::GetAtt": [table_id, "Arn"]}
+    function = owned_template.find_resources("AWS::Lambda::Function")[
+        guard_function(owned_template)
+    ]
+    log_group = {"Fn::GetAtt": [function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"], "Arn"]}
+    [invoke_config] = [
+        c["Properties"]
+        for c in owned_template.find_resources("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": guard_function(owned_template)}
+    ]
     assert by_action == {
         '["xray:PutTelemetryRecords", "xray:PutTraceSegments"]': ("*", None),
         '"dynamodb:Query"': (
             {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
             None,
         ),
-        '"dynamodb:Scan"': (table, None),
+        # Only projected scans, never whole items (issue 12).
+        '"dynamodb:Scan"': (table, {"StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}}),
         # What is wrong now is judged against the control record: read it, never write it.
         '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
+        # Its own log group only, and its own failed-invocations queue (issue 12).
+        '["logs:CreateLogStream", "logs:PutLogEvents"]': (log_group, None),
+        '"sqs:SendMessage"': (
+            invoke_config["DestinationConfig"]["OnFailure"]["Destination"],
+            None,
+        ),
     }
 
 

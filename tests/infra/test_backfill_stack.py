@@ -238,6 +238,20 @@ def test_the_definition_plans_then_maps_segments_then_verifies(
     assert segments["ItemsPath"] == "$.segments"
     assert segments["ItemSelector"]["segment.$"] == "$$.Map.Item.Value"
     assert segments["Next"] == "VerifyBackfill"
+    # each segment's loop is a Standard child execution with its own history (an inline Map
+    # kept every invocation in the parent's 25,000 events); the items come from the plan's
+    # state, the results go back to it, and one failed segment fails the run
+    assert segments["ItemProcessor"]["ProcessorConfig"] == {
+        "Mode": "DISTRIBUTED",
+        "ExecutionType": "STANDARD",
+    }
+    assert not {
+        "ItemReader",
+        "ResultWriter",
+        "ItemBatcher",
+        "ToleratedFailurePercentage",
+        "ToleratedFailureCount",
+    } & set(segments)
     assert states["VerifyBackfill"]["Next"] == "Verified?"
     verdict = states["Verified?"]
     assert verdict["Choices"] == [

@@ -144,7 +144,8 @@ def test_given_each_failure_queue_then_a_message_in_it_pages(template: dict[str,
         assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
         assert alarm["TreatMissingData"] == "notBreaching", job
         if pager is not None:
-            assert alarm["AlarmActions"] == [pager] and alarm["OKActions"] == [pager], job
+            assert alarm["AlarmActions"] == [pager], job
+            assert alarm["OKActions"] == [pager], job
         assert "docs/observability.md#sweep-failures" in alarm["AlarmDescription"], job
 
 

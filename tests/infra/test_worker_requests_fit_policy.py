@@ -133,7 +133,9 @@ def test_every_scan_and_saga_row_update_of_the_worker_is_allowed_by_its_attribut
         for operation, params in recorded
         if operation == "UpdateItem" and params["Key"]["PK"]["S"].startswith(keys.SAGA_PK_PREFIX)
     ]
-    assert scans and updates  # the move did run
+    # the move did run
+    assert scans
+    assert updates
 
     for operation, requests in (("Scan", scans), ("UpdateItem", updates)):
         statements = worker_statements(template, f"dynamodb:{operation}")

@@ -15,6 +15,22 @@ from tests.support.rehearsal.server import World, moto_world
 from tests.support.rehearsal.stack import Synth, synthesise
 
 
+def _interpreter_line() -> str:
+    return f"rehearsal interpreter: {layer.lambda_python().describe()}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which Python starts the functions (shown when this directory is on the command line)."""
+    return _interpreter_line()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The same as the run's last line, where `-q`, `make test` and `| tail` still show it."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(_interpreter_line())
+
+
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesise(tmp_path_factory.mktemp("cdk-rehearsal"))

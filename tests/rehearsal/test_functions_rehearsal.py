@@ -5,7 +5,6 @@ a realistic event for its trigger and a Lambda-like context. The effects are rea
 
 from __future__ import annotations
 
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -54,7 +53,8 @@ def test_given_a_function_process_then_nothing_of_the_project_venv_is_importable
     rehearsal: Rehearsal, dependency_paths: tuple[Path, Path]
 ) -> None:
     allowed = [f.asset for f in rehearsal.functions.values()] + list(dependency_paths)
-    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    # The standard library of the interpreter the functions ran under (Python 3.13 when present).
+    stdlib = layer.lambda_python().stdlib.resolve()
     for logical_id, probe in rehearsal.probes.items():
         assert probe == dict.fromkeys(DEV_ONLY_MODULES), f"{logical_id} imported {probe}"
         for invocation in rehearsal.invocations[logical_id]:

@@ -1,8 +1,14 @@
 """Every AWS call a function made during its rehearsal is allowed by its role's policy in the
 template, resource by resource (table ARN, index ARN, bus ARN) and, where a statement carries a
-`dynamodb:LeadingKeys` condition, partition by partition (the control record's items); and every
-permission the role grants was used, or is listed below with the reason it cannot be exercised
-here."""
+`dynamodb:LeadingKeys` condition, partition by partition (the control record's items, saga rows);
+and every permission the role grants was used, or is listed below with the reason it cannot be
+exercised here.
+
+The recorder sees each call's action, resources and partition, not its attribute names, Select
+or ReturnValues: a statement's attribute-level conditions (dynamodb:Attributes, dynamodb:Select,
+dynamodb:ReturnValues) are not evaluated here. tests/infra/test_worker_requests_fit_policy.py
+checks the worker's requests against them; the drift guard's projected-scan condition rests on
+its scans always projecting (saga_index/dynamo/scan.py)."""
 
 from __future__ import annotations
 
@@ -15,18 +21,25 @@ import pytest
 from saga_index.names import CONTROL_PK
 from tests.support.rehearsal.scenario import BACKFILL_HANDLERS, Rehearsal
 from tests.support.rehearsal.server import World
-from tests.support.rehearsal.stack import ACCOUNT, REGION, StandIn, Synth
+from tests.support.rehearsal.stack import ACCOUNT, REGION, StandIn, Synth, UnresolvableError
 
 pytestmark = pytest.mark.rehearsal
 
 # botocore's signing name -> IAM service prefix, where they differ.
 IAM_PREFIX = {"monitoring": "cloudwatch"}
-BASIC_EXECUTION_ROLE = "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 # Granted, not exercised by the code's own calls, and why that is right.
 JUSTIFIED: dict[tuple[str, str], str] = {
     ("xray:PutTraceSegments", "*"): "active tracing: the X-Ray daemon Lambda runs sends the "
     "function's segments with its role; X-Ray has no resource-level permissions",
     ("xray:PutTelemetryRecords", "*"): "active tracing, as above",
+}
+# Granted on the function's OWN resources, used by Lambda on its behalf, not by its code.
+JUSTIFIED_OWN: dict[str, str] = {
+    "logs:CreateLogStream": "the runtime writes the function's log to its own log group "
+    "(LoggingConfig.LogGroup), with the function's role",
+    "logs:PutLogEvents": "as above",
+    "sqs:SendMessage": "Lambda sends a failed asynchronous invocation to the function's own "
+    "on-failure destination (EventInvokeConfig), with the function's role",
 }
 # Granted to some functions, exercised by others: (action, resource suffix) -> (handlers, why).
 JUSTIFIED_FOR: dict[tuple[str, str], tuple[frozenset[str], str]] = {
@@ -36,19 +49,11 @@ JUSTIFIED_FOR: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         "missing; a backfill then refuses to run, so the rehearsal (which restores the record "
         "before the backfill) exercises it through the drift guard and the sweeps instead",
     ),
-    ("dynamodb:PutItem", "table"): (
-        frozenset({BACKFILL_HANDLERS["worker"]}),
-        "PutItem on the control partition writes the record's event items (lease acquired, "
-        "released), which the plan and verify steps exercise; the three backfill functions share "
-        "one control-write grant (issue 11, decision 4) and the worker's own lease calls are "
-        "UpdateItems (its heartbeats)",
-    ),
 }
-# Managed policies a function role may carry, and why.
-JUSTIFIED_MANAGED = {
-    BASIC_EXECUTION_ROLE: "writes the function's own log group (logs:CreateLogStream, "
-    "logs:PutLogEvents); the runtime's log agent uses it, not the function's code",
-}
+# Conditions on attributes the recorder does not see (module docstring).
+UNCHECKED_KEYS = frozenset({"dynamodb:Attributes", "dynamodb:Select", "dynamodb:ReturnValues"})
+# Resources the stand-in does not create, named by logical id instead.
+OWN_RESOURCE_TYPES = ("AWS::Logs::LogGroup", "AWS::SQS::Queue")
 
 
 # (action, resource ARN, partition key values the request named or None)
@@ -61,6 +66,8 @@ class Grant:
     resource: str
     # The partitions a dynamodb:LeadingKeys condition allows; None: no such condition.
     leading_keys: frozenset[str] | None = None
+    # StringLike: leading_keys are patterns ("RSAGA#*"), else exact values.
+    like: bool = False
 
     def allows(self, action: str, resource: str, keys: tuple[str, ...] | None = None) -> bool:
         if not (fnmatchcase(action, self.action) and fnmatchcase(resource, self.resource)):
@@ -68,21 +75,69 @@ class Grant:
         if self.leading_keys is None:
             return True
         # ForAllValues: every partition the request names must be allowed, and it must name one.
-        return bool(keys) and set(keys or ()) <= self.leading_keys
+        if not keys:
+            return False
+        if self.like:
+            return all(any(fnmatchcase(k, p) for p in self.leading_keys) for k in keys)
+        return set(keys) <= self.leading_keys
 
 
-def _leading_keys_condition(statement: dict[str, Any]) -> frozenset[str] | None:
+def _leading_keys_condition(statement: dict[str, Any]) -> tuple[frozenset[str] | None, bool]:
+    """(the partitions a LeadingKeys condition allows or None, whether they are patterns).
+    Any other condition must be one of UNCHECKED_KEYS: this check fails on what it cannot read."""
     condition = statement.get("Condition")
     if condition is None:
-        return None
-    assert set(condition) == {"ForAllValues:StringEquals"}, condition
-    ((key, values),) = condition["ForAllValues:StringEquals"].items()
-    assert key == "dynamodb:LeadingKeys", condition
-    return frozenset(_as_list(values))
+        return None, False
+    leading: tuple[frozenset[str] | None, bool] = (None, False)
+    for operator, tests in condition.items():
+        for key, values in tests.items():
+            if key == "dynamodb:LeadingKeys":
+                assert operator in ("ForAllValues:StringEquals", "ForAllValues:StringLike"), (
+                    condition
+                )
+                leading = (frozenset(_as_list(values)), operator.endswith("StringLike"))
+            else:
+                assert key in UNCHECKED_KEYS, condition
+    return leading
 
 
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def _own_resource(synth: Synth, value: Any) -> str | None:
+    """A stand-in ARN for the ARN of a log group or queue of the template (the rehearsal creates
+    neither): 'own:<logical id>'."""
+    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
+        logical_id, attribute = value["Fn::GetAtt"]
+        kind = synth.resources.get(logical_id, {}).get("Type")
+        if attribute == "Arn" and kind in OWN_RESOURCE_TYPES:
+            return f"own:{logical_id}"
+    return None
+
+
+def _resolve(synth: Synth, stand_in: StandIn, value: Any) -> Any:
+    own = _own_resource(synth, value)
+    if own is not None:
+        return own
+    try:
+        return stand_in.resolve(value)
+    except UnresolvableError:
+        if isinstance(value, list):
+            return [_resolve(synth, stand_in, v) for v in value]
+        raise
+
+
+def own_resources(synth: Synth, function_id: str) -> set[str]:
+    """The function's own log group and on-failure destination, as _own_resource names them."""
+    owned = set()
+    props = synth.resources[function_id]["Properties"]
+    owned.add(f"own:{props['LoggingConfig']['LogGroup']['Ref']}")
+    for config in synth.of_type("AWS::Lambda::EventInvokeConfig").values():
+        if config["Properties"]["FunctionName"] == {"Ref": function_id}:
+            destination = config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+            owned.add(str(_own_resource(synth, destination)))
+    return owned
 
 
 def role_grants(synth: Synth, stand_in: StandIn, function_id: str) -> tuple[list[Grant], list[str]]:
@@ -100,10 +155,10 @@ def role_grants(synth: Synth, stand_in: StandIn, function_id: str) -> tuple[list
             assert statement["Effect"] == "Allow", statement
             assert "NotAction" not in statement, statement
             assert "NotResource" not in statement, statement
-            leading_keys = _leading_keys_condition(statement)
+            leading_keys, like = _leading_keys_condition(statement)
             for action in _as_list(statement["Action"]):
-                for resource in _as_list(stand_in.resolve(statement["Resource"])):
-                    grants.append(Grant(action, str(resource), leading_keys))
+                for resource in _as_list(_resolve(synth, stand_in, statement["Resource"])):
+                    grants.append(Grant(action, str(resource), leading_keys, like))
     managed = [str(stand_in.resolve(arn)) for arn in role.get("ManagedPolicyArns", [])]
     return grants, managed
 
@@ -183,19 +238,34 @@ def _justified_elsewhere(grant: Grant, handler: str, exercised: set[Need]) -> bo
 def test_given_each_function_then_its_role_grants_nothing_its_code_did_not_use(
     audit: dict[str, tuple[set[Need], list[Grant], list[str]]],
     rehearsal: Rehearsal,
+    synth: Synth,
 ) -> None:
     exercised = {need for recorded, _, _ in audit.values() for need in recorded}
     for function_id, (recorded, grants, managed) in audit.items():
         handler = rehearsal.functions[function_id].properties["Handler"]
+        own = own_resources(synth, function_id)
         unused = sorted(
             (g.action, g.resource)
             for g in grants
             if (g.action, g.resource) not in JUSTIFIED
+            and not (g.action in JUSTIFIED_OWN and g.resource in own)
             and not any(g.allows(*need) for need in recorded)
             and not _justified_elsewhere(g, handler, exercised)
         )
         assert not unused, f"{function_id} is granted {unused} but never used them"
-        assert set(managed) <= set(JUSTIFIED_MANAGED), f"{function_id}: {managed}"
+        # No managed policy: AWSLambdaBasicExecutionRole would write every log group.
+        assert managed == [], f"{function_id}: {managed}"
+
+
+def test_given_each_function_then_its_own_resource_grants_name_only_its_own(
+    audit: dict[str, tuple[set[Need], list[Grant], list[str]]],
+    synth: Synth,
+) -> None:
+    for function_id, (_, grants, _) in audit.items():
+        own = own_resources(synth, function_id)
+        for grant in grants:
+            if grant.action in JUSTIFIED_OWN:
+                assert grant.resource in own, f"{function_id}: {grant}"
 
 
 def test_given_each_function_then_no_grant_is_broader_than_one_named_resource(
@@ -233,3 +303,18 @@ def test_given_a_leading_keys_grant_then_it_allows_only_its_partitions() -> None
     assert grant.allows("dynamodb:UpdateItem", "arn:table", (CONTROL_PK,))
     assert not grant.allows("dynamodb:UpdateItem", "arn:table", ("RSAGA#s1",))
     assert not grant.allows("dynamodb:UpdateItem", "arn:table", None)
+    # ... and a saga-row grant must not cover the control record.
+    saga = Grant("dynamodb:UpdateItem", "arn:table", frozenset({"RSAGA#*"}), like=True)
+    assert saga.allows("dynamodb:UpdateItem", "arn:table", ("RSAGA#s1",))
+    assert not saga.allows("dynamodb:UpdateItem", "arn:table", (CONTROL_PK,))
+    assert not saga.allows("dynamodb:UpdateItem", "arn:table", ("PERSON#p1",))
+    assert not saga.allows("dynamodb:UpdateItem", "arn:table", None)
+
+
+def test_given_the_backfill_worker_then_it_may_not_create_control_items(
+    audit: dict[str, tuple[set[Need], list[Grant], list[str]]],
+    rehearsal: Rehearsal,
+) -> None:
+    # Its lease calls are heartbeats (UpdateItem); the plan and verify steps write event items.
+    _, grants, _ = audit[rehearsal.by_handler[BACKFILL_HANDLERS["worker"]]]
+    assert not [g for g in grants if g.action == "dynamodb:PutItem"]

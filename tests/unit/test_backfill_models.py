@@ -316,3 +316,16 @@ def test_anomalies_found_only_by_the_verification_still_exit_3() -> None:
         request, [], complete=True, verification=verification(True, remaining_anomalies=1)
     )
     assert exit_code(summary, failed=False) == 3
+
+
+@pytest.mark.parametrize("rate", [1e-300, 0.05, 0.0, 1000.5, float("nan")])
+def test_given_a_total_write_cap_outside_the_bounds_then_the_request_is_refused_naming_it(
+    rate: float,
+) -> None:
+    # A Step Functions input of 1e-300 would start a run that never writes: refused up front.
+    with pytest.raises(ValidationError) as caught:
+        BackfillRequest.model_validate(
+            {"direction": "forward", "maxWritesPerSecond": rate, "dryRun": False}
+        )
+
+    assert caught.value.errors()[0]["loc"] == ("maxWritesPerSecond",)

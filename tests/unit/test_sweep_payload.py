@@ -21,7 +21,7 @@ def parse(event: dict[str, str], invoked_at: datetime | None = NOW) -> Scheduled
     return ScheduledPayload.for_invocation(event, invoked_at=invoked_at)
 
 
-@pytest.mark.parametrize("offset", [timedelta(0), timedelta(minutes=15), -timedelta(minutes=15)])
+@pytest.mark.parametrize("offset", [timedelta(0), timedelta(minutes=20), -timedelta(minutes=20)])
 def test_given_a_scheduled_time_within_the_tolerance_then_it_is_accepted(offset: timedelta) -> None:
     assert parse(at(NOW + offset)).scheduled_time == NOW + offset
 
@@ -29,8 +29,8 @@ def test_given_a_scheduled_time_within_the_tolerance_then_it_is_accepted(offset:
 @pytest.mark.parametrize(
     "offset",
     [
-        timedelta(minutes=15, milliseconds=1),
-        -timedelta(minutes=15, milliseconds=1),
+        timedelta(minutes=20, milliseconds=1),
+        -timedelta(minutes=20, milliseconds=1),
         timedelta(days=30000),
     ],
 )
@@ -41,7 +41,7 @@ def test_given_a_scheduled_time_beyond_the_tolerance_then_it_is_refused_naming_b
         parse(at(NOW + offset))
     (error,) = caught.value.errors()
     assert error["loc"] == ("scheduledTime",)
-    assert "15 minutes" in error["msg"]
+    assert "20 minutes" in error["msg"]
     assert "2026-07-10T12:02:00" in error["msg"]  # the invocation clock it was compared with
 
 
@@ -55,8 +55,10 @@ def test_given_no_invocation_clock_then_the_model_only_validates_the_shape() -> 
     assert ScheduledPayload.model_validate(at(far)).scheduled_time == far
 
 
-def test_the_tolerance_covers_every_sweep_period() -> None:
+def test_the_tolerance_covers_every_sweep_period_and_a_delivery_margin() -> None:
+    # A firing may wait in Lambda's async queue up to its maximum event age (= its period):
+    # delivered that late, it must still be accepted, or it would land in the failure queue.
     from infra.schedules import SCHEDULED_JOBS
 
     longest = max(job.period_minutes for job in SCHEDULED_JOBS)
-    assert timedelta(minutes=longest) <= ScheduledPayload.CLOCK_TOLERANCE
+    assert timedelta(minutes=longest + 5) <= ScheduledPayload.CLOCK_TOLERANCE

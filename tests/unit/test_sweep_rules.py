@@ -15,6 +15,7 @@ from saga_index.sweeps.rules import (
     RetryPolicy,
     StuckPolicy,
     open_saga_snapshot,
+    pending_publications,
     prepare_retries,
     stuck_sagas,
     workflow_health,
@@ -401,3 +402,75 @@ def test_given_an_unparseable_opened_at_when_snapshotted_then_it_counts_but_is_r
     assert snapshot.counts_by_state["OPENED"] == 2
     assert snapshot.oldest_saga_id == "b"
     assert [u.saga.saga_id for u in snapshot.unevaluable] == ["a"]
+
+
+# ---- retry-failed-prepare: the outbox of pending claims ---------------------------------------
+
+CLAIMED_EVENT = (
+    '{"detail": {"attempt": 1, "sagaId": "s1"}, "detailType": "SagaPrepareRetryRequested"}'
+)
+
+
+def pending(**attributes: Any) -> dict[str, Any]:
+    return saga(
+        state="PREPARE_FAILED",
+        prepareAttempts=1,
+        lastPrepareRetryAt=ago(timedelta(hours=1)),
+        prepareClaimToken="run-1",
+        prepareClaimEvent=CLAIMED_EVENT,
+        **attributes,
+    )
+
+
+def test_given_a_pending_claim_older_than_the_timeout_then_its_event_is_due_again_as_claimed() -> (
+    None
+):
+    plan = pending_publications([pending(prepareClaimedAt=ago(timedelta(minutes=5) + MS))], NOW)
+
+    (due,) = plan.due
+    assert (due.saga.saga_id, due.token, due.detail_type) == (
+        "s1",
+        "run-1",
+        str(FindingKind.PREPARE_RETRY_REQUESTED),
+    )
+    assert due.detail == {"attempt": 1, "sagaId": "s1"}
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"prepareClaimedAt": ago(timedelta(minutes=5))},  # at the timeout: not yet
+        {"prepareClaimedAt": ago(timedelta(hours=1)), "prepareClaimPublishedAt": ago(MS)},
+    ],
+)
+def test_given_a_young_or_published_claim_then_nothing_is_due(attributes: dict[str, Any]) -> None:
+    assert pending_publications([pending(**attributes)], NOW).due == ()
+
+
+def test_given_a_pending_claim_then_no_new_retry_is_decided_for_the_saga() -> None:
+    # Due by its backoff, but the last claim's event is not known to be out: that goes first.
+    plan = prepare_retries([pending(prepareClaimedAt=ago(timedelta(hours=1)))], NOW)
+
+    assert (plan.retries, plan.exhausted) == ((), ())
+
+
+def test_given_a_claim_made_before_claims_had_tokens_then_it_is_not_pending() -> None:
+    item = saga(
+        state="PREPARE_FAILED", prepareAttempts=1, lastPrepareRetryAt=ago(timedelta(hours=1))
+    )
+
+    assert len(prepare_retries([item], NOW).retries) == 1
+
+
+@pytest.mark.parametrize("event", [None, "not json", '{"detail": {}}'])
+def test_given_a_pending_claim_without_a_usable_event_then_it_is_unevaluable(
+    event: str | None,
+) -> None:
+    item = pending(prepareClaimedAt=ago(timedelta(hours=1)))
+    item["prepareClaimEvent"] = event
+
+    plan = pending_publications([item], NOW)
+
+    assert plan.due == ()
+    (row,) = plan.unevaluable
+    assert "prepareClaimEvent" in row.reason

@@ -29,6 +29,7 @@ from saga_index.names import (
     METRIC_THROTTLES,
     METRIC_UNEXPECTED_SOURCE_KEY_ROWS,
     METRIC_WOULD_RESTAMP,
+    MIN_WRITES_PER_SECOND,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
 )
@@ -271,10 +272,11 @@ class BackfillRequest(_Model):
     total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)] = (
         DEFAULT_TOTAL_SEGMENTS
     )
-    # The TOTAL cap, over all segments.
-    max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)] = (
-        DEFAULT_MAX_WRITES_PER_SECOND
-    )
+    # The TOTAL cap, over all segments. A floor, so a typo (1e-300) is refused instead of
+    # starting a run that would never write.
+    max_writes_per_second: Annotated[
+        float, Field(strict=True, ge=MIN_WRITES_PER_SECOND, le=MAX_WRITES_PER_SECOND)
+    ] = DEFAULT_MAX_WRITES_PER_SECOND
     # Required: whoever starts a run against the production table says whether it writes.
     dry_run: Annotated[bool, Field(strict=True)]
 

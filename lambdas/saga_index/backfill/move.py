@@ -25,7 +25,6 @@ from functools import cached_property
 from typing import Any
 
 from saga_index import keys
-
 from saga_index.control.errors import ControlRecordMissingError
 from saga_index.control.layout import LEGACY, Layout
 from saga_index.control.lease import backfill_layouts

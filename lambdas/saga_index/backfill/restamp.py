@@ -223,6 +223,9 @@ class _SegmentWorker:
             # Only what the decision needs: a row's other attributes are never read, so they
             # can never be written back stale.
             "ProjectionExpression": ", ".join(names),
+            # Said explicitly: the worker's role may Scan only with dynamodb:Select =
+            # SPECIFIC_ATTRIBUTES (infra/backfill.py), and IAM evaluates the request's value.
+            "Select": "SPECIFIC_ATTRIBUTES",
             "ExpressionAttributeNames": names,
             # No FilterExpression: it would save no capacity (a Scan is charged for every item
             # it reads, before filtering), and rows it hid could be neither counted nor stepped

@@ -49,7 +49,7 @@ from saga_index.control.store import (
 )
 from saga_index.control.timing import WallClock, utc_now
 from saga_index.control.transitions import seconds_until
-from saga_index.names import MAX_WRITES_PER_SECOND
+from saga_index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +247,10 @@ def set_throttle(
     if (
         isinstance(max_writes_per_second, bool)
         or not isinstance(max_writes_per_second, int | float)
-        or not 0 < max_writes_per_second <= MAX_WRITES_PER_SECOND
+        or not MIN_WRITES_PER_SECOND <= max_writes_per_second <= MAX_WRITES_PER_SECOND
     ):
         raise InvalidBackfillControlError(
-            f"max writes per second must be a number above 0 and at most "
+            f"max writes per second must be a number from {MIN_WRITES_PER_SECOND:g} to "
             f"{MAX_WRITES_PER_SECOND:g}, got {max_writes_per_second!r}"
         )
     rate = float(max_writes_per_second)

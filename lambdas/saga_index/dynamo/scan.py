@@ -245,6 +245,9 @@ class SagaTableScanner:
             "ConsistentRead": self.options.consistent_read,
             "ReturnConsumedCapacity": "TOTAL",
             "ProjectionExpression": ", ".join(names),
+            # Said explicitly: the drift guard's role may Scan only with dynamodb:Select =
+            # SPECIFIC_ATTRIBUTES (infra/drift.py), and IAM evaluates the request's value.
+            "Select": "SPECIFIC_ATTRIBUTES",
             # Only saga rows cross the wire; the read cost is the same either way (a Scan is
             # charged for what it examines), so the rate limiter uses ConsumedCapacity.
             "FilterExpression": f"begins_with({by_attr['PK']}, :saga) AND {by_attr['SK']} = :meta",

@@ -1,18 +1,21 @@
 """Starting a function the way Lambda does: tests/rehearsal/bootstrap.py in a fresh interpreter
-whose import path is the function's asset, the layer and the runtime's boto3, nothing else."""
+whose import path is the function's asset, the layer and the runtime's boto3, nothing else.
+
+The interpreter is devkit.layer's `lambda_python()`: the functions' runtime Python where this
+machine has it (the layer directories are built for the same one), else the running one."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devkit import layer
 from tests.support.lambda_harness import emf_documents, metric
 from tests.support.rehearsal.server import World
 from tests.support.rehearsal.stack import REGION, StandIn, Synth
@@ -66,6 +69,14 @@ class LambdaProcess:
         self, function: FunctionUnderTest, world: World, dependencies: tuple[Path, Path]
     ) -> None:
         self.function = function
+        runtime = function.properties["Runtime"]
+        if runtime != f"python{layer.LAMBDA_PYTHON_VERSION}":
+            raise AssertionError(
+                f"{function.logical_id} runs on {runtime}, but the rehearsal's interpreter and "
+                f"layer are for python{layer.LAMBDA_PYTHON_VERSION}: update "
+                "devkit/layer.py LAMBDA_PYTHON_VERSION"
+            )
+        self.interpreter = layer.lambda_python()
         name = world.stand_in.refs[function.logical_id]
         self.context_base = {
             "function_name": name,
@@ -105,7 +116,7 @@ class LambdaProcess:
         layer_dir, runtime_dir = dependencies
         self.process = subprocess.Popen(
             [
-                sys.executable,
+                str(self.interpreter.path),
                 "-I",
                 "-S",
                 "-B",  # /var/task is read-only in Lambda: never write __pycache__ into the asset

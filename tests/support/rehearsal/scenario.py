@@ -34,14 +34,20 @@ from tests.support.rehearsal.server import World
 from tests.support.rehearsal.stack import Synth
 
 DAY = datetime(2026, 7, 10, tzinfo=UTC)
+# The sweeps refuse a scheduledTime more than 15 minutes from their own clock (a payload from
+# 2099 must not disable a saga's retries), so their firings are those of the current 5-minute
+# slot, as Scheduler would send them now. The drift guard's run stays at the top of an hour of
+# DAY: that is a scan run (saga_index.drift.scan_due), which the rehearsal needs.
+_SLOT = datetime.now(UTC).replace(second=0, microsecond=0)
+_SLOT -= timedelta(minutes=_SLOT.minute % 5)
 # The sweeps' schedule payload, as infra/schedules.py builds it (Scheduler's context
 # attributes arrive as strings).
 SCHEDULED = {
     names.JOB_DRIFT_GUARD: DAY.replace(hour=12, minute=0),
-    names.JOB_WORKFLOW_HEALTH_SWEEP: DAY.replace(hour=12, minute=1),
-    names.JOB_RETRY_FAILED_PREPARE: DAY.replace(hour=12, minute=2),
-    names.JOB_STUCK_SAGA_SWEEP: DAY.replace(hour=12, minute=3),
-    names.JOB_AGENT_METRICS_SNAPSHOT: DAY.replace(hour=12, minute=4),
+    names.JOB_WORKFLOW_HEALTH_SWEEP: _SLOT + timedelta(minutes=1),
+    names.JOB_RETRY_FAILED_PREPARE: _SLOT + timedelta(minutes=2),
+    names.JOB_STUCK_SAGA_SWEEP: _SLOT + timedelta(minutes=3),
+    names.JOB_AGENT_METRICS_SNAPSHOT: _SLOT + timedelta(minutes=4),
 }
 DRIFT_GUARD_HANDLER = "handlers.drift_guard.handler"
 SWEEP_HANDLERS = {
