@@ -534,7 +534,7 @@ class ControlContract:
     ) -> None:
         self._set(store, clock, "migrating")
 
-        with pytest.raises(InvalidBackfillControlError, match="from 0.1 to 1000"):
+        with pytest.raises(InvalidBackfillControlError, match=r"from 0\.1 to 1000"):
             lease.set_throttle(store, rate, changed_by="ops", clock=clock)
 
     def test_given_no_record_yet_then_throttle_is_refused_and_creates_nothing(
