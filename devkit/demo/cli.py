@@ -37,7 +37,7 @@ from saga_index.shard import DEFAULT_SHARD_COUNT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The numbered steps of run_demo (devkit.demo.pipeline).
-STAGES = 10
+STAGES = 13
 
 
 def _positive_int(text: str) -> int:
@@ -66,11 +66,19 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     seed, mix = SeedSpec(), TrafficMix()
     parser = argparse.ArgumentParser(
         prog="python -m devkit.demo",
-        description="Show the hot key of the renewal-saga index before and after sharding.",
+        description=(
+            "Show the hot key of the renewal-saga index before and after sharding, then a "
+            "live re-shard N -> 2N."
+        ),
         epilog="Defaults are documented in docs/demo.md.",
     )
     add = parser.add_argument
-    add("--shards", type=int, default=DEFAULT_SHARD_COUNT, help="shard count N (power of two)")
+    add(
+        "--shards",
+        type=int,
+        default=DEFAULT_SHARD_COUNT,
+        help="shard count N (a power of two up to 512: the last act re-shards to 2N)",
+    )
     add("--duration", type=_positive_int, default=mix.duration_s, help="virtual seconds per replay")
     add("--open-sagas", type=int, default=seed.open_sagas)
     add("--terminal-sagas", type=int, default=seed.terminal_sagas)

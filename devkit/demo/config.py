@@ -12,7 +12,7 @@ from devkit.traffic.mix import TrafficMix
 from saga_index.backfill.messages import MAX_TOTAL_SEGMENTS
 from saga_index.errors import InvalidInputError
 from saga_index.names import MAX_WRITES_PER_SECOND
-from saga_index.shard import DEFAULT_SHARD_COUNT, validate_shard_count
+from saga_index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
 
 ENGINE = "dynalite"
 DEFAULT_RESULTS = REPO_ROOT / "results" / "demo"
@@ -32,8 +32,18 @@ class DemoConfig:
     results_dir: Path = DEFAULT_RESULTS
     chart: bool = True
 
+    @property
+    def reshard_to(self) -> int:
+        """The final act's target: every shard split in two (N -> 2N)."""
+        return self.shards * 2
+
     def validate(self) -> DemoConfig:
         validate_shard_count(self.shards)
+        if self.reshard_to > MAX_SHARD_COUNT:
+            raise InvalidInputError(
+                f"--shards must be at most {MAX_SHARD_COUNT // 2}: the demo's last act splits "
+                f"every shard in two, and N stays at most {MAX_SHARD_COUNT}"
+            )
         self.seed.validate()
         self.traffic.validate()
         # The backfill's own bounds, checked before a server starts.
@@ -56,6 +66,7 @@ class DemoConfig:
         return {
             "engine": ENGINE,
             "shardCount": self.shards,
+            "reshardTo": self.reshard_to,
             "table": self.table_name,
             "seed": {
                 "openSagas": spec.open_sagas,

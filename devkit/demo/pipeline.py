@@ -12,6 +12,7 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
 from devkit.demo.operator import EXIT_REFUSED, OperatorCli
 from devkit.demo.report import improvement, layout_json, parity_summary, write_chart
+from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, reshard_act, resharded_json
 from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
@@ -122,14 +123,14 @@ def run_demo(
     metered = backfill_meter.attach(clients.plain())
     control = ControlStore(clients.plain(), table)
     poll = control_poll_seconds(operator.timing)
-    first, first_seconds = backfill_pass(
+    first, first_seconds, _ = backfill_pass(
         metered, config, store=control, stages=stages, label="backfill", poll_seconds=poll
     )
 
     stages.step("repair the anomalous rows the backfill reported, then backfill them")
     repaired = repair_anomalies(operator, first.anomaly_keys)
     stages.note(f"repaired {len(repaired)} row(s) from their lease's tenant")
-    second, _ = backfill_pass(
+    second, _, _ = backfill_pass(
         metered, config, store=control, stages=stages, label="second pass", poll_seconds=poll
     )
     assert second.verification is not None
@@ -162,9 +163,7 @@ def run_demo(
     )
     sharded_parity = verify_against(operator, snapshot)
     stages.note(parity_line(sharded_parity))
-    shown = operator.run("phase", "show", "--history", "--json").json()
-    history = [history_item(item) for item in shown["history"]]
-    for item in history:
+    for item in phase_history(operator):
         stages.note(history_line(item))
 
     stages.step("replay the same traffic against the SHARDED layout")
@@ -179,17 +178,34 @@ def run_demo(
         time_base=EPOCH + timedelta(days=1),
     )
 
-    stages.step("write the report")
+    act = reshard_act(
+        operator,
+        endpoint_url=endpoint_url,
+        config=config,
+        schema=schema,
+        plan=plan,
+        make_client=clients.plain,
+        snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
+    )
+
+    stages.step("the record's history, then the report")
+    history = phase_history(operator)
+    for item in history[-2:]:
+        stages.note(history_line(item))
     backfill_load = backfill_meter.summary(INDEX_NAME)
     legacy_key = next(
         (p for p in backfill_load.partitions if p.partition_key == keys.LEGACY_GSI4PK), None
     )
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json())
     sharded_json = layout_json(sharded_load, replay=sharded_stats.to_json())
+    resharded = resharded_json(act)
     report: dict[str, Any] = {
         "legacy": legacy_json,
         "sharded": sharded_json,
+        "resharded": resharded,
         "improvement": improvement(legacy_json, sharded_json),
+        # The same ratios, sharded(N) / sharded(2N): what the split bought.
+        "reshardImprovement": improvement(sharded_json, resharded),
         "parity": {
             "ok": migrating_parity["ok"] and sharded_parity["ok"],
             "summary": (
@@ -231,6 +247,7 @@ def run_demo(
             "rowsPerShard": drift["rowsPerShard"],
             "shardSkew": round(drift["shardSkew"], 3),
         },
+        "reshard": act.section,
         "refusedSharded": refused,
         "phaseHistory": history,
         "control": {
@@ -247,11 +264,15 @@ def run_demo(
             "in one second of the replay clock; headroom: how many times the traffic could "
             "grow before that key reaches 3,000 RCU/s or 1,000 WCU/s.",
             "The migration state was changed only by `saga-index phase set`; control.commands "
-            "lists every saga-index command the demo ran, with its exit code. The two backfill "
-            "passes call saga_index.backfill.local.backfill_locally, what `saga-index backfill` "
-            "runs without --state-machine-arn (the record's lease and completion included), so "
+            "lists every saga-index command the demo ran, with its exit code. The backfill "
+            "passes (the migration's two and the re-shard's) call "
+            "saga_index.backfill.local.backfill_locally, what `saga-index backfill` runs "
+            "without --state-machine-arn (the record's lease and completion included), so "
             "that the capacity meter can price their writes. control.timing is the demo's "
             "short T (production: T = 30 s).",
+            "resharded: the same plan replayed on sharded(2N) after the re-shard (timestamps two "
+            "days later); reshard.parity compares with a snapshot taken in sharded(N) after "
+            "the sharded replay, since that replay changed the table.",
         ],
     }
     json_path = write_json(report, config.results_dir / "report.json")
@@ -261,7 +282,11 @@ def run_demo(
             legacy,
             sharded_load,
             config.results_dir / "partition-load.png",
-            title=(f"Renewal-saga index: peak load per partition key, legacy vs N={config.shards}"),
+            resharded=act.load,
+            title=(
+                "Renewal-saga index: peak load per partition key, legacy vs "
+                f"N={config.shards} vs N={config.reshard_to}"
+            ),
         )
         stages.note(f"wrote {_relative(chart)}")
     return report
@@ -325,6 +350,12 @@ HISTORY_KEYS = (
     "checksPassed",
     "checksForced",
 )
+
+
+def phase_history(operator: OperatorCli) -> list[dict[str, Any]]:
+    """`saga-index phase show --history --json`: every change of the record, oldest first."""
+    shown = operator.run("phase", "show", "--history", "--json").json()
+    return [history_item(item) for item in shown["history"]]
 
 
 def history_item(item: dict[str, Any]) -> dict[str, Any]:

@@ -53,52 +53,55 @@ def render(report: Mapping[str, Any]) -> str:
     """The report as text (Markdown tables, pasteable into the README)."""
     legacy, sharded = report["legacy"], report["sharded"]
     shards = report["config"]["shardCount"]
+    # (label, column header, layout): the re-shard's sharded(2N) beside sharded(N) when run.
+    layouts: list[tuple[str, str, Mapping[str, Any]]] = [
+        ("legacy", "legacy", legacy),
+        ("sharded", f"sharded (N={shards})", sharded),
+    ]
+    resharded = report.get("resharded")
+    if resharded is not None:
+        target = report["config"].get("reshardTo", shards * 2)
+        # Two sharded layouts in the per-key table: each row names its N.
+        layouts[1] = (f"sharded N={shards}", layouts[1][1], sharded)
+        layouts.append((f"sharded N={target}", f"sharded (N={target})", resharded))
+
+    def row(label: str, cell: Any) -> list[str]:
+        return [label, *(cell(layout) for _, _, layout in layouts)]
+
     rows = [
-        [
-            "partition keys carrying load",
-            str(legacy["partitionKeys"]),
-            str(sharded["partitionKeys"]),
-        ],
-        ["hottest key", str(legacy["hottestKey"]), str(sharded["hottestKey"])],
-        [
-            "hottest key's share of index load",
-            _pct(legacy["hottestKeyShare"]),
-            _pct(sharded["hottestKeyShare"]),
-        ],
-        ["peak RCU/s on one key", _num(legacy["peakRcuPerKey"]), _num(sharded["peakRcuPerKey"])],
-        ["peak WCU/s on one key", _num(legacy["peakWcuPerKey"]), _num(sharded["peakWcuPerKey"])],
-        [
+        row("partition keys carrying load", lambda x: str(x["partitionKeys"])),
+        row("hottest key", lambda x: str(x["hottestKey"])),
+        row("hottest key's share of index load", lambda x: _pct(x["hottestKeyShare"])),
+        row("peak RCU/s on one key", lambda x: _num(x["peakRcuPerKey"])),
+        row("peak WCU/s on one key", lambda x: _num(x["peakWcuPerKey"])),
+        row(
             f"headroom to {PARTITION_RCU_CEILING:,.0f} RCU/s",
-            _num(legacy["readHeadroom"], "x"),
-            _num(sharded["readHeadroom"], "x"),
-        ],
-        [
+            lambda x: _num(x["readHeadroom"], "x"),
+        ),
+        row(
             f"headroom to {PARTITION_WCU_CEILING:,.0f} WCU/s",
-            _num(legacy["writeHeadroom"], "x"),
-            _num(sharded["writeHeadroom"], "x"),
-        ],
-        ["headroom (the smaller)", _num(legacy["headroom"], "x"), _num(sharded["headroom"], "x")],
-        ["index RCU / WCU consumed", _units(legacy), _units(sharded)],
-        [
+            lambda x: _num(x["writeHeadroom"], "x"),
+        ),
+        row("headroom (the smaller)", lambda x: _num(x["headroom"], "x")),
+        row("index RCU / WCU consumed", _units),
+        row(
             "requests per by-person read",
-            _num(legacy["replay"].get("requestsPerByPersonRead")),
-            _num(sharded["replay"].get("requestsPerByPersonRead")),
-        ],
-        [
+            lambda x: _num(x["replay"].get("requestsPerByPersonRead")),
+        ),
+        row(
             "requests per all-open enumeration",
-            _per(legacy["replay"], "enumerationRequests", "enumerations"),
-            _per(sharded["replay"], "enumerationRequests", "enumerations"),
-        ],
+            lambda x: _per(x["replay"], "enumerationRequests", "enumerations"),
+        ),
     ]
     lines = [
         f"Load on the renewal-saga index (GSI4) during {report['config']['traffic']['durationS']}"
         " s of the same traffic, capacity computed from item sizes by DynamoDB's rules:",
         "",
-        markdown_table(["", "legacy", f"sharded (N={shards})"], rows),
+        markdown_table(["", *(header for _, header, _ in layouts)], rows),
         "",
     ]
     per_key = []
-    for label, layout in (("legacy", legacy), ("sharded", sharded)):
+    for label, _, layout in layouts:
         total = layout["totalRcu"] + layout["totalWcu"]
         ordered = sorted(layout["partitions"], key=lambda p: _shard_order(p["partitionKey"]))
         for partition in ordered:
@@ -150,8 +153,44 @@ def render(report: Mapping[str, Any]) -> str:
         f"(legacy rows {drift.get('legacyRows')}, misrouted {drift.get('misroutedRows')}, "
         f"unindexed {drift.get('unindexedRows')})."
     )
+    lines.extend(_reshard_lines(report))
     lines.extend(_cutover_lines(report))
     return "\n".join(lines) + "\n"
+
+
+def _reshard_lines(report: Mapping[str, Any]) -> list[str]:
+    """The re-shard's move, parity and drift, when the report has them."""
+    act = report.get("reshard")
+    if not act:
+        return []
+    moved, parity, drift = act["backfill"], act["parity"], act["drift"]
+    lines = [
+        "Re-shard N={n} -> N={m} (`phase set resharding --shards {m}`, backfill, `phase set "
+        "sharded`): {moved} of {rows} saga rows moved ({share}), {seconds} at {rate} rows/s "
+        "against a cap of {cap}/s; `--shards {bad}` refused (exit {code}).".format(
+            n=act["fromShards"],
+            m=act["toShards"],
+            moved=moved["moved"],
+            rows=moved["sourceRows"],
+            share=_pct(moved["movedShare"]),
+            seconds=_num(moved["seconds"], " s"),
+            rate=_num(moved.get("rowsPerSecond")),
+            cap=_num(moved.get("maxWritesPerSecond")),
+            bad=act["refusedShardCount"]["shards"],
+            code=act["refusedShardCount"]["exitCode"],
+        ),
+        f"Parity: {'identical' if parity['ok'] else 'MISMATCH'} ({parity.get('summary', '')}); "
+        f"drift after the re-shard: {'clean' if drift.get('healthy') else 'NOT clean'} "
+        f"(misrouted {drift.get('misroutedRows')}, shard skew {drift.get('shardSkew')} over "
+        f"{len(drift.get('rowsPerShard') or [])} shards).",
+    ]
+    gain = report.get("reshardImprovement") or {}
+    if gain.get("headroomMultiple"):
+        lines.append(
+            f"Splitting every shard in two multiplied the headroom of the hottest partition by "
+            f"{gain['headroomMultiple']:.2f} (at most 2)."
+        )
+    return lines
 
 
 def _cutover_lines(report: Mapping[str, Any]) -> list[str]:
@@ -202,17 +241,40 @@ def parity_summary(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_chart(
-    legacy: LoadSummary, sharded: LoadSummary, path: Path, *, title: str | None = None
+    legacy: LoadSummary,
+    sharded: LoadSummary,
+    path: Path,
+    *,
+    resharded: LoadSummary | None = None,
+    title: str | None = None,
 ) -> Path:
-    """Peak RCU/s and WCU/s per partition key, legacy beside sharded, on a log scale with the
-    per-partition ceilings drawn in."""
+    """Peak RCU/s and WCU/s per partition key, legacy beside sharded (and beside the re-shard's
+    layout when given), on a log scale with the per-partition ceilings drawn in."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: render straight to a file
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(1, 2, figsize=(13, 5.2), constrained_layout=True)
+    series: list[tuple[LoadSummary, str, str]] = [
+        (legacy, "#c0392b", f"legacy: 1 key, headroom {_num(legacy.headroom, 'x')}"),
+        (
+            sharded,
+            "#2e86c1",
+            f"sharded: {len(sharded.partitions)} keys, headroom {_num(sharded.headroom, 'x')}",
+        ),
+    ]
+    if resharded is not None:
+        series.append(
+            (
+                resharded,
+                "#27ae60",
+                f"re-sharded: {len(resharded.partitions)} keys, "
+                f"headroom {_num(resharded.headroom, 'x')}",
+            )
+        )
+    width = 13 if resharded is None else 18
+    figure, axes = plt.subplots(1, 2, figsize=(width, 5.2), constrained_layout=True)
     panels = (
         ("peak RCU/s per partition key", "peak_rcu", PARTITION_RCU_CEILING, "RCU"),
         ("peak WCU/s per partition key", "peak_wcu", PARTITION_WCU_CEILING, "WCU"),
@@ -221,7 +283,7 @@ def write_chart(
         names: list[str] = []
         values: list[float] = []
         colours: list[str] = []
-        for summary, colour in ((legacy, "#c0392b"), (sharded, "#2e86c1")):
+        for summary, colour, _ in series:
             for load in sorted(summary.partitions, key=lambda p: _shard_order(p.partition_key)):
                 names.append(load.partition_key)
                 values.append(max(getattr(load, attribute), 0.01))
@@ -245,18 +307,12 @@ def write_chart(
         axis.set_title(label)
         axis.set_xlabel("GSI4PK value (RS = RenewalSaga)")
         axis.set_ylabel(f"{unit}/s (log scale)")
-    handles = [
-        plt.Rectangle((0, 0), 1, 1, color="#c0392b"),
-        plt.Rectangle((0, 0), 1, 1, color="#2e86c1"),
-    ]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour) for _, colour, _ in series]
     figure.legend(
         handles,
-        [
-            f"legacy: 1 key, headroom {_num(legacy.headroom, 'x')}",
-            f"sharded: {len(sharded.partitions)} keys, headroom {_num(sharded.headroom, 'x')}",
-        ],
+        [label for _, _, label in series],
         loc="upper center",
-        ncol=2,
+        ncol=len(series),
         bbox_to_anchor=(0.5, 1.12),
     )
     if title:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -42,9 +43,14 @@ def replay(
     phase: Phase,
     stages: Stages,
     time_base: datetime = EPOCH,
+    shard_count: int | None = None,
+    label: str | None = None,
 ) -> tuple[LoadSummary, ReplayStats]:
+    """The plan through a repository and a writer in `phase` with `shard_count` (default the
+    config's N), every request metered; `label` names the run (default the phase)."""
     duration = config.traffic.duration_s
-    with stages.bar(f"{phase.value} replay (virtual s)", duration) as bar:
+    name = label or phase.value
+    with stages.bar(f"{name} replay (virtual s)", duration) as bar:
         task = bar.task_ids[0]
         logged = [0]
 
@@ -52,20 +58,24 @@ def replay(
             bar.update(task, completed=second + 1)
             if not stages.console.is_terminal and second + 1 >= logged[0] + total // 4:
                 logged[0] = second + 1
-                stages.note(f"{phase.value} replay: {second + 1}/{total} virtual seconds")
+                stages.note(f"{name} replay: {second + 1}/{total} virtual seconds")
 
-        stats, meter = metered_replay(
-            endpoint_url,
-            config.table_name,
-            schema,
-            plan,
-            phase=phase,
-            shard_count=config.shards,
-            run_label=phase.value,
-            time_base=time_base,
-            workers=config.workers,
-            on_tick=on_tick,
-        )
+        # At 2N = 32 an enumeration's parallel shard queries outnumber the replay client's
+        # pool; urllib3 warns for every connection it discards (harmless: it opens another).
+        with _quiet("urllib3.connectionpool"):
+            stats, meter = metered_replay(
+                endpoint_url,
+                config.table_name,
+                schema,
+                plan,
+                phase=phase,
+                shard_count=shard_count or config.shards,
+                # The meter's run label is an identifier: "sharded(N=32)" -> "sharded_N_32".
+                run_label="_".join("".join(c if c.isalnum() else " " for c in name).split()),
+                time_base=time_base,
+                workers=config.workers,
+                on_tick=on_tick,
+            )
         bar.update(task, completed=duration)
     summary = meter.summary(INDEX_NAME)
     stages.note(
@@ -75,6 +85,17 @@ def replay(
         f"{summary.peak_rcu_per_key:,.1f} RCU/s"
     )
     return summary, stats
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    logger = logging.getLogger(logger_name)
+    previous = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 def backfill_dry_run(operator: OperatorCli, config: DemoConfig) -> dict[str, Any]:
@@ -93,11 +114,16 @@ def backfill_dry_run(operator: OperatorCli, config: DemoConfig) -> dict[str, Any
     if not summary["complete"]:
         raise DemoError(f"the backfill dry run did not complete: {summary}")
     operator.stages.note(
-        f"dry run ({summary['source']['kind']} -> {summary['target']['kind']}"
-        f"({summary['target']['shardCount']})): scanned {summary['scanned']}, would re-stamp "
-        f"{summary['wouldRestamp']}, anomalies {summary['anomalies']}"
+        f"dry run ({_layout_name(summary['source'])} -> {_layout_name(summary['target'])}): "
+        f"scanned {summary['scanned']}, would re-stamp {summary['wouldRestamp']}, anomalies "
+        f"{summary['anomalies']}"
     )
     return summary
+
+
+def _layout_name(layout: Mapping[str, Any]) -> str:
+    count = layout.get("shardCount")
+    return f"{layout['kind']}({count})" if count else str(layout["kind"])
 
 
 def backfill_pass(
@@ -108,13 +134,14 @@ def backfill_pass(
     stages: Stages,
     label: str,
     poll_seconds: float,
-) -> tuple[BackfillSummary, float]:
+) -> tuple[BackfillSummary, float, int]:
     """One forward backfill run as `saga-index backfill` runs it locally (backfill_locally:
     the record's move, under its lease, every segment on a local thread, then the read-back and
     the completion recorded in the record), on the demo's client so the meter prices it.
 
     `store` reads and writes the control record on a client of its own: the lease is not index
-    load.
+    load. Returns the summary, the run's seconds and the saga rows that were on the source
+    layout's keys when it started.
     """
     request = BackfillRequest(
         direction=BackfillDirection.FORWARD,
@@ -167,7 +194,7 @@ def backfill_pass(
     )
     assert summary.verification is not None
     stages.note(summary.verification.message)
-    return summary, seconds
+    return summary, seconds, total
 
 
 def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:

@@ -1,14 +1,19 @@
 """`saga-index phase show|set|restore`: the control record, and its guarded transitions.
 
-A completing move (migrating -> sharded, rolling-back -> legacy) stops reading the layout rows
-moved away from. Before it, `phase set` checks at the moment of the change (between its read
-of the record and its compare-and-set) that readers AFTER the change see every saga:
+A completing move (migrating -> sharded, resharding -> sharded, rolling-back -> legacy) stops
+reading the layout rows moved away from. Before it, `phase set` checks at the moment of the
+change (between its read of the record and its compare-and-set) that readers AFTER the change
+see every saga:
 
   backfill-verified   the record's last backfill finished this move, complete and verified
                       (control.transitions.check_backfill)
   no-legacy-rows      -> sharded: zero saga rows with a usable personId on the legacy key
   no-sharded-rows     -> legacy: zero rows on the shard keys the state reads
-  no-misrouted-rows   zero rows on a shard key that is not their person's key
+  no-unmoved-rows     resharding -> sharded(M): zero rows on a source key sharded(M) does not
+                      read (a merge's upper keys; a split keeps every source key)
+  no-misrouted-rows   zero rows on a shard key that is not their person's key (in a split, a
+                      row not yet moved off its source key counts here: the target does not
+                      route its person there)
   parity              saga_index.parity run with the routing of the TARGET state: the reads a
                       process makes after the change return exactly the base table's sagas.
                       The current state's routing reads both layouts, so it would pass while
@@ -49,12 +54,14 @@ from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.model import Phase
 from saga_index.names import DEFAULT_SHARD_COUNT
 from saga_index.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE, ParityVerifier
-from saga_index_cli.context import CliContext, describe_routing, emit, pass_cli, shards_option
+from saga_index.repository import count_partition
+from saga_index_cli.context import CliContext, describe_routing, emit, pass_cli
 
 EXIT_OK, EXIT_MISSING = 0, 1
 
 CHECK_NO_LEGACY_ROWS = "no-legacy-rows"
 CHECK_NO_SHARDED_ROWS = "no-sharded-rows"
+CHECK_NO_UNMOVED_ROWS = "no-unmoved-rows"
 CHECK_NO_MISROUTED_ROWS = "no-misrouted-rows"
 CHECK_PARITY = "parity"
 
@@ -205,7 +212,32 @@ def completion_checks(
             drift_of[state.version] = checker.check(scan_unindexed=False)
         return drift_of[state.version]
 
+    def unmoved(state: ControlState) -> CheckResult:
+        # The target's drift read covers only the target's keys: the source keys it drops (a
+        # merge's upper half) are counted here, one COUNT Query each.
+        target = _target_layout(state, requested)
+        dropped = [k for k in state.layout.partitions() if k not in set(target.partitions())]
+        counts = {k: count_partition(cli.client, table, k)[0] for k in dropped}
+        left = {k: n for k, n in counts.items() if n}
+        if not dropped:
+            return CheckResult(
+                CHECK_NO_UNMOVED_ROWS,
+                True,
+                f"{target} reads every {state.layout} key (a split): no key is dropped",
+            )
+        where = f"the {len(dropped)} {state.layout} key(s) {target} does not read"
+        if not left:
+            return CheckResult(CHECK_NO_UNMOVED_ROWS, True, f"no saga row left on {where}")
+        return CheckResult(
+            CHECK_NO_UNMOVED_ROWS,
+            False,
+            f"{sum(left.values())} saga row(s) still on {where}, which readers stop reading "
+            f"after the move (e.g. {', '.join(list(left)[:5])}): run the backfill again",
+        )
+
     def rows_left(state: ControlState) -> CheckResult:
+        if state.phase is StatePhase.RESHARDING:
+            return unmoved(state)
         report = drift(state)
         if requested is StatePhase.SHARDED:
             count, where = report.unexpected_legacy_rows, "the legacy key"
@@ -231,6 +263,15 @@ def completion_checks(
         if report.misrouted_rows == 0:
             return CheckResult(CHECK_NO_MISROUTED_ROWS, True, "no row under a wrong shard key")
         examples = ", ".join(ref.pk for ref in report.misrouted[:5])
+        if state.phase is StatePhase.RESHARDING:
+            target = _target_layout(state, requested)
+            return CheckResult(
+                CHECK_NO_MISROUTED_ROWS,
+                False,
+                f"{report.misrouted_rows} row(s) under a shard key that is not their person's "
+                f"in {target}: not yet moved, or misrouted (e.g. {examples}): run the "
+                "backfill again, then see `saga-index drift`",
+            )
         return CheckResult(
             CHECK_NO_MISROUTED_ROWS,
             False,
@@ -283,6 +324,8 @@ def completion_checks(
         )
 
     rows_name = CHECK_NO_LEGACY_ROWS if requested is StatePhase.SHARDED else CHECK_NO_SHARDED_ROWS
+    if cli.read_state().phase is StatePhase.RESHARDING:
+        rows_name = CHECK_NO_UNMOVED_ROWS
     return [
         Precondition(rows_name, _never_raises(rows_name, rows_left)),
         Precondition(CHECK_NO_MISROUTED_ROWS, _never_raises(CHECK_NO_MISROUTED_ROWS, misrouted)),
@@ -369,9 +412,10 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> StateP
     "--shards",
     type=int,
     default=None,
-    callback=shards_option,
-    help="N of legacy -> migrating (default 16), a power of two 1..1024. On other moves N "
-    "comes from the record; a --shards that disagrees with it is refused.",
+    help="N of legacy -> migrating (default 16), a power of two 1..1024; M of sharded(N) -> "
+    "resharding: 2N (split) or N/2 (merge); N of the abort resharding(N -> M) -> "
+    "resharding. On other moves N comes from the record; a --shards that disagrees with it "
+    "is refused.",
 )
 @click.option(
     "--force",
@@ -425,11 +469,15 @@ def set_command(
       sharded       -> rolling-back                                    never blocked
       rolling-back  -> legacy         completes the rollback           checks
       rolling-back  -> migrating      abort the rollback               never blocked
+      sharded(N)    -> resharding     --shards 2N (split) or N/2       never blocked
+      resharding    -> sharded        completes the re-shard           checks
+      resharding    -> resharding     abort: --shards N (swap back)    never blocked
 
     The checks of a completing move run at the moment of the change: backfill-verified (a
     complete, verified backfill of this move recorded after effectiveAt), no-legacy-rows
-    (-> sharded) or no-sharded-rows (-> legacy), no-misrouted-rows, and parity (the reads of
-    the TARGET state against a consistent Scan of the base table). --force skips them; the
+    (migrating -> sharded), no-unmoved-rows (resharding -> sharded) or no-sharded-rows
+    (-> legacy), no-misrouted-rows, and parity (the reads of the TARGET state against a
+    consistent Scan of the base table). --force skips them; the
     history records which (checksForced). Writers follow the new state by its effectiveAt.
 
     \b
@@ -442,7 +490,9 @@ def set_command(
       1  lost the race (another change landed first: the message names its version), or the
          record is missing or unreadable
       2  not an allowed move (the message names the allowed ones), a --shards that is not a
-         power of two or disagrees with the record, a global --phase/--shards that disagrees
+         power of two or disagrees with the record, a re-shard --shards that is not one
+         factor of two (the message names the allowed values), a global --phase/--shards
+         that disagrees
       3  refused: a check failed; stdout {"refused": true, "failed": [{name, passed,
          detail}], "requested": PHASE}; nothing was written
     """

@@ -94,6 +94,7 @@ def completion_document(run: BackfillCompletion | None) -> dict[str, Any] | None
 _COMPLETING: Mapping[StatePhase, tuple[StatePhase, BackfillDirection]] = {
     StatePhase.MIGRATING: (StatePhase.SHARDED, BackfillDirection.FORWARD),
     StatePhase.ROLLING_BACK: (StatePhase.LEGACY, BackfillDirection.ROLLBACK),
+    StatePhase.RESHARDING: (StatePhase.SHARDED, BackfillDirection.FORWARD),
 }
 
 
@@ -118,9 +119,12 @@ def backfill_document(state: ControlState, now: datetime) -> dict[str, Any]:
 
 def row_counts(cli: CliContext, state: ControlState) -> dict[str, Any]:
     """Rows on the legacy key and on each shard key of the record's N (16 when it names none,
-    as the drift guard watches): one COUNT Query per key, read to its last page."""
+    as the drift guard watches; while resharding the larger of its two, so a merge's rows
+    still on the upper keys are counted): one COUNT Query per key, read to its last page."""
     table = cli.require_table()
-    shard_count = record_shard_count(state) or DEFAULT_SHARD_COUNT
+    shard_count = max(
+        state.layout.shard_count or 0, record_shard_count(state) or DEFAULT_SHARD_COUNT
+    )
     shard_keys = keys.all_shard_gsi4pks(shard_count)
 
     def count(gsi4pk: str) -> int:

@@ -1,6 +1,6 @@
 """`make demo` end to end, scaled down, on a real dynalite process (the demo starts its own).
 
-The full demo takes about a minute; this runs the same pipeline on a few dozen sagas and a ten
+The full demo takes about two minutes; this runs the same pipeline on a few dozen sagas and a ten
 second replay, and checks the contract of report.json, the chart, the exit codes and that no
 server process is left behind.
 """
@@ -126,6 +126,8 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert [(h["version"], h["from"], h["to"]) for h in history] == [
         (1, "legacy", "migrating"),
         (2, "migrating", "sharded"),
+        (3, "sharded", "resharding"),
+        (4, "resharding", "sharded"),
     ]
     assert set(history[1]["checksPassed"]) == {
         "backfill-verified",
@@ -135,9 +137,32 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     }
     assert all(h["checksForced"] == [] and h["changedBy"] and h["reason"] for h in history)
     commands = [c["command"] for c in report["control"]["commands"]]
-    assert sum(c.startswith("saga-index phase set sharded") for c in commands) == 2
+    assert sum(c.startswith("saga-index phase set sharded") for c in commands) == 3
     assert report["control"]["timing"]["effectiveDelaySeconds"] <= 1.0
     assert "REFUSED (exit 3)" in captured.err
+    # The last act: sharded(16) -> resharding -> sharded(32) through the same commands; about
+    # half the rows moved (the split property), parity identical before and after, drift clean.
+    act = report["reshard"]
+    assert (act["fromShards"], act["toShards"]) == (16, 32)
+    assert act["refusedShardCount"] == {"shards": 64, "exitCode": 2}
+    moved = act["backfill"]
+    assert moved["moved"] == moved["wouldMove"]
+    assert 0.25 <= moved["movedShare"] <= 0.75, moved
+    assert moved["sourceRows"] == act["parity"]["before"]["truthRows"]
+    assert moved["anomalies"] == 0
+    assert moved["skipped"] == 0
+    assert moved["seconds"] > 0
+    assert {"backfill-verified", "parity"} <= set(act["checksPassed"])
+    assert act["parity"]["ok"] is True
+    assert act["parity"]["before"]["phase"] == "sharded"
+    assert act["parity"]["sharded"]["comparedWithSnapshot"]
+    assert act["drift"]["healthy"] is True
+    assert act["drift"]["misroutedRows"] == 0
+    assert history[2]["checksPassed"] == []
+    resharded = report["resharded"]
+    assert resharded["partitionKeys"] > report["sharded"]["partitionKeys"]
+    assert report["reshardImprovement"]["headroomMultiple"] is not None
+    assert "| sharded (N=32) |" in captured.out
     # The chart is a real PNG.
     assert (results / "partition-load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # stdout carries the report only; progress went to stderr.

@@ -15,6 +15,7 @@ from moto import mock_aws
 
 from saga_index import keys
 from saga_index.control import lease
+from saga_index.control.layout import Layout
 from saga_index.control.record import format_time, history_key, state_key
 from saga_index.control.state import BackfillCompletion, BackfillDirection
 from saga_index.control.store import ControlStore
@@ -23,6 +24,7 @@ from saga_index.shard import shard
 from saga_index_cli.context import CliContext, CliHooks, caller_identity, local_identity
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.control_seed import seed_state
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 RECORD_KEYS = {"phase", "shardCount", "version", "changedAt", "effectiveAt", "movingTo", "reason"}
@@ -515,3 +517,205 @@ def test_human_output_of_set_names_the_move_and_when_it_takes_effect(cli: Cli) -
     assert "phase legacy -> migrating: version 1 written" in out
     assert "effectiveAt:  2026-03-01T09:01:15.000Z (in 75 s)" in out
     assert "reason:       go" in out
+
+
+# ---- re-shard: sharded(N) -> resharding -> sharded(M), the abort and the merge back ------------
+
+PERSONS = [f"person-{n}" for n in range(20)]
+
+
+def split_movers(n: int, m: int) -> list[str]:
+    return [p for p in PERSONS if shard(p, n) != shard(p, m)]
+
+
+def sharded_table(dynamo: Backend, n: int = 16) -> None:
+    """The record at sharded(N) (planted: the migration's moves are tested above), and one saga
+    per person on its key of N."""
+    seed_state(dynamo.client, dynamo.table_name, Layout.sharded(n))
+    for number, person in enumerate(PERSONS):
+        dynamo.put_saga(f"s{number:02}", person, gsi4pk="shard", shard_count=n)
+
+
+def backfill_json(cli: Cli, clock: Clock, store: ControlStore, *extra: str) -> dict[str, Any]:
+    """`saga-index backfill --json` once the record's effectiveAt has passed."""
+    effective_at = store.read().effective_at
+    assert effective_at is not None
+    clock.now = max(clock.now, effective_at + timedelta(seconds=1))
+    code, doc, err = cli.json("backfill", "--json", "--max-writes-per-second", "1000", *extra)
+    assert code == 0, err
+    clock.advance(5)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("shards", "message"),
+    [
+        ([], "a re-shard needs --shards M, the shard count to move to (allowed: 8 (merge) or 32"),
+        (["--shards", "64"], "--shards 64 is not one factor of two from the record's 16"),
+        (["--shards", "12"], "--shards 12 is not one factor of two"),
+        (["--shards", "4"], "allowed: 8 (merge) or 32 (split)"),
+        (["--shards", "16"], "allowed: 8 (merge) or 32 (split)"),
+    ],
+)
+def test_resharding_to_anything_but_2n_or_n_over_2_exits_2_naming_the_allowed_values(
+    cli: Cli, store: ControlStore, dynamo: Backend, shards: list[str], message: str
+) -> None:
+    sharded_table(dynamo)
+    code, out, err = cli("phase", "set", "resharding", "--reason", "r", *shards)
+    assert (code, out) == (2, "")
+    assert message in err
+    assert "allowed: 8 (merge) or 32 (split)" in err
+    assert store.read().version == 1
+
+
+def test_resharding_starts_never_blocked_and_the_record_holds_both_layouts(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    sharded_table(dynamo)
+    code, doc, err = cli.set("resharding", "--shards", "32")
+    assert code == 0
+    assert (doc["phase"], doc["version"], doc["shardCount"]) == ("resharding", 2, 16)
+    assert doc["movingTo"] == {"layout": "sharded", "shardCount": 32}
+    assert doc["from"] == {"phase": "sharded", "version": 1}
+    assert doc["checks"] == []
+    assert doc["allowedMoves"] == ["sharded", "resharding"]
+    assert doc["routing"] == {"writes": "sharded(32)", "reads": ["sharded(16)", "sharded(32)"]}
+    assert "writes sharded(32); reads sharded(16), then sharded(32)" in err
+    shown = cli.show()
+    assert {k: shown[k] for k in RECORD_KEYS} == {k: doc[k] for k in RECORD_KEYS}
+    code, out, _ = cli("phase", "show")
+    assert "phase resharding  (version 2, record present)" in out
+    assert "layout:       sharded(16) -> sharded(32)" in out
+    history = store.history()[-1]
+    assert (str(history.previous_layout), str(history.layout), str(history.moving_to)) == (
+        "sharded(16)",
+        "sharded(16)",
+        "sharded(32)",
+    )
+
+
+def test_from_resharding_only_the_abort_or_the_completion_is_allowed(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    sharded_table(dynamo)
+    cli.set("resharding", "--shards", "32")
+    for requested, extra, message in [
+        ("rolling-back", [], "Allowed from 'resharding': sharded, resharding"),
+        ("legacy", [], "Allowed from 'resharding': sharded, resharding"),
+        ("resharding", [], "the abort needs --shards 16 (allowed: 16 (abort: back to"),
+        ("resharding", ["--shards", "64"], "only its abort can start now (allowed: 16"),
+        ("sharded", ["--shards", "16"], "--shards 16 disagrees"),
+    ]:
+        code, out, err = cli("phase", "set", requested, "--reason", "r", *extra)
+        assert (code, out) == (2, ""), requested
+        assert message in err
+    assert store.read().version == 2
+
+
+def test_the_abort_swaps_the_layouts_never_blocked_with_rows_on_both(
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    # Given a split half done: some rows moved to their key of 32, the rest still on 16
+    sharded_table(dynamo)
+    cli.set("resharding", "--shards", "32")
+    for number, person in enumerate(PERSONS[:10]):
+        dynamo.put_saga(f"s{number:02}", person, gsi4pk="shard", shard_count=32)
+    # When the operator aborts
+    code, doc, _ = cli.set("resharding", "--shards", "16")
+    # Then the move runs back: current sharded(32), writers stamp 16, reads 32 then 16
+    assert (code, doc["phase"], doc["version"], doc["checks"]) == (0, "resharding", 3, [])
+    assert (doc["shardCount"], doc["movingTo"]) == (32, {"layout": "sharded", "shardCount": 16})
+    assert doc["routing"] == {"writes": "sharded(16)", "reads": ["sharded(32)", "sharded(16)"]}
+    # And the backfill of the way back is a forward run, which puts every row on its 16 key
+    code, out, err = cli("backfill", "--direction", "rollback")
+    assert (code, out) == (2, "")
+    assert "needs the record in phase rolling-back" in err
+    moved = backfill_json(cli, clock, store)
+    assert moved["direction"] == "forward"
+    # (the rows planted on their key of 32 that differs from their key of 16 move back)
+    assert moved["restamped"] == len([p for p in split_movers(16, 32) if p in PERSONS[:10]])
+    code, doc, _ = cli.set("sharded")
+    assert (code, doc["phase"], doc["shardCount"]) == (0, "sharded", 16)
+
+
+def test_a_rollback_backfill_while_resharding_exits_2_naming_the_way_back(
+    cli: Cli, dynamo: Backend
+) -> None:
+    sharded_table(dynamo)
+    cli.set("resharding", "--shards", "32")
+    code, out, err = cli("backfill", "--direction", "rollback")
+    assert (code, out) == (2, "")
+    assert "`phase set resharding --shards 16` (the abort), then a forward backfill" in err
+
+
+def test_a_split_and_the_merge_back_through_the_cli_with_every_check(
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    sharded_table(dynamo)
+    before = [r for r in dynamo.scan_all() if r["PK"]["S"].startswith("RSAGA#")]
+    movers = split_movers(16, 32)
+    assert 0 < len(movers) < len(PERSONS)
+    assert cli.set("resharding", "--shards", "32")[0] == 0
+
+    # Completing before the backfill: refused, naming the rows not yet moved
+    code, out, _ = cli("phase", "set", "sharded", "--reason", "r", "--recheck-delay", "0")
+    assert code == 3
+    refusal = json.loads(out)
+    assert failed_names(refusal) == ["backfill-verified", "no-misrouted-rows", "parity"]
+    details = {c["name"]: c["detail"] for c in refusal["failed"]}
+    misrouted = details["no-misrouted-rows"]
+    assert f"{len(movers)} row(s) under a shard key that is not their person's in " in misrouted
+    assert "not yet moved" in misrouted
+    assert f"{len(movers)} row(s) misrouted of {len(PERSONS)}" in details["parity"]
+
+    # The split: only the rows whose key of 32 is the upper one move, s -> s + 16
+    moved = backfill_json(cli, clock, store)
+    assert (moved["restamped"], moved["anomalies"]) == (len(movers), 0)
+    assert moved["source"] == {"kind": "sharded", "shardCount": 16}
+    assert moved["target"] == {"kind": "sharded", "shardCount": 32}
+    for number, person in enumerate(PERSONS):
+        row = dynamo.get(f"RSAGA#s{number:02}", "META")
+        assert row is not None
+        assert row["GSI4PK"]["S"] == keys.shard_gsi4pk_for_person(person, 32)
+
+    code, doc, _ = cli.set("sharded")
+    assert code == 0
+    assert (doc["phase"], doc["shardCount"], doc["movingTo"], doc["version"]) == (
+        "sharded",
+        32,
+        None,
+        3,
+    )
+    assert [c["name"] for c in doc["checks"]] == [
+        "backfill-verified",
+        "no-unmoved-rows",
+        "no-misrouted-rows",
+        "parity",
+    ]
+    assert all(c["passed"] for c in doc["checks"]), doc["checks"]
+    assert doc["allowedMoves"] == ["rolling-back", "resharding"]
+
+    # The merge back: 32 -> 16, refused while rows sit on the upper keys the target drops
+    assert cli.set("resharding", "--shards", "16")[0] == 0
+    code, out, _ = cli("phase", "set", "sharded", "--reason", "r", "--recheck-delay", "0")
+    assert code == 3
+    refusal = json.loads(out)
+    assert "no-unmoved-rows" in failed_names(refusal)
+    unmoved = next(c for c in refusal["failed"] if c["name"] == "no-unmoved-rows")
+    assert unmoved["detail"].startswith(
+        f"{len(movers)} saga row(s) still on the 16 sharded(32) key(s) sharded(16) does not read"
+    )
+    merged = backfill_json(cli, clock, store)
+    assert merged["restamped"] == len(movers)
+    code, doc, _ = cli.set("sharded")
+    assert (code, doc["shardCount"]) == (0, 16)
+    assert all(c["passed"] for c in doc["checks"]), doc["checks"]
+    after = [r for r in dynamo.scan_all() if r["PK"]["S"].startswith("RSAGA#")]
+    assert after == before
+    assert [t.phase.value for t in store.history()] == [
+        "sharded",
+        "resharding",
+        "sharded",
+        "resharding",
+        "sharded",
+    ]

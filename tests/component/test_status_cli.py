@@ -12,7 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from saga_index import keys
 from saga_index.control import executor, lease
+from saga_index.control.layout import Layout
 from saga_index.control.record import state_key
 from saga_index.control.store import ControlStore
 from saga_index.dynamo.codec import serialize
@@ -20,6 +22,7 @@ from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.status import alarm_states
 from tests.support.backends import Backend, make_backend
+from tests.support.control_seed import seed_state
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -281,3 +284,30 @@ def test_the_screen_shows_the_record_the_backfill_and_the_rows(
         "allowed moves",
     ):
         assert expected in out, expected
+
+
+def test_a_merge_in_flight_shows_both_shard_counts_and_counts_the_keys_it_drops(
+    dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given sharded(32) moving to sharded(16), one row still on an upper key
+    seed_state(dynamo.client, dynamo.table_name, Layout.sharded(32))
+    dynamo.put_saga("up", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 32))  # key 30
+    executor.set_phase(
+        store, "resharding", changed_by="ops", reason="merge", shard_count=16, clock=clock
+    )
+    # Then status names the phase and both N, and counts the row on the key the merge drops
+    code, doc = status_json(capsys, dynamo, clock)
+    assert code == 0
+    assert (doc["phase"], doc["shardCount"]) == ("resharding", 32)
+    assert doc["movingTo"] == {"layout": "sharded", "shardCount": 16}
+    assert (doc["rows"]["shardCount"], doc["rows"]["sharded"], doc["rows"]["perShard"]["30"]) == (
+        32,
+        1,
+        1,
+    )
+    assert doc["backfill"]["nextMove"]["to"] == "sharded"
+    assert doc["backfill"]["nextMove"]["backfillCheck"]["passed"] is False
+    code, out, _ = run(capsys, dynamo, clock)
+    assert code == 0
+    assert "resharding (version 2, present)" in out
+    assert "sharded(32) -> sharded(16)" in out

@@ -16,7 +16,13 @@ from saga_index.control.state import (
     RecordCondition,
     Transition,
 )
-from saga_index.control.transitions import ALLOWED_MOVES, check_backfill, plan_move
+from saga_index.control.transitions import (
+    ALLOWED_MOVES,
+    check_backfill,
+    describe_reshard_targets,
+    plan_move,
+    reshard_targets,
+)
 from saga_index.errors import InvalidInputError, InvalidShardCountError
 
 S16 = Layout.sharded(16)
@@ -189,3 +195,81 @@ def test_given_no_run_recorded_then_the_check_fails() -> None:
 
     assert not result.passed
     assert result.detail == "no rollback backfill has been recorded"
+
+
+# ---- re-shard: sharded(N) -> resharding(N -> M) -> sharded(M), and its abort --------------------
+
+S32, S8 = Layout.sharded(32), Layout.sharded(8)
+
+
+@pytest.mark.parametrize(("m", "kind"), [(32, "split"), (8, "merge")])
+def test_given_sharded_then_resharding_moves_to_2n_or_n_over_2_never_blocked(
+    m: int, kind: str
+) -> None:
+    move = plan_move(_state(StatePhase.SHARDED), "resharding", shard_count=m)
+
+    assert (move.layout, move.moving_to) == (S16, Layout.sharded(m))
+    assert move.completes is None
+    assert reshard_targets(16)[m] == kind
+
+
+@pytest.mark.parametrize(
+    ("n", "allowed"), [(16, "allowed: 8 (merge) or 32 (split)"), (1, "allowed: 2 (split)")]
+)
+@pytest.mark.parametrize("m", [None, 4, 12, 64, 0, 2048])
+def test_given_sharded_then_a_shards_that_is_not_one_factor_of_two_is_refused_naming_the_values(
+    n: int, allowed: str, m: int | None
+) -> None:
+    sharded = _state(StatePhase.SHARDED)
+    assert sharded.transition is not None
+    state = replace(sharded, transition=replace(sharded.transition, layout=Layout.sharded(n)))
+    if m is not None and m in reshard_targets(n):
+        return
+    with pytest.raises(TransitionNotAllowedError) as refused:
+        plan_move(state, "resharding", shard_count=m)
+
+    assert isinstance(refused.value, InvalidInputError)  # the CLI's exit 2
+    assert allowed in str(refused.value)
+
+
+def test_given_the_largest_n_then_only_the_merge_is_allowed() -> None:
+    assert describe_reshard_targets(reshard_targets(1024)) == "512 (merge)"
+
+
+def test_given_resharding_then_sharded_completes_the_move_to_m_guarded_by_a_forward_backfill() -> (
+    None
+):
+    move = plan_move(_state(StatePhase.RESHARDING), "sharded")
+
+    assert (move.layout, move.moving_to, move.completes) == (S32, None, BackfillDirection.FORWARD)
+    assert plan_move(_state(StatePhase.RESHARDING), "sharded", shard_count=32).layout == S32
+    with pytest.raises(TransitionNotAllowedError, match="--shards 16 disagrees"):
+        plan_move(_state(StatePhase.RESHARDING), "sharded", shard_count=16)
+
+
+def test_given_resharding_then_resharding_back_to_n_is_the_abort_swap_never_blocked() -> None:
+    move = plan_move(_state(StatePhase.RESHARDING), "resharding", shard_count=16)
+
+    assert (move.layout, move.moving_to, move.completes) == (S32, S16, None)
+
+
+@pytest.mark.parametrize(("m", "problem"), [(None, "needs --shards 16"), (64, "--shards 64")])
+def test_given_resharding_then_anything_but_the_abort_to_n_is_refused(
+    m: int | None, problem: str
+) -> None:
+    with pytest.raises(TransitionNotAllowedError) as refused:
+        plan_move(_state(StatePhase.RESHARDING), "resharding", shard_count=m)
+
+    assert problem in str(refused.value)
+    assert "allowed: 16 (abort: back to sharded(16))" in str(refused.value)
+
+
+def test_given_a_resharding_state_then_the_backfill_check_wants_this_forward_move() -> None:
+    run = _completion(source=S16, target=S32)
+    state = _state(StatePhase.RESHARDING, last_backfill=run)
+
+    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    stale = _state(StatePhase.RESHARDING, last_backfill=_completion(source=S32, target=S16))
+    result = check_backfill(stale, BackfillDirection.FORWARD)
+    assert not result.passed
+    assert "not sharded(16) -> sharded(32)" in result.detail

@@ -229,3 +229,47 @@ def test_report_renders_the_refused_early_cutover_and_the_phase_history() -> Non
     assert "refused (exit 3; failed: backfill-verified, no-legacy-rows)" in text
     assert "- v1 legacy -> migrating at 2026-01-01T00:00:00.000Z by ops@host: start" in text
     assert "(checks passed: backfill-verified, parity)" in text
+
+
+def test_report_renders_the_reshard_beside_the_first_sharding() -> None:
+    def layout(shards: int, rcu: float) -> dict[str, Any]:
+        ledger = LoadLedger()
+        for shard in range(shards):
+            charge = Charge(names.INDEX_NAME, keys.sharded_gsi4pk(shard), rcu=rcu, wcu=1)
+            ledger.add(0, [charge])
+        return layout_json(ledger.summary(names.INDEX_NAME), replay={"enumerations": 0})
+
+    sharded, resharded = layout(4, 300), layout(8, 150)
+    report = {
+        "legacy": layout(1, 1200),
+        "sharded": sharded,
+        "resharded": resharded,
+        "improvement": improvement(layout(1, 1200), sharded),
+        "reshardImprovement": improvement(sharded, resharded),
+        "config": {"shardCount": 4, "reshardTo": 8, "traffic": {"durationS": 1}},
+        "backfill": {"restamped": 3, "skipped": 0, "anomalies": 0},
+        "parity": {"ok": True},
+        "reshard": {
+            "fromShards": 4,
+            "toShards": 8,
+            "refusedShardCount": {"shards": 16, "exitCode": 2},
+            "backfill": {
+                "moved": 5,
+                "sourceRows": 10,
+                "movedShare": 0.5,
+                "seconds": 1.0,
+                "rowsPerSecond": 5.0,
+                "maxWritesPerSecond": 100.0,
+            },
+            "parity": {"ok": True, "summary": "10 saga rows"},
+            "drift": {"healthy": True, "misroutedRows": 0, "shardSkew": 1.0, "rowsPerShard": [1]},
+        },
+    }
+
+    text = render(report)
+
+    assert "| sharded (N=4) | sharded (N=8) |" in text
+    assert "| sharded N=8 | RenewalSaga#7 |" in text
+    assert "5 of 10 saga rows moved (50.0 %)" in text
+    assert "`--shards 16` refused (exit 2)" in text
+    assert "multiplied the headroom of the hottest partition by 2.00" in text

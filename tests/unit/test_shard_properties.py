@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -68,6 +71,28 @@ def test_given_n_doubled_when_resharded_then_each_shard_splits_into_itself_or_it
     after = shard(person_id, 2 * shard_count)
 
     assert after in (before, before + shard_count)
+
+
+def _vector_persons() -> list[str]:
+    path = Path(__file__).resolve().parents[2] / "docs" / "shard-vectors.json"
+    return sorted({v["personId"] for v in json.loads(path.read_text())["vectors"]})
+
+
+VECTOR_PERSONS = _vector_persons()
+
+
+@pytest.mark.parametrize("shard_count", VALID_SHARD_COUNTS[:-1])
+def test_given_every_vector_person_when_n_doubles_then_its_shard_is_s_or_s_plus_n(
+    shard_count: int,
+) -> None:
+    # The reason N can change (docs/shard-contract.md): a split moves a row from key s to key
+    # s + N or leaves it, and a merge is the same move backwards, for EVERY person.
+    assert VECTOR_PERSONS
+    for person_id in VECTOR_PERSONS:
+        before = shard(person_id, shard_count)
+        after = shard(person_id, 2 * shard_count)
+        assert after in (before, before + shard_count), (person_id, shard_count)
+        assert after % shard_count == before  # the merge back lands where the split began
 
 
 @given(person_id=person_ids, shard_count=shard_counts)

@@ -1,7 +1,7 @@
 """What a backfill run moves: from the control record's source layout to its target layout.
 
 The row rule, the same for every move (legacy -> sharded(N) forward, sharded(N) -> legacy
-rollback, and sharded(N) -> sharded(M) once issue 13 adds the transition):
+rollback, and sharded(N) -> sharded(M) forward while resharding):
 
   a saga row moves when it is on one of the SOURCE layout's keys and that key differs from the
   key the TARGET layout gives its person.

@@ -3,7 +3,7 @@
 A layout is where a row's GSI4PK points: `legacy` (one key) or `sharded(N)` (N keys). A state
 is a pair (current layout, layout being moved to or none); its phase is a name for that pair,
 the words operators already use, plus `resharding` for a move between two sharded layouts
-(issue 13: the same kind of state, reserved until its transitions exist).
+(a split N -> 2N or a merge N -> N/2: the same kind of state, control/transitions.py).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class StatePhase(StrEnum):
     MIGRATING = "migrating"  # legacy -> sharded(N)
     SHARDED = "sharded"  # sharded(N), not moving
     ROLLING_BACK = "rolling-back"  # sharded(N) -> legacy
-    RESHARDING = "resharding"  # sharded(N) -> sharded(M), issue 13
+    RESHARDING = "resharding"  # sharded(N) -> sharded(M), M = 2N or N/2
 
     @classmethod
     def parse(cls, value: object) -> StatePhase:

@@ -111,13 +111,20 @@ def backfill_layouts(state: ControlState, direction: BackfillDirection) -> tuple
         assert state.moving_to is not None
         return state.layout, state.moving_to
     wanted = {
-        BackfillDirection.FORWARD: "migrating or sharded",
+        BackfillDirection.FORWARD: "migrating or sharded (or resharding)",
         BackfillDirection.ROLLBACK: "rolling-back",
     }[direction]
+    # A re-shard has no rollback run: its way back is the abort (a swap), then a forward run.
+    hint = (
+        f"; the way back from a re-shard is `phase set resharding --shards "
+        f"{state.layout.shard_count}` (the abort), then a forward backfill"
+        if phase is StatePhase.RESHARDING
+        else ""
+    )
     raise LeaseDirectionError(
         f"a {direction.value} backfill needs the record in phase {wanted}, but it is "
         f"{phase.value!r} (version {state.version}): writers in {phase.value!r} stamp "
-        f"{state.target}, so the run would fight them"
+        f"{state.target}, so the run would fight them{hint}"
     )
 
 

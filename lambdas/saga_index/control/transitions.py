@@ -6,11 +6,19 @@
   sharded       -> rolling-back                                         never blocked
   rolling-back  -> legacy         completes the rollback                checks required
   rolling-back  -> migrating      abort the rollback (swap back)        never blocked
+  sharded       -> resharding     N -> M = --shards, M = 2N or N/2       never blocked
+  resharding    -> sharded        completes the re-shard (N becomes M)  checks required
+  resharding    -> resharding     abort: --shards N swaps back, M -> N  never blocked
 
 A move toward the layout rows came from (an abort, a rollback) only changes which key writers
 stamp and reads stay dual, so no row can hide: it is never blocked by checks. A move that
-COMPLETES a migration stops reading the source layout, so every row must have left it first.
-`resharding` (issue 13) is a state the record can hold but no move reaches yet.
+COMPLETES a migration or a re-shard stops reading the source layout, so every row must have
+left it first.
+
+A re-shard changes N by one factor of two per move: with powers of two, shard(p, 2N) is
+shard(p, N) or shard(p, N) + N (docs/shard-contract.md), so a split moves only the rows whose
+new shard is the upper one, and a merge is the same move backwards. The way back from a
+re-shard is never a rollback: it is the abort (or, once completed, a merge), a forward move.
 """
 
 from __future__ import annotations
@@ -27,14 +35,14 @@ from saga_index.control.errors import (
 from saga_index.control.layout import LEGACY, Layout, StatePhase
 from saga_index.control.record import format_time
 from saga_index.control.state import BackfillDirection, ControlState, RecordCondition
-from saga_index.shard import DEFAULT_SHARD_COUNT, validate_shard_count
+from saga_index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
 
 ALLOWED_MOVES: dict[StatePhase, tuple[StatePhase, ...]] = {
     StatePhase.LEGACY: (StatePhase.MIGRATING,),
     StatePhase.MIGRATING: (StatePhase.SHARDED, StatePhase.ROLLING_BACK),
-    StatePhase.SHARDED: (StatePhase.ROLLING_BACK,),
+    StatePhase.SHARDED: (StatePhase.ROLLING_BACK, StatePhase.RESHARDING),
     StatePhase.ROLLING_BACK: (StatePhase.LEGACY, StatePhase.MIGRATING),
-    StatePhase.RESHARDING: (),
+    StatePhase.RESHARDING: (StatePhase.SHARDED, StatePhase.RESHARDING),
 }
 
 BACKFILL_CHECK = "backfill-verified"
@@ -74,8 +82,9 @@ def plan_move(
 ) -> PlannedMove:
     """The state a move leads to, or TransitionNotAllowedError naming the allowed moves.
 
-    shard_count is required-with-default only for legacy -> migrating; elsewhere N comes from
-    the record and a shard_count that disagrees with it is refused.
+    shard_count is required-with-default for legacy -> migrating and required for a move to
+    `resharding` (the N it moves to: reshard_targets); elsewhere N comes from the record and a
+    shard_count that disagrees with it is refused.
     """
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -86,10 +95,14 @@ def plan_move(
     def refuse(detail: str) -> TransitionNotAllowedError:
         return TransitionNotAllowedError(current.value, target.value, allowed, detail)
 
-    if target is current:
+    if target is current and target is not StatePhase.RESHARDING:
         raise refuse(f"the record is already {current.value!r} (version {state.version})")
     if target not in ALLOWED_MOVES[current]:
         raise refuse("not an allowed move")
+    if target is StatePhase.RESHARDING or current is StatePhase.RESHARDING:
+        return _plan_reshard(state, target, shard_count, refuse)
+    if shard_count is not None:
+        validate_shard_count(shard_count)
     if current is StatePhase.LEGACY:
         n = validate_shard_count(DEFAULT_SHARD_COUNT if shard_count is None else shard_count)
         return PlannedMove(state, target, LEGACY, Layout.sharded(n), None)
@@ -119,6 +132,64 @@ def plan_move(
         ),
     }
     return moves[(current, target)]
+
+
+def reshard_targets(shard_count: int) -> dict[int, str]:
+    """The shard counts one re-shard can move sharded(N) to: {N/2: "merge", 2N: "split"},
+    each a power of two within 1..1024."""
+    targets = {shard_count // 2: "merge", shard_count * 2: "split"}
+    return {
+        m: kind for m, kind in targets.items() if 1 <= m <= MAX_SHARD_COUNT and m != shard_count
+    }
+
+
+def describe_reshard_targets(targets: dict[int, str]) -> str:
+    """ "8 (merge) or 32 (split)": the values a refused --shards names."""
+    return " or ".join(f"{m} ({kind})" for m, kind in sorted(targets.items()))
+
+
+def _plan_reshard(
+    state: ControlState,
+    target: StatePhase,
+    shard_count: int | None,
+    refuse: Callable[[str], TransitionNotAllowedError],
+) -> PlannedMove:
+    """sharded(N) -> resharding(N -> M), its abort (swap) and its completion."""
+    source, moving_to = state.layout, state.moving_to
+    if source.shard_count is None:  # excluded by phase_of; keeps mypy sure
+        raise refuse(f"the record names no sharded layout ({source} -> {moving_to})")
+    if state.phase is StatePhase.SHARDED:
+        targets = reshard_targets(source.shard_count)
+        allowed = f"allowed: {describe_reshard_targets(targets)}"
+        if shard_count is None:
+            raise refuse(f"a re-shard needs --shards M, the shard count to move to ({allowed})")
+        if shard_count not in targets:
+            raise refuse(
+                f"--shards {shard_count} is not one factor of two from the record's "
+                f"{source.shard_count} ({allowed})"
+            )
+        return PlannedMove(state, target, source, Layout.sharded(shard_count), None)
+    if moving_to is None or moving_to.shard_count is None:  # excluded by phase_of
+        raise refuse(f"the record names no sharded target ({source} -> {moving_to})")
+    if target is StatePhase.RESHARDING:
+        allowed = f"allowed: {source.shard_count} (abort: back to {source})"
+        if shard_count is None:
+            raise refuse(
+                f"the record is already resharding {source} -> {moving_to}; the abort needs "
+                f"--shards {source.shard_count} ({allowed})"
+            )
+        if shard_count != source.shard_count:
+            raise refuse(
+                f"--shards {shard_count}: a move already runs {source} -> {moving_to}, only its "
+                f"abort can start now ({allowed}); complete it first for another factor of two"
+            )
+        return PlannedMove(state, target, moving_to, source, None)
+    if shard_count is not None and shard_count != moving_to.shard_count:
+        raise refuse(
+            f"the re-shard moves to shard count {moving_to.shard_count}; --shards "
+            f"{shard_count} disagrees"
+        )
+    return PlannedMove(state, target, moving_to, None, BackfillDirection.FORWARD)
 
 
 def check_backfill(state: ControlState, direction: BackfillDirection) -> CheckResult:
