@@ -198,20 +198,15 @@ def reshard_act(
         },
         "checksPassed": [c["name"] for c in completed["checks"] if c["passed"]],
         "parity": {
-            "ok": baseline["ok"]
-            and resharded_parity["ok"]
-            and (resharding_parity is None or resharding_parity["ok"]),
+            "ok": baseline["ok"] and resharded_parity["ok"] and resharding_parity["ok"],
             "summary": (
                 f"{resharded_parity['truthRows']} saga rows; all-sagas, all-open and "
                 f"{len(baseline['persons'])} by-person reads identical to the base table in "
-                f"sharded(N={source}) and compared with that snapshot in "
-                + ("phases resharding and " if resharding_parity is not None else "phase ")
-                + f"sharded(N={target})"
+                f"sharded(N={source}) and compared with that snapshot in phases resharding and "
+                f"sharded(N={target})"
             ),
             "before": parity_summary(baseline),
-            "resharding": (
-                parity_summary(resharding_parity) if resharding_parity is not None else None
-            ),
+            "resharding": parity_summary(resharding_parity),
             "sharded": parity_summary(resharded_parity),
         },
         "drift": {
@@ -228,17 +223,10 @@ def reshard_act(
     return ReshardAct(section=section, load=load, stats=stats)
 
 
-def _parity_while_moving(operator: OperatorCli, snapshot: Path) -> dict[str, Any] | None:
-    """`verify --compare` while the record is resharding (dual reads, source first); None when
-    this `saga-index` cannot verify in that phase (exit 2), said so in the output. A mismatch
+def _parity_while_moving(operator: OperatorCli, snapshot: Path) -> dict[str, Any]:
+    """`verify --compare` while the record is resharding (dual reads, source first). A mismatch
     stops the demo as any parity failure does."""
-    run = operator.run("verify", "--compare", str(snapshot), "--json", expect=(0, 1, EXIT_USAGE))
-    if run.code == EXIT_USAGE:
-        operator.stages.note(
-            "verify does not read in phase resharding (exit 2); the completion's parity check "
-            "and the verify after it cover the move"
-        )
-        return None
+    run = operator.run("verify", "--compare", str(snapshot), "--json", expect=(0, 1))
     document = run.json()
     if run.code != 0 or not document["ok"]:
         raise DemoError(f"parity failed in phase resharding: {document['counts']}")

@@ -37,9 +37,8 @@ from saga_index.control.timing import DEFAULT_TIMING, ControlTiming, WallClock, 
 from saga_index.dynamo.client import make_client
 from saga_index.dynamo.codec import to_plain_json
 from saga_index.errors import InvalidInputError, SagaIndexError
-from saga_index.model import Phase
 from saga_index.names import DEFAULT_SHARD_COUNT
-from saga_index.repository import SagaRepository, routing_phase
+from saga_index.repository import SagaRepository
 from saga_index.shard import validate_shard_count
 
 log = logging.getLogger("saga_index.cli")
@@ -301,12 +300,6 @@ class CliContext:
             describe_routing(routing),
         )
         return routing
-
-    def read_phase(self) -> tuple[Phase, int]:
-        """(phase, N) of the reads, for the checks whose API still speaks in phases."""
-        routing = self.routing()
-        n = routing.target.shard_count or routing.source.shard_count or DEFAULT_SHARD_COUNT
-        return Phase.parse(routing_phase(routing).value), n
 
     def repository(self) -> SagaRepository:
         table = self.require_table()

@@ -238,12 +238,12 @@ def verify_command(
     if seed is None and snapshot is None:
         seed = random.SystemRandom().randrange(2**31)
     table = cli.require_table()
-    phase, shard_count = cli.read_phase()
     verifier = ParityVerifier(
         cli.client,
         table,
-        phase=phase,
-        shard_count=shard_count,
+        # The record's routing (or the --phase/--shards override's): every state, a re-shard's
+        # included, is read as its readers read it.
+        routing=cli.routing(),
         scan_options=ScanOptions(
             segments=segments, read_units_per_second=scan_rate, consistent_read=True
         ),

@@ -156,6 +156,9 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert act["parity"]["ok"] is True
     assert act["parity"]["before"]["phase"] == "sharded"
     assert act["parity"]["sharded"]["comparedWithSnapshot"]
+    # While the rows are on both layouts, the dual read (source first) is identical too.
+    assert act["parity"]["resharding"]["phase"] == "resharding"
+    assert act["parity"]["resharding"]["comparedWithSnapshot"]
     assert act["drift"]["healthy"] is True
     assert act["drift"]["misroutedRows"] == 0
     assert history[2]["checksPassed"] == []
