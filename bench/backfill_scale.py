@@ -18,17 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.output import emit, num, progress, save
-from bench.server import Tables, local_server
+from bench.server import Tables, backfill_at_cap, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.backfill.local import run_backfill
-from saga_index.backfill.messages import BackfillRequest, RunTicket
 from saga_index.backfill.move import Move
-from saga_index.backfill.readback import finish_backfill
 from saga_index.control.state import BackfillDirection
 from saga_index.drift import DriftChecker
 from saga_index.dynamo.client import make_client
 from saga_index.model import Phase
-from saga_index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
+from saga_index.names import MAX_WRITES_PER_SECOND
 
 NAME = "backfill_scale"
 
@@ -44,30 +41,13 @@ def run(*, scales: Sequence[int] = (1, 10), segments: int = 8, shards: int = 16)
             table, _ = tables.seeded(f"backfill-{scale}x", dataset, include_other_entities=False)
             seeded = time.monotonic() - started
             client = make_client(endpoint_url=endpoint, max_pool_connections=64)
-            request = BackfillRequest(
-                direction=BackfillDirection.FORWARD,
-                total_segments=segments,
-                max_writes_per_second=MAX_WRITES_PER_SECOND,
-                dry_run=False,
-            )
             progress(f"backfill_scale: {scale}x: backfill, {segments} segments, no cap")
-            started = time.monotonic()
-            # The bench owns its table: no control record, no lease.
-            move = Move.between_legacy_and(request.direction, shards)
-            local = run_backfill(client, table, request, run=RunTicket.unleased(move))
-            backfill_seconds = time.monotonic() - started
-            if not local.complete:
-                raise RuntimeError(f"{scale}x backfill failed: {local.failures}")
-            summary = finish_backfill(
-                client,
-                table,
-                request,
-                local.results,
-                index_name=INDEX_NAME,
-                move=move,
-                throttles=local.throttles,
+            move = Move.between_legacy_and(BackfillDirection.FORWARD, shards)
+            timed = backfill_at_cap(
+                client, table, move, segments=segments, label=f"{scale}x backfill"
             )
-            verify_seconds = time.monotonic() - started - backfill_seconds
+            summary = timed.summary
+            backfill_seconds, verify_seconds = timed.backfill_seconds, timed.verify_seconds
             drift_started = time.monotonic()
             drift = DriftChecker(client, table, phase=Phase.SHARDED, shard_count=shards).check(
                 scan_unindexed=True

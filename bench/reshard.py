@@ -26,16 +26,13 @@ from typing import Any
 
 from bench.figures import load_row
 from bench.output import emit, num, pct, progress, save
-from bench.server import Tables, local_server
+from bench.server import Tables, backfill_at_cap, local_server
 from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.backfill.local import run_backfill
-from saga_index.backfill.messages import BackfillRequest, RunTicket
 from saga_index.backfill.move import Move
-from saga_index.backfill.readback import finish_backfill
 from saga_index.control.layout import Layout
 from saga_index.control.state import BackfillDirection
 from saga_index.drift import DriftChecker
@@ -66,30 +63,14 @@ def measure_move(
         f"reshard-{label}", dataset, shard_count=source, include_other_entities=False
     )
     client = make_client(endpoint_url=endpoint, max_pool_connections=64)
-    request = BackfillRequest(
-        direction=BackfillDirection.FORWARD,
-        total_segments=segments,
-        max_writes_per_second=MAX_WRITES_PER_SECOND,
-        dry_run=False,
-    )
     # The move a resharding(source -> target) record names; the bench owns its table, so no
     # record and no lease.
     move = Move(BackfillDirection.FORWARD, Layout.sharded(source), Layout.sharded(target))
     progress(f"reshard: {label}: backfill {move.describe()}, {segments} segments, max cap")
-    started = time.monotonic()
-    local = run_backfill(client, table, request, run=RunTicket.unleased(move))
-    seconds = time.monotonic() - started
-    if not local.complete:
-        raise RuntimeError(f"{label} re-shard backfill failed: {local.failures}")
-    summary = finish_backfill(
-        client,
-        table,
-        request,
-        local.results,
-        index_name=INDEX_NAME,
-        move=move,
-        throttles=local.throttles,
+    timed = backfill_at_cap(
+        client, table, move, segments=segments, label=f"{label} re-shard backfill"
     )
+    summary, seconds = timed.summary, timed.backfill_seconds
     drift = DriftChecker(client, table, phase=Phase.SHARDED, shard_count=target).check(
         scan_unindexed=False
     )

@@ -1,18 +1,28 @@
-"""A local server for one benchmark, and tables on it created from the synthesised template."""
+"""A local server for one benchmark, tables on it created from the synthesised template, and a
+backfill at the highest cap on one of them."""
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from devkit.capacity.table_schema import TableSchema
 from devkit.dynalite import DynaliteServer
 from devkit.local_env import local_credentials
 from devkit.schema import create_table, load_template
 from devkit.seed import Dataset, seed_table
+from saga_index.backfill.local import run_backfill
+from saga_index.backfill.messages import BackfillRequest, BackfillSummary, RunTicket
+from saga_index.backfill.move import Move
+from saga_index.backfill.readback import finish_backfill
+from saga_index.control.state import BackfillDirection
 from saga_index.dynamo.client import make_client
+from saga_index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
 
 _tables = itertools.count()
 
@@ -63,3 +73,40 @@ class Tables:
             include_other_entities=include_other_entities,
         )
         return name, schema
+
+
+@dataclass(frozen=True)
+class TimedBackfill:
+    summary: BackfillSummary
+    backfill_seconds: float
+    verify_seconds: float
+
+
+def backfill_at_cap(
+    client: Any, table: str, move: Move, *, segments: int, label: str
+) -> TimedBackfill:
+    """A forward backfill of `move` in `segments` segments at MAX_WRITES_PER_SECOND, then its
+    readback, each timed. The bench owns its table: no control record, no lease. RuntimeError
+    naming `label` when a segment failed."""
+    request = BackfillRequest(
+        direction=BackfillDirection.FORWARD,
+        total_segments=segments,
+        max_writes_per_second=MAX_WRITES_PER_SECOND,
+        dry_run=False,
+    )
+    started = time.monotonic()
+    local = run_backfill(client, table, request, run=RunTicket.unleased(move))
+    backfill_seconds = time.monotonic() - started
+    if not local.complete:
+        raise RuntimeError(f"{label} failed: {local.failures}")
+    summary = finish_backfill(
+        client,
+        table,
+        request,
+        local.results,
+        index_name=INDEX_NAME,
+        move=move,
+        throttles=local.throttles,
+    )
+    verify_seconds = time.monotonic() - started - backfill_seconds
+    return TimedBackfill(summary, backfill_seconds, verify_seconds)

@@ -11,15 +11,18 @@ from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
 from devkit.demo.operator import EXIT_REFUSED, OperatorCli
-from devkit.demo.report import improvement, layout_json, parity_summary, write_chart
+from devkit.demo.report import drift_summary, improvement, layout_json, parity_summary, write_chart
 from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, reshard_act, resharded_json
 from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
     backfill_pass,
+    drift_clean,
     parity_line,
     repair_anomalies,
     replay,
+    set_sharded,
+    snapshot_reads,
     verify_against,
     wait_until_effective,
 )
@@ -83,18 +86,7 @@ def run_demo(
     stages.step("snapshot the reads before the migration (parity baseline)")
     # Shown and passed as an operator would type it: relative to the working directory.
     snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
-    snapshot.parent.mkdir(parents=True, exist_ok=True)
-    snapshot.unlink(missing_ok=True)  # the CLI never overwrites a snapshot
-    baseline = operator.run(
-        "verify",
-        "--snapshot",
-        str(snapshot),
-        "--sample",
-        str(config.verify_sample),
-        "--seed",
-        str(config.seed.seed),
-        "--json",
-    ).json()
+    baseline = snapshot_reads(operator, config, snapshot)
     stages.note(
         f"phase {baseline['phase']} (no record yet: never migrated); "
         f"{baseline['truthRows']} saga rows, {len(baseline['persons'])} persons sampled; "
@@ -145,22 +137,8 @@ def run_demo(
     stages.step("cutover: parity in migrating, phase sharded (its checks pass), drift, parity")
     migrating_parity = verify_against(operator, snapshot)
     stages.note(parity_line(migrating_parity))
-    sharded = operator.run("phase", "set", "sharded", "--reason", REASON_SHARDED, "--json").json()
-    for check in sharded["checks"]:
-        stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
-    stages.note(
-        f"version {sharded['version']}: every reader and writer on {sharded['routing']['writes']}"
-    )
-    wait_until_effective(operator)
-    drift_run = operator.run("drift", "--json", expect=(0, 1))
-    drift = drift_run.json()
-    if drift_run.code != 0 or not drift["healthy"]:
-        raise DemoError(f"drift after phase sharded: {drift['findings']}")
-    stages.note(
-        f"clean: legacy rows {drift['legacyRows']}, misrouted {drift['misroutedRows']}, "
-        f"unindexed {drift['unindexedRows']}, stray {drift['strayRows']}, shard skew "
-        f"{drift['shardSkew']:.2f}"
-    )
+    set_sharded(operator, REASON_SHARDED)
+    drift = drift_clean(operator, "phase sharded")
     sharded_parity = verify_against(operator, snapshot)
     stages.note(parity_line(sharded_parity))
     for item in phase_history(operator):
@@ -237,16 +215,7 @@ def run_demo(
             "legacyKeyPeakWcu": legacy_key.peak_wcu if legacy_key else 0.0,
             "legacyKeyWcu": round(legacy_key.total_wcu, 1) if legacy_key else 0.0,
         },
-        "drift": {
-            "healthy": drift["healthy"],
-            "phase": drift["phase"],
-            "legacyRows": drift["legacyRows"],
-            "misroutedRows": drift["misroutedRows"],
-            "unindexedRows": drift["unindexedRows"],
-            "strayRows": drift["strayRows"],
-            "rowsPerShard": drift["rowsPerShard"],
-            "shardSkew": round(drift["shardSkew"], 3),
-        },
+        "drift": drift_summary(drift),
         "reshard": act.section,
         "refusedSharded": refused,
         "phaseHistory": history,

@@ -240,6 +240,20 @@ def parity_summary(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def drift_summary(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of one `saga-index drift --json` document the report keeps."""
+    return {
+        "healthy": document["healthy"],
+        "phase": document["phase"],
+        "legacyRows": document["legacyRows"],
+        "misroutedRows": document["misroutedRows"],
+        "unindexedRows": document["unindexedRows"],
+        "strayRows": document["strayRows"],
+        "rowsPerShard": document["rowsPerShard"],
+        "shardSkew": round(document["shardSkew"], 3),
+    }
+
+
 def write_chart(
     legacy: LoadSummary,
     sharded: LoadSummary,

@@ -22,13 +22,16 @@ from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
 from devkit.demo.operator import EXIT_USAGE, OperatorCli
-from devkit.demo.report import layout_json, parity_summary
+from devkit.demo.report import drift_summary, layout_json, parity_summary
 from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
     backfill_pass,
+    drift_clean,
     parity_line,
     replay,
+    set_sharded,
+    snapshot_reads,
     verify_against,
     wait_until_effective,
 )
@@ -72,18 +75,7 @@ def reshard_act(
     source, target = config.shards, config.reshard_to
 
     stages.step(f"re-shard {source} -> {target}: snapshot, phase resharding, backfill")
-    snapshot.parent.mkdir(parents=True, exist_ok=True)
-    snapshot.unlink(missing_ok=True)  # the CLI never overwrites a snapshot
-    baseline = operator.run(
-        "verify",
-        "--snapshot",
-        str(snapshot),
-        "--sample",
-        str(config.verify_sample),
-        "--seed",
-        str(config.seed.seed),
-        "--json",
-    ).json()
+    baseline = snapshot_reads(operator, config, snapshot)
     stages.note(
         f"phase {baseline['phase']}: {baseline['truthRows']} saga rows, "
         f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
@@ -141,25 +133,8 @@ def reshard_act(
 
     stages.step(f"complete: parity in resharding, phase set sharded, drift on N={target}, parity")
     resharding_parity = _parity_while_moving(operator, snapshot)
-    completed = operator.run(
-        "phase", "set", "sharded", "--reason", REASON_RESHARDED, "--json"
-    ).json()
-    for check in completed["checks"]:
-        stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
-    stages.note(
-        f"version {completed['version']}: every reader and writer on "
-        f"{completed['routing']['writes']}"
-    )
-    wait_until_effective(operator)
-    drift_run = operator.run("drift", "--json", expect=(0, 1))
-    drift = drift_run.json()
-    if drift_run.code != 0 or not drift["healthy"]:
-        raise DemoError(f"drift after the re-shard: {drift['findings']}")
-    stages.note(
-        f"clean: legacy rows {drift['legacyRows']}, misrouted {drift['misroutedRows']}, "
-        f"unindexed {drift['unindexedRows']}, stray {drift['strayRows']}, shard skew "
-        f"{drift['shardSkew']:.2f} over {len(drift['rowsPerShard'])} shards"
-    )
+    completed = set_sharded(operator, REASON_RESHARDED)
+    drift = drift_clean(operator, "the re-shard", count_shards=True)
     resharded_parity = verify_against(operator, snapshot)
     stages.note(parity_line(resharded_parity))
 
@@ -209,16 +184,7 @@ def reshard_act(
             "resharding": parity_summary(resharding_parity),
             "sharded": parity_summary(resharded_parity),
         },
-        "drift": {
-            "healthy": drift["healthy"],
-            "phase": drift["phase"],
-            "legacyRows": drift["legacyRows"],
-            "misroutedRows": drift["misroutedRows"],
-            "unindexedRows": drift["unindexedRows"],
-            "strayRows": drift["strayRows"],
-            "rowsPerShard": drift["rowsPerShard"],
-            "shardSkew": round(drift["shardSkew"], 3),
-        },
+        "drift": drift_summary(drift),
     }
     return ReshardAct(section=section, load=load, stats=stats)
 

@@ -208,6 +208,34 @@ def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
     return record
 
 
+def set_sharded(operator: OperatorCli, reason: str) -> dict[str, Any]:
+    """`saga-index phase set sharded --json` (each check noted), then wait out effectiveAt."""
+    stages = operator.stages
+    document = operator.run("phase", "set", "sharded", "--reason", reason, "--json").json()
+    for check in document["checks"]:
+        stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
+    stages.note(
+        f"version {document['version']}: every reader and writer on {document['routing']['writes']}"
+    )
+    wait_until_effective(operator)
+    return document
+
+
+def drift_clean(operator: OperatorCli, after: str, *, count_shards: bool = False) -> dict[str, Any]:
+    """`saga-index drift --json`; DemoError unless it exits 0 and reports healthy."""
+    run = operator.run("drift", "--json", expect=(0, 1))
+    drift = run.json()
+    if run.code != 0 or not drift["healthy"]:
+        raise DemoError(f"drift after {after}: {drift['findings']}")
+    shards = f" over {len(drift['rowsPerShard'])} shards" if count_shards else ""
+    operator.stages.note(
+        f"clean: legacy rows {drift['legacyRows']}, misrouted {drift['misroutedRows']}, "
+        f"unindexed {drift['unindexedRows']}, stray {drift['strayRows']}, shard skew "
+        f"{drift['shardSkew']:.2f}{shards}"
+    )
+    return drift
+
+
 def repair_anomalies(
     operator: OperatorCli,
     anomaly_keys: Sequence[dict[str, str]],
@@ -231,6 +259,23 @@ def repair_anomalies(
         repaired.append({"PK": key["PK"], "SK": key["SK"], "personId": result["write"]["personId"]})
         time.sleep(interval)
     return repaired
+
+
+def snapshot_reads(operator: OperatorCli, config: DemoConfig, snapshot: Path) -> dict[str, Any]:
+    """`saga-index verify --snapshot SNAPSHOT --json` into a fresh file (the CLI never
+    overwrites a snapshot): the parity baseline the later `verify --compare` runs read."""
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    snapshot.unlink(missing_ok=True)
+    return operator.run(
+        "verify",
+        "--snapshot",
+        str(snapshot),
+        "--sample",
+        str(config.verify_sample),
+        "--seed",
+        str(config.seed.seed),
+        "--json",
+    ).json()
 
 
 def verify_against(operator: OperatorCli, snapshot: Path) -> dict[str, Any]:

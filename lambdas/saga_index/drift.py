@@ -41,7 +41,6 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -58,7 +57,12 @@ from saga_index.dynamo.pages import query_pages
 from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
 from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.model import Phase
-from saga_index.repository import count_partition, resolve_routing, routing_phase
+from saga_index.repository import (
+    count_partition,
+    read_partitions,
+    resolve_routing,
+    routing_phase,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -444,27 +448,14 @@ class DriftChecker:
     def _read_partitions(self, partitions: list[str]) -> dict[str, _Tally]:
         """Each partition's tally, read in parallel on a bounded pool (each worker holds one
         page at a time); EnumerationError naming every partition that failed."""
-        tallies: dict[str, _Tally] = {}
-        failures: dict[str, BaseException] = {}
-        workers = max(1, min(self.max_workers, len(partitions)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drift-read") as pool:
-            futures = {p: pool.submit(self._tally_partition, p) for p in partitions}
-            for partition, future in futures.items():
-                try:
-                    tallies[partition] = future.result()
-                except (ClientError, BotoCoreError) as err:
-                    failures[partition] = err
-        if failures:
-            for partition, failure in failures.items():
-                detail = f"{type(failure).__name__}: {failure}"
-                log.error(
-                    "drift read failed on %s: %s",
-                    partition,
-                    detail,
-                    extra={"partition": partition, "error": detail},
-                )
-            raise EnumerationError(failures)
-        return tallies
+        return read_partitions(
+            partitions,
+            self._tally_partition,
+            max_workers=self.max_workers,
+            thread_name_prefix="drift-read",
+            logger=log,
+            failure_message="drift read failed on %s: %s",
+        )
 
     def _tally_partition(self, gsi4pk: str) -> _Tally:
         tally = _Tally()

@@ -24,10 +24,10 @@ damage is bounded to that read: the row is in the base table all along and the n
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_WORKERS = 16
+
+_Read = TypeVar("_Read")
 
 
 def resolve_routing(
@@ -204,35 +206,14 @@ class SagaRepository:
         *,
         open_only: bool,
     ) -> int:
-        reads: dict[str, _PartitionRead] = {}
-        failures: dict[str, BaseException] = {}
-        if len(partitions) == 1:
-            try:
-                reads[partitions[0]] = self._query_partition(partitions[0], open_only=open_only)
-            except (ClientError, BotoCoreError) as err:
-                failures[partitions[0]] = err
-        else:
-            workers = min(self.max_workers, len(partitions))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="saga-shard") as pool:
-                futures = {
-                    p: pool.submit(self._query_partition, p, open_only=open_only)
-                    for p in partitions
-                }
-                for partition, future in futures.items():
-                    try:
-                        reads[partition] = future.result()
-                    except (ClientError, BotoCoreError) as err:
-                        failures[partition] = err
-        if failures:
-            for partition, failure in failures.items():
-                detail = f"{type(failure).__name__}: {failure}"
-                log.error(
-                    "saga enumeration failed on %s: %s",
-                    partition,
-                    detail,
-                    extra={"partition": partition, "error": detail},
-                )
-            raise EnumerationError(failures)
+        reads = read_partitions(
+            partitions,
+            lambda partition: self._query_partition(partition, open_only=open_only),
+            max_workers=self.max_workers,
+            thread_name_prefix="saga-shard",
+            logger=log,
+            failure_message="saga enumeration failed on %s: %s",
+        )
         requests = 0
         for partition in partitions:
             read = reads[partition]
@@ -297,6 +278,48 @@ class SagaRepository:
         return ReadResult(
             items=items, requests=requests, partitions=partitions, anomalies=anomalies
         )
+
+
+def read_partitions(
+    partitions: Sequence[str],
+    read: Callable[[str], _Read],
+    *,
+    max_workers: int,
+    thread_name_prefix: str,
+    logger: logging.Logger,
+    failure_message: str,
+) -> dict[str, _Read]:
+    """`read(partition)` for every partition: one on the calling thread, more in parallel on a
+    pool of at most max_workers. Every read that raised a ClientError or BotoCoreError is logged
+    (`failure_message` with the partition and the error), then EnumerationError names them all:
+    no partial result. Any other exception propagates."""
+    results: dict[str, _Read] = {}
+    failures: dict[str, BaseException] = {}
+    if len(partitions) == 1:
+        try:
+            results[partitions[0]] = read(partitions[0])
+        except (ClientError, BotoCoreError) as err:
+            failures[partitions[0]] = err
+    else:
+        workers = max(1, min(max_workers, len(partitions)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name_prefix) as pool:
+            futures = {p: pool.submit(read, p) for p in partitions}
+            for partition, future in futures.items():
+                try:
+                    results[partition] = future.result()
+                except (ClientError, BotoCoreError) as err:
+                    failures[partition] = err
+    if failures:
+        for partition, failure in failures.items():
+            detail = f"{type(failure).__name__}: {failure}"
+            logger.error(
+                failure_message,
+                partition,
+                detail,
+                extra={"partition": partition, "error": detail},
+            )
+        raise EnumerationError(failures)
+    return results
 
 
 def count_partition(

@@ -5,11 +5,10 @@ in tests/conformance/test_control_dynalite.py. Clocks are injected: nothing slee
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from saga_index import names
 from saga_index.control import executor, lease, record
@@ -36,21 +35,10 @@ from saga_index.control.state import (
 from saga_index.control.store import ControlStore
 from saga_index.control.transitions import Precondition
 from saga_index.errors import InvalidInputError
-from tests.support.backends import Backend, make_backend
+from tests.support.backends import Backend
+from tests.support.control_fixtures import Clock, moto_backend
 
 S16 = Layout.sharded(16)
-START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def passing(name: str) -> Precondition:
@@ -549,5 +537,5 @@ class ControlContract:
 class TestControlOnMoto(ControlContract):
     @pytest.fixture
     def dynamo(self, synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-        with mock_aws():
-            yield make_backend("moto", synthesized_template, endpoint_url=None)
+        with moto_backend("moto", synthesized_template) as backend:
+            yield backend

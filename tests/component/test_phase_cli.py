@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from saga_index import keys
 from saga_index.control import lease
@@ -23,28 +22,17 @@ from saga_index.dynamo.codec import serialize
 from saga_index.shard import shard
 from saga_index_cli.context import CliContext, CliHooks, caller_identity, local_identity
 from saga_index_cli.main import main
-from tests.support.backends import Backend, make_backend
+from tests.support.backends import Backend
+from tests.support.control_fixtures import START, Clock, moto_backend
 from tests.support.control_seed import seed_state
 
-START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 RECORD_KEYS = {"phase", "shardCount", "version", "changedAt", "effectiveAt", "movingTo", "reason"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture
 def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with mock_aws():
-        yield make_backend("phase-cli", synthesized_template, endpoint_url=None)
+    with moto_backend("phase-cli", synthesized_template) as backend:
+        yield backend
 
 
 @pytest.fixture

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from saga_index import keys
 from saga_index.control import executor, lease
@@ -21,27 +19,15 @@ from saga_index.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.status import alarm_states
-from tests.support.backends import Backend, make_backend
+from tests.support.backends import Backend
+from tests.support.control_fixtures import Clock, moto_backend
 from tests.support.control_seed import seed_state
-
-START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture
 def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with mock_aws():
-        yield make_backend("status-cli", synthesized_template, endpoint_url=None)
+    with moto_backend("status-cli", synthesized_template) as backend:
+        yield backend
 
 
 @pytest.fixture

@@ -24,8 +24,9 @@ from saga_index.control.layout import Layout
 from saga_index.control.routing import routing_for
 from saga_index.control.state import ControlState, Transition
 from saga_index.control.store import ControlStore
-from tests.component.test_control_store import Clock, ControlContract
+from tests.component.test_control_store import ControlContract
 from tests.support.backends import Backend, make_backend
+from tests.support.control_fixtures import Clock
 
 pytestmark = pytest.mark.conformance
 
