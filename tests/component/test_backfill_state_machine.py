@@ -213,10 +213,17 @@ def world(
             environment=environment,
         )
 
+        # Lambda runs one invocation per execution environment at a time; in this process every
+        # handler shares the runtime's module-level Powertools objects (metrics, logger), which
+        # are not made for two invocations at once. moto runs the Distributed Map's segments on
+        # threads, so invocations take turns here, as separate environments never need to.
+        one_at_a_time = threading.Lock()
+
         def invoke_in_process(params: dict[str, Any], **_: Any) -> Any:
             function = function_name_of(unquote(params["url_path"].split("/")[3]))
             payload = json.loads(params.get("body") or b"{}")
-            result, failed = state.invoke(function, payload)
+            with one_at_a_time:
+                result, failed = state.invoke(function, payload)
             body = json.dumps(result).encode()
             parsed: dict[str, Any] = {
                 "StatusCode": 200,
