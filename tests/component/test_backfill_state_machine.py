@@ -50,8 +50,8 @@ from saga_index.control.lease import acquire_lease
 from saga_index.control.state import BackfillDirection, ControlState
 from saga_index.control.store import ControlStore
 from saga_index.control.transitions import check_backfill
-from saga_index_cli import backfill as backfill_cli
-from saga_index_cli.backfill import CHILD_READS_PER_POLL, ExecutionFollower
+from saga_index_cli import backfill_follow, backfill_output
+from saga_index_cli.backfill_follow import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
@@ -623,7 +623,7 @@ def test_given_the_arn_when_segments_finish_then_the_cli_shows_them_before_the_e
     plant(world.dynamo, "migrating")
     shown: list[int] = []
     both_shown = threading.Event()
-    real_show = backfill_cli._Progress.show
+    real_show = backfill_output.RunProgress.show
 
     def show(
         progress: Any, *, completed: int, scanned: int, restamped: int, extra: str = ""
@@ -633,7 +633,7 @@ def test_given_the_arn_when_segments_finish_then_the_cli_shows_them_before_the_e
             both_shown.set()
         real_show(progress, completed=completed, scanned=scanned, restamped=restamped, extra=extra)
 
-    monkeypatch.setattr(backfill_cli._Progress, "show", show)
+    monkeypatch.setattr(backfill_output.RunProgress, "show", show)
     seen_while_running: list[bool] = []
     world.before_invoke["handlers.backfill_verify.handler"] = lambda: seen_while_running.append(
         both_shown.wait(timeout=20)
@@ -853,7 +853,7 @@ def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_e
     sfn = FakeSfn(2, on_describe=advance)
     real_client = boto3.client
     monkeypatch.setattr(
-        backfill_cli.boto3,
+        backfill_follow.boto3,
         "client",
         lambda service, **kw: sfn if service == "stepfunctions" else real_client(service, **kw),
     )

@@ -26,7 +26,7 @@ from saga_index.dynamo.client import attach_throttle_observer
 from saga_index.dynamo.codec import deserialize
 from saga_index.names import CONTROL_PK
 from saga_index.writer import SagaWriter
-from saga_index_cli.backfill import EXIT_CLEAN, exit_code
+from saga_index_cli.backfill_output import EXIT_CLEAN, exit_code
 from tests.support.backends import Backend
 from tests.support.control_seed import CHANGED_AT, seed_state
 from tests.support.faults import ThrottleInjector

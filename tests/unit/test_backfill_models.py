@@ -28,7 +28,7 @@ from saga_index.control.errors import ControlRecordMissingError, LeaseDirectionE
 from saga_index.control.layout import LEGACY, Layout
 from saga_index.control.state import BackfillDirection, ControlState, RecordCondition
 from saga_index.names import MAX_CONCURRENT_SEGMENTS
-from saga_index_cli.backfill import exit_code
+from saga_index_cli.backfill_output import exit_code
 from tests.support.control_seed import transition
 
 Direction = BackfillDirection

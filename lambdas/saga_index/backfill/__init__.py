@@ -19,6 +19,6 @@ One module per idea:
   steps      the same run as the Step Functions state machine takes it: one function per
              state (plan, worker, verify), the one call of that state's Lambda handler
 
-The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill.py) are thin
+The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill*.py) are thin
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.
 """
