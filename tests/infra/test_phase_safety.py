@@ -78,16 +78,12 @@ RECORDS: dict[str, tuple[ControlState | None, dict[str, str]]] = {
 
 @contextmanager
 def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
+    """Set `values` for the block, restoring the caller's environment after (pytest's own
+    MonkeyPatch: this fixture is module-scoped, so the function-scoped one does not serve)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in values.items():
+            patch.setenv(name, value)
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
