@@ -29,7 +29,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproj
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Python >= 3.11 required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[demo]'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

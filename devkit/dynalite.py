@@ -100,9 +100,10 @@ class DynaliteServer:
 
 def local_client_env(endpoint_url: str) -> dict[str, str]:
     """Environment for a boto3 client of a local server: dummy credentials, fixed region."""
-    env = dict(os.environ)
+    # The global AWS_ENDPOINT_URL would send every service (STS, CloudWatch) to the server too.
+    env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
     env.update(
-        AWS_ENDPOINT_URL=endpoint_url,
+        AWS_ENDPOINT_URL_DYNAMODB=endpoint_url,
         AWS_ACCESS_KEY_ID="local",
         AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - a local server accepts any credentials
         AWS_REGION="us-east-1",

@@ -4,9 +4,10 @@ The stack attaches the published Powertools layer (infra/functions.py), and Lamb
 runtime provides boto3. The deploy rehearsal (tests/rehearsal) starts every function with its
 asset plus exactly these two directories, so it must have them built the same way:
 
-  build/lambda-layer/python    aws-lambda-powertools[tracer,parser] + pydantic, the pinned
-                               versions (the published layer carries Powertools, pydantic,
-                               aws-xray-sdk and their dependencies, but NOT boto3)
+  build/lambda-layer/python    aws-lambda-powertools[parser] + pydantic, the pinned versions
+                               (the published layer carries Powertools, pydantic, aws-xray-sdk
+                               and their dependencies, but NOT boto3; the code imports no
+                               tracer, so the rehearsal's layer leaves the X-Ray SDK out)
   build/lambda-runtime/python  boto3 + botocore, pinned (what the Lambda runtime provides)
 
 Both are `pip install --target` from PyPI with constraints.txt, for the interpreter the
@@ -209,7 +210,7 @@ def layer_dir(
         name="the Powertools layer",
         root=BUILD_DIR / "lambda-layer" / "python",
         requirements=(
-            f"aws-lambda-powertools[tracer,parser]=={_pin(pins, 'aws-lambda-powertools')}",
+            f"aws-lambda-powertools[parser]=={_pin(pins, 'aws-lambda-powertools')}",
             f"pydantic=={_pin(pins, 'pydantic')}",
         ),
         python=python or lambda_python(),

@@ -32,17 +32,30 @@ IMPORT_EXISTING_TABLE_KEY = "importExistingTable"
 # Optional: Powertools issue #7689 showed a release's public SSM parameter can be missing; this
 # override lets a deploy name the layer version ARN directly instead of resolving it.
 POWERTOOLS_LAYER_ARN_KEY = "powertoolsLayerArn"
+# Optional: the layer version ARN of AWS's managed ADOT layer (AWSOpenTelemetryDistroPython) in
+# the deploy's region; its wrapper traces every function (docs/observability.md, "Tracing").
+# Absent, the functions keep Lambda's own active-tracing segments and synth warns.
+OTEL_LAYER_ARN_KEY = "otelLayerArn"
 # Optional: the EventBridge bus the sweeps publish to; absent, the stack creates one.
 EVENT_BUS_NAME_KEY = "eventBusName"
 # Optional: the organisation's existing SNS topic every alarm publishes to; absent, the stack
 # creates its own topic, subscribed as pager.json says (infra/observability/pager.py).
 ALARM_TOPIC_ARN_KEY = "alarmTopicArn"
+# Optional: where the alarms' descriptions and the dashboard link the on-call guide (the docs
+# folder, observability.md inside it); absent, the repository's own docs path on GitHub.
+RUNBOOK_BASE_URL_KEY = "runbookBaseUrl"
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/propflow/renewal-saga-index/blob/main/docs"
+# Every alarm description carries this URL plus an anchor, a command and a query name within
+# CloudWatch's 1,024 characters (tests/infra/test_alarms_template.py checks the longest one).
+MAX_RUNBOOK_BASE_URL_CHARS = 200
 CONTEXT_KEYS = (
     TABLE_NAME_KEY,
     IMPORT_EXISTING_TABLE_KEY,
     POWERTOOLS_LAYER_ARN_KEY,
     EVENT_BUS_NAME_KEY,
     ALARM_TOPIC_ARN_KEY,
+    RUNBOOK_BASE_URL_KEY,
+    OTEL_LAYER_ARN_KEY,
 )
 
 # Keys a deploy line may still carry from before, and where their value lives now.
@@ -116,6 +129,8 @@ class StackConfig:
     event_bus_name: str | None = None
     alarm_topic_arn: str | None = None
     pager: PagerConfig = PagerConfig()
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    otel_layer_arn: str | None = None
 
     @classmethod
     def from_context(
@@ -147,6 +162,8 @@ class StackConfig:
             event_bus_name=_event_bus_name(context.get(EVENT_BUS_NAME_KEY)),
             alarm_topic_arn=alarm_topic_arn,
             pager=pager,
+            runbook_base_url=_runbook_base_url(context.get(RUNBOOK_BASE_URL_KEY)),
+            otel_layer_arn=_layer_arn(context.get(OTEL_LAYER_ARN_KEY), OTEL_LAYER_ARN_KEY),
         )
 
     @classmethod
@@ -214,12 +231,12 @@ def _boolean(key: str, value: Any) -> bool:
     raise ConfigError(f"context key {key!r} must be true or false, got {value!r}")
 
 
-def _layer_arn(value: Any) -> str | None:
+def _layer_arn(value: Any, key: str = POWERTOOLS_LAYER_ARN_KEY) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or not _LAYER_VERSION_ARN.fullmatch(value):
         raise ConfigError(
-            f"context key {POWERTOOLS_LAYER_ARN_KEY!r} must be a Lambda layer version ARN "
+            f"context key {key!r} must be a Lambda layer version ARN "
             f"(arn:aws:lambda:<region>:<account>:layer:<name>:<version>), got {value!r}"
         )
     return value
@@ -249,6 +266,31 @@ def _alarm_topic_arn(value: Any) -> str | None:
             f"(arn:aws:sns:<region>:<account>:<name>), got {value!r}"
         )
     return value
+
+
+# An https URL with a host and no query or fragment: pages are appended to it ("/<page>#...").
+_RUNBOOK_BASE_URL = re.compile(
+    r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@-]+)*"
+)
+
+
+def _runbook_base_url(value: Any) -> str:
+    if value is None or value == "":
+        return DEFAULT_RUNBOOK_BASE_URL
+    # One trailing slash is accepted and dropped, so "<base>/observability.md" never has "//".
+    url = value[:-1] if isinstance(value, str) and value.endswith("/") else value
+    if (
+        not isinstance(url, str)
+        or len(url) > MAX_RUNBOOK_BASE_URL_CHARS
+        or not _RUNBOOK_BASE_URL.fullmatch(url)
+    ):
+        raise ConfigError(
+            f"context key {RUNBOOK_BASE_URL_KEY!r} must be an https:// URL of the folder that "
+            "holds observability.md, with no query, fragment or spaces and at most "
+            f"{MAX_RUNBOOK_BASE_URL_CHARS} characters (e.g. {DEFAULT_RUNBOOK_BASE_URL}), "
+            f"got {value!r}"
+        )
+    return url
 
 
 # Deliberately simple: SNS itself confirms the address; this only stops typos at synth time.

@@ -4,6 +4,14 @@ All functions share one code asset (lambdas/, without the operator CLI), the Pow
 pinned to the SAME version as requirements.txt, JSON logs, active tracing, a retained log group,
 the environment that names the table and its index, and read access to the control record.
 
+Tracing (docs/observability.md, "Tracing"): the code imports no tracer. With context
+`otelLayerArn` every function also gets AWS's managed ADOT layer and AWS_LAMBDA_EXEC_WRAPPER=
+/opt/otel-instrument: the layer's wrapper traces each invocation and every botocore call and
+sends the spans over UDP to the X-Ray daemon that active tracing runs, with the function's role
+(xray:PutTraceSegments, which active tracing already grants). Application Signals stays off
+(OTEL_AWS_APPLICATION_SIGNALS_ENABLED=false): traces only, no extra permission. Without the key
+the functions keep Lambda's own active-tracing segments and synth warns (OTEL_LAYER_WARNING).
+
 Each function has a role of its own that may write logs only to the function's own log group
 (logs:CreateLogStream and logs:PutLogEvents on that group's ARN). Not AWSLambdaBasicExecutionRole:
 that managed policy grants logs:CreateLogGroup, CreateLogStream and PutLogEvents on every log
@@ -52,6 +60,26 @@ ASSET_EXCLUDES = [
 ]
 # What the runtime needs to write a function's logs to the group it is configured with.
 LOG_WRITE_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+# The synth warning when no ADOT layer is configured (acknowledgeable by this id).
+OTEL_LAYER_WARNING = "renewal-saga-index:otel-layer-missing"
+# What the managed ADOT layer needs from a function (aws-otel-python-instrumentation,
+# lambda-layer/src/otel-instrument). Application Signals, on by default, would add span-derived
+# metrics that need logs:PutLogEvents on /aws/application-signals/data (AWS's
+# CloudWatchLambdaApplicationSignalsExecutionRolePolicy): off, traces only. The wrapper names
+# the distro and configurator only when Application Signals is on; otherwise
+# opentelemetry-instrument takes whichever entry point it meets first, which may be upstream's
+# (OTLP to localhost, where nothing listens in Lambda).
+# Named here, AWS's configurator sends the spans over UDP to the X-Ray daemon
+# (AWS_XRAY_DAEMON_ADDRESS).
+OTEL_WRAPPER = "/opt/otel-instrument"
+OTEL_ENVIRONMENT = {
+    "AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER,
+    "OTEL_AWS_APPLICATION_SIGNALS_ENABLED": "false",
+    "OTEL_PYTHON_DISTRO": "aws_distro",
+    "OTEL_PYTHON_CONFIGURATOR": "aws_configurator",
+}
+# The span's service name (the wrapper's default is the generated function name).
+ENV_OTEL_SERVICE = "OTEL_SERVICE_NAME"
 
 
 def powertools_layer_parameter(architecture: lambda_.Architecture = ARCHITECTURE) -> str:
@@ -80,6 +108,33 @@ class SagaFunctions(Construct):
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", layer_arn
         )
+        self.otel: lambda_.ILayerVersion | None = None
+        if config.otel_layer_arn is not None:
+            self.otel = lambda_.LayerVersion.from_layer_version_arn(
+                self, "OtelLayer", config.otel_layer_arn
+            )
+        else:
+            # A warning, not an error: a dev stack may do without; production never silently.
+            cdk.Annotations.of(self).add_warning_v2(
+                OTEL_LAYER_WARNING,
+                "No OpenTelemetry layer: the functions keep only Lambda's own active-tracing "
+                "segments (no span per DynamoDB call). Set context otelLayerArn to the ARN of "
+                "AWS's managed ADOT layer (AWSOpenTelemetryDistroPython) for this region "
+                "(docs/deploy.md, docs/observability.md).",
+            )
+
+    @property
+    def layers(self) -> list[lambda_.ILayerVersion]:
+        """The ADOT layer first, Powertools last: Lambda extracts layers in order and a later
+        one wins a file both carry (typing_extensions, wrapt), so the code keeps exactly the
+        Powertools layer's packages, the ones it is tested with."""
+        return [self.powertools] if self.otel is None else [self.otel, self.powertools]
+
+    def tracing_environment(self, service: str) -> dict[str, str]:
+        """The ADOT wrapper's variables when the layer is configured; nothing otherwise."""
+        if self.otel is None:
+            return {}
+        return {**OTEL_ENVIRONMENT, ENV_OTEL_SERVICE: service}
 
     def base_environment(self, service: str) -> dict[str, str]:
         return {
@@ -130,8 +185,12 @@ class SagaFunctions(Construct):
             description=description,
             timeout=timeout or cdk.Duration.minutes(1),
             memory_size=memory_size,
-            layers=[self.powertools],
-            environment={**self.base_environment(service), **(environment or {})},
+            layers=self.layers,
+            environment={
+                **self.base_environment(service),
+                **self.tracing_environment(service),
+                **(environment or {}),
+            },
             tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,

@@ -19,8 +19,10 @@ from infra.observability.dashboard import Dashboard
 from infra.observability.metrics import SagaMetrics
 from infra.observability.notifications import BackfillNotifications
 from infra.observability.pager import Pager
+from infra.observability.queries import SavedQueries
 from infra.sweeps import SagaSweeps
 from infra.table import SagaTable
+from saga_index.names import FUNCTIONS_CONSTRUCT, OUTPUT_TABLE_NAME
 
 STACK_NAME = "RenewalSagaIndex"
 
@@ -41,10 +43,12 @@ class RenewalSagaIndexStack(cdk.Stack):
             table_name=config.table_name,
             import_existing=config.import_existing_table,
         )
-        self.functions = SagaFunctions(self, "Functions", config=config, table=self.saga_table)
+        self.functions = SagaFunctions(
+            self, FUNCTIONS_CONSTRUCT, config=config, table=self.saga_table
+        )
         cdk.CfnOutput(
             self,
-            "TableName",
+            OUTPUT_TABLE_NAME,
             value=self.saga_table.table.table_name,
             description="Name of the DynamoDB table that holds the renewal-saga rows",
         )
@@ -53,13 +57,15 @@ class RenewalSagaIndexStack(cdk.Stack):
         )
         self.drift_guard = DriftGuard(self, "DriftGuard", functions=self.functions)
         self.backfill = SagaBackfill(self, "Backfill", functions=self.functions)
-        # One scope for the pager, the alarms and the dashboard: its id prefixes their logical
-        # IDs and output keys (infra/observability/__init__.py says why they must not change).
+        # One scope for the pager, the alarms, the saved queries and the dashboard: its id
+        # prefixes their logical IDs and output keys (infra/observability/__init__.py says why
+        # they must not change).
         observability = Construct(self, "Observability")
         metrics = SagaMetrics(self.saga_table)
         self.pager = Pager(observability, config=config)
         self.alarms = Alarms(
             observability,
+            config=config,
             metrics=metrics,
             pager=self.pager,
             drift_guard=self.drift_guard,
@@ -69,12 +75,23 @@ class RenewalSagaIndexStack(cdk.Stack):
         self.notifications = BackfillNotifications(
             observability, pager=self.pager, state_machine=self.backfill.state_machine
         )
+        self.queries = SavedQueries(
+            observability,
+            drift_guard=self.drift_guard,
+            sweeps=self.sweeps,
+            backfill=self.backfill,
+        )
         self.dashboard = Dashboard(
             observability,
             config=config,
             metrics=metrics,
             alarms=self.alarms,
             drift_guard=self.drift_guard,
+            queries=self.queries,
+            schedules={
+                **self.sweeps.schedules,
+                self.drift_guard.job.name: self.drift_guard.schedule,
+            },
         )
         self._keep_deployable()
 

@@ -1,5 +1,6 @@
-"""The dashboard on-call opens first: the alarms' states, drift (raw counts and what is wrong
-now), shards, throttles, the backfill's progress and the sweeps.
+"""The dashboard on-call opens first: links to the on-call guide and the saved Logs Insights
+queries, the alarms' states, drift (raw counts and what is wrong now), shards, throttles, the
+backfill's progress, the sweeps and the depth of the scheduled jobs' queues.
 
 Like the rest of the stack it does not know the migration state: the per-shard graph is a
 CloudWatch SEARCH over whatever shards the drift guard reports, so it follows N without a deploy.
@@ -16,8 +17,10 @@ from constructs import Construct
 
 from infra.config import StackConfig
 from infra.drift import DriftGuard
-from infra.observability.alarms import Alarms
+from infra.observability.alarms import GUIDE_PAGE, Alarms
 from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
+from infra.observability.queries import QUERY_PREFIX, SavedQueries
+from infra.schedules import ScheduledInvocation
 from saga_index.names import (
     CONTEXT_OPERATIONS,
     DIMENSION_INDEX,
@@ -85,6 +88,8 @@ class Dashboard:
         metrics: SagaMetrics,
         alarms: Alarms,
         drift_guard: DriftGuard,
+        queries: SavedQueries,
+        schedules: dict[str, ScheduledInvocation],
     ) -> None:
         self._metrics = metrics
         stack = cdk.Stack.of(scope)
@@ -100,14 +105,15 @@ class Dashboard:
                 markdown=(
                     f"# Renewal-saga index ({config.table_name})\n"
                     "The migration state is the control record in the table "
-                    "(`saga-index status`), not this stack. On-call guide: "
-                    "`docs/observability.md`. Drift metrics come from the "
+                    f"(`saga-index --table {config.table_name} status`), not this stack. "
+                    "Drift metrics come from the "
                     f"`{SERVICE_DRIFT_GUARD}` function every 5 minutes; the base-table scan "
                     f"every {drift_guard.scan_every} runs."
                 ),
                 width=24,
                 height=2,
             ),
+            cw.TextWidget(markdown=_links(config, queries), width=24, height=4),
             cw.AlarmStatusWidget(
                 title="Alarms (every one pages)",
                 alarms=list(alarms.alarms.values()),
@@ -173,6 +179,23 @@ class Dashboard:
                 self._per_sweep(METRIC_SAGAS_READ, statistic="Maximum"),
             ),
         )
+        dashboard.add_widgets(
+            _graph(
+                "Scheduled jobs' queues: messages waiting (each alarm counts arrivals)",
+                [
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=GUARD_PERIOD,
+                        statistic="Maximum",
+                        label=f"{job} {kind}",
+                    )
+                    for job, invocation in schedules.items()
+                    for kind, queue in (
+                        ("dead letters", invocation.dead_letter_queue),
+                        ("failed invocations", invocation.failure_queue),
+                    )
+                ],
+            ),
+        )
         self.dashboard = dashboard
         cdk.CfnOutput(
             scope,
@@ -215,6 +238,26 @@ class Dashboard:
             self._metrics.service(service, metric_name, statistic=statistic, label=service)
             for service in SWEEP_JOBS
         ]
+
+
+def logs_insights_url(region: str) -> str:
+    """The Logs Insights page of the CloudWatch console in `region` (its Queries pane lists the
+    saved queries)."""
+    return (
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+        "#logsV2:logs-insights"
+    )
+
+
+def _links(config: StackConfig, queries: SavedQueries) -> str:
+    names = ", ".join(f"`{name}`" for name in queries.definitions)
+    return (
+        f"**On-call guide:** [{GUIDE_PAGE}]({config.runbook_base_url}/{GUIDE_PAGE}) "
+        "(each alarm's description links its section and names its first command). "
+        f"**Logs Insights:** [open the console]({logs_insights_url(cdk.Aws.REGION)}); "
+        f"the saved queries are in the folder `{QUERY_PREFIX.rstrip('/')}` of its Queries "
+        f"pane: {names}."
+    )
 
 
 def _graph(

@@ -4,6 +4,10 @@ payload and the index dimensions.
 
 A function runs with its asset, the Powertools layer and the runtime's boto3 only: nothing here
 may need a package the layer does not carry (pydantic-settings, for one).
+
+No tracer is imported here: tracing is the deployment's (docs/observability.md, "Tracing"). With
+the ADOT layer infra/functions.py attaches, its wrapper traces the invocation and every botocore
+call without this code knowing; without it, Lambda's active tracing records the invocation.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging import utils as logging_utils
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.parser import event_parser
@@ -35,7 +39,6 @@ if TYPE_CHECKING:
 # environment infra gives it (POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE), read here.
 logger = Logger()
 metrics = Metrics()
-tracer = Tracer()
 
 # The domain library logs through stdlib logging; in Lambda, give it the same JSON format and
 # context keys. Only there: the copy detaches those loggers from the root logger, which would
@@ -53,13 +56,11 @@ def entry_point(
     publishes_metrics: bool = True,
 ) -> Callable[[Handler], Handler]:
     """Wraps a handler in the Powertools decorators, always in this order, outermost first: the
-    logger's Lambda context, the metrics flush, the X-Ray segment, then the event parser
-    (`model`: the handler receives the parsed model). `log_event` None leaves it to
-    POWERTOOLS_LOGGER_LOG_EVENT."""
+    logger's Lambda context, the metrics flush, then the event parser (`model`: the handler
+    receives the parsed model). `log_event` None leaves it to POWERTOOLS_LOGGER_LOG_EVENT."""
 
     def wrap(handler: Handler) -> Handler:
         wrapped: Handler = handler if model is None else event_parser(model=model)(handler)
-        wrapped = tracer.capture_lambda_handler(wrapped)
         if publishes_metrics:
             wrapped = metrics.log_metrics(wrapped, raise_on_empty_metrics=False)
         return logger.inject_lambda_context(wrapped, log_event=log_event)

@@ -32,12 +32,16 @@ finding, and no read keeps more than the page in hand.
 
 Every wrong-now count is drift in every state (`DriftReport.findings`), and so is a control record
 whose STATE item is missing while history exists (`control_record_missing`).
+
+A progress display may listen (`DriftChecker.check`'s `on_index_read` and `on_scan_page`); the
+listeners change nothing that is read or reported.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -54,7 +58,7 @@ from saga_index.control.routing import Routing, routing_for
 from saga_index.control.state import ControlState, RecordCondition
 from saga_index.dynamo.codec import deserialize
 from saga_index.dynamo.pages import query_pages
-from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
+from saga_index.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
 from saga_index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.model import Phase
 from saga_index.repository import (
@@ -72,6 +76,10 @@ log = logging.getLogger(__name__)
 DEFAULT_SCAN_EVERY = 12  # with the 5-minute schedule: one base-table scan an hour
 SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
 JUDGED_PAGE_ROWS = 1000  # rows per page of an index read whose rows are judged
+
+# Hears (reads finished, reads in all) each time one read of a step finishes, one call at a
+# time; for a progress display. It must not raise.
+ReadsDone = Callable[[int, int], None]
 
 
 # ---- when to scan --------------------------------------------------------------------------
@@ -397,7 +405,14 @@ class DriftChecker:
     def routing(self) -> Routing:
         return self.expect.routing
 
-    def check(self, *, scan_unindexed: bool, deadline: float | None = None) -> DriftReport:
+    def check(
+        self,
+        *,
+        scan_unindexed: bool,
+        deadline: float | None = None,
+        on_index_read: ReadsDone | None = None,
+        on_scan_page: PageListener | None = None,
+    ) -> DriftReport:
         """The every-run checks, plus the base-table scan when `scan_unindexed`.
 
         Memory does not grow with the table: every read goes page by page, projected to what
@@ -407,18 +422,25 @@ class DriftChecker:
 
         Raises EnumerationError (naming the partitions or segments) when any read fails after
         botocore's retries, and ScanIncompleteError when the scan passes `deadline`.
+
+        `on_index_read` hears (partitions read, partitions to read) after the legacy key's
+        COUNT and after each partition's read; the number to read is known after that COUNT
+        (whether the legacy key is read too). `on_scan_page` hears of every page of the scan.
         """
         expect = self.expect
         legacy_rows, requests = self.count_legacy_rows()
         tally = _Tally()
-        if legacy_rows and not expect.reads_legacy:
+        read_legacy = bool(legacy_rows and not expect.reads_legacy)
+        shard_count = expect.shard_count
+        shard_keys = list(keys.all_shard_gsi4pks(shard_count))
+        reads = _ReadCounter(on_index_read, total=1 + int(read_legacy) + len(shard_keys))
+        reads.finished()  # the legacy key's COUNT
+        if read_legacy:
             # Only then is the legacy key read, and each row judged (anomalous or unexpected):
             # while a layout is legacy it holds every unmoved saga, and its COUNT is all the
             # dashboard needs.
-            tally.merge(self._read_partitions([keys.LEGACY_GSI4PK])[keys.LEGACY_GSI4PK])
-        shard_count = expect.shard_count
-        shard_keys = list(keys.all_shard_gsi4pks(shard_count))
-        per_key = self._read_partitions(shard_keys)
+            tally.merge(self._read_partitions([keys.LEGACY_GSI4PK], reads)[keys.LEGACY_GSI4PK])
+        per_key = self._read_partitions(shard_keys, reads)
         rows_per_shard = {}
         for number, gsi4pk in enumerate(shard_keys):
             rows_per_shard[number] = per_key[gsi4pk].rows
@@ -443,14 +465,21 @@ class DriftChecker:
         )
         if not scan_unindexed:
             return report
-        return self._with_scan(report, deadline)
+        return self._with_scan(report, deadline, on_scan_page)
 
-    def _read_partitions(self, partitions: list[str]) -> dict[str, _Tally]:
+    def _read_partitions(self, partitions: list[str], reads: _ReadCounter) -> dict[str, _Tally]:
         """Each partition's tally, read in parallel on a bounded pool (each worker holds one
-        page at a time); EnumerationError naming every partition that failed."""
+        page at a time); EnumerationError naming every partition that failed. `reads` counts
+        each partition read to its end."""
+
+        def tally_and_count(gsi4pk: str) -> _Tally:
+            tally = self._tally_partition(gsi4pk)
+            reads.finished()
+            return tally
+
         return read_partitions(
             partitions,
-            self._tally_partition,
+            tally_and_count,
             max_workers=self.max_workers,
             thread_name_prefix="drift-read",
             logger=log,
@@ -536,7 +565,9 @@ class DriftChecker:
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
 
-    def _with_scan(self, report: DriftReport, deadline: float | None) -> DriftReport:
+    def _with_scan(
+        self, report: DriftReport, deadline: float | None, on_page: PageListener | None
+    ) -> DriftReport:
         watched = {keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(report.shard_count)}
         unindexed = _Finding()
         stray = _Finding()
@@ -549,7 +580,7 @@ class DriftChecker:
             elif gsi4pk not in watched:
                 stray.add(item)
 
-        stats = self.scanner.scan_each(visit, deadline=deadline)
+        stats = self.scanner.scan_each(visit, deadline=deadline, on_page=on_page)
         return replace(
             report,
             unindexed_rows=unindexed.count,
@@ -565,6 +596,23 @@ class DriftChecker:
 _JUDGED_ATTRIBUTES = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
 # The wrong-now verdicts whose rows a report names.
 _NAMED = (Verdict.MISROUTED, Verdict.UNEXPECTED_LEGACY, Verdict.UNEXPECTED_SHARDED)
+
+
+class _ReadCounter:
+    """Counts the reads of one step and tells `listener` (if any), one call at a time."""
+
+    def __init__(self, listener: ReadsDone | None, *, total: int) -> None:
+        self._listener = listener
+        self._total = total
+        self._done = 0
+        self._lock = threading.Lock()
+
+    def finished(self) -> None:
+        if self._listener is None:
+            return
+        with self._lock:
+            self._done += 1
+            self._listener(self._done, self._total)
 
 
 class _Tally:

@@ -173,9 +173,14 @@ METRIC_CONTROL_RECORD_MISSING: Final = "ControlRecordMissing"
 CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
 
 # ---- the deployed stack ----------------------------------------------------------------------
-# CloudFormation names the stack's alarms "<stack>-<logicalId>-<suffix>": `saga-index status
+# The stack names its alarms "<stack>-<Name>" (infra/observability/alarms.py): `saga-index status
 # --alarms` lists the alarms whose names start with STACK_NAME + "-".
 STACK_NAME: Final = "RenewalSagaIndex"
+# The construct that builds every function (infra/stack.py): the functions' logical IDs start
+# with it (`FunctionsDriftGuard576FAF98`), which is how `saga-index preflight` tells them apart.
+FUNCTIONS_CONSTRUCT: Final = "Functions"
+# The stack output naming the table (`saga-index preflight` checks it against --table).
+OUTPUT_TABLE_NAME: Final = "TableName"
 
 # ---- the backfill's write cap ----------------------------------------------------------------
 # One partition serves at most 1,000 WCU/s and every re-stamp writes to a hot index partition

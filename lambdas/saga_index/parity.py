@@ -24,6 +24,9 @@ A snapshot records the results of the reads; a later run compares against it (th
 "identical to pre-migration"). A difference the base table explains (a saga opened, closed or
 moved since) is listed as `changed`, not as a mismatch; a row returned at the snapshot that is
 gone from the base table, or still there but not returned, is `missing`.
+
+A progress display may listen (`ParityVerifier.verify`'s `on_scan_page` and `on_read`); the
+listeners change nothing that is read or reported.
 """
 
 from __future__ import annotations
@@ -39,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 from saga_index import keys, names
 from saga_index.control.layout import StatePhase
 from saga_index.control.routing import Routing
-from saga_index.drift import Expectations
+from saga_index.drift import Expectations, ReadsDone
 from saga_index.dynamo.codec import deserialize
-from saga_index.dynamo.scan import SagaTableScanner, ScanOptions
+from saga_index.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
 from saga_index.dynamo.target import IndexTarget
 from saga_index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
 from saga_index.model import Phase
@@ -284,20 +287,31 @@ class ParityVerifier:
         sample: int = DEFAULT_SAMPLE,
         seed: int | None = None,
         snapshot: Snapshot | None = None,
+        on_scan_page: PageListener | None = None,
+        on_read: ReadsDone | None = None,
     ) -> ParityRun:
         """Compare the reads with the base table (and with `snapshot` when given, whose persons
-        are then the by-person sample). Raises EnumerationError when any read fails."""
+        are then the by-person sample). Raises EnumerationError when any read fails.
+
+        `on_scan_page` hears of every page of the base-table scan; `on_read` hears (0, reads
+        in all) when the repository's reads start, after the scan, and (reads done, reads in
+        all) after each (the re-check's repeated reads are not counted)."""
         if snapshot is not None:
             self._check_snapshot_matches(snapshot)
-        state = _State(truth={keys.table_key_of(i): i for i in self.scanner.scan().items})
+        scan = self.scanner.scan(on_page=on_scan_page)
+        state = _State(truth={keys.table_key_of(i): i for i in scan.items})
         persons = (
             snapshot.persons
             if snapshot is not None
             else sample_persons(state.truth.values(), sample, seed)
         )
         reads = [Read(CHECK_ALL), Read(CHECK_OPEN), *(Read(CHECK_PERSON, p) for p in persons)]
-        for read in reads:
+        if on_read is not None:
+            on_read(0, len(reads))
+        for done, read in enumerate(reads, start=1):
             state.results[read] = self._read(read)
+            if on_read is not None:
+                on_read(done, len(reads))
         findings = self._compare(state, reads)
         rechecked = resolved = 0
         if findings:

@@ -8,10 +8,13 @@ Where rows move is the record's (docs/control-contract.md): forward while it say
 Locally (the default) the same worker code as the deployed Lambda runs here, one thread per
 segment, with a progress bar on stderr: this process takes the record's lease (holder
 user@host/pid), heartbeats it every few seconds (which also applies the record's throttle and
-pause), and releases it with the run's completion, which `phase set` checks. With
---state-machine-arn the deployed state machine runs it (its plan step takes the lease for the
-execution) and this command follows the execution to its end. The cutover sequence around it
-is in docs/runbook.md.
+pause), and releases it with the run's completion, which `phase set` checks. With --deployed
+(the state machine named by the stack's outputs) or --state-machine-arn the deployed state
+machine runs it (its plan step takes the lease for the execution) and this command follows the
+execution to its end; --follow attaches to an execution already running, --stop stops one and
+releases its lease (saga_index_cli.backfill_follow). A dry run ends with its estimate of the real
+run (saga_index_cli.backfill_estimate); an exit 1 with the advice for its cause
+(saga_index_cli.backfill_advice). The cutover sequence around it is in docs/runbook.md.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 import click
 from botocore.exceptions import BotoCoreError, ClientError
+from click.core import ParameterSource
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -49,26 +53,46 @@ from saga_index.names import (
     INDEX_NAME,
     MAX_WRITES_PER_SECOND,
     MIN_WRITES_PER_SECOND,
+    STACK_NAME,
+)
+from saga_index_cli.backfill_advice import (
+    LEASE_LOST_ADVICE,
+    as_refusal,
+    local_failure_advice,
+    refusals_explained,
 )
 from saga_index_cli.backfill_control import pause_command, resume_command, throttle_command
-from saga_index_cli.backfill_follow import run_state_machine
+from saga_index_cli.backfill_estimate import estimate_dry_run, print_report
+from saga_index_cli.backfill_follow import (
+    EXECUTION_ARN,
+    STATE_MACHINE_ARN,
+    follow_execution,
+    run_state_machine,
+    running_execution,
+    state_machine_of,
+    stop_command,
+)
 from saga_index_cli.backfill_output import (
     EXIT_FAILED,
     RunProgress,
     exit_code,
-    print_summary,
     stop_on_signals,
 )
 from saga_index_cli.context import (
     CliContext,
     FiniteFloatRange,
+    endpoint_url_option,
     local_identity,
 )
+from saga_index_cli.stack import StackLookupError, read_outputs, state_machine_arn_from_outputs
 
 log = logging.getLogger("saga_index.cli.backfill")
 
-_STATE_MACHINE_ARN = re.compile(
-    r"arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}"
+# `--follow` / `--stop` given without a value: the state machine's one running execution.
+THE_RUNNING_EXECUTION = "<the running execution>"
+# CloudFormation's rule for a stack name, or a stack's ARN.
+_STACK_NAME = re.compile(
+    r"[A-Za-z][A-Za-z0-9-]{0,127}|arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:[0-9]{12}:stack/\S+"
 )
 
 
@@ -138,10 +162,11 @@ def _run_locally(
     cli: CliContext, request: BackfillRequest, as_json: bool, output: Path | None
 ) -> int:
     table = cli.require_table()
-    state = cli.read_state()
-    cli.require_overrides_agree(state)
-    # Refuse a direction the record's writers would undo before reading anything else.
-    move = Move.for_state(state, request.direction)
+    with refusals_explained():
+        state = cli.read_state()
+        cli.require_overrides_agree(state)
+        # Refuse a direction the record's writers would undo before reading anything else.
+        move = Move.for_state(state, request.direction)
     client = cli.client
     stop = threading.Event()
     total: int | None = None
@@ -153,24 +178,39 @@ def _run_locally(
             log.warning("could not count the rows to move (no ETA): %s", err)
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''}"
     progress = RunProgress(label=label, total=total, unit="rows")
-    outcome = backfill_locally(
-        client,
-        table,
-        request,
-        holder=local_holder(),
-        store=cli.control_store(),
-        clock=cli.hooks.clock,
-        poll_seconds=control_poll_seconds(cli.hooks.timing),
-        index_name=INDEX_NAME,
-        stop=stop,
-        on_start=lambda ticket, started: _announce(ticket, started, request),
-        on_progress=progress.show_totals,
-        while_running=_while_running(stop, progress),
-    )
-    return _finish_local(outcome, as_json, output)
+    started: list[bool] = []
+
+    def on_start(ticket: RunTicket, state: ControlState) -> None:
+        started.append(True)
+        _announce(ticket, state, request)
+
+    try:
+        outcome = backfill_locally(
+            client,
+            table,
+            request,
+            holder=local_holder(),
+            store=cli.control_store(),
+            clock=cli.hooks.clock,
+            poll_seconds=control_poll_seconds(cli.hooks.timing),
+            index_name=INDEX_NAME,
+            stop=stop,
+            on_start=on_start,
+            on_progress=progress.show_totals,
+            while_running=_while_running(stop, progress),
+        )
+    except Exception as err:
+        # Refused while taking the run (the lease, effectiveAt, the record): nothing written.
+        refused = None if started else as_refusal(err)
+        if refused is None:
+            raise
+        raise refused from err
+    return _finish_local(cli, outcome, as_json, output)
 
 
-def _finish_local(outcome: LocalBackfill, as_json: bool, output: Path | None) -> int:
+def _finish_local(
+    cli: CliContext, outcome: LocalBackfill, as_json: bool, output: Path | None
+) -> int:
     run, summary, ticket = outcome.run, outcome.summary, outcome.ticket
     extra: dict[str, Any] = {
         "failures": {str(k): v for k, v in run.failures.items()},
@@ -185,32 +225,58 @@ def _finish_local(outcome: LocalBackfill, as_json: bool, output: Path | None) ->
         extra["leaseLost"] = outcome.lease_lost
     if len(outcome.applied_caps) > 1:
         extra["appliedMaxWritesPerSecond"] = outcome.applied_caps
-    print_summary(summary, extra, as_json, output)
+    estimate = estimate_dry_run(cli, summary) if summary.complete else None
+    print_report(summary, extra, as_json, output, estimate)
     lost = outcome.lease_lost is not None
     code = exit_code(summary, failed=bool(run.failures) or run.interrupted or lost)
     if lost:
         click.echo(
-            f"saga-index: the backfill lost its lease and stopped: {outcome.lease_lost}. Nothing "
-            "is half-written and no completion was recorded; check `saga-index status`, then "
-            "run the backfill again if the record still calls for it",
+            f"saga-index: the backfill lost its lease and stopped: {outcome.lease_lost}; "
+            f"{LEASE_LOST_ADVICE}",
             err=True,
         )
     elif code == EXIT_FAILED:
+        failures = "; ".join(f"segment {n}: {why}" for n, why in sorted(run.failures.items()))
+        verification = summary.verification
         click.echo(
             "saga-index: backfill did not finish cleanly"
-            + (f" (failed segments: {sorted(run.failures)})" if run.failures else "")
+            + (f" ({failures})" if failures else "")
             + ("; interrupted" if run.interrupted else "")
-            + "; nothing is half-written: run the same command again, it converges",
+            + (
+                f"; verification FAILED: {verification.message}"
+                if verification is not None and not verification.ok
+                else ""
+            )
+            + f"; {local_failure_advice(run.failures, run.interrupted)}",
             err=True,
         )
     return code
 
 
 def _state_machine_arn(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not _STATE_MACHINE_ARN.fullmatch(value):
+    if value is not None and not STATE_MACHINE_ARN.fullmatch(value):
         raise click.BadParameter(
             f"{value!r} is not a state machine ARN "
             "(arn:aws:states:<region>:<account>:stateMachine:<name>)"
+        )
+    return value
+
+
+def _execution_arn(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    if value is None or value == THE_RUNNING_EXECUTION or EXECUTION_ARN.fullmatch(value):
+        return value
+    raise click.BadParameter(
+        f"{value!r} is not an execution ARN "
+        "(arn:aws:states:<region>:<account>:execution:<state machine>:<name>); give none to "
+        "take the state machine's one running execution"
+    )
+
+
+def _stack_name(_: click.Context, __: click.Parameter, value: str) -> str:
+    if not _STACK_NAME.fullmatch(value):
+        raise click.BadParameter(
+            f"{value!r} is not a CloudFormation stack name (a letter, then up to 127 letters, "
+            "digits and hyphens) or stack ARN"
         )
     return value
 
@@ -223,11 +289,106 @@ _json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
 )
 
+# The options that shape a run this command would start: meaningless with --follow or --stop.
+_RUN_OPTIONS = {
+    "direction": "--direction",
+    "segments": "--segments",
+    "max_writes_per_second": "--max-writes-per-second",
+    "dry_run": "--dry-run",
+    "deployed": "--deployed",
+}
+# The options that only apply when Step Functions is involved.
+_DEPLOYED_OPTIONS = {
+    "stack_name": "--stack-name",
+    "stepfunctions_endpoint_url": "--stepfunctions-endpoint-url",
+}
+
+
+def _given(ctx: click.Context, names: dict[str, str]) -> list[str]:
+    """The options of `names` given on the command line (not their defaults or environment)."""
+    return [
+        flag
+        for name, flag in names.items()
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ]
+
+
+def _check_modes(
+    ctx: click.Context,
+    *,
+    follow: str | None,
+    stop: str | None,
+    state_machine_arn: str | None,
+    deployed: bool,
+    output: Path | None,
+) -> None:
+    """Exit 2 for combinations that cannot mean one thing."""
+    if follow is not None and stop is not None:
+        raise click.UsageError(
+            "--follow and --stop cannot be combined: --follow attaches to an execution, "
+            "--stop stops one",
+            ctx=ctx,
+        )
+    mode = "--follow" if follow is not None else "--stop" if stop is not None else None
+    if mode is not None:
+        run_options = _given(ctx, _RUN_OPTIONS)
+        if run_options:
+            raise click.UsageError(
+                f"{mode} acts on an execution that already exists and starts no run: drop "
+                f"{', '.join(run_options)}",
+                ctx=ctx,
+            )
+    if stop is not None and output is not None:
+        raise click.UsageError(
+            "--output writes a run's report; --stop prints what it did (--json for JSON)", ctx=ctx
+        )
+    if mode is None and state_machine_arn is None and not deployed:
+        deployed_only = _given(ctx, _DEPLOYED_OPTIONS)
+        if deployed_only:
+            raise click.UsageError(
+                f"{', '.join(deployed_only)} only apply to a run in Step Functions: add "
+                "--deployed (or --state-machine-arn), --follow or --stop",
+                ctx=ctx,
+            )
+
+
+def _resolve_state_machine(cli: CliContext, state_machine_arn: str | None, stack_name: str) -> str:
+    """--state-machine-arn, else the stack's output BackfillStateMachineArn...."""
+    if state_machine_arn is not None:
+        return state_machine_arn
+    outputs = read_outputs(cli.aws_client("cloudformation"), stack_name)
+    arn = state_machine_arn_from_outputs(outputs, stack_name)
+    if not STATE_MACHINE_ARN.fullmatch(arn):
+        raise StackLookupError(
+            f"stack {stack_name!r} names {arn!r} as its backfill state machine, which is not a "
+            "state machine ARN: pass --state-machine-arn"
+        )
+    log.info("backfill state machine (stack %s): %s", stack_name, arn)
+    return arn
+
+
+def _execution(
+    cli: CliContext,
+    sfn: Any,
+    given: str,
+    state_machine_arn: str | None,
+    stack_name: str,
+) -> str:
+    """The execution --follow/--stop names, or the state machine's one running execution."""
+    if given != THE_RUNNING_EXECUTION:
+        if state_machine_arn is not None and state_machine_of(given) != state_machine_arn:
+            raise InvalidInputError(
+                f"execution {given} is not one of --state-machine-arn {state_machine_arn}"
+            )
+        return given
+    machine = _resolve_state_machine(cli, state_machine_arn, stack_name)
+    return running_execution(sfn, machine)
+
 
 @click.group("backfill", invoke_without_command=True)
 @click.option(
     "--direction",
-    type=click.Choice([d.value for d in BackfillDirection]),
+    type=click.Choice([d.value for d in BackfillDirection], case_sensitive=False),
     default=BackfillDirection.FORWARD.value,
     show_default=True,
     help="Must agree with the control record: forward while it says migrating (legacy -> "
@@ -250,7 +411,12 @@ _json_option = click.option(
     "partition (1,000 WCU/s at most, shared with production traffic). A runtime throttle in "
     "the record (`backfill throttle`) replaces it.",
 )
-@click.option("--dry-run", is_flag=True, help="Scan and count what would move; write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Scan and count what would move; write nothing. Estimates the real run: its time at "
+    "--max-writes-per-second and the WCU it takes from the legacy key (JSON: `estimate`).",
+)
 @_json_option
 @click.option(
     "--output",
@@ -260,10 +426,53 @@ _json_option = click.option(
     "code, read the report from the file.",
 )
 @click.option(
+    "--deployed",
+    is_flag=True,
+    help="Run it in the deployed state machine (found from the stack's outputs, see "
+    "--stack-name) and follow it to its end, instead of running here.",
+)
+@click.option(
     "--state-machine-arn",
     callback=_state_machine_arn,
-    help="Start the deployed backfill state machine and follow it to its end, instead of "
-    "running here. --table must name the deployed table (its record is checked first).",
+    help="The deployed backfill state machine, instead of looking it up in the stack: start "
+    "it and follow it to its end (or, with --follow/--stop, find its running execution). "
+    "--table must name the deployed table (its record is checked first).",
+)
+@click.option(
+    "--follow",
+    is_flag=False,
+    flag_value=THE_RUNNING_EXECUTION,
+    default=None,
+    metavar="[EXECUTION_ARN]",
+    callback=_execution_arn,
+    help="Attach to an execution of the state machine (without a value: its one running "
+    "execution) and follow it to its end, with the exit codes of a run. Ctrl-C detaches; the "
+    "execution goes on.",
+)
+@click.option(
+    "--stop",
+    is_flag=False,
+    flag_value=THE_RUNNING_EXECUTION,
+    default=None,
+    metavar="[EXECUTION_ARN]",
+    callback=_execution_arn,
+    help="Stop an execution of the state machine (without a value: its one running "
+    "execution) and release the backfill lease it holds. Exit 0 when done.",
+)
+@click.option(
+    "--stack-name",
+    default=STACK_NAME,
+    show_default=True,
+    callback=_stack_name,
+    help="The deployed stack whose outputs name the state machine (--deployed, --follow, "
+    "--stop without --state-machine-arn; needs cloudformation:DescribeStacks).",
+)
+@click.option(
+    "--stepfunctions-endpoint-url",
+    envvar="AWS_ENDPOINT_URL_SFN",
+    callback=endpoint_url_option,
+    help="Step Functions endpoint, an http(s) URL [env AWS_ENDPOINT_URL_SFN]. Never "
+    "--endpoint-url, which is DynamoDB's.",
 )
 @click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=2.0, hidden=True)
 @click.pass_context
@@ -275,35 +484,62 @@ def backfill_group(
     dry_run: bool,
     as_json: bool,
     output: Path | None,
+    deployed: bool,
     state_machine_arn: str | None,
+    follow: str | None,
+    stop: str | None,
+    stack_name: str,
+    stepfunctions_endpoint_url: str | None,
     poll_interval: float,
 ) -> None:
     """Re-stamp GSI4PK of every saga row the control record says must move (rate-capped,
-    resumable, one run at a time). Without a subcommand: run it.
+    resumable, one run at a time). Without a subcommand: run it, here (the default) or in the
+    deployed state machine (--deployed or --state-machine-arn); or follow (--follow) or stop
+    (--stop) a run in the state machine.
 
     \b
-    Exit codes of a run:
+    Exit codes of a run, and of --follow when the execution ends:
       0  complete and clean (verified: nothing with a usable personId left to move), and the
          completion recorded in the control record (what `phase set` checks)
-      3  complete, but anomaly rows (unusable personId) remain on their key: listed
-      1  failed, interrupted, not verified, or lost its lease: run the same command again, it
-         converges. Also refused before anything runs: the state is younger than its
-         effectiveAt (wait the seconds named), another run holds a live lease (named, with
-         its expiry), or the record is missing or unreadable
+      3  complete, but anomaly rows (unusable personId) remain on their key: listed, each
+         with its reason
+      1  failed, interrupted, not verified, or lost its lease; or refused before anything
+         ran: the state is younger than its effectiveAt, another run holds a live lease, or
+         the record is missing or unreadable. The message says what to do for its cause.
+         --follow/--stop: no execution running, or several (listed: pass one)
       2  bad usage or input, a --direction the record disagrees with, or a global
          --phase/--shards the record does not hold
 
     A dry run takes no lease and writes nothing, but its --direction must still agree with the
-    record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease. The
-    cutover and rollback sequences are in docs/runbook.md.
+    record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease (a run
+    this command started in Step Functions is stopped; --follow only detaches). The cutover
+    and rollback sequences are in docs/runbook.md.
     """
     if ctx.invoked_subcommand is not None:
         return
     cli = ctx.find_object(CliContext)
     assert cli is not None
+    _check_modes(
+        ctx,
+        follow=follow,
+        stop=stop,
+        state_machine_arn=state_machine_arn,
+        deployed=deployed,
+        output=output,
+    )
+    if follow is not None or stop is not None:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        if stop is not None:
+            execution = _execution(cli, sfn, stop, state_machine_arn, stack_name)
+            sys.exit(stop_command(cli, sfn, execution, as_json))
+        assert follow is not None
+        execution = _execution(cli, sfn, follow, state_machine_arn, stack_name)
+        sys.exit(follow_execution(cli, sfn, execution, as_json, output, poll_interval))
     request = _request(direction, segments, max_writes_per_second, dry_run)
-    if state_machine_arn:
-        code = run_state_machine(cli, request, state_machine_arn, as_json, output, poll_interval)
+    if state_machine_arn is not None or deployed:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        machine = _resolve_state_machine(cli, state_machine_arn, stack_name)
+        code = run_state_machine(cli, sfn, request, machine, as_json, output, poll_interval)
     else:
         code = _run_locally(cli, request, as_json, output)
     sys.exit(code)

@@ -1,5 +1,6 @@
 """What a `saga-index backfill` run shows its operator, wherever it runs: the progress bar (or
-log lines), the Ctrl-C/SIGTERM handling, the summary and JSON report, and the exit code."""
+log lines: the display is saga_index_cli.progress, shared with drift and verify), the
+Ctrl-C/SIGTERM handling, the summary and JSON report, and the exit code."""
 
 from __future__ import annotations
 
@@ -10,33 +11,20 @@ import os
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from saga_index.backfill.messages import BackfillSummary, SegmentCounts
 from saga_index_cli.context import emit
+from saga_index_cli.progress import LiveProgress
 
 log = logging.getLogger("saga_index.cli.backfill")
 
 EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
-# Non-terminal progress: one log line this often (a log file has no use for a redrawn bar).
-PROGRESS_LOG_SECONDS = 10.0
 
 
 def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
@@ -144,49 +132,20 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-class RunProgress:
-    """A live bar on a terminal (stderr), periodic log lines otherwise. Thread-safe."""
+class RunProgress(LiveProgress):
+    """The backfill's one step: rows (or segments) handled of the total, with what was scanned
+    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise."""
 
     def __init__(self, *, label: str, total: int | None, unit: str) -> None:
-        self.console = Console(stderr=True)
-        self.live = self.console.is_terminal
+        super().__init__(logger=log)
         self.label = label
         self.unit = unit
-        self.started = time.monotonic()
-        self._lock = threading.Lock()
-        self._last_log = self.started
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            disable=not self.live,
-        )
-        self._task: TaskID = self._progress.add_task(label, total=total, detail="")
-
-    def __enter__(self) -> RunProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._progress.stop()
+        self._step = self.step(label, total=total, unit=unit)
 
     def show_totals(self, totals: SegmentCounts) -> None:
         self.show(completed=totals.handled, scanned=totals.scanned, restamped=totals.restamped)
 
     def show(self, *, completed: int, scanned: int, restamped: int, extra: str = "") -> None:
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        detail = (
-            f"{self.unit} · scanned {scanned} · re-stamped {restamped} "
-            f"({restamped / elapsed:.1f}/s){extra}"
-        )
-        with self._lock:
-            self._progress.update(self._task, completed=completed, detail=detail)
-            now = time.monotonic()
-            if not self.live and now - self._last_log >= PROGRESS_LOG_SECONDS:
-                self._last_log = now
-                log.info("%s: %d %s", self.label, completed, detail)
+        elapsed = max(self._step.reading().elapsed, 1e-9)
+        detail = f"scanned {scanned} · re-stamped {restamped} ({restamped / elapsed:.1f}/s){extra}"
+        self._step.update(completed=completed, detail=detail)

@@ -4,6 +4,11 @@ Where reads come from: the control record (docs/control-contract.md), read once 
 with a strongly consistent GetItem. The global --phase/--shards are READ overrides: a read
 command with them sees what a reader in that phase (with that N) would see. Commands that write
 follow the record only, and refuse an override that disagrees with it (`require_overrides_agree`).
+
+Endpoints: --endpoint-url is DynamoDB's only (env AWS_ENDPOINT_URL_DYNAMODB). Every other
+service's client comes from `CliContext.aws_client`, with its own endpoint. botocore applies the
+global $AWS_ENDPOINT_URL to every client that has no endpoint of its own: the CLI validates it
+and warns once (`check_global_endpoint_env`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,7 +31,8 @@ import boto3
 import click
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
+from botocore.utils import ensure_boolean, is_valid_endpoint_url, is_valid_ipv6_endpoint_url
+from click.core import ParameterSource
 
 from saga_index.control.errors import ControlRecordUnavailableError
 from saga_index.control.layout import StatePhase, layouts_for_phase
@@ -34,7 +40,7 @@ from saga_index.control.routing import Routing, routing_for
 from saga_index.control.state import ControlState
 from saga_index.control.store import ControlStore
 from saga_index.control.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.dynamo.client import make_client
+from saga_index.dynamo.client import make_client, retry_config
 from saga_index.dynamo.codec import to_plain_json
 from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.names import DEFAULT_SHARD_COUNT
@@ -44,13 +50,28 @@ from saga_index.shard import validate_shard_count
 log = logging.getLogger("saga_index.cli")
 
 # STS answers in well under a second; an operator's shell without network must not wait long.
-_STS_CONFIG = Config(connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1})
+_STS_CONFIG = Config(
+    connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1, "mode": "standard"}
+)
 
 
 # DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
-# botocore reads it itself when no endpoint is passed (and raises ValueError on a bad one).
+# The envvar of --endpoint-url; botocore's own name for DynamoDB's endpoint.
 ENV_DYNAMODB_ENDPOINT = "AWS_ENDPOINT_URL_DYNAMODB"
+# botocore applies it to EVERY client without an endpoint of its own (and raises ValueError on a
+# bad one when the client is built), unless $AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true.
+ENV_GLOBAL_ENDPOINT = "AWS_ENDPOINT_URL"
+ENV_IGNORE_CONFIGURED_ENDPOINTS = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
+# botocore's service-specific variables of the services the CLI calls (its service ids).
+SERVICE_ENDPOINT_VARIABLES = (
+    ENV_DYNAMODB_ENDPOINT,
+    "AWS_ENDPOINT_URL_CLOUDWATCH",
+    "AWS_ENDPOINT_URL_SFN",
+    "AWS_ENDPOINT_URL_CLOUDFORMATION",
+    "AWS_ENDPOINT_URL_LAMBDA",
+    "AWS_ENDPOINT_URL_STS",
+)
 
 
 class OverrideDisagreesError(InvalidInputError):
@@ -101,25 +122,46 @@ def table_name_option(_: click.Context, __: click.Parameter, value: str | None) 
         raise click.BadParameter(str(err)) from None
 
 
-def endpoint_url_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
-    """click callback of every --...endpoint-url: an http(s) URL, or absent."""
+def endpoint_url_option(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    """click callback of every --...endpoint-url: an http(s) URL, or absent. A bad value read
+    from the option's environment variable is refused naming that variable."""
     if not value:
         return None
     try:
         return validate_endpoint_url(value)
     except InvalidInputError as err:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
+            raise click.BadParameter(f"${param.envvar}: {err}") from None
         raise click.BadParameter(str(err)) from None
 
 
-def check_dynamodb_endpoint_env() -> None:
-    """Without --endpoint-url, botocore uses $AWS_ENDPOINT_URL_DYNAMODB: refuse a bad one here
-    rather than as botocore's ValueError at the first request."""
-    value = os.environ.get(ENV_DYNAMODB_ENDPOINT)
-    if value:
-        try:
-            validate_endpoint_url(value)
-        except InvalidInputError as err:
-            raise InvalidInputError(f"{ENV_DYNAMODB_ENDPOINT}: {err}") from None
+def check_global_endpoint_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """$AWS_ENDPOINT_URL, which botocore applies to every client without an endpoint of its own
+    (CloudWatch, Step Functions, CloudFormation, Lambda and STS included; DynamoDB too without
+    --endpoint-url or $AWS_ENDPOINT_URL_DYNAMODB). None when unset or ignored
+    ($AWS_IGNORE_CONFIGURED_ENDPOINT_URLS true); else InvalidInputError naming it when it is not
+    an http(s) URL (botocore would raise ValueError building the first client), or one warning
+    that names the service-specific variables to use instead, and its value."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_GLOBAL_ENDPOINT)
+    if not value or ensure_boolean(env.get(ENV_IGNORE_CONFIGURED_ENDPOINTS, "false")):
+        return None
+    try:
+        validate_endpoint_url(value)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"${ENV_GLOBAL_ENDPOINT}: {err}") from None
+    log.warning(
+        "$%s=%s is set: botocore sends EVERY AWS service without an endpoint of its own there "
+        "(CloudWatch, Step Functions, CloudFormation, Lambda and STS included; DynamoDB too "
+        "without --endpoint-url). Prefer the service-specific variables: %s",
+        ENV_GLOBAL_ENDPOINT,
+        value,
+        ", ".join(SERVICE_ENDPOINT_VARIABLES),
+    )
+    return value
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -171,7 +213,7 @@ def caller_identity(cli: CliContext) -> str:
     if cli.endpoint_url:
         return local_identity()
     try:
-        sts = boto3.client("sts", region_name=cli.region, config=_STS_CONFIG)
+        sts = cli.aws_client("sts", config=_STS_CONFIG)
         return str(sts.get_caller_identity()["Arn"])
     except (BotoCoreError, ClientError, KeyError) as err:
         log.debug("no STS identity (%s): using $USER@host", err)
@@ -209,8 +251,27 @@ class CliContext:
             )
         return self.table
 
+    def aws_client(
+        self, service: str, *, endpoint_url: str | None = None, config: Config | None = None
+    ) -> Any:
+        """A client of another AWS service (CloudWatch, Step Functions, CloudFormation, ...).
+
+        Its endpoint is its own: `endpoint_url` (a command's --<service>-endpoint-url), else
+        botocore's resolution ($AWS_ENDPOINT_URL_<SERVICE>, then $AWS_ENDPOINT_URL, then AWS).
+        Never --endpoint-url, which is DynamoDB's only. `config` (timeouts, a shorter retry
+        policy) is merged over the --max-attempts retry policy.
+        """
+        base = retry_config(self.max_attempts)
+        return boto3.client(
+            service,
+            region_name=self.region,
+            endpoint_url=endpoint_url,
+            config=base if config is None else base.merge(config),
+        )
+
     @property
     def client(self) -> Any:
+        """The DynamoDB client: --endpoint-url (or $AWS_ENDPOINT_URL_DYNAMODB) when given."""
         if self._client is None:
             self._client = make_client(
                 region=self.region, endpoint_url=self.endpoint_url, max_attempts=self.max_attempts

@@ -2,6 +2,12 @@
 
 Each prints a human report (or, with --json, ONE JSON object) on stdout and exits 0 when the
 signal is clean and 1 when it is not; bad usage and unreadable snapshot files exit 2.
+
+`drift` and `verify` scan the whole base table at a capped rate (hours on a big table): they show
+their progress on stderr, never on stdout (saga_index_cli.progress: a live bar per step on a
+terminal, a log line every PROGRESS_LOG_SECONDS otherwise). The scan's ETA is measured against
+the table's ItemCount from DescribeTable, which DynamoDB updates about every six hours, so it is
+approximate; without an ItemCount the scan shows rows and rows/s and no ETA.
 """
 
 from __future__ import annotations
@@ -13,13 +19,12 @@ import random
 import tempfile
 from pathlib import Path
 
-import boto3
 import click
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index import keys, names
 from saga_index.drift import DriftChecker, DriftReport
-from saga_index.dynamo.client import retry_config
-from saga_index.dynamo.scan import ScanOptions
+from saga_index.dynamo.scan import PageRead, ScanOptions
 from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.parity import (
     DEFAULT_RECHECK_DELAY_SECONDS,
@@ -36,8 +41,10 @@ from saga_index_cli.context import (
     describe_routing,
     emit,
     endpoint_url_option,
+    is_table_missing,
     pass_cli,
 )
+from saga_index_cli.progress import LiveProgress, ProgressStep
 
 log = logging.getLogger("saga_index.cli")
 
@@ -58,6 +65,107 @@ _segments = click.option(
     help="Parallel Scan segments.",
 )
 _json = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+
+
+# ---- progress of the scans --------------------------------------------------------------------
+
+
+def table_item_count(cli: CliContext, table: str) -> int | None:
+    """The table's ItemCount (DescribeTable): the base-table scan's total for an ETA.
+
+    Approximate: DynamoDB updates it about every six hours. None (no ETA) when DynamoDB reports
+    no count or 0, or refuses the call (a warning says why); a missing table is raised, as the
+    command's own reads would meet it.
+    """
+    try:
+        count = cli.client.describe_table(TableName=table)["Table"].get("ItemCount")
+    except ClientError as err:
+        if is_table_missing(err):
+            raise
+        log.warning("no ETA for the base-table scan: DescribeTable of %r failed: %s", table, err)
+        return None
+    except BotoCoreError as err:
+        log.warning("no ETA for the base-table scan: DescribeTable of %r failed: %s", table, err)
+        return None
+    if not isinstance(count, int) or count <= 0:
+        log.info("no ETA for the base-table scan: DescribeTable reports no item count yet")
+        return None
+    log.info(
+        "the base-table scan's ETA is reckoned against the table's ItemCount, about %d items "
+        "(DescribeTable; DynamoDB updates it about every six hours, so the ETA is approximate)",
+        count,
+    )
+    return int(count)
+
+
+class ScanProgress:
+    """The base-table scan as a progress step: items DynamoDB examined (what ItemCount counts)
+    of the table's ItemCount, the saga rows among them and the read units spent. The step
+    starts at `begin()` (or the first page); the scanner calls it one page at a time."""
+
+    def __init__(self, display: LiveProgress, label: str, *, total: int | None, cap: float) -> None:
+        self._display = display
+        self._label = label
+        self._total = total
+        self._cap = cap
+        self._step: ProgressStep | None = None
+        self.scanned = 0
+        self.rows = 0
+        self.read_units = 0.0
+
+    def begin(self) -> ProgressStep:
+        if self._step is None:
+            self._step = self._display.step(
+                self._label, total=self._total, unit="rows", approximate=True
+            )
+        return self._step
+
+    def __call__(self, page: PageRead) -> None:
+        step = self.begin()
+        self.scanned += page.scanned
+        self.rows += page.rows
+        self.read_units += page.read_units
+        step.update(
+            completed=self.scanned,
+            detail=f"{self.rows:,} saga rows, {self.read_units:,.0f} RCU spent "
+            f"(cap {self._cap:g}/s)",
+        )
+
+    def finish(self) -> None:
+        if self._step is not None:
+            self._step.finish()
+
+
+class IndexReadsProgress:
+    """Drift's index reads (the legacy key's COUNT, then each partition) as a progress step."""
+
+    def __init__(self, display: LiveProgress, then: ScanProgress) -> None:
+        self._step = display.step("index reads", total=None, unit="partitions")
+        self._then = then
+
+    def __call__(self, done: int, total: int) -> None:
+        self._step.update(completed=done, total=total)
+        if done == total:
+            self._step.finish()
+            self._then.begin()
+
+
+class RepositoryReadsProgress:
+    """Verify's repository reads (all-sagas, open-sagas, one per sampled person) as a progress
+    step, started when the reads start (the scan before them then ends)."""
+
+    def __init__(self, display: LiveProgress, *, after: ScanProgress) -> None:
+        self._display = display
+        self._after = after
+        self._step: ProgressStep | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._step is None:
+            self._after.finish()
+            self._step = self._display.step("repository reads", total=total, unit="reads")
+        self._step.update(completed=done, total=total)
+        if done == total:
+            self._step.finish()
 
 
 # ---- drift ------------------------------------------------------------------------------------
@@ -95,6 +203,12 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     anomalousRows, unindexedRows, strayRows, rowsPerShard ({"<shard>": rows}), shardSkew
     (max / mean, 0 when no row is sharded), and up to 100 example rows per kind.
 
+    Progress goes to stderr (stdout stays the report): the index reads (partitions read), then
+    the scan (rows scanned, rows/s, an ETA); a live bar on a terminal, else a log line every
+    10 s. The ETA's total is the table's ItemCount (DescribeTable), which DynamoDB updates
+    about every six hours: approximate. Without one (no count yet, DescribeTable refused) the
+    scan shows rows and rows/s without an ETA.
+
     Exit 0 healthy in the state, 1 drift, 2 bad usage; a read that fails after retries also
     exits 1 with the error on stderr.
     """
@@ -104,7 +218,15 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
         checker = DriftChecker(cli.client, table, routing=cli.routing(), scan_options=options)
     else:
         checker = DriftChecker(cli.client, table, state=cli.read_state(), scan_options=options)
-    report = checker.check(scan_unindexed=True)
+    total = table_item_count(cli, table)
+    with LiveProgress() as display:
+        scan = ScanProgress(display, "base-table scan", total=total, cap=scan_rate)
+        report = checker.check(
+            scan_unindexed=True,
+            on_index_read=IndexReadsProgress(display, then=scan),
+            on_scan_page=scan,
+        )
+        scan.finish()
     if as_json:
         emit(report.to_dict())
     else:
@@ -217,6 +339,12 @@ def verify_command(
     --json prints one object with ok, missing, extra, misrouted, changed, counts, reads,
     persons, seed and recheck.
 
+    Progress goes to stderr (stdout stays the report): the scan (rows scanned, rows/s, an
+    ETA), then the repository's reads (reads done of all); a live bar on a terminal, else a
+    log line every 10 s. The ETA's total is the table's ItemCount (DescribeTable), which
+    DynamoDB updates about every six hours: approximate. Without one (no count yet,
+    DescribeTable refused) the scan shows rows and rows/s without an ETA.
+
     Exit 0 identical, 1 mismatch, 2 bad usage or an unreadable/unsuitable snapshot file.
     """
     cli: CliContext = ctx.find_object(CliContext)  # type: ignore[assignment]
@@ -249,7 +377,14 @@ def verify_command(
         ),
         recheck_delay_seconds=recheck_delay,
     )
-    run = verifier.verify(sample=sample, seed=seed, snapshot=snapshot)
+    total = table_item_count(cli, table)
+    with LiveProgress() as display:
+        scan = ScanProgress(display, "base-table scan (consistent)", total=total, cap=scan_rate)
+        scan.begin()
+        reads = RepositoryReadsProgress(display, after=scan)
+        run = verifier.verify(
+            sample=sample, seed=seed, snapshot=snapshot, on_scan_page=scan, on_read=reads
+        )
     written = None
     if snapshot_path is not None:
         _write_snapshot(snapshot_path, run.snapshot)
@@ -385,12 +520,7 @@ def watch_command(
     Exit 0 no throttle, 1 throttles; also 1 when CloudWatch holds no data at all for the index
     in the window (wrong table, index or region: the watch cannot vouch for anything).
     """
-    cloudwatch = boto3.client(
-        "cloudwatch",
-        region_name=cli.region,
-        endpoint_url=cloudwatch_endpoint_url or None,
-        config=retry_config(cli.max_attempts),
-    )
+    cloudwatch = cli.aws_client("cloudwatch", endpoint_url=cloudwatch_endpoint_url)
     report = read_throttle_window(cloudwatch, cli.require_table(), names.INDEX_NAME, days=days)
     if as_json:
         emit(report.to_dict())

@@ -6,11 +6,12 @@ http(s) URL: refused before any request, naming the value); 3 a precondition ref
 (`{"refused": true, "failed": [...]}` on stdout); 1 any other failure (a lost compare-and-set, a
 held lease, a missing table, a missing or unreadable record: the message says what to do).
 Commands may add their own codes, documented in their help. stdout carries only data; logs go to
-stderr.
+stderr. docs/cli.md: install, --version, shell completion, global options, endpoints.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import sys
 from typing import Any, TextIO
@@ -24,9 +25,10 @@ from saga_index.errors import InvalidInputError, SagaIndexError
 from saga_index.names import PHASE_NAMES
 from saga_index_cli.backfill import backfill_group
 from saga_index_cli.context import (
+    ENV_DYNAMODB_ENDPOINT,
     CliContext,
     CliHooks,
-    check_dynamodb_endpoint_env,
+    check_global_endpoint_env,
     emit,
     endpoint_url_option,
     is_table_missing,
@@ -35,20 +37,31 @@ from saga_index_cli.context import (
 )
 from saga_index_cli.drift import drift_command, verify_command, watch_command
 from saga_index_cli.phase import phase_group
+from saga_index_cli.preflight import preflight_command
 from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
 from saga_index_cli.status import status_command
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+PROG_NAME = "saga-index"
+# The distribution (pyproject.toml [project].name) whose installed version --version prints.
+DISTRIBUTION = "renewal-saga-index"
+
+
+def _version(_: click.Context) -> str:
+    try:
+        version = importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise click.ClickException(
+            f"no version: the distribution {DISTRIBUTION!r} is not installed (this runs from "
+            "a source tree); install it with `pipx install .` or `pip install .`"
+        ) from None
+    return f"{PROG_NAME}, version {version}"
 
 
 def _phase(_: click.Context, __: click.Parameter, value: str | None) -> StatePhase | None:
-    if value is None:
-        return None
-    # resharding names two shard counts: no single --shards can describe its readers.
-    if str(value).strip().lower() not in PHASE_NAMES:
-        raise click.BadParameter(f"phase must be one of {', '.join(PHASE_NAMES)}; got {value!r}")
-    return StatePhase.parse(value)
+    # click.Choice has already refused anything but PHASE_NAMES (any case).
+    return None if value is None else StatePhase.parse(value)
 
 
 class _StderrHandler(logging.StreamHandler[TextIO]):
@@ -81,6 +94,7 @@ class _Cli(click.Group):
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.custom_version_option(_version, help="Print `saga-index, version X` and exit.")
 @click.option(
     "--table",
     envvar="SAGA_TABLE_NAME",
@@ -89,19 +103,21 @@ class _Cli(click.Group):
 )
 @click.option(
     "--endpoint-url",
-    envvar="AWS_ENDPOINT_URL",
+    envvar=ENV_DYNAMODB_ENDPOINT,
     callback=endpoint_url_option,
-    help="DynamoDB endpoint, an http(s) URL, e.g. a local server [env AWS_ENDPOINT_URL].",
+    help="DynamoDB's endpoint only, an http(s) URL, e.g. a local server "
+    f"[env {ENV_DYNAMODB_ENDPOINT}]. Other services never use it (see docs/cli.md).",
 )
 @click.option("--region", envvar="AWS_REGION", help="AWS region [env AWS_REGION].")
 @click.option(
     "--phase",
-    metavar="PHASE",
+    # resharding names two shard counts: no single --shards can describe its readers.
+    type=click.Choice(PHASE_NAMES, case_sensitive=False),
     default=None,
     callback=_phase,
-    help="READ override: legacy | migrating | sharded | rolling-back. Reads (sagas, verify, "
-    "drift, shard) see what a reader in that phase would see. Default: the control record's "
-    "state. Commands that write refuse a --phase the record does not hold (exit 2).",
+    help="READ override: reads (sagas, verify, drift, shard) see what a reader in that phase "
+    "would see. Default: the control record's state. Commands that write refuse a --phase the "
+    "record does not hold (exit 2).",
 )
 @click.option(
     "--shards",
@@ -145,8 +161,7 @@ def cli(
     drift; every read follows it unless --phase/--shards override what is read.
     """
     _log_to_stderr(log_level)
-    if endpoint_url is None:
-        check_dynamodb_endpoint_env()
+    check_global_endpoint_env()
     ctx.obj = CliContext(
         table=table,
         endpoint_url=endpoint_url or None,
@@ -167,12 +182,13 @@ cli.add_command(backfill_group)
 cli.add_command(repair_anomaly_command)
 cli.add_command(phase_group)
 cli.add_command(status_command)
+cli.add_command(preflight_command)
 
 
 def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> None:
     """Run the CLI and map failures to the documented exit codes (`hooks`: tests, the demo)."""
     try:
-        code = cli.main(args=argv, prog_name="saga-index", standalone_mode=False, obj=hooks)
+        code = cli.main(args=argv, prog_name=PROG_NAME, standalone_mode=False, obj=hooks)
     except click.ClickException as err:  # UsageError / BadParameter carry exit code 2
         err.show()
         sys.exit(err.exit_code)

@@ -406,7 +406,11 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> StateP
 
 
 @phase_group.command("set")
-@click.argument("phase", metavar="PHASE", callback=_phase_argument)
+@click.argument(
+    "phase",
+    type=click.Choice([p.value for p in StatePhase], case_sensitive=False),
+    callback=_phase_argument,
+)
 @click.option("--reason", required=True, help="Why (recorded in the record and its history).")
 @click.option(
     "--shards",
@@ -460,7 +464,8 @@ def set_command(
     scan_rate: float,
     segments: int,
 ) -> None:
-    """Move the record to PHASE along an allowed edge (compare-and-set on its version).
+    """Move the record to the given phase along an allowed edge (compare-and-set on its
+    version).
 
     \b
       legacy        -> migrating      N = --shards (default 16)        never blocked

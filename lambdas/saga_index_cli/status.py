@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-import boto3
 import click
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -50,7 +49,9 @@ log = logging.getLogger("saga_index.cli")
 
 EXIT_OK, EXIT_MISSING = 0, 1
 # DescribeAlarms is one call per 100 alarms; a shell without AWS access must not hang on it.
-_CLOUDWATCH_CONFIG = Config(connect_timeout=3, read_timeout=5, retries={"total_max_attempts": 2})
+_CLOUDWATCH_CONFIG = Config(
+    connect_timeout=3, read_timeout=5, retries={"total_max_attempts": 2, "mode": "standard"}
+)
 _COUNT_WORKERS = 16
 
 
@@ -180,14 +181,14 @@ def alarm_states(cli: CliContext, prefix: str, endpoint_url: str | None) -> dict
     fails the command: no credentials, no network or a local table is reported, not raised."""
     out: dict[str, Any] = {"checked": False, "prefix": prefix}
     if cli.endpoint_url and not endpoint_url:
-        out["error"] = "skipped: DynamoDB is a local endpoint and no CloudWatch endpoint is given"
+        out["error"] = (
+            "skipped: DynamoDB has its own endpoint (--endpoint-url, a local server?) and "
+            "CloudWatch none (--cloudwatch-endpoint-url or $AWS_ENDPOINT_URL_CLOUDWATCH)"
+        )
         return out
     try:
-        cloudwatch = boto3.client(
-            "cloudwatch",
-            region_name=cli.region,
-            endpoint_url=endpoint_url,
-            config=_CLOUDWATCH_CONFIG,
+        cloudwatch = cli.aws_client(
+            "cloudwatch", endpoint_url=endpoint_url, config=_CLOUDWATCH_CONFIG
         )
         alarms: list[dict[str, Any]] = []
         for page in cloudwatch.get_paginator("describe_alarms").paginate(

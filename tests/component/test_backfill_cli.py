@@ -365,3 +365,105 @@ def test_given_a_row_left_behind_when_verified_then_exit_1(
     recorded = store(dynamo).read().last_backfill
     assert recorded is not None
     assert (recorded.complete, recorded.verified) == (True, False)
+
+
+# ---- issue 15: the dry run's estimate, anomaly reasons, advice, the Step Functions options ---
+
+
+def test_given_a_dry_run_then_its_report_estimates_time_and_legacy_key_capacity(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Given legacy sagas of about 1.5 KB each (put_saga's rows plus a payload)
+    seed(dynamo)
+    plant(dynamo, "migrating")
+    report = tmp_path / "dry.json"
+
+    # When the dry run goes at a cap of 10 writes/s
+    code, out, err = run(
+        capsys,
+        dynamo,
+        "backfill",
+        "--dry-run",
+        "--max-writes-per-second",
+        "10",
+        "--json",
+        "--output",
+        str(report),
+    )
+
+    # Then the estimate names the rows to move, the time at the cap and the legacy key's share
+    assert code == 3, err
+    estimate = json.loads(out)["estimate"]
+    assert estimate["rowsToMove"] == len(VALID)
+    assert estimate["seconds"] == pytest.approx(len(VALID) / 10)
+    assert estimate["legacyKey"] == "off"
+    assert estimate["sampledRows"] == len(VALID)  # fewer than the sample's 100 rows
+    per_row = estimate["legacyKeyWcuPerRow"]
+    assert per_row >= 1
+    assert estimate["legacyKeyWcuPerSecond"] == pytest.approx(10 * per_row)
+    assert estimate["legacyKeyShareOfPartitionLimit"] == pytest.approx(10 * per_row / 1000)
+    assert json.loads(report.read_text())["estimate"] == estimate
+    # and the text summary says the same
+    code, out, _ = run(capsys, dynamo, "backfill", "--dry-run", "--max-writes-per-second", "10")
+    assert f"rows to move     {len(VALID)}" in out
+    assert "forward: moves rows OFF the legacy key" in out
+    assert "WCU/s at the cap" in out
+
+
+def test_given_anomalies_when_backfilled_forward_then_every_key_carries_its_reason(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo)
+    plant(dynamo, "migrating")
+    code, out, _ = run(capsys, dynamo, "backfill", "--json", "--max-writes-per-second", "1000")
+    assert code == 3
+    keys_listed = json.loads(out)["anomalyKeys"]
+    assert sorted(k["PK"] for k in keys_listed) == sorted(f"RSAGA#{s}" for s in ANOMALIES)
+    assert all(set(k) == {"PK", "SK", "reason"} and k["reason"] for k in keys_listed)
+
+
+def test_given_another_runs_lease_then_the_refusal_says_how_to_see_and_stop_the_holder(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo, VALID[:2])
+    plant(dynamo, "migrating")
+    clock = Clock()
+    acquire_lease(store(dynamo), holder="bob@ci/77", token="bobs", direction="forward", clock=clock)
+    code, _, err = run(capsys, dynamo, "backfill", clock=clock)
+    assert code == 1
+    assert "nothing was written. `saga-index status` shows the holder" in err
+    assert "converges" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--follow", "--stop"], "--follow and --stop cannot be combined"),
+        (["--follow", "--segments", "8"], "--follow acts on an execution that already exists"),
+        (["--stop", "--dry-run"], "drop --dry-run"),
+        (["--follow", "--deployed"], "drop --deployed"),
+        (["--stop", "--output", "x.json"], "--output writes a run's report"),
+        (["--follow", "arn:aws:states:eu-west-1:1:execution:x:y"], "is not an execution ARN"),
+        (["--stack-name", "Other"], "--stack-name only apply to a run in Step Functions"),
+        (["--deployed", "--stack-name", "9bad"], "is not a CloudFormation stack name"),
+        (
+            [
+                "--follow",
+                "arn:aws:states:eu-west-1:123456789012:execution:Other:run-1",
+                "--state-machine-arn",
+                "arn:aws:states:eu-west-1:123456789012:stateMachine:Backfill",
+            ],
+            "is not one of --state-machine-arn",
+        ),
+    ],
+)
+def test_step_functions_options_that_cannot_mean_one_thing_are_refused(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], argv: list[str], problem: str
+) -> None:
+    plant(dynamo, "migrating")
+    before = dynamo.scan_all()
+    code, out, err = run(capsys, dynamo, "backfill", *argv)
+    assert code == 2, err
+    assert out == ""
+    assert problem in err
+    assert dynamo.scan_all() == before

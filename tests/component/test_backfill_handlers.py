@@ -104,6 +104,8 @@ def test_given_a_segment_when_the_worker_runs_then_it_returns_counts_and_publish
         0,
     )
     assert len(result["anomalyKeys"]) == len(ANOMALIES)
+    # the worker's output says why each one is an anomaly (forward too, not only rollback)
+    assert all(set(k) == {"PK", "SK", "reason"} and k["reason"] for k in result["anomalyKeys"])
     [blob] = emf(capsys)
     [directive] = blob["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "RenewalSagaIndex"

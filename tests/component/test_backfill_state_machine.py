@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import unquote
 
 # Before the handler modules are imported: Powertools reads these at import.
-os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "RenewalSagaIndex")
 
 import boto3
@@ -50,8 +49,10 @@ from saga_index.control.lease import acquire_lease
 from saga_index.control.state import BackfillDirection, ControlState
 from saga_index.control.store import ControlStore
 from saga_index.control.transitions import check_backfill
-from saga_index_cli import backfill_follow, backfill_output
+from saga_index_cli import backfill_output
+from saga_index_cli.backfill_advice import LEASE_LOST_ADVICE
 from saga_index_cli.backfill_follow import CHILD_READS_PER_POLL, ExecutionFollower
+from saga_index_cli.context import CliContext
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
@@ -190,7 +191,6 @@ def world(
                 environment[name] = value
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
         [(machine_id, machine)] = [
             (logical_id, r)
             for logical_id, r in resources.items()
@@ -851,11 +851,13 @@ def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_e
             sfn.cause = "The specified tolerated failure threshold was exceeded"
 
     sfn = FakeSfn(2, on_describe=advance)
-    real_client = boto3.client
+    real_client = CliContext.aws_client
     monkeypatch.setattr(
-        backfill_follow.boto3,
-        "client",
-        lambda service, **kw: sfn if service == "stepfunctions" else real_client(service, **kw),
+        CliContext,
+        "aws_client",
+        lambda cli, service, **kw: (
+            sfn if service == "stepfunctions" else real_client(cli, service, **kw)
+        ),
     )
 
     # When the CLI follows it
@@ -882,5 +884,264 @@ def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_e
     assert "alice@laptop/42" in summary["segmentCause"]
     assert "segment 1 FAILED" in err
     assert "LeaseLostError: the lease was taken over by alice@laptop/42" in err
+    # and the advice is the lost lease's: check the record before running again
+    assert err.rstrip().endswith(f"; {LEASE_LOST_ADVICE}")
+    assert "it converges" not in err
     # and the partial summary adds up the children's last worker results
     assert (summary["restamped"], summary["complete"]) == (5 + 7, False)
+
+
+# ---- issue 15: --follow, --stop, the stack's state machine, the estimate, the advice -------
+
+
+class FakeCloudFormation:
+    """The deployed stack's outputs (moto's CloudFormation cannot create this stack)."""
+
+    def __init__(self, outputs: dict[str, str]) -> None:
+        self.outputs = outputs
+        self.asked: list[str] = []
+
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:
+        self.asked.append(StackName)
+        listed = [{"OutputKey": k, "OutputValue": v} for k, v in self.outputs.items()]
+        return {"Stacks": [{"StackName": StackName, "Outputs": listed}]}
+
+
+def with_stack(monkeypatch: pytest.MonkeyPatch, world: StateMachineWorld) -> FakeCloudFormation:
+    cloudformation = FakeCloudFormation({"BackfillStateMachineArn9561ED01": world.arn})
+    real_client = CliContext.aws_client
+    monkeypatch.setattr(
+        CliContext,
+        "aws_client",
+        lambda cli, service, **kw: (
+            cloudformation if service == "cloudformation" else real_client(cli, service, **kw)
+        ),
+    )
+    return cloudformation
+
+
+def start_async(world: StateMachineWorld, execution_input: dict[str, Any]) -> str:
+    arn: str = world.sfn.start_execution(
+        stateMachineArn=world.arn,
+        name=f"test-{uuid.uuid4().hex[:12]}",
+        input=json.dumps(execution_input),
+    )["executionArn"]
+    return arn
+
+
+def gate(world: StateMachineWorld, handler: str) -> threading.Event:
+    """Hold every invocation of `handler` until the returned event is set (at most 20 s)."""
+    opened = threading.Event()
+    world.before_invoke[f"handlers.{handler}.handler"] = lambda: opened.wait(timeout=20)
+    return opened
+
+
+def test_given_a_running_execution_when_followed_without_an_arn_then_the_cli_attaches_to_it(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an execution started elsewhere (the console, a teammate), held at its plan step
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+    held = gate(world, "backfill_plan")
+    execution_arn = start_async(world, forward(segments=2))
+    # the plan step is released once the CLI shows progress: it attached while RUNNING
+    real_show = backfill_output.RunProgress.show
+
+    def show(progress: Any, **kw: Any) -> None:
+        held.set()
+        real_show(progress, **kw)
+
+    monkeypatch.setattr(backfill_output.RunProgress, "show", show)
+    cloudformation = with_stack(monkeypatch, world)
+
+    # When the operator follows "the" running execution, the state machine found in the stack
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--follow",
+        "--stack-name",
+        "RenewalSagaIndex",
+        "--json",
+        "--poll-interval",
+        "0.05",
+    )
+
+    # Then it followed that execution to its end, with a run's exit code and report
+    assert cloudformation.asked == ["RenewalSagaIndex"]
+    assert code == 3, err  # complete; the anomalies remain
+    [summary] = lines
+    assert (summary["executionArn"], summary["status"]) == (execution_arn, "SUCCEEDED")
+    assert summary["completionRecorded"] is True
+    assert summary["stateVersion"] == 1  # from the plan step's ticket
+    assert summary["restamped"] == len(VALID)
+    # and every anomaly key of the state machine's output carries its reason
+    assert sorted(k["PK"] for k in summary["anomalyKeys"]) == sorted(
+        f"RSAGA#{s}" for s in ANOMALIES
+    )
+    assert all(k["reason"] for k in summary["anomalyKeys"])
+
+
+def test_given_no_running_execution_when_followed_then_exit_1_saying_so(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(world.dynamo, "migrating")
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--follow",
+        "--state-machine-arn",
+        world.arn,
+    )
+    assert code == 1
+    assert lines == []
+    assert f"no backfill execution is running on {world.arn}" in err
+
+
+def test_given_two_running_executions_when_stopped_without_an_arn_then_exit_1_listing_them(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(world.dynamo, VALID[:2])
+    plant(world.dynamo, "migrating")
+    held = gate(world, "backfill_plan")
+    arns = [start_async(world, forward(dry_run=True, segments=1)) for _ in range(2)]
+    try:
+        code, lines, err = run_cli(
+            capsys,
+            "--table",
+            world.dynamo.table_name,
+            "backfill",
+            "--stop",
+            "--state-machine-arn",
+            world.arn,
+        )
+    finally:
+        held.set()
+        for arn in arns:
+            world.wait(arn)
+    assert code == 1
+    assert lines == []
+    assert "2 backfill executions are running" in err
+    assert "pass one of them" in err
+    for arn in arns:
+        assert arn in err
+
+
+def test_given_a_running_execution_when_stopped_then_it_is_aborted_and_its_lease_released(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an execution whose plan took the lease, its workers held back
+    seed(world.dynamo, VALID[:3])
+    plant(world.dynamo, "migrating")
+    held = gate(world, "backfill_worker")
+    execution_arn = start_async(world, forward(segments=1))
+    deadline = time.monotonic() + 20
+    while world.record().lease is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lease = world.record().lease
+    assert lease is not None
+    assert lease.holder == execution_arn
+    # (moto's interpreter keeps an execution RUNNING after StopExecution: the call is checked)
+    stops: list[dict[str, Any]] = []
+
+    def record_stop(params: dict[str, Any], **_: Any) -> None:
+        stops.append(params)
+
+    session = boto3.DEFAULT_SESSION
+    assert session is not None
+    session.events.register("provide-client-params.sfn.StopExecution", record_stop)
+
+    # When the operator stops it by its ARN
+    try:
+        code, lines, err = run_cli(
+            capsys,
+            "--table",
+            world.dynamo.table_name,
+            "backfill",
+            "--stop",
+            execution_arn,
+            "--json",
+        )
+    finally:
+        session.events.unregister("provide-client-params.sfn.StopExecution", record_stop)
+        held.set()
+
+    # Then it is stopped naming the operator, and the lease is free for the next run
+    assert code == 0, err
+    [outcome] = lines
+    assert outcome["executionArn"] == execution_arn
+    assert (outcome["statusBefore"], outcome["stopped"], outcome["leaseReleased"]) == (
+        "RUNNING",
+        True,
+        True,
+    )
+    [stop] = stops
+    assert (stop["executionArn"], stop["error"]) == (execution_arn, "StoppedByOperator")
+    assert stop["cause"].startswith(f"saga-index backfill stopped by {outcome['stoppedBy']}")
+    assert world.record().lease is None
+    # and once it ended, stopping it again stops nothing and releases nothing, still exit 0
+    world.wait(execution_arn)
+    code, lines, _ = run_cli(
+        capsys, "--table", world.dynamo.table_name, "backfill", "--stop", execution_arn, "--json"
+    )
+    assert code == 0
+    assert (lines[0]["stopped"], lines[0]["leaseReleased"]) == (False, False)
+
+
+def test_given_the_stack_when_a_deployed_dry_run_ends_then_its_report_carries_the_estimate(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+    with_stack(monkeypatch, world)
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--deployed",
+        "--dry-run",
+        "--max-writes-per-second",
+        "20",
+        "--json",
+        "--poll-interval",
+        "0.05",
+    )
+    assert code == 3, err
+    [summary] = lines
+    assert summary["status"] == "SUCCEEDED"
+    estimate = summary["estimate"]
+    assert (estimate["rowsToMove"], estimate["legacyKey"]) == (len(VALID), "off")
+    assert estimate["seconds"] == pytest.approx(len(VALID) / 20)
+    assert estimate["legacyKeyWcuPerSecond"] == pytest.approx(20 * estimate["legacyKeyWcuPerRow"])
+
+
+def test_given_a_plan_refused_in_step_functions_when_followed_then_the_advice_is_the_refusals(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an execution started beside another run's live lease: its plan step refuses
+    seed(world.dynamo, VALID[:3])
+    plant(world.dynamo, "migrating")
+    store = ControlStore(world.dynamo.new_client(), world.dynamo.table_name)
+    acquire_lease(store, holder="alice@laptop/4242", token="hers", direction="forward")
+    execution = world.start(forward())
+    assert execution["error"] == "LeaseHeldError"
+
+    code, lines, err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--follow",
+        execution["executionArn"],
+        "--json",
+    )
+
+    assert code == 1
+    assert lines[0]["status"] == "FAILED"
+    assert "execution FAILED: the plan step refused the run (LeaseHeldError)" in err
+    assert "`saga-index status` shows the holder" in err
+    assert "converges" not in err

@@ -61,26 +61,37 @@ def test_an_endpoint_url_that_is_not_an_http_url_exits_2_naming_it(
 
 
 @pytest.mark.usefixtures("no_requests")
-def test_an_endpoint_url_from_the_environment_is_validated_too(
+def test_the_global_endpoint_variable_is_validated_too_naming_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # botocore applies it to every client it builds, and would raise ValueError there.
     monkeypatch.setenv("AWS_ENDPOINT_URL", "notaurl")
-    code, _, err = run(capsys, "--table", "sagas", "phase", "show")
+    code, out, err = run(capsys, "--table", "sagas", "phase", "show")
     assert code == 2
-    assert "'notaurl'" in err
+    assert "$AWS_ENDPOINT_URL: 'notaurl'" in err
+    assert out == ""
 
 
 @pytest.mark.usefixtures("no_requests")
-def test_the_dynamodb_specific_endpoint_variable_is_validated_too(
+def test_the_dynamodb_endpoint_variable_is_validated_naming_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # boto3 honours it itself when no --endpoint-url is given, and would raise ValueError.
+    # The envvar of --endpoint-url: a bad value names the variable, not the option alone.
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "notaurl")
     code, _, err = run(capsys, "--table", "sagas", "phase", "show")
     assert code == 2
-    assert "AWS_ENDPOINT_URL_DYNAMODB" in err
-    assert "'notaurl'" in err
+    assert "$AWS_ENDPOINT_URL_DYNAMODB: 'notaurl'" in err
+
+
+@pytest.mark.usefixtures("no_requests")
+def test_the_cloudwatch_endpoint_variable_is_validated_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH", "notaurl")
+    code, _, err = run(capsys, "--table", "sagas", "status", "--alarms")
+    assert code == 2
+    assert "$AWS_ENDPOINT_URL_CLOUDWATCH: 'notaurl'" in err
 
 
 @pytest.mark.parametrize("command", [("watch",), ("status", "--alarms")])

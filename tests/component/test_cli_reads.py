@@ -48,7 +48,12 @@ def test_shard_prints_one_json_object_per_person(capsys: pytest.CaptureFixture[s
     [
         (["--shards", "12", "shard", "p"], "power of two"),
         (["--shards", "0", "shard", "p"], "power of two"),
-        (["--phase", "sideways", "shard", "p"], "phase must be one of"),
+        (
+            ["--phase", "sideways", "shard", "p"],
+            "'sideways' is not one of 'legacy', 'migrating', 'sharded', 'rolling-back'",
+        ),
+        # resharding names two shard counts: no reader's view fits one --shards.
+        (["--phase", "resharding", "shard", "p"], "'resharding' is not one of"),
         (["shard", ""], "personId must be a non-empty string"),
         (["shard", "x" * 1100], "too long"),
         (["shard"], "Missing argument"),

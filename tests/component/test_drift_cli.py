@@ -7,12 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
 from saga_index.control.executor import set_phase
 from saga_index.control.record import state_key
 from saga_index.control.store import ControlStore
 from saga_index.dynamo.codec import serialize
+from saga_index_cli import progress
+from saga_index_cli.context import CliContext
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, plant_drift
@@ -169,3 +172,113 @@ def test_a_deleted_record_is_drift_and_reads_every_layout_its_history_names(
     assert report["controlRecordMissing"] is True
     assert report["unexpectedLegacyRows"] == 0
     assert "STATE item is missing" in report["findings"][0]
+
+
+# ---- progress: stderr only ----------------------------------------------------------------
+
+
+@pytest.fixture
+def progress_logged_every_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The non-terminal display (whatever the shell running the tests is) with a log line at
+    every update instead of every 10 s."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")  # rich: stderr is not a terminal
+    monkeypatch.setattr(progress, "PROGRESS_LOG_SECONDS", 0.0)
+
+
+def test_progress_goes_to_stderr_and_stdout_is_the_json_report_alone(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], progress_logged_every_update: None
+) -> None:
+    # Given a table of saga rows and rows of other entities (the scan examines both)
+    for n in range(12):
+        dynamo.put_saga(f"s{n}", f"p-{n}", gsi4pk="shard")
+    for n in range(5):
+        dynamo.client.put_item(
+            TableName=dynamo.table_name,
+            Item=serialize({"PK": f"LEASE#{n}", "SK": "META", "entityType": "Lease"}),
+        )
+
+    # When drift runs with --json, stdout and stderr captured apart
+    code, out, err = run(
+        capsys,
+        "--table",
+        dynamo.table_name,
+        "--phase",
+        "sharded",
+        "--shards",
+        str(N),
+        "drift",
+        "--json",
+        "--segments",
+        "2",
+    )
+
+    # Then stdout is one JSON object and nothing else
+    assert code == 0
+    (line,) = out.splitlines()
+    report = json.loads(line)
+    assert report["scannedSagaRows"] == 12
+    for progress_text in ("rows/s", "ETA", "index reads", "base-table scan", "partitions"):
+        assert progress_text not in out
+    # and stderr has the progress: the index reads (the legacy COUNT and N shard keys), then
+    # the scan against the table's ItemCount (17 items: 12 sagas and 5 leases), to its end
+    assert f"index reads: 1 of {N + 1} partitions" in err
+    assert f"index reads: done, {N + 1} partitions in " in err
+    assert "base-table scan: " in err
+    assert " of ~17 rows (" in err
+    assert "rows/s" in err
+    assert "ETA " in err
+    assert "base-table scan: done, 17 rows in " in err
+    assert "12 saga rows" in err
+    assert "ItemCount, about 17 items (DescribeTable" in err
+
+
+def test_the_human_report_carries_no_progress_either(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], progress_logged_every_update: None
+) -> None:
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    code, out, err = run(capsys, "--table", dynamo.table_name, "--phase", "sharded", "drift")
+    assert code == 0
+    assert out.startswith("drift report: ")
+    assert "rows/s" not in out
+    assert "base-table scan" not in out
+    assert "base-table scan: done, 1 rows in " in err
+
+
+def test_without_an_item_count_the_scan_shows_rows_and_rate_but_no_eta(
+    dynamo: Backend,
+    capsys: pytest.CaptureFixture[str],
+    progress_logged_every_update: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given DescribeTable refused (the operator's role lacks dynamodb:DescribeTable)
+    real_client = CliContext.client
+
+    def refusing(cli: CliContext) -> Any:
+        client = real_client.fget(cli)  # type: ignore[attr-defined]
+        client.meta.events.register("before-call.dynamodb.DescribeTable", _access_denied)
+        return client
+
+    monkeypatch.setattr(CliContext, "client", property(refusing))
+    dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+
+    # When drift runs
+    code, out, err = run(
+        capsys, "--table", dynamo.table_name, "--phase", "sharded", "drift", "--json"
+    )
+
+    # Then it says why there is no ETA, and the scan still shows its rows and rate
+    assert code == 0
+    assert json.loads(out)["scannedSagaRows"] == 1
+    assert "no ETA for the base-table scan: DescribeTable" in err
+    assert "AccessDeniedException" in err
+    scan_lines = [line for line in err.splitlines() if "base-table scan: 1 rows, " in line]
+    assert scan_lines
+    assert all("rows/s" in line and "ETA" not in line for line in scan_lines)
+
+
+def _access_denied(**_: Any) -> tuple[Any, dict[str, Any]]:
+    error = {"Code": "AccessDeniedException", "Message": "not authorized: dynamodb:DescribeTable"}
+    return AWSResponse("", 400, {}, None), {
+        "Error": error,
+        "ResponseMetadata": {"HTTPStatusCode": 400},
+    }

@@ -64,7 +64,6 @@ def dynamo(
             "SAGA_INDEX_MAX_ATTEMPTS": "2",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
-            "POWERTOOLS_TRACE_DISABLED": "true",
             "DRIFT_SCAN_EVERY": "12",
             "DRIFT_GUARD_PERIOD_MINUTES": "5",
         }.items():

@@ -212,10 +212,19 @@ def test_a_move_that_is_not_allowed_exits_2_naming_the_allowed_moves(
     assert store.read().version == before
 
 
-def test_an_unknown_phase_exits_2(cli: Cli) -> None:
+def test_an_unknown_phase_exits_2_naming_the_allowed_values(cli: Cli) -> None:
     code, _, err = cli("phase", "set", "sideways", "--reason", "r")
     assert code == 2
-    assert "phase must be one of" in err
+    assert (
+        "'sideways' is not one of 'legacy', 'migrating', 'sharded', 'rolling-back', "
+        "'resharding'" in err
+    )
+
+
+def test_the_phase_argument_is_case_insensitive(cli: Cli, store: ControlStore) -> None:
+    code, _, err = cli("phase", "set", "MIGRATING", "--reason", "r")
+    assert code == 0, err
+    assert store.read().phase.value == "migrating"
 
 
 def test_a_shards_that_disagrees_with_the_record_exits_2(cli: Cli) -> None:

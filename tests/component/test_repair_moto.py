@@ -128,7 +128,10 @@ def test_given_a_repaired_row_when_backfilled_then_it_moves_to_its_shard(dynamo:
         direction=Direction.FORWARD, max_writes_per_second=1000.0, dry_run=False
     )
     first = backfill_locally(dynamo.client, dynamo.table_name, request, holder="test", clock=clock)
-    assert first.summary.anomaly_keys == [key("no-person")]
+    assert [{"PK": a["PK"], "SK": a["SK"]} for a in first.summary.anomaly_keys] == [
+        key("no-person")
+    ]
+    assert first.summary.anomaly_keys[0]["reason"].startswith("personId must be a string")
 
     # When it is repaired from the key the backfill reported, and the backfill runs again
     for anomaly in first.summary.anomaly_keys:

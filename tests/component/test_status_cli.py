@@ -233,6 +233,26 @@ def test_alarms_are_skipped_not_failed_against_a_local_table() -> None:
     doc = alarm_states(context, "RenewalSagaIndex-", None)
     assert doc["checked"] is False
     assert "skipped" in doc["error"]
+    assert "--cloudwatch-endpoint-url" in doc["error"]
+
+
+def test_alarms_are_read_from_cloudwatchs_own_endpoint_never_dynamodbs() -> None:
+    # Given DynamoDB on one local endpoint and CloudWatch on another that refuses connections
+    context = CliContext(
+        table="t",
+        endpoint_url="http://localhost:4567",
+        region="us-east-1",
+        phase_override=None,
+        shards_override=None,
+        max_attempts=1,
+    )
+    # When the alarms are read
+    doc = alarm_states(context, "RenewalSagaIndex-", "http://127.0.0.1:9")
+    # Then the request went to CloudWatch's endpoint (and its failure is reported, not raised)
+    assert doc["checked"] is False
+    assert "EndpointConnectionError" in doc["error"]
+    assert "127.0.0.1:9" in doc["error"]
+    assert "4567" not in doc["error"]
 
 
 def test_a_missing_record_is_shown_from_history_with_exit_1(

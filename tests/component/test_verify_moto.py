@@ -16,6 +16,7 @@ from saga_index.control.layout import Layout
 from saga_index.control.routing import Routing
 from saga_index.parity import ParityReport, ParityVerifier
 from saga_index.parity_snapshot import Snapshot
+from saga_index_cli import progress
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.drift_contract import N, put_raw, wrong_shard_of
@@ -458,3 +459,39 @@ def test_a_row_beyond_the_routings_shards_is_missing_and_says_why(dynamo: Backen
     report = verify_routed(dynamo, Routing.between(Layout.sharded(16)))
     assert {f.reason for f in report.missing} == {"under shard 20, outside the 16 shards read"}
     assert report.misrouted == ()
+
+
+# ---- progress: stderr only ----------------------------------------------------------------
+
+
+def test_cli_progress_goes_to_stderr_and_stdout_is_the_json_report_alone(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the non-terminal display (whatever runs the tests) logging at every update
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")  # rich: stderr is not a terminal
+    monkeypatch.setattr(progress, "PROGRESS_LOG_SECONDS", 0.0)
+    seed(dynamo, "shard")  # 12 saga rows of 6 persons
+
+    # When verify runs with --json, sampling 3 persons
+    code, out, err = run(
+        capsys, *cli(dynamo, "sharded", "--json", "--sample", "3", "--seed", "5", "--segments", "2")
+    )
+
+    # Then stdout is one JSON object and nothing else
+    assert code == 0
+    (line,) = out.splitlines()
+    report = json.loads(line)
+    assert (report["ok"], report["truthRows"]) == (True, 12)
+    for progress_text in ("rows/s", "ETA", "base-table scan", "repository reads"):
+        assert progress_text not in out
+    # and stderr has the scan against the table's ItemCount, then the reads (all-sagas,
+    # open-sagas and one per sampled person), each to its end
+    assert "base-table scan (consistent): " in err
+    assert " of ~12 rows (" in err
+    assert "rows/s" in err
+    assert "ETA " in err
+    assert "base-table scan (consistent): done, 12 rows in " in err
+    assert "repository reads: 0 of 5 reads (0.0 %)" in err
+    assert "repository reads: 5 of 5 reads (100.0 %)" in err
+    assert "repository reads: done, 5 reads in " in err
+    assert err.index("base-table scan (consistent): done") < err.index("repository reads: 0 of")

@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from saga_index import names
 from saga_index.watch import read_throttle_window
+from saga_index_cli.context import CliContext
 from saga_index_cli.main import main
 
 TABLE = "propflow-prod"
@@ -168,3 +169,60 @@ def test_every_page_of_get_metric_data_is_read(cloudwatch: Any) -> None:
     assert len(pages) == 2
     assert report.index_throttles["ReadThrottleEvents"] == 3
     assert report.index_activity["ConsumedReadCapacityUnits"] > 0
+
+
+# ---- which endpoint CloudWatch is read from ---------------------------------------------------
+
+
+@pytest.fixture
+def cloudwatch_endpoints(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The endpoint of every CloudWatch client the CLI makes (the real client, recorded)."""
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_CLOUDWATCH"):
+        monkeypatch.delenv(variable, raising=False)  # the shell's own must not decide
+    seen: list[str] = []
+    real = CliContext.aws_client
+
+    def recording(cli: CliContext, service: str, *, endpoint_url: str | None = None) -> Any:
+        client = real(cli, service, endpoint_url=endpoint_url)
+        if service == "cloudwatch":
+            seen.append(client.meta.endpoint_url)
+        return client
+
+    monkeypatch.setattr(CliContext, "aws_client", recording)
+    return seen
+
+
+def test_the_dynamodb_endpoint_url_is_not_cloudwatchs(
+    cloudwatch: Any, capsys: pytest.CaptureFixture[str], cloudwatch_endpoints: list[str]
+) -> None:
+    # Given a local DynamoDB endpoint (nothing listens there) and CloudWatch in AWS (moto)
+    active_index(cloudwatch)
+    # When watch runs with --endpoint-url
+    code, out, _ = run(capsys, "--endpoint-url", "http://127.0.0.1:9", "watch", "--json")
+    # Then CloudWatch is read at its own endpoint, not the DynamoDB one
+    assert code == 0
+    assert json.loads(out)["verdict"] == "none"
+    assert cloudwatch_endpoints == ["https://monitoring.us-east-1.amazonaws.com"]
+
+
+def test_cloudwatch_endpoint_url_comes_from_its_option_or_its_environment_variable(
+    cloudwatch: Any,
+    capsys: pytest.CaptureFixture[str],
+    cloudwatch_endpoints: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing listens on port 9: one attempt each, refused at once (exit 1)
+    code, _, err = run(
+        capsys,
+        "--max-attempts",
+        "1",
+        "watch",
+        "--cloudwatch-endpoint-url",
+        "http://127.0.0.1:9",
+    )
+    assert code == 1
+    assert "127.0.0.1:9" in err
+    monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH", "http://localhost:9")
+    code, _, _ = run(capsys, "--max-attempts", "1", "watch")
+    assert code == 1
+    assert cloudwatch_endpoints == ["http://127.0.0.1:9", "http://localhost:9"]

@@ -1,8 +1,10 @@
 """The synthesised alarms, pager topic, Contributor Insights, dashboard and drift-guard schedule.
 
-Each alarm is asserted by behaviour: its metric, threshold, missing-data treatment, and that it
-pages. Every alarm pages in every migration state: the drift guard publishes what is wrong NOW
-against the control record, so no alarm depends on the deploy.
+Each alarm is asserted by behaviour: its stable name, its metric, threshold, M of N,
+missing-data treatment, that it pages, and that its description tells the on-call engineer what
+to run first, which saved query to open and where the runbook section is. Every alarm pages in
+every migration state: the drift guard publishes what is wrong NOW against the control record,
+so no alarm depends on the deploy.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
 from infra.config import (
+    DEFAULT_RUNBOOK_BASE_URL,
+    MAX_RUNBOOK_BASE_URL_CHARS,
     ConfigError,
     PagerConfig,
     StackConfig,
     load_cdk_json_context,
     load_pager_config,
 )
+from infra.observability.alarms import MAX_DESCRIPTION_CHARS, Runbook, alarm_descriptions
 from infra.observability.pager import UNSUBSCRIBED_WARNING
+from infra.schedules import JOBS_BY_NAME
 from infra.stack import build_app
 from saga_index.names import INDEX_NAME
 from tests.infra.conftest import Synthesised, _synthesise, write_pager_config
@@ -40,6 +46,37 @@ GUARD_ALARMS: dict[str, tuple[int, int, int]] = {
     "UnindexedRows": (7200, 1, 1),  # two scan intervals of K=12 x 5 min
     "StrayRows": (7200, 1, 1),
 }
+# The guard metric each wrong-now alarm watches -> the alarm's stable name after "<stack>-".
+GUARD_ALARM_NAMES = {
+    "UnexpectedLegacyRows": "LegacyRows",  # the name issue 15 gives it
+    "UnexpectedShardedRows": "ShardedRows",
+    "MisroutedRows": "MisroutedRows",
+    "ControlRecordMissing": "ControlRecordMissing",
+    "UnindexedRows": "UnindexedRows",
+    "StrayRows": "StrayRows",
+}
+SCHEDULED_JOBS = (
+    "DriftGuard",
+    "WorkflowHealthSweep",
+    "RetryFailedPrepare",
+    "StuckSagaSweep",
+    "AgentMetricsSnapshot",
+)
+# Every alarm's name, exactly (docs/observability.md lists the same).
+ALARM_NAMES = {
+    *(f"RenewalSagaIndex-{name}" for name in GUARD_ALARM_NAMES.values()),
+    "RenewalSagaIndex-GsiThrottles",
+    *(f"RenewalSagaIndex-{job}Errors" for job in SCHEDULED_JOBS),
+    *(f"RenewalSagaIndex-{job}DeadLetters" for job in SCHEDULED_JOBS),
+    *(f"RenewalSagaIndex-{job}FailedInvocations" for job in SCHEDULED_JOBS),
+    "RenewalSagaIndex-BackfillExecutionsFailed",
+    "RenewalSagaIndex-BackfillExecutionsTimedOut",
+    "RenewalSagaIndex-BackfillExecutionsAborted",
+}
+RUNBOOK = f"{DEFAULT_RUNBOOK_BASE_URL}/observability.md"
+ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
+# The scheduled jobs' failure alarms: one datapoint per firing, the second failure of three pages.
+JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
 # 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
@@ -67,8 +104,12 @@ def subscribed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
 
 @pytest.fixture(scope="module")
 def org_topic_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
-    """The usual production set-up: the alarms publish to the organisation's paging topic."""
-    return _synthesise(tmp_path_factory.mktemp("cdk-org-topic"), {"alarmTopicArn": ORG_TOPIC_ARN})
+    """The usual production set-up: the alarms publish to the organisation's paging topic, and
+    (context runbookBaseUrl) link the organisation's copy of the on-call guide."""
+    return _synthesise(
+        tmp_path_factory.mktemp("cdk-org-topic"),
+        {"alarmTopicArn": ORG_TOPIC_ARN, "runbookBaseUrl": ORG_RUNBOOK_BASE_URL + "/"},
+    )
 
 
 def only(template: Template, resource_type: str, props: dict[str, Any] | None = None) -> str:
@@ -134,8 +175,17 @@ def test_each_wrong_now_guard_alarm_watches_its_metric_treats_missing_data_as_br
     assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (evaluations, datapoints)
     assert alarm["TreatMissingData"] == "breaching"
     pages(template, alarm)
-    anchor = metric.lower()
-    assert f"docs/observability.md#{anchor}" in alarm["AlarmDescription"]
+    assert alarm["AlarmName"] == f"RenewalSagaIndex-{GUARD_ALARM_NAMES[metric]}"
+    description = alarm["AlarmDescription"]
+    assert f"{RUNBOOK}#{metric.lower()}" in description
+    assert "Logs Insights saved query: RenewalSagaIndex/drift-guard/reports." in description
+    first = {
+        "UnindexedRows": "drift --json",  # only the base-table scan finds them
+        "StrayRows": "drift --json",
+        "ControlRecordMissing": "status",
+    }.get(metric, "status --drift")
+    # The table's real name (the committed tableName in both modes), global option first.
+    assert f"First run: `saga-index --table propflow-prod {first}`." in description
 
 
 @pytest.mark.parametrize("metric", RAW_COUNTS)
@@ -148,10 +198,17 @@ def test_the_raw_counts_page_nobody(template: Template, metric: str) -> None:
 def test_the_guard_functions_own_errors_page(template: Template) -> None:
     dimensions = [{"Name": "FunctionName", "Value": {"Ref": guard_function(template)}}]
     alarm = alarm_for(template, "Errors", dimensions)
+    assert alarm["AlarmName"] == "RenewalSagaIndex-DriftGuardErrors"
     assert alarm["Namespace"] == "AWS/Lambda"
     assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 0)
+    # One failed run that the next repairs does not page; two of three do.
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == JOB_M_OF_N
     assert alarm["TreatMissingData"] == "notBreaching"
     pages(template, alarm)
+    assert (
+        "Logs Insights saved query: RenewalSagaIndex/drift-guard/failures."
+        in (alarm["AlarmDescription"])
+    )
 
 
 SWEEP_HANDLERS = {
@@ -176,9 +233,20 @@ def test_a_failing_sweep_pages(template: Template) -> None:
         assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
         assert alarm["TreatMissingData"] == "notBreaching"
         pages(template, alarm)
+        # M of N over the job's own period: one datapoint per firing, so a 15-minute sweep's
+        # alarm needs two failed firings of three, not two failures in 15 minutes it cannot have.
+        assert alarm["Period"] == JOBS_BY_NAME[job].period_minutes * 60, job
+        assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == JOB_M_OF_N, job
+        pascal = "".join(part.title() for part in job.split("-"))
+        assert alarm["AlarmName"] == f"RenewalSagaIndex-{pascal}Errors"
+        description = alarm["AlarmDescription"]
+        assert f"Logs Insights saved query: RenewalSagaIndex/{job}/failures." in description
+        assert f"{RUNBOOK}#sweep-failures" in description
+        assert "First run: `saga-index --table " in description
+        assert " sagas open >/dev/null`" in description
 
 
-def test_every_schedules_dead_letter_queue_pages_when_it_holds_a_message(
+def test_every_schedules_dead_letter_queue_pages_on_arrivals_two_periods_of_three(
     template: Template,
 ) -> None:
     schedules = template.find_resources("AWS::Scheduler::Schedule")
@@ -186,17 +254,27 @@ def test_every_schedules_dead_letter_queue_pages_when_it_holds_a_message(
     for logical_id, schedule in schedules.items():
         dlq_arn = schedule["Properties"]["Target"]["DeadLetterConfig"]["Arn"]
         queue = dlq_arn["Fn::GetAtt"][0]
+        job = json.loads(schedule["Properties"]["Target"]["Input"])["job"]
         alarm = alarm_for(
             template,
-            "ApproximateNumberOfMessagesVisible",
+            "NumberOfMessagesSent",
             [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}],
         )
+        # Arrivals, not depth: the depth stays up until someone drains the queue, so M of N on
+        # it would page on the first message anyway.
         assert (alarm["Namespace"], alarm["Statistic"], alarm["Threshold"]) == (
             "AWS/SQS",
-            "Maximum",
+            "Sum",
             0,
         ), logical_id
+        assert alarm["Period"] == JOBS_BY_NAME[job].period_minutes * 60, job
+        assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == JOB_M_OF_N, job
+        assert alarm["TreatMissingData"] == "notBreaching"
         pages(template, alarm)
+        # The first command reads the queue the alarm watches (its URL resolved at deploy).
+        parts = alarm["AlarmDescription"]["Fn::Join"][1]
+        assert {"Ref": queue} in parts, job
+        assert "aws sqs receive-message --queue-url " in parts[parts.index({"Ref": queue}) - 1]
 
 
 def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
@@ -227,6 +305,121 @@ def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
     assert alarm["TreatMissingData"] == "notBreaching"
     pages(template, alarm)
+
+
+def test_every_alarm_has_its_stable_name(template: Template) -> None:
+    alarms = observability_alarms(template.find_resources(ALARM))
+    assert {a["Properties"]["AlarmName"] for a in alarms.values()} == ALARM_NAMES
+    # The construct IDs, and so the logical IDs, are the ones from before the names.
+    assert "ObservabilityUnexpectedLegacyRowsAlarm2FE6E466" in alarms
+    # `saga-index status --alarms` lists the alarms by this prefix.
+    assert all(name.startswith("RenewalSagaIndex-") for name in ALARM_NAMES)
+
+
+def description_texts(template: Template) -> dict[str, str]:
+    """Each alarm's description as CloudWatch will hold it, every deploy-time token (a queue
+    URL) replaced by the longest value it can take: https://sqs.<region>.amazonaws.com/
+    <account>/<queue name of at most 80 characters>."""
+    longest_queue_url = "https://sqs.ap-southeast-5.amazonaws.com/123456789012/" + "q" * 80
+    texts = {}
+    for alarm in observability_alarms(template.find_resources(ALARM)).values():
+        properties = alarm["Properties"]
+        description = properties["AlarmDescription"]
+        if isinstance(description, dict):
+            description = "".join(
+                part if isinstance(part, str) else longest_queue_url
+                for part in description["Fn::Join"][1]
+            )
+        texts[properties["AlarmName"]] = description
+    return texts
+
+
+def test_every_description_carries_the_full_runbook_url_a_command_and_fits_cloudwatch(
+    template: Template,
+) -> None:
+    texts = description_texts(template)
+    assert set(texts) == ALARM_NAMES
+    for name, text in texts.items():
+        assert len(text) <= MAX_DESCRIPTION_CHARS, name
+        assert f"Runbook: {RUNBOOK}#" in text, name
+        assert "First run: `" in text, name
+        assert "Logs Insights saved query: RenewalSagaIndex/" in text or (
+            "DeadLetters" in name and "No saved query" in text
+        ), name
+
+
+def test_the_descriptions_name_the_configured_runbook_and_the_real_table(
+    org_topic_synth: Synthesised,
+) -> None:
+    texts = description_texts(org_topic_synth.template)
+    for name, text in texts.items():
+        # The trailing slash given in context is dropped: no "//" before the page.
+        assert f"Runbook: {ORG_RUNBOOK_BASE_URL}/observability.md#" in text, name
+        assert DEFAULT_RUNBOOK_BASE_URL not in text, name
+    assert (
+        "First run: `saga-index --table propflow-prod status --drift`"
+        in (texts["RenewalSagaIndex-LegacyRows"])
+    )
+    assert (
+        "First run: `saga-index --table propflow-prod watch --days 1`"
+        in (texts["RenewalSagaIndex-GsiThrottles"])
+    )
+
+
+def test_every_description_fits_with_the_longest_runbook_url_and_table_name() -> None:
+    # Given the longest values the configuration accepts
+    runbook = Runbook("https://" + "d" * (MAX_RUNBOOK_BASE_URL_CHARS - 8), "t" * 255)
+    longest_queue_url = "https://sqs.ap-southeast-5.amazonaws.com/123456789012/" + "q" * 80
+    jobs = [job.name for job in JOBS_BY_NAME.values()]
+    # When every description is written
+    texts = alarm_descriptions(
+        runbook,
+        sweep_jobs=[job for job in jobs if job != "drift-guard"],
+        scheduled_jobs=jobs,
+        queue_url=lambda job, kind: longest_queue_url,
+    )
+    # Then each still fits CloudWatch's limit and names both
+    assert len(texts) == len(ALARM_NAMES)
+    for name, text in texts.items():
+        assert len(text) <= MAX_DESCRIPTION_CHARS, (name, len(text))
+        assert runbook.base_url + "/observability.md#" in text, name
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, DEFAULT_RUNBOOK_BASE_URL),
+        ("", DEFAULT_RUNBOOK_BASE_URL),
+        ("https://wiki.example.com/docs", "https://wiki.example.com/docs"),
+        ("https://wiki.example.com/docs/", "https://wiki.example.com/docs"),
+        ("https://git.example.com:8443/a/b-c/d_e", "https://git.example.com:8443/a/b-c/d_e"),
+    ],
+)
+def test_runbook_base_url_defaults_to_the_repositorys_docs_and_drops_a_trailing_slash(
+    value: Any, expected: str
+) -> None:
+    context = {**load_cdk_json_context(), "runbookBaseUrl": value}
+    assert StackConfig.from_context(context).runbook_base_url == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://wiki.example.com/docs",
+        "wiki.example.com/docs",
+        "https://",
+        "https://wiki.example.com/docs?page=1",
+        "https://wiki.example.com/docs#top",
+        "https://wiki.example.com//docs",
+        "https://wiki.example.com/my docs",
+        "https://wiki.example.com/" + "d" * MAX_RUNBOOK_BASE_URL_CHARS,
+        42,
+    ],
+)
+def test_a_bad_runbook_base_url_stops_synth_naming_the_key(value: Any) -> None:
+    with pytest.raises(ConfigError, match="runbookBaseUrl") as raised:
+        build_app(context_overrides={"runbookBaseUrl": value})
+    assert repr(value) in str(raised.value)
 
 
 def test_every_alarm_pages_through_the_one_pager_topic(template: Template) -> None:
@@ -469,7 +662,7 @@ def test_the_dashboard_shows_wrong_now_and_raw_drift_shards_throttles_backfill_a
 ) -> None:
     body = dashboard(owned_template)
     header = next(w for w in body["widgets"] if w["type"] == "text")["properties"]["markdown"]
-    assert "saga-index status" in header
+    assert "`saga-index --table propflow-prod status`" in header
     wrong_now = metric_lines(widget(body, "Wrong now"))
     assert {m["name"] for m in wrong_now} == set(GUARD_ALARMS)
     assert {m["service"] for m in wrong_now} == {"drift-guard"}
@@ -525,6 +718,34 @@ def test_the_dashboard_shows_wrong_now_and_raw_drift_shards_throttles_backfill_a
         assert all({"TableName", "IndexName"} <= set(m) for m in lines)
     alarms = widget(body, "Alarms")
     assert len(alarms["alarms"]) == ALARM_COUNT
+
+
+def test_the_dashboard_links_the_runbook_and_the_saved_queries(owned_template: Template) -> None:
+    (resource,) = owned_template.find_resources("AWS::CloudWatch::Dashboard").values()
+    parts = resource["Properties"]["DashboardBody"]["Fn::Join"][1]
+    # The Logs Insights console of the stack's own region (resolved at deploy).
+    at = parts.index({"Ref": "AWS::Region"})
+    assert parts[at - 1].endswith("(https://")
+    assert parts[at + 1] == ".console.aws.amazon.com/cloudwatch/home?region="
+    assert parts[at + 2] == {"Ref": "AWS::Region"}
+    assert parts[at + 3].startswith("#logsV2:logs-insights)")
+    widgets = dashboard(owned_template)["widgets"]
+    texts = [w["properties"]["markdown"] for w in widgets if w["type"] == "text"]
+    (links,) = [t for t in texts if "On-call guide" in t]
+    assert f"[observability.md]({RUNBOOK})" in links
+    saved = owned_template.find_resources("AWS::Logs::QueryDefinition")
+    assert saved
+    for query in saved.values():
+        assert f"`{query['Properties']['Name']}`" in links
+
+
+def test_the_dashboard_keeps_the_depth_of_every_scheduled_jobs_queue(
+    owned_template: Template,
+) -> None:
+    lines = metric_lines(widget(dashboard(owned_template), "Scheduled jobs' queues"))
+    assert {m["name"] for m in lines} == {"ApproximateNumberOfMessagesVisible"}
+    # A dead-letter queue and a failed-invocations queue per scheduled job.
+    assert len(lines) == 2 * len(SCHEDULED_JOBS)
 
 
 def test_in_import_mode_the_rows_per_shard_search_names_the_table(

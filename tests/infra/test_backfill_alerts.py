@@ -1,6 +1,8 @@
 """The backfill's state machine pages too: an execution that fails, times out or is aborted
 pages through its alarm, and the end of every execution reaches the pager topic as a readable
-line (an EventBridge rule on Step Functions' status-change events)."""
+line (an EventBridge rule on Step Functions' status-change events). Each alarm is named
+`RenewalSagaIndex-BackfillExecutions<Outcome>` and its description says what to run first, which
+saved query to open and where the runbook section is (context runbookBaseUrl)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from infra.config import DEFAULT_RUNBOOK_BASE_URL
 from tests.infra.conftest import Synthesised, _synthesise
 from tests.infra.template_tools import resources
 
 pytestmark = pytest.mark.infra
 
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
+ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index"
 STATUS_METRICS = ("ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted")
 FINAL_STATUSES = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
 
@@ -22,7 +26,8 @@ FINAL_STATUSES = ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
 @pytest.fixture(scope="module")
 def org_topic_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesised:
     return _synthesise(
-        tmp_path_factory.mktemp("cdk-org-topic-alerts"), {"alarmTopicArn": ORG_TOPIC_ARN}
+        tmp_path_factory.mktemp("cdk-org-topic-alerts"),
+        {"alarmTopicArn": ORG_TOPIC_ARN, "runbookBaseUrl": ORG_RUNBOOK_BASE_URL},
     )
 
 
@@ -71,7 +76,12 @@ def test_an_execution_that_ends_without_success_pages(
     assert alarm["TreatMissingData"] == "notBreaching"
     assert alarm["AlarmActions"] == [pager]
     assert alarm["OKActions"] == [pager]
-    assert "docs/observability.md#backfill-ended" in alarm["AlarmDescription"]
+    assert alarm["AlarmName"] == f"RenewalSagaIndex-Backfill{metric}"
+    description = alarm["AlarmDescription"]
+    runbook = ORG_RUNBOOK_BASE_URL if synth == "org_topic_synth" else DEFAULT_RUNBOOK_BASE_URL
+    assert f"Runbook: {runbook}/observability.md#backfill-ended" in description
+    assert "First run: `saga-index --table propflow-prod status`." in description
+    assert "Logs Insights saved query: RenewalSagaIndex/backfill/failed-steps." in description
 
 
 @pytest.mark.parametrize("synth", ["owned_synth", "import_mode_synth", "org_topic_synth"])

@@ -11,6 +11,7 @@ import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk.assertions import Template
 
+from infra.functions import OTEL_LAYER_WARNING
 from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
 from tests.infra.conftest import Synthesised
@@ -23,7 +24,7 @@ CFN_LINT_IGNORED = "W3005"
 
 # The report also carries construct annotations; this warning is the stack telling the truth
 # about the test fixtures (nobody subscribed to the pager), asserted in test_alarms_template.py.
-EXPECTED_WARNINGS = {f"Annotation::{UNSUBSCRIBED_WARNING}"}
+EXPECTED_WARNINGS = {f"Annotation::{UNSUBSCRIBED_WARNING}", f"Annotation::{OTEL_LAYER_WARNING}"}
 
 
 def _violations(outdir: Path) -> list[str]:

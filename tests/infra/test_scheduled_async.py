@@ -124,7 +124,9 @@ def test_given_each_failure_queue_then_it_is_its_own_encrypted_tls_only_and_reta
         } in policy["Statement"], job
 
 
-def test_given_each_failure_queue_then_a_message_in_it_pages(template: dict[str, Any]) -> None:
+def test_given_each_failure_queue_then_messages_arriving_in_two_periods_of_three_page(
+    template: dict[str, Any],
+) -> None:
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     topics = resources(template, "AWS::SNS::Topic")
     pager: Any = {"Ref": next(iter(topics))} if topics else None
@@ -136,17 +138,18 @@ def test_given_each_failure_queue_then_a_message_in_it_pages(template: dict[str,
             for a in alarms.values()
             if a["Properties"].get("Dimensions") == dimension
         ]
-        assert (alarm["Namespace"], alarm["MetricName"]) == (
-            "AWS/SQS",
-            "ApproximateNumberOfMessagesVisible",
-        ), job
-        assert (alarm["Statistic"], alarm["Period"]) == ("Maximum", 300), job
+        # Arrivals (Lambda's on-failure destination calls SendMessage), counted per period of
+        # the job's schedule; the second failed firing out of three pages (issue 15).
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "NumberOfMessagesSent"), job
+        period = JOBS_BY_NAME[job].period_minutes * 60
+        assert (alarm["Statistic"], alarm["Period"]) == ("Sum", period), job
+        assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (3, 2), job
         assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
         assert alarm["TreatMissingData"] == "notBreaching", job
         if pager is not None:
             assert alarm["AlarmActions"] == [pager], job
             assert alarm["OKActions"] == [pager], job
-        assert "docs/observability.md#sweep-failures" in alarm["AlarmDescription"], job
+        assert "docs/observability.md#sweep-failures" in str(render(alarm["AlarmDescription"])), job
 
 
 def test_given_each_failure_queue_then_the_config_waits_for_the_grant_to_send_to_it(

@@ -16,6 +16,8 @@ One module per idea:
   local      the threaded runner of every segment in this process, and the one local
              orchestration (lease, run, read back, release with the completion) the CLI and
              the demo call
+  estimate   what a run will cost before it runs: its time at the cap and its write capacity
+             on the legacy key, from the dry run's count and a sample of row sizes
   steps      the same run as the Step Functions state machine takes it: one function per
              state (plan, worker, verify), the one call of that state's Lambda handler
 

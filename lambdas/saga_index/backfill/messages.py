@@ -46,6 +46,10 @@ MAX_ANOMALY_KEYS = 100
 # key) stays below Step Functions' 256 KB state limit even at 1,000 segments. Past 400 segments
 # no keys travel (each is still logged by the worker that found it, and counted).
 ANOMALY_KEY_BUDGET = 400
+# Every anomaly key carries its row's reason, at most this long: the budget's 400 keys, each
+# under 300 bytes of JSON, stay inside the Map state's (tests/unit/test_backfill_estimate.py).
+ANOMALY_REASON = "reason"
+MAX_ANOMALY_REASON_CHARS = 150
 # The table's key schema (infra/table.py): the cursor is a key of this shape.
 TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
 
@@ -69,6 +73,17 @@ def cursor_of(raw: Mapping[str, Any]) -> Cursor:
 def plain_key(raw: Mapping[str, Any]) -> TableKey:
     """The table key of a row read in the wire shape, as plain strings (what reports carry)."""
     return {name: str(raw[name].get("S", raw[name])) for name in TABLE_KEY_ATTRIBUTES}
+
+
+def anomaly_key(raw: Mapping[str, Any], reason: str) -> TableKey:
+    """An anomaly row as the reports list it: its table key and why its personId is unusable
+    (keys.person_anomaly), in ASCII (other characters escaped) and cut to
+    MAX_ANOMALY_REASON_CHARS, so the keys stay within the state machine's budget however the
+    JSON is encoded (a reason may quote a GSI4SK of up to 1,024 bytes)."""
+    reason = reason.encode("ascii", "backslashreplace").decode("ascii")
+    if len(reason) > MAX_ANOMALY_REASON_CHARS:
+        reason = reason[: MAX_ANOMALY_REASON_CHARS - 3] + "..."
+    return {**plain_key(raw), ANOMALY_REASON: reason}
 
 
 def _check_cursor(value: Cursor | None) -> Cursor | None:

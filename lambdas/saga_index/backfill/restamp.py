@@ -7,7 +7,7 @@ What the backfill does to ONE row:
          differs from the one the TARGET layout gives their person (the layouts are the
          control record's: forward legacy -> sharded(N), rollback sharded(N) -> legacy)
   leave  when the target is sharded, rows whose personId is unusable (keys.person_anomaly): an
-         anomaly, reported by table key, never written (nothing guesses a shard for it;
+         anomaly, reported by table key and reason, never written (nothing guesses a shard for it;
          saga_index.repair fixes one). The legacy target gives everyone one key, so a rollback
          moves those rows too and lists them (table key and reason) as moved, not left behind
   write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK is
@@ -51,6 +51,7 @@ from saga_index.backfill.messages import (
     SegmentCounts,
     SegmentRequest,
     SegmentResult,
+    anomaly_key,
     cursor_of,
     plain_key,
 )
@@ -295,13 +296,11 @@ class _SegmentWorker:
         return True
 
     def _list_anomaly(self, raw: Mapping[str, Any], reason: str | None) -> None:
-        if len(self.result.anomaly_keys) >= self.request.anomaly_key_limit:
+        # Every listed row is an anomaly (keys.person_anomaly gave a reason): in every
+        # direction its key says why, so the operator can repair it from the report alone.
+        if reason is None or len(self.result.anomaly_keys) >= self.request.anomaly_key_limit:
             return
-        key = plain_key(raw)
-        if not self.move.target_needs_person and reason is not None:
-            # The forward direction's keys stay {PK, SK}; a moved anomaly says why it is one.
-            key["reason"] = reason
-        self.result.anomaly_keys.append(key)
+        self.result.anomaly_keys.append(anomaly_key(raw, reason))
 
     def _restamp(self, raw: Mapping[str, Any], target: str) -> bool:
         """The conditional write; True when it landed, False when its condition failed."""

@@ -6,7 +6,9 @@ every saga row (table key RSAGA#<id> / META); `scan_each` hands each saga row to
 page arrives and keeps none (a caller that only counts holds one page per segment, whatever the
 size of the table). Either completes or raises: a failed segment stops the others
 (EnumerationError), and a deadline that passes first is ScanIncompleteError; no partial result
-is ever returned as complete.
+is ever returned as complete. Both take an optional `on_page` listener that hears of every page
+as it is read (a `PageRead`: what DynamoDB examined, the saga rows among it, what it cost), for
+a progress display; it changes nothing the scan reads or returns.
 """
 
 from __future__ import annotations
@@ -117,6 +119,20 @@ class ScanOptions:
 
 
 @dataclass(frozen=True)
+class PageRead:
+    """One Scan page, as a progress display counts it."""
+
+    scanned: int  # items DynamoDB examined (ScannedCount): what DescribeTable's ItemCount counts
+    rows: int  # saga rows among them (handed to the visitor)
+    read_units: float  # what the page cost (ConsumedCapacity, or the estimate without it)
+
+
+# Hears of every page of a scan, one call at a time, on the worker thread of the page's
+# segment. It must not raise: its exception is not a read error and propagates out of the scan.
+PageListener = Callable[[PageRead], None]
+
+
+@dataclass(frozen=True)
 class ScanStats:
     """What a scan read and what it cost."""
 
@@ -165,12 +181,14 @@ class SagaTableScanner:
         self._clock = clock
         self._sleep = sleep
 
-    def scan(self, *, deadline: float | None = None) -> TableScan:
+    def scan(
+        self, *, deadline: float | None = None, on_page: PageListener | None = None
+    ) -> TableScan:
         """All saga rows, sorted by table key, or an error: EnumerationError naming the failed
         segments, or ScanIncompleteError when `deadline` (a value of the injected clock) passes
-        first."""
+        first. `on_page` hears of every page as it is read."""
         items: list[dict[str, Any]] = []
-        stats = self.scan_each(items.append, deadline=deadline)
+        stats = self.scan_each(items.append, deadline=deadline, on_page=on_page)
         items.sort(key=keys.table_key_of)
         return TableScan(
             items=items,
@@ -181,17 +199,23 @@ class SagaTableScanner:
         )
 
     def scan_each(
-        self, visit: Callable[[dict[str, Any]], None], *, deadline: float | None = None
+        self,
+        visit: Callable[[dict[str, Any]], None],
+        *,
+        deadline: float | None = None,
+        on_page: PageListener | None = None,
     ) -> ScanStats:
         """Hand every saga row (deserialised) to `visit`, one call at a time (calls never
         overlap, in no particular order), keeping none. Errors as `scan`'s; rows already
-        visited when one is raised are no result."""
+        visited when one is raised are no result. `on_page`, when given, hears of each page
+        after its rows were visited (calls never overlap either)."""
         options = self.options
         limiter = ReadRateLimiter(
             options.read_units_per_second, clock=self._clock, sleep=self._sleep
         )
         stop = threading.Event()
         visiting = threading.Lock()
+        listener = _Serialised(on_page) if on_page is not None else None
         total = options.segments
         started = self._clock()
         failures: dict[str, BaseException] = {}
@@ -200,7 +224,15 @@ class SagaTableScanner:
         with ThreadPoolExecutor(max_workers=total, thread_name_prefix="saga-scan") as pool:
             futures = {
                 n: pool.submit(
-                    self._scan_segment, n, limiter, stop, deadline, visit, visiting, reads[n]
+                    self._scan_segment,
+                    n,
+                    limiter,
+                    stop,
+                    deadline,
+                    visit,
+                    visiting,
+                    reads[n],
+                    listener,
                 )
                 for n in range(total)
             }
@@ -267,6 +299,7 @@ class SagaTableScanner:
         visit: Callable[[dict[str, Any]], None],
         visiting: threading.Lock,
         read: _SegmentRead,
+        listener: _Serialised | None = None,
     ) -> None:
         def before_each_page() -> None:
             if stop.is_set():
@@ -280,18 +313,36 @@ class SagaTableScanner:
         ):
             read.requests += 1
             raw_items = response.get("Items", [])
-            read.scanned_count += int(response.get("ScannedCount", len(raw_items)))
-            limiter.spend(_read_units(response, consistent=self.options.consistent_read))
+            scanned = int(response.get("ScannedCount", len(raw_items)))
+            read.scanned_count += scanned
+            units = _read_units(response, consistent=self.options.consistent_read)
+            limiter.spend(units)
+            rows = 0
             for raw in raw_items:
                 item = deserialize(raw)
                 if _is_saga_row(item):
                     read.rows += 1
+                    rows += 1
                     with visiting:
                         visit(item)
+            if listener is not None:
+                listener(PageRead(scanned=scanned, rows=rows, read_units=units))
 
 
 class _DeadlinePassed(Exception):
     pass
+
+
+class _Serialised:
+    """A page listener called by one segment at a time."""
+
+    def __init__(self, listener: PageListener) -> None:
+        self._listener = listener
+        self._lock = threading.Lock()
+
+    def __call__(self, page: PageRead) -> None:
+        with self._lock:
+            self._listener(page)
 
 
 @dataclass

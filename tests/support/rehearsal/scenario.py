@@ -85,7 +85,8 @@ class Rehearsal:
     invocations: dict[str, list[Invocation]] = field(default_factory=dict)
     probes: dict[str, dict[str, str | None]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
-    segments: list[dict[str, Any]] = field(default_factory=list)
+    # Datagrams sent to the X-Ray daemon's address (AWS_XRAY_DAEMON_ADDRESS).
+    segments: list[str] = field(default_factory=list)
     # The saga rows (the control record's items are not rows the backfill moves).
     rows_before: list[dict[str, Any]] = field(default_factory=list)
     rows_after: list[dict[str, Any]] = field(default_factory=list)

@@ -26,23 +26,26 @@ class World:
     events: Any
     sqs: Any
     queue_url: str
-    xray: socket.socket  # where the X-Ray SDK sends segments (AWS_XRAY_DAEMON_ADDRESS)
+    # The X-Ray daemon's address as Lambda gives it under active tracing
+    # (AWS_XRAY_DAEMON_ADDRESS): whatever a tracer in the process sends lands here.
+    xray: socket.socket
 
     @property
     def xray_port(self) -> int:
         return int(self.xray.getsockname()[1])
 
-    def drain_xray(self) -> list[dict[str, Any]]:
-        """Segment documents received so far (UDP datagrams: a JSON header line, then JSON)."""
-        documents: list[dict[str, Any]] = []
+    def drain_xray(self) -> list[str]:
+        """Every datagram received so far, as text (an X-Ray segment is a JSON header line and a
+        JSON document; ADOT's spans a JSON header line and base64 OTLP): unparsed, so whatever
+        arrived is shown as it came."""
+        received: list[str] = []
         self.xray.setblocking(False)
         while True:
             try:
                 datagram = self.xray.recv(65536)
             except BlockingIOError:
-                return documents
-            _, _, body = datagram.decode("utf-8").partition("\n")
-            documents.append(json.loads(body))
+                return received
+            received.append(datagram.decode("utf-8", errors="replace"))
 
     def drain_bus(self) -> list[dict[str, Any]]:
         received: list[dict[str, Any]] = []
@@ -61,7 +64,7 @@ class World:
 @contextmanager
 def moto_world(synth: Synth) -> Iterator[World]:
     """A moto server on loopback holding the stand-in table, bus, topic and queue, and a UDP
-    socket in place of the X-Ray daemon."""
+    socket in place of the X-Ray daemon (the code sends it nothing: it imports no tracer)."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -1,0 +1,170 @@
+"""What an operator should do after a backfill exits 1: advice by cause.
+
+A refused plan wrote nothing and a second try fails the same way until its cause is gone; a run
+that failed part-way (a segment, an interruption, a verification) is finished by running it
+again, which converges; a lost lease means the record moved on, so running it again may be
+wrong. The causes are named by their error type, which is also the error name a Step Functions
+execution fails with (the plan, worker and verify Lambdas raise them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+
+from saga_index.control.errors import (
+    ControlRecordInvalidError,
+    ControlRecordMissingError,
+    ControlRecordUnavailableError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
+from saga_index.errors import SagaIndexError
+from saga_index.names import BACKFILL_THROTTLED_ERROR
+
+CONVERGES = "nothing is half-written: run the backfill again, it converges"
+
+# A refused plan: nothing was written, and a retry meets the same refusal until its cause is
+# gone. What to do about each cause.
+REFUSAL_ADVICE: Mapping[str, str] = {
+    LeaseHeldError.__name__: (
+        "nothing was written. `saga-index status` shows the holder; let that run finish "
+        "(follow a Step Functions run with `saga-index backfill --follow`) or, if it must not "
+        "go on, stop it (`saga-index backfill --stop EXECUTION_ARN`; Ctrl-C for a local run). "
+        "A run that died leaves a lease that expires by itself at the time named"
+    ),
+    LeaseNotYetEffectiveError.__name__: (
+        "nothing was written. Start the same command again once that time has passed "
+        "(`saga-index phase show` says `effective: true`)"
+    ),
+    "LeaseDirectionError": (
+        "nothing was written. `saga-index phase show` names the phase: forward while "
+        "migrating, sharded or resharding, rollback while rolling-back; start the backfill with "
+        "that --direction"
+    ),
+    ControlRecordMissingError.__name__: (
+        "nothing was written. Restore the record with `saga-index phase restore`, check it with "
+        "`saga-index status`, then start the backfill again"
+    ),
+    ControlRecordUnavailableError.__name__: (
+        "nothing was written. Check --table, --region and your access with `saga-index status`, "
+        "then start the backfill again"
+    ),
+    ControlRecordInvalidError.__name__: (
+        "nothing was written. `saga-index phase show --history` shows the record's last good "
+        "versions; repair the record before starting the backfill again"
+    ),
+}
+
+LEASE_LOST_ADVICE = (
+    "what it re-stamped stays and nothing is half-written, but no completion was recorded. "
+    "Check `saga-index status` (the phase changed, an abort, `--stop`, or another run took "
+    "over after the lease expired), then run the backfill again only if the record still calls "
+    "for this direction"
+)
+THROTTLED_ADVICE = (
+    "DynamoDB kept throttling past the retries; nothing is half-written. Lower the cap "
+    "(`saga-index backfill throttle --max-writes-per-second R`) or wait for quieter traffic, "
+    "then run the backfill again: it converges"
+)
+VERIFICATION_ADVICE = (
+    "rows the run should have moved are still on the source key (named above): check that "
+    "every writer follows the record (`saga-index status`), then run the backfill again: it "
+    "converges"
+)
+TIMED_OUT_ADVICE = (
+    "the execution ran out of its time limit; what it re-stamped stays and nothing is "
+    "half-written. Run the backfill again: it picks up what is left (more --segments shorten "
+    "a run)"
+)
+ABORTED_ADVICE = (
+    "the execution was stopped (`saga-index backfill --stop`, Ctrl-C while following it, or "
+    "the console); what it re-stamped stays and nothing is half-written. Run the backfill "
+    "again to finish: it converges"
+)
+INTERRUPTED_ADVICE = (
+    "interrupted (Ctrl-C or SIGTERM): the lease is released and nothing is half-written. Run "
+    "the same command again to finish: it converges"
+)
+# The verify step's failure (infra/backfill.py VERIFICATION_FAILED_ERROR).
+VERIFICATION_FAILED_ERROR = "BackfillVerificationFailed"
+
+_RUN_FAILURE_ADVICE: Mapping[str, str] = {
+    LeaseLostError.__name__: LEASE_LOST_ADVICE,
+    BACKFILL_THROTTLED_ERROR: THROTTLED_ADVICE,
+    VERIFICATION_FAILED_ERROR: VERIFICATION_ADVICE,
+}
+
+
+class BackfillRefusedError(SagaIndexError):
+    """The backfill was refused before it wrote anything (exit 1); the message says why and
+    what to do."""
+
+
+def is_refusal(error: str | None) -> bool:
+    return error in REFUSAL_ADVICE
+
+
+def refusal_message(error: str, cause: str | None) -> str:
+    """A refused plan's message: the refusal, then what to do about it."""
+    return f"{cause or error}; {REFUSAL_ADVICE[error]}"
+
+
+def failure_advice(error: str | None) -> str:
+    """What to do after a run that failed with `error` (an error type name)."""
+    if error is None:
+        return CONVERGES
+    if error in REFUSAL_ADVICE:
+        return REFUSAL_ADVICE[error]
+    return _RUN_FAILURE_ADVICE.get(error, CONVERGES)
+
+
+def execution_advice(status: str, error: str | None, segment_error: str | None) -> str:
+    """What to do after a Step Functions execution that did not succeed. A failed segment fails
+    the parent with Step Functions' generic error: the segment's own decides."""
+    if status == "TIMED_OUT":
+        return TIMED_OUT_ADVICE
+    if status == "ABORTED":
+        return ABORTED_ADVICE
+    return failure_advice(segment_error or error)
+
+
+def local_failure_advice(failures: Mapping[int, str], interrupted: bool) -> str:
+    """What to do after a local run whose segments failed ("ErrorType: message" each) or that
+    was interrupted."""
+    errors = {failure.split(":", 1)[0] for failure in failures.values()}
+    if LeaseLostError.__name__ in errors:
+        return LEASE_LOST_ADVICE
+    if BACKFILL_THROTTLED_ERROR in errors:
+        return THROTTLED_ADVICE
+    if interrupted and not failures:
+        return INTERRUPTED_ADVICE
+    return CONVERGES
+
+
+_REFUSALS = (
+    LeaseHeldError,
+    LeaseNotYetEffectiveError,
+    ControlRecordMissingError,
+    ControlRecordUnavailableError,
+    ControlRecordInvalidError,
+)
+
+
+def as_refusal(err: BaseException) -> BackfillRefusedError | None:
+    """A refusal met before a run wrote anything, as BackfillRefusedError (its message, then
+    what to do about it); None for any other error."""
+    if not isinstance(err, _REFUSALS):
+        return None
+    return BackfillRefusedError(refusal_message(type(err).__name__, str(err)))
+
+
+@contextlib.contextmanager
+def refusals_explained() -> Iterator[None]:
+    """Around the steps before a run writes anything: a refusal raised there becomes
+    BackfillRefusedError."""
+    try:
+        yield
+    except _REFUSALS as err:
+        raise as_refusal(err) or err from err
