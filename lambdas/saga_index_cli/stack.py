@@ -52,21 +52,6 @@ class DeployedStack:
     def of_type(self, resource_type: str) -> list[StackResource]:
         return [r for r in self.resources if r.resource_type == resource_type]
 
-    def functions(self) -> dict[str, str]:
-        """Function construct name (`FunctionsDriftGuard`) -> deployed function name."""
-        return {r.construct_name: r.physical_id for r in self.of_type(FUNCTION_TYPE)}
-
-    def state_machine_arn(self) -> str:
-        """The backfill state machine's ARN: the stack's one state machine."""
-        machines = self.of_type(STATE_MACHINE_TYPE)
-        if len(machines) != 1:
-            found = ", ".join(m.logical_id for m in machines) or "none"
-            raise StackLookupError(
-                f"stack {self.name!r} should hold exactly one state machine, found {found}: "
-                "pass --state-machine-arn (the stack output BackfillStateMachineArn...)"
-            )
-        return machines[0].physical_id
-
 
 # CfnOutput keys are the construct path plus CDK's hash: `BackfillStateMachineArn9561ED01`.
 STATE_MACHINE_OUTPUT_PREFIX = "BackfillStateMachineArn"
@@ -84,13 +69,7 @@ def _lookup_error(stack_name: str, err: ClientError | BotoCoreError) -> StackLoo
 
 def read_outputs(cloudformation: Any, stack_name: str = STACK_NAME) -> dict[str, str]:
     """The stack's outputs, OutputKey -> OutputValue (DescribeStacks)."""
-    try:
-        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
-    except (ClientError, BotoCoreError) as err:
-        raise _lookup_error(stack_name, err) from err
-    if not stacks:
-        raise StackLookupError(f"stack {stack_name!r} was not found")
-    return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    return describe_stack(cloudformation, stack_name).outputs
 
 
 def state_machine_arn_from_outputs(outputs: dict[str, str], stack_name: str = STACK_NAME) -> str:
