@@ -10,6 +10,7 @@ so no alarm depends on the deploy.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -857,3 +858,26 @@ def test_template_on_disk_has_the_same_alarms(owned_synth: Synthesised) -> None:
     document = json.loads(Path(owned_synth.template_path).read_text())
     alarms = {k: r for k, r in document["Resources"].items() if r["Type"] == ALARM}
     assert len(observability_alarms(alarms)) == ALARM_COUNT
+
+
+def _github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces to
+    hyphens (`### Sweep failures` -> `sweep-failures`)."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_runbook_link_in_a_description_lands_on_a_heading_of_the_guide(
+    owned_template: Template,
+) -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
+    anchors = {
+        _github_anchor(line.lstrip("#"))
+        for line in guide.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    }
+    for name, text in description_texts(owned_template).items():
+        linked = re.findall(r"observability\.md#([\w-]+)", text)
+        assert linked, name
+        missing = [anchor for anchor in linked if anchor not in anchors]
+        assert not missing, f"{name} links #{missing} which is no heading of observability.md"
