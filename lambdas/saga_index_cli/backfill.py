@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -53,7 +52,6 @@ from saga_index.names import (
     INDEX_NAME,
     MAX_WRITES_PER_SECOND,
     MIN_WRITES_PER_SECOND,
-    STACK_NAME,
 )
 from saga_index_cli.backfill_advice import (
     LEASE_LOST_ADVICE,
@@ -81,19 +79,20 @@ from saga_index_cli.backfill_output import (
 from saga_index_cli.context import (
     CliContext,
     FiniteFloatRange,
-    endpoint_url_option,
     local_identity,
+    service_endpoint_option,
 )
-from saga_index_cli.stack import StackLookupError, read_outputs, state_machine_arn_from_outputs
+from saga_index_cli.stack import (
+    StackLookupError,
+    read_outputs,
+    stack_name_option,
+    state_machine_arn_from_outputs,
+)
 
 log = logging.getLogger("saga_index.cli.backfill")
 
 # `--follow` / `--stop` given without a value: the state machine's one running execution.
 THE_RUNNING_EXECUTION = "<the running execution>"
-# CloudFormation's rule for a stack name, or a stack's ARN.
-_STACK_NAME = re.compile(
-    r"[A-Za-z][A-Za-z0-9-]{0,127}|arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:[0-9]{12}:stack/\S+"
-)
 
 
 def _request(
@@ -270,15 +269,6 @@ def _execution_arn(_: click.Context, __: click.Parameter, value: str | None) -> 
         "(arn:aws:states:<region>:<account>:execution:<state machine>:<name>); give none to "
         "take the state machine's one running execution"
     )
-
-
-def _stack_name(_: click.Context, __: click.Parameter, value: str) -> str:
-    if not _STACK_NAME.fullmatch(value):
-        raise click.BadParameter(
-            f"{value!r} is not a CloudFormation stack name (a letter, then up to 127 letters, "
-            "digits and hyphens) or stack ARN"
-        )
-    return value
 
 
 def _output_path(_: click.Context, __: click.Parameter, value: str | None) -> Path | None:
@@ -459,21 +449,11 @@ def _execution(
     help="Stop an execution of the state machine (without a value: its one running "
     "execution) and release the backfill lease it holds. Exit 0 when done.",
 )
-@click.option(
-    "--stack-name",
-    default=STACK_NAME,
-    show_default=True,
-    callback=_stack_name,
-    help="The deployed stack whose outputs name the state machine (--deployed, --follow, "
-    "--stop without --state-machine-arn; needs cloudformation:DescribeStacks).",
+@stack_name_option(
+    "The deployed stack whose outputs name the state machine (--deployed, --follow, "
+    "--stop without --state-machine-arn; needs cloudformation:DescribeStacks)."
 )
-@click.option(
-    "--stepfunctions-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_SFN",
-    callback=endpoint_url_option,
-    help="Step Functions endpoint, an http(s) URL [env AWS_ENDPOINT_URL_SFN]. Never "
-    "--endpoint-url, which is DynamoDB's.",
-)
+@service_endpoint_option("stepfunctions", "SFN", "Step Functions")
 @click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=2.0, hidden=True)
 @click.pass_context
 def backfill_group(

@@ -138,6 +138,23 @@ def endpoint_url_option(
         raise click.BadParameter(str(err)) from None
 
 
+def service_endpoint_option(
+    service: str, env_suffix: str, label: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The `--<service>-endpoint-url` option of another AWS service than DynamoDB (its own
+    endpoint, never --endpoint-url), read from $AWS_ENDPOINT_URL_<env_suffix>, botocore's
+    service-specific variable, and validated like every endpoint."""
+    envvar = f"AWS_ENDPOINT_URL_{env_suffix}"
+    return click.option(
+        f"--{service}-endpoint-url",
+        envvar=envvar,
+        default=None,
+        callback=endpoint_url_option,
+        help=f"{label} endpoint, an http(s) URL, e.g. a local server [env {envvar}]. Never "
+        "--endpoint-url, which is DynamoDB's.",
+    )
+
+
 def check_global_endpoint_env(environ: Mapping[str, str] | None = None) -> str | None:
     """$AWS_ENDPOINT_URL, which botocore applies to every client without an endpoint of its own
     (CloudWatch, Step Functions, CloudFormation, Lambda and STS included; DynamoDB too without

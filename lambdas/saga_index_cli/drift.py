@@ -40,9 +40,9 @@ from saga_index_cli.context import (
     FiniteFloatRange,
     describe_routing,
     emit,
-    endpoint_url_option,
     is_table_missing,
     pass_cli,
+    service_endpoint_option,
 )
 from saga_index_cli.progress import LiveProgress, ProgressStep
 
@@ -499,13 +499,7 @@ def _print_parity(report: ParityReport, written: str | None) -> None:
     help="Length of the watch window, ending now.",
 )
 @_json
-@click.option(
-    "--cloudwatch-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_CLOUDWATCH",
-    default=None,
-    callback=endpoint_url_option,
-    help="CloudWatch endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDWATCH].",
-)
+@service_endpoint_option("cloudwatch", "CLOUDWATCH", "CloudWatch")
 @pass_cli
 def watch_command(
     cli: CliContext, days: int, as_json: bool, cloudwatch_endpoint_url: str | None

@@ -26,7 +26,6 @@ permission it needs; it never passes silently. Every check runs, whatever the ot
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import click
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index import names
-from saga_index_cli.context import CliContext, emit, endpoint_url_option, pass_cli
+from saga_index_cli.context import CliContext, emit, pass_cli, service_endpoint_option
 from saga_index_cli.stack import (
     FUNCTION_TYPE,
     STATE_MACHINE_OUTPUT_PREFIX,
@@ -47,6 +46,7 @@ from saga_index_cli.stack import (
     StackResource,
     describe_stack,
     read_stack,
+    stack_name_option,
     state_machine_arn_from_outputs,
 )
 
@@ -67,8 +67,6 @@ EXPECTED_SERVICES: tuple[str, ...] = (
     names.SERVICE_BACKFILL_VERIFY,
 )
 
-# CloudFormation's rule for a stack name; DescribeStacks also takes the stack's ARN (its ID).
-_STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}|arn:aws[a-z-]*:cloudformation:\S+:stack/\S+")
 # The stack statuses in which its resources are the last deploy's, complete.
 _SETTLED_STACK = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"})
 # DescribeTable statuses in which the table serves reads and writes.
@@ -728,45 +726,12 @@ def render(report: PreflightReport) -> str:
     return "\n".join(lines)
 
 
-def _stack_name_option(_: click.Context, __: click.Parameter, value: str) -> str:
-    if _STACK_NAME.fullmatch(value):
-        return value
-    raise click.BadParameter(
-        f"{value!r} is not a CloudFormation stack name: a letter, then up to 127 letters, "
-        "digits or hyphens (or the stack's ARN)"
-    )
-
-
 @click.command("preflight")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-@click.option(
-    "--stack-name",
-    default=names.STACK_NAME,
-    show_default=True,
-    callback=_stack_name_option,
-    help="The deployed CloudFormation stack (its name or ARN).",
-)
-@click.option(
-    "--cloudformation-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_CLOUDFORMATION",
-    default=None,
-    callback=endpoint_url_option,
-    help="CloudFormation endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDFORMATION].",
-)
-@click.option(
-    "--lambda-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_LAMBDA",
-    default=None,
-    callback=endpoint_url_option,
-    help="Lambda endpoint, e.g. a local server [env AWS_ENDPOINT_URL_LAMBDA].",
-)
-@click.option(
-    "--stepfunctions-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_SFN",
-    default=None,
-    callback=endpoint_url_option,
-    help="Step Functions endpoint, e.g. a local server [env AWS_ENDPOINT_URL_SFN].",
-)
+@stack_name_option("The deployed CloudFormation stack (its name or ARN).")
+@service_endpoint_option("cloudformation", "CLOUDFORMATION", "CloudFormation")
+@service_endpoint_option("lambda", "LAMBDA", "Lambda")
+@service_endpoint_option("stepfunctions", "SFN", "Step Functions")
 @pass_cli
 def preflight_command(
     cli: CliContext,

@@ -11,9 +11,11 @@ construct names (`FunctionsDriftGuard...`), so the CLI finds them by type and na
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import click
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.errors import SagaIndexError
@@ -21,6 +23,10 @@ from saga_index.names import STACK_NAME
 
 FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"
+# CloudFormation's rule for a stack name, or a stack's ARN (DescribeStacks takes either).
+_STACK_NAME = re.compile(
+    r"[A-Za-z][A-Za-z0-9-]{0,127}|arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:[0-9]{12}:stack/\S+"
+)
 # CDK's logical IDs end in an 8-hex-digit hash of the construct path.
 _HASH_SUFFIX = re.compile(r"[0-9A-F]{8}$")
 
@@ -129,4 +135,21 @@ def describe_stack(cloudformation: Any, stack_name: str = STACK_NAME) -> StackDe
         status=str(stack.get("StackStatus", "")),
         status_reason=stack.get("StackStatusReason"),
         outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+    )
+
+
+def _stack_name(_: click.Context, __: click.Parameter, value: str) -> str:
+    if not _STACK_NAME.fullmatch(value):
+        raise click.BadParameter(
+            f"{value!r} is not a CloudFormation stack name (a letter, then up to 127 letters, "
+            "digits and hyphens) or stack ARN"
+        )
+    return value
+
+
+def stack_name_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--stack-name` (default the stack this repository deploys), a name or ARN
+    CloudFormation accepts, else exit 2 naming it."""
+    return click.option(
+        "--stack-name", default=STACK_NAME, show_default=True, callback=_stack_name, help=help
     )

@@ -39,9 +39,9 @@ from saga_index.repository import count_partition
 from saga_index_cli.context import (
     CliContext,
     emit,
-    endpoint_url_option,
     pass_cli,
     record_shard_count,
+    service_endpoint_option,
 )
 from saga_index_cli.phase import layout_document, record_document
 
@@ -248,13 +248,7 @@ def alarm_states(cli: CliContext, prefix: str, endpoint_url: str | None) -> dict
     show_default=True,
     help="With --alarms: the alarm name prefix (CloudFormation names them <stack>-...).",
 )
-@click.option(
-    "--cloudwatch-endpoint-url",
-    envvar="AWS_ENDPOINT_URL_CLOUDWATCH",
-    default=None,
-    callback=endpoint_url_option,
-    help="CloudWatch endpoint, e.g. a local server [env AWS_ENDPOINT_URL_CLOUDWATCH].",
-)
+@service_endpoint_option("cloudwatch", "CLOUDWATCH", "CloudWatch")
 @pass_cli
 def status_command(
     cli: CliContext,
