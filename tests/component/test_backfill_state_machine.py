@@ -51,8 +51,8 @@ from saga_index.control.store import ControlStore
 from saga_index.control.transitions import check_backfill
 from saga_index_cli import backfill_output
 from saga_index_cli.backfill_advice import LEASE_LOST_ADVICE
-from saga_index_cli.backfill_follow import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.context import CliContext
+from saga_index_cli.execution_progress import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (

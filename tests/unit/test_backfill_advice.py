@@ -24,7 +24,8 @@ from saga_index_cli.backfill_advice import (
     execution_advice,
     local_failure_advice,
 )
-from saga_index_cli.backfill_follow import SegmentFailure, failure_message
+from saga_index_cli.backfill_follow import failure_message
+from saga_index_cli.execution_progress import SegmentFailure
 
 
 def test_a_held_lease_refusal_names_the_holder_and_says_how_to_see_and_stop_it() -> None:
