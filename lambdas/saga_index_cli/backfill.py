@@ -79,6 +79,7 @@ from saga_index_cli.backfill_output import (
 from saga_index_cli.context import (
     CliContext,
     FiniteFloatRange,
+    json_option,
     local_identity,
     service_endpoint_option,
 )
@@ -275,10 +276,6 @@ def _output_path(_: click.Context, __: click.Parameter, value: str | None) -> Pa
     return None if value is None else Path(value)
 
 
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
-)
-
 # The options that shape a run this command would start: meaningless with --follow or --stop.
 _RUN_OPTIONS = {
     "direction": "--direction",
@@ -407,7 +404,7 @@ def _execution(
     help="Scan and count what would move; write nothing. Estimates the real run: its time at "
     "--max-writes-per-second and the WCU it takes from the legacy key (JSON: `estimate`).",
 )
-@_json_option
+@json_option
 @click.option(
     "--output",
     metavar="FILE",

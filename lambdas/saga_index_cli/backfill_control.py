@@ -11,12 +11,9 @@ from saga_index.backfill.leasing import CONTROL_POLL_SECONDS
 from saga_index.control.lease import pause_backfill, resume_backfill, set_throttle
 from saga_index.control.state import ControlState
 from saga_index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
-from saga_index_cli.context import CliContext, FiniteFloatRange, emit, pass_cli
+from saga_index_cli.context import CliContext, FiniteFloatRange, emit, json_option, pass_cli
 from saga_index_cli.status import completion_document, lease_document
 
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
-)
 _reason_option = click.option(
     "--reason", default="", help="Why (recorded in the control record's event history)."
 )
@@ -63,7 +60,7 @@ def _control_change(
     help="The new cap over ALL segments, replacing the run's own --max-writes-per-second.",
 )
 @_reason_option
-@_json_option
+@json_option
 @pass_cli
 def throttle_command(
     cli: CliContext, max_writes_per_second: float, reason: str, as_json: bool
@@ -89,7 +86,7 @@ def throttle_command(
 
 @click.command("pause")
 @_reason_option
-@_json_option
+@json_option
 @pass_cli
 def pause_command(cli: CliContext, reason: str, as_json: bool) -> None:
     """Pause the backfill: its workers stop writing (they keep their lease) until resumed.
@@ -108,7 +105,7 @@ def pause_command(cli: CliContext, reason: str, as_json: bool) -> None:
 
 @click.command("resume")
 @_reason_option
-@_json_option
+@json_option
 @pass_cli
 def resume_command(cli: CliContext, reason: str, as_json: bool) -> None:
     """Resume a paused backfill.

@@ -417,6 +417,11 @@ def shards_option(_: click.Context, __: click.Parameter, value: int | None) -> i
 
 pass_cli = click.make_pass_decorator(CliContext)
 
+# Every command's --json: stdout then carries one JSON object, the same data as the human report.
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead."
+)
+
 
 def emit(obj: Any) -> None:
     """One JSON value per line on stdout: the data channel, nothing else goes there."""

@@ -1,4 +1,5 @@
-"""`saga-index drift`, `saga-index verify`, `saga-index watch`: ADR-0085's three "done" signals.
+"""`saga-index drift`, `saga-index verify`: two of ADR-0085's three "done" signals (the third,
+`watch`, is watch.py).
 
 Each prints a human report (or, with --json, ONE JSON object) on stdout and exits 0 when the
 signal is clean and 1 when it is not; bad usage and unreadable snapshot files exit 2.
@@ -34,15 +35,14 @@ from saga_index.parity import (
     ParityVerifier,
 )
 from saga_index.parity_snapshot import Snapshot
-from saga_index.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
 from saga_index_cli.context import (
     CliContext,
     FiniteFloatRange,
     describe_routing,
     emit,
     is_table_missing,
+    json_option,
     pass_cli,
-    service_endpoint_option,
 )
 from saga_index_cli.progress import LiveProgress, ProgressStep
 
@@ -64,7 +64,6 @@ _segments = click.option(
     show_default=True,
     help="Parallel Scan segments.",
 )
-_json = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 
 
 # ---- progress of the scans --------------------------------------------------------------------
@@ -172,7 +171,7 @@ class RepositoryReadsProgress:
 
 
 @click.command("drift")
-@_json
+@json_option
 @_scan_rate
 @_segments
 @pass_cli
@@ -287,7 +286,7 @@ def _print_drift(report: DriftReport) -> None:
     help="Persons whose by-person reads are compared (0: enumerations only).",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the person sample (reproducible).")
-@_json
+@json_option
 @click.option(
     "--snapshot",
     "snapshot_path",
@@ -484,70 +483,4 @@ def _print_parity(report: ParityReport, written: str | None) -> None:
     if written:
         lines.append(f"  snapshot written to {written}")
     lines.append("verdict: identical" if report.ok else "verdict: MISMATCH")
-    click.echo("\n".join(lines))
-
-
-# ---- watch ------------------------------------------------------------------------------------
-
-
-@click.command("watch")
-@click.option(
-    "--days",
-    type=click.IntRange(1, MAX_DAYS),
-    default=DEFAULT_DAYS,
-    show_default=True,
-    help="Length of the watch window, ending now.",
-)
-@_json
-@service_endpoint_option("cloudwatch", "CLOUDWATCH", "CloudWatch")
-@pass_cli
-def watch_command(
-    cli: CliContext, days: int, as_json: bool, cloudwatch_endpoint_url: str | None
-) -> None:
-    """Did the renewal-saga GSI throttle in the last --days days? (CloudWatch, hourly sums)
-
-    Reads the index's throttle metrics (Read/WriteThrottleEvents, the key-range, provisioned,
-    on-demand-maximum and account-limit throttle events; dimensions TableName +
-    GlobalSecondaryIndexName) and its consumed capacity. Table-level ThrottledRequests (no
-    index dimension) is shown as context only.
-
-    Exit 0 no throttle, 1 throttles; also 1 when CloudWatch holds no data at all for the index
-    in the window (wrong table, index or region: the watch cannot vouch for anything).
-    """
-    cloudwatch = cli.aws_client("cloudwatch", endpoint_url=cloudwatch_endpoint_url)
-    report = read_throttle_window(cloudwatch, cli.require_table(), names.INDEX_NAME, days=days)
-    if as_json:
-        emit(report.to_dict())
-    else:
-        _print_watch(report)
-    raise click.exceptions.Exit(EXIT_CLEAN if report.ok else EXIT_FOUND)
-
-
-def _print_watch(report: WatchReport) -> None:
-    summary = report.to_dict()
-    lines = [
-        f"GSI throttle watch: table {report.table_name}, index {report.index_name}, "
-        f"{summary['start']} .. {summary['end']}",
-        *(f"  {name}: {value}" for name, value in summary["indexThrottles"].items()),
-        *(f"  {name} (activity): {value}" for name, value in summary["indexActivity"].items()),
-        *(
-            f"  table ThrottledRequests {op} (context): {value}"
-            for op, value in summary["tableThrottledRequests"].items()
-        ),
-    ]
-    for hour in summary["throttleHours"]:
-        lines.append(f"  throttled: {hour['timestamp']} {hour['metric']} x{hour['events']}")
-    verdict = report.verdict
-    if verdict == "throttled":
-        lines.append(
-            f"verdict: THROTTLED ({summary['throttleEvents']} event(s), first "
-            f"{summary['firstThrottle']}, last {summary['lastThrottle']})"
-        )
-    elif verdict == "no-data":
-        lines.append(
-            "verdict: NO DATA: CloudWatch has no metric at all for this index in the window; "
-            "check --table, --region and the account"
-        )
-    else:
-        lines.append("verdict: none: no throttle of the index in the window")
     click.echo("\n".join(lines))

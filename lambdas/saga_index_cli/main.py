@@ -35,12 +35,13 @@ from saga_index_cli.context import (
     shards_option,
     table_name_option,
 )
-from saga_index_cli.drift import drift_command, verify_command, watch_command
+from saga_index_cli.drift import drift_command, verify_command
 from saga_index_cli.phase import phase_group
 from saga_index_cli.preflight import preflight_command
 from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
 from saga_index_cli.status import status_command
+from saga_index_cli.watch import watch_command
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 PROG_NAME = "saga-index"

@@ -55,7 +55,7 @@ from saga_index.model import Phase
 from saga_index.names import DEFAULT_SHARD_COUNT
 from saga_index.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE, ParityVerifier
 from saga_index.repository import count_partition
-from saga_index_cli.context import CliContext, describe_routing, emit, pass_cli
+from saga_index_cli.context import CliContext, describe_routing, emit, json_option, pass_cli
 
 EXIT_OK, EXIT_MISSING = 0, 1
 
@@ -64,8 +64,6 @@ CHECK_NO_SHARDED_ROWS = "no-sharded-rows"
 CHECK_NO_UNMOVED_ROWS = "no-unmoved-rows"
 CHECK_NO_MISROUTED_ROWS = "no-misrouted-rows"
 CHECK_PARITY = "parity"
-
-_json = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
 
 
 # ---- documents ---------------------------------------------------------------------------------
@@ -358,7 +356,7 @@ def phase_group() -> None:
 
 
 @phase_group.command("show")
-@_json
+@json_option
 @click.option("--history", is_flag=True, help="Also list every transition, oldest first.")
 @pass_cli
 def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
@@ -426,7 +424,7 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> StateP
     is_flag=True,
     help="Skip the checks of a completing move (recorded as checksForced in the history).",
 )
-@_json
+@json_option
 @click.option(
     "--sample",
     type=click.IntRange(0, 100_000),
@@ -575,7 +573,7 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
 
 
 @phase_group.command("restore")
-@_json
+@json_option
 @pass_cli
 def restore_command(cli: CliContext, as_json: bool) -> None:
     """Re-create a deleted STATE item from the newest history item (same version, layouts).

@@ -32,7 +32,7 @@ from typing import Any
 import click
 
 from saga_index import names
-from saga_index_cli.context import CliContext, emit, pass_cli, service_endpoint_option
+from saga_index_cli.context import CliContext, emit, json_option, pass_cli, service_endpoint_option
 from saga_index_cli.preflight_check import Check
 from saga_index_cli.preflight_stack import (
     StackReport,
@@ -134,7 +134,7 @@ def render(report: PreflightReport) -> str:
 
 
 @click.command("preflight")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@json_option
 @stack_name_option("The deployed CloudFormation stack (its name or ARN).")
 @service_endpoint_option("cloudformation", "CLOUDFORMATION", "CloudFormation")
 @service_endpoint_option("lambda", "LAMBDA", "Lambda")

@@ -39,6 +39,7 @@ from saga_index.repository import count_partition
 from saga_index_cli.context import (
     CliContext,
     emit,
+    json_option,
     pass_cli,
     record_shard_count,
     service_endpoint_option,
@@ -222,7 +223,7 @@ def alarm_states(cli: CliContext, prefix: str, endpoint_url: str | None) -> dict
 
 
 @click.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@json_option
 @click.option(
     "--counts/--no-counts",
     default=True,
