@@ -56,6 +56,7 @@ from typing import Any
 
 from bench.output import emit, num, progress, save
 from devkit.dynalite import REPO_ROOT
+from devkit.layer import DependencyDir, LayerBuildError, running_python
 
 NAME = "tracing"
 RUNS = 15
@@ -66,7 +67,6 @@ OPTION_DIRS = {"powertools-xray": "powertools-xray", "adot": "adot", "adot-fast-
 REQUIREMENTS_DIR = Path(__file__).resolve().parent / "tracing_requirements"
 BUILD_ROOT = REPO_ROOT / "build" / "bench-tracing"
 SHARED = ("runtime", "base")  # every option's import path, after its own directory
-STAMP_NAME = ".built"
 TIMEOUT_SECONDS = 60.0
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*==[A-Za-z0-9_.+!-]+")
 
@@ -191,57 +191,35 @@ def read_pins(path: Path) -> tuple[str, ...]:
     return tuple(pins)
 
 
-@dataclass(frozen=True)
-class Stack:
-    """One directory of pinned packages: build/bench-tracing/<name>, from <name>.txt."""
+def stack_dir(name: str, build_root: Path) -> DependencyDir:
+    """One directory of pinned packages, build/bench-tracing/<name>/python, from <name>.txt:
+    installed exactly as pinned (every transitive package is in the file), for the running
+    interpreter, rebuilt only when the interpreter or the pins change (devkit.layer's stamp)."""
+    return DependencyDir(
+        name=f"tracing stack {name}",
+        root=build_root / name / "python",
+        requirements=read_pins(REQUIREMENTS_DIR / f"{name}.txt"),
+        python=running_python(),
+        constraints=None,
+        resolve_dependencies=False,
+    )
 
-    name: str
-    root: Path
 
-    @property
-    def requirements(self) -> Path:
-        return REQUIREMENTS_DIR / f"{self.name}.txt"
-
-    def _stamp_text(self) -> str:
-        version = platform.python_version()
-        return "\n".join((f"python {version}", *read_pins(self.requirements))) + "\n"
-
-    def ensure(self) -> Path:
-        """The directory, (re)built with pip when missing or when its pins changed."""
-        stamp = self.root / STAMP_NAME
-        if stamp.exists() and stamp.read_text(encoding="utf-8") == self._stamp_text():
-            return self.root
-        progress(f"tracing: installing {self.requirements.name} into {self.root}")
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.root.mkdir(parents=True)
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(self.root),
-            *read_pins(self.requirements),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            shutil.rmtree(self.root, ignore_errors=True)
-            raise TracingBenchError(
-                f"pip failed (exit {done.returncode}): {' '.join(command)}\n{done.stderr}"
-            )
-        stamp.write_text(self._stamp_text(), encoding="utf-8")
-        return self.root
+def ensure_stack(directory: DependencyDir) -> Path:
+    if not directory.is_current():
+        progress(f"tracing: installing {directory.name} into {directory.root}")
+        try:
+            directory.build()
+        except LayerBuildError as err:
+            raise TracingBenchError(str(err)) from err
+    return directory.root
 
 
 def installed_size(root: Path) -> tuple[int, int]:
-    """(bytes, files) under `root`, the build stamp excepted."""
+    """(bytes, files) under `root` (the build stamp lives beside it, not in it)."""
     total = files = 0
     for path in root.rglob("*"):
-        if path.is_file() and path.name != STAMP_NAME:
+        if path.is_file():
             total += path.stat().st_size
             files += 1
     return total, files
@@ -479,7 +457,7 @@ def check(option: str, run: ColdStart) -> None:
 
 def build(build_root: Path = BUILD_ROOT) -> Layout:
     dirs = {
-        name: Stack(name, build_root / name).ensure()
+        name: ensure_stack(stack_dir(name, build_root))
         for name in (*SHARED, *sorted(set(OPTION_DIRS.values())))
     }
     return Layout(python=bare_python(build_root), task=write_task(build_root), dirs=dirs)

@@ -86,6 +86,14 @@ def _probe(candidate: str) -> Interpreter | None:
     return Interpreter(Path(lines[0]), lines[1], Path(lines[2]))
 
 
+def running_python() -> Interpreter:
+    """The interpreter running this code."""
+    found = _probe(sys.executable)
+    if found is None:
+        raise LayerBuildError(f"cannot probe the running interpreter {sys.executable}")
+    return found
+
+
 def _candidates(version: str) -> list[str]:
     found: list[str] = []
     on_path = shutil.which(f"python{version}")
@@ -134,6 +142,10 @@ class DependencyDir:
     root: Path  # what sys.path gets: the `python/` directory, as Lambda mounts /opt/python
     requirements: tuple[str, ...]
     python: Interpreter
+    # The project's constraints.txt holds every transitive version; None for a pin set that is
+    # complete by itself (resolve_dependencies False: exactly these packages, pip adds none).
+    constraints: Path | None = CONSTRAINTS
+    resolve_dependencies: bool = True
 
     @property
     def stamp(self) -> Path:
@@ -164,8 +176,8 @@ class DependencyDir:
             "--no-input",
             "--target",
             str(self.root),
-            "-c",
-            str(CONSTRAINTS),
+            *(["-c", str(self.constraints)] if self.constraints is not None else []),
+            *([] if self.resolve_dependencies else ["--no-deps"]),
             *(["--quiet"] if quiet else []),
             *self.requirements,
         ]
