@@ -70,6 +70,9 @@ SHARED = ("runtime", "base")  # every option's import path, after its own direct
 TIMEOUT_SECONDS = 60.0
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*==[A-Za-z0-9_.+!-]+")
 
+# The two sources below run in the child process. Every os.environ[...] they read is set by
+# environment() / adot_environment(), as Lambda sets its own variables: a missing one is a bug of
+# this bench, the child exits non-zero and cold_start() raises TracingBenchError naming the option.
 # The function every option runs (the asset, as /var/task holds it). The Powertools Logger is
 # what every function of the stack imports anyway; only option powertools-xray adds a Tracer.
 FUNCTION_MODULE = "bench_function"
