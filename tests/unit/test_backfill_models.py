@@ -13,6 +13,7 @@ from saga_index import keys
 from saga_index.backfill.messages import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
+    MAX_ANOMALY_REASON_CHARS,
     BackfillRequest,
     LayoutSpec,
     RunTicket,
@@ -20,6 +21,7 @@ from saga_index.backfill.messages import (
     SegmentRequest,
     SegmentResult,
     VerificationResult,
+    anomaly_key,
     plan_segments,
     summarise,
 )
@@ -134,15 +136,29 @@ def test_each_segment_gets_its_share_of_the_total_cap_among_those_running_at_onc
     assert share * min(segments, MAX_CONCURRENT_SEGMENTS) == pytest.approx(total)
 
 
+def test_every_anomaly_key_carries_its_reason_cut_to_the_limit() -> None:
+    raw = {"PK": {"S": "RSAGA#s1"}, "SK": {"S": "META"}}
+    assert anomaly_key(raw, "personId must be a non-empty string") == {
+        "PK": "RSAGA#s1",
+        "SK": "META",
+        "reason": "personId must be a non-empty string",
+    }
+    long = anomaly_key(raw, "r" * 5000)["reason"]
+    assert len(long) == MAX_ANOMALY_REASON_CHARS
+    assert long.endswith("...")
+    assert anomaly_key(raw, "personId 'é'")["reason"] == "personId '\\xe9'"
+
+
 @pytest.mark.parametrize("segments", [1, 4, 100, 399, 400, 401, 1000])
 def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
-    # Given segments whose results each carry their full share of anomaly keys
+    # Given segments whose results each carry their full share of anomaly keys, each key with
+    # the longest reason it can carry, of characters that escape to six bytes each
     request = BackfillRequest(direction=Direction.FORWARD, total_segments=segments, dry_run=False)
     plan = plan_segments(request, ticket())
     limit = plan.template["anomalyKeyLimit"]
     assert limit * segments <= ANOMALY_KEY_BUDGET
     assert limit == min(MAX_ANOMALY_KEYS, ANOMALY_KEY_BUDGET // segments)
-    long_key = {"PK": "RSAGA#" + "x" * 60, "SK": "META"}
+    long_key = anomaly_key({"PK": {"S": "RSAGA#" + "x" * 60}, "SK": {"S": "META"}}, "é" * 5000)
     results = [
         SegmentResult(
             segment=n,
@@ -156,9 +172,13 @@ def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
         ).to_json()
         for n in range(segments)
     ]
-    # When the Map has added them to the state (Step Functions counts compact JSON)
+    # When the Map has added them to the state (Step Functions counts the UTF-8 bytes of
+    # compact JSON, escaped or not)
     map_state = {**plan.to_json(), "segmentResults": results}
-    size = len(json.dumps(map_state, separators=(",", ":")))
+    size = max(
+        len(json.dumps(map_state, separators=(",", ":"), ensure_ascii=ascii).encode())
+        for ascii in (True, False)
+    )
     # Then it fits, with room to spare
     assert size < 256 * 1024 * 0.9
 
