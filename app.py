@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The stack takes its names (saga_index.names) and the shard rule from the domain library so infra
+# The stack takes its names (index.names) and the shard rule from the domain library so infra
 # and code cannot drift; the library lives under lambdas/ (the Lambda asset root), which is not on
 # sys.path for `app.py`.
 _LAMBDAS = str(Path(__file__).resolve().parent / "lambdas")

@@ -24,10 +24,10 @@ from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.capacity.meter import CapacityMeter
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
-from saga_index.dynamo.client import make_client
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
-from saga_index.repository import SagaRepository
+from saga_index.index.model import Phase
+from saga_index.index.names import INDEX_NAME
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.repository import SagaRepository
 
 NAME = "by_person_requests"
 

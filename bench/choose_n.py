@@ -28,11 +28,11 @@ from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.dynamo.client import make_client
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
-from saga_index.repository import SagaRepository
-from saga_index.shard import validate_shard_count
+from saga_index.index.model import Phase
+from saga_index.index.names import INDEX_NAME
+from saga_index.index.shard import validate_shard_count
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.repository import SagaRepository
 
 NAME = "choose_n"
 DEFAULT_COUNTS = (1, 2, 4, 8, 16, 32, 64)

@@ -23,9 +23,9 @@ from bench.figures import median, percentile
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.dynamo.client import make_client
-from saga_index.model import Phase
-from saga_index.repository import SagaRepository
+from saga_index.index.model import Phase
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.repository import SagaRepository
 
 NAME = "fanout_latency"
 WARMUP_ROUNDS = 2

@@ -37,11 +37,11 @@ from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.events import CohortOpen, InboundMessage, ListPageLoad, Sweep, Transition
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.plan import Plan
-from saga_index import keys
-from saga_index.dynamo.sizing import item_size
-from saga_index.model import OPEN_STATES
-from saga_index.names import INDEX_NAME, SWEEP_JOBS
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.model import OPEN_STATES
+from saga_index.index.names import INDEX_NAME, SWEEP_JOBS
+from saga_index.index.shard import shard
+from saga_index.store.dynamo.sizing import item_size
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -31,13 +31,13 @@ from devkit.schema import table_create_kwargs
 from devkit.seed import PAD_ATTRIBUTE, Dataset, pad_to_size, saga_item, write_items
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import Replayer, ReplayStats
-from saga_index import keys
-from saga_index.dynamo.client import make_client
-from saga_index.dynamo.codec import deserialize, serialize
-from saga_index.model import OPEN_STATES
-from saga_index.names import INDEX_NAME
-from saga_index.repository import ReadResult, SagaRepository
-from saga_index.writer import SagaWriter
+from saga_index.index import keys
+from saga_index.index.model import OPEN_STATES
+from saga_index.index.names import INDEX_NAME
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.repository import ReadResult, SagaRepository
+from saga_index.store.writer import SagaWriter
 
 _OPEN_FILTER_VALUES = {f":s{n}": {"S": state} for n, state in enumerate(OPEN_STATES)}
 _OPEN_FILTER = f"#state IN ({', '.join(_OPEN_FILTER_VALUES)})"

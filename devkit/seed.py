@@ -6,7 +6,7 @@ once built GSI4SK from an undefined personId), plus rows of other entity types i
 (people, leases, property managers, conversation messages) that carry no GSI4 attributes.
 
 Everything is generated from one random seed, so two runs build byte-identical tables. Saga rows
-are built with saga_index.keys (never a hand-spelled key) in the legacy layout, or directly in a
+are built with index.keys (never a hand-spelled key) in the legacy layout, or directly in a
 sharded layout for benchmarks that compare shard counts without running a backfill.
 
 Seeding writes with BatchWriteItem through a client the caller passes (never a metered one: the
@@ -27,12 +27,12 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from saga_index import keys
-from saga_index.dynamo.codec import serialize
-from saga_index.dynamo.sizing import item_size
-from saga_index.errors import InvalidInputError
-from saga_index.model import OPEN_STATES, TERMINAL_STATES
-from saga_index.writer import utc_iso
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.model import OPEN_STATES, TERMINAL_STATES
+from saga_index.store.dynamo.codec import serialize
+from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.writer import utc_iso
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
     python -m devkit.shard_vectors --check    exit 1 if the file is not what this would write
 
 The shard is computed here with hashlib directly and never by importing saga_index: the vectors
-are an independent reading of docs/shard-contract.md, so the tests that hold saga_index.shard and
+are an independent reading of docs/shard-contract.md, so the tests that hold index.shard and
 the Node checker against this file are a real cross-check and not the code compared with itself.
 """
 

@@ -66,7 +66,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.functions import SagaFunctions
-from saga_index.names import (
+from saga_index.index.names import (
     BACKFILL_THROTTLED_ERROR,
     ENV_BACKFILL_SAFETY_MARGIN,
     ENV_MAX_ATTEMPTS,
@@ -114,7 +114,7 @@ HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENTS_PER_WORKER_INVOCATION = 9
 CHILD_FIXED_EVENTS = 2
 PARENT_HISTORY_EVENTS = 22
-# Every attribute the worker's requests name (saga_index/backfill/restamp.py): its Scan projects
+# Every attribute the worker's requests name (layout_change/backfill/restamp.py): its Scan projects
 # these; its re-stamp's key, update and condition expressions name only the update list. The key
 # attributes of the table and of the index must be in both (AWS: dynamodb:Attributes must list
 # them). tests/infra drives the worker and checks each request it makes against these lists.

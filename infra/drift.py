@@ -18,7 +18,7 @@ from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
-from saga_index.names import (
+from saga_index.index.names import (
     ENV_DRIFT_PERIOD_MINUTES,
     ENV_DRIFT_SCAN_EVERY,
     ENV_DRIFT_SCAN_RATE,

@@ -36,7 +36,7 @@ from constructs import Construct
 
 from infra.config import StackConfig
 from infra.table import SagaTable
-from saga_index.names import (
+from saga_index.index.names import (
     ENV_INDEX,
     ENV_POWERTOOLS_LOG_LEVEL,
     ENV_POWERTOOLS_NAMESPACE,

@@ -18,7 +18,7 @@ from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from saga_index.names import (
+from saga_index.index.names import (
     JOB_AGENT_METRICS_SNAPSHOT,
     JOB_DRIFT_GUARD,
     JOB_RETRY_FAILED_PREPARE,

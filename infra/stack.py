@@ -22,7 +22,7 @@ from infra.observability.pager import Pager
 from infra.observability.queries import SavedQueries
 from infra.sweeps import SagaSweeps
 from infra.table import SagaTable
-from saga_index.names import FUNCTIONS_CONSTRUCT, OUTPUT_TABLE_NAME
+from saga_index.index.names import FUNCTIONS_CONSTRUCT, OUTPUT_TABLE_NAME
 
 STACK_NAME = "RenewalSagaIndex"
 

@@ -26,7 +26,7 @@ from constructs import Construct
 
 from infra.functions import SagaFunctions
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
-from saga_index.names import (
+from saga_index.index.names import (
     ENV_EVENT_BUS,
     JOB_AGENT_METRICS_SNAPSHOT,
     JOB_RETRY_FAILED_PREPARE,

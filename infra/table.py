@@ -7,7 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from saga_index.names import (
+from saga_index.index.names import (
     CONTROL_PK,
     INDEX_NAME,
     INDEX_PARTITION_KEY,
@@ -24,7 +24,7 @@ CONTROL_WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
 # Every item a request touches must be in the control partition. ForAllValues is safe here: each
 # of these actions always carries the key (it names the partition key it reads or writes).
 CONTROL_PARTITION_CONDITION = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
-# Saga rows' partitions (saga_index.keys: PK = "RSAGA#" + sagaId; tests/infra ties the two). The
+# Saga rows' partitions (index.keys: PK = "RSAGA#" + sagaId; tests/infra ties the two). The
 # control partition ("RSAGA_INDEX#CONTROL") does not match it: "#" follows "RSAGA" there only
 # after "_INDEX".
 SAGA_PARTITIONS = "RSAGA#*"

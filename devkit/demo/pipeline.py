@@ -31,12 +31,12 @@ from devkit.results import write_json
 from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import build_plan
-from saga_index import keys
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import DEFAULT_TIMING, ControlTiming
-from saga_index.dynamo.client import make_client
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
+from saga_index.index import keys
+from saga_index.index.model import Phase
+from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming
+from saga_index.store.dynamo.client import make_client
 from saga_index_cli.backfill import control_poll_seconds
 
 # The pre-migration parity snapshot, in the results directory (`verify --snapshot`).
@@ -235,7 +235,7 @@ def run_demo(
             "The migration state was changed only by `saga-index phase set`; control.commands "
             "lists every saga-index command the demo ran, with its exit code. The backfill "
             "passes (the migration's two and the re-shard's) call "
-            "saga_index.backfill.local.backfill_locally, what `saga-index backfill` runs "
+            "layout_change.backfill.local.backfill_locally, what `saga-index backfill` runs "
             "without --state-machine-arn (the record's lease and completion included), so "
             "that the capacity meter can price their writes. control.timing is the demo's "
             "short T (production: T = 30 s).",

@@ -18,15 +18,19 @@ from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import ReplayStats, metered_replay
-from saga_index.backfill.local import backfill_locally
-from saga_index.backfill.messages import BackfillRequest, BackfillSummary, SegmentCounts
-from saga_index.backfill.move import Move
-from saga_index.backfill.readback import count_source_rows
-from saga_index.control.state import BackfillDirection
-from saga_index.control.store import ControlStore
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
-from saga_index.repair import RepairStatus
+from saga_index.index.model import Phase
+from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.backfill.local import backfill_locally
+from saga_index.layout_change.backfill.messages import (
+    BackfillRequest,
+    BackfillSummary,
+    SegmentCounts,
+)
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.readback import count_source_rows
+from saga_index.layout_change.checks.repair import RepairStatus
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.backfill import local_holder
 
 

@@ -4,7 +4,7 @@ The ADR names what converges on the one GSI4 partition; each is an event kind of
 
   list-page     the renewals LIST page: each property manager's page polls every 3-5 s and
                 every load fans out one by-person read per tenant with a renewal in flight.
-  sweep         the four periodic sweeps (saga_index.names.SWEEP_JOBS), each one
+  sweep         the four periodic sweeps (saga_index.index.names.SWEEP_JOBS), each one
                 get_all_open_sagas(). By default they fire together every 60 s, as unstaggered
                 crons do.
   transition    Temporal workflow writes: a saga moves to its next open state (Poisson).
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from saga_index.errors import InvalidInputError
-from saga_index.names import SWEEP_JOBS
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.names import SWEEP_JOBS
 
 
 @dataclass(frozen=True)

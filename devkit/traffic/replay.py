@@ -30,13 +30,13 @@ from devkit.traffic.events import (
     new_saga_record,
 )
 from devkit.traffic.plan import Plan
-from saga_index import keys
-from saga_index.dynamo.client import make_client
-from saga_index.dynamo.codec import serialize
-from saga_index.errors import InvalidInputError
-from saga_index.model import Phase
-from saga_index.repository import SagaRepository
-from saga_index.writer import SagaWriter, utc_iso
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.model import Phase
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.dynamo.codec import serialize
+from saga_index.store.repository import SagaRepository
+from saga_index.store.writer import SagaWriter, utc_iso
 
 
 class ReplayError(RuntimeError):

@@ -26,12 +26,12 @@ from devkit.traffic.events import (
     new_saga_record,
 )
 from devkit.traffic.plan import Plan
-from saga_index import keys
-from saga_index.control.layout import layouts_for_phase
-from saga_index.control.routing import Routing
-from saga_index.dynamo.sizing import item_size
-from saga_index.model import Phase
-from saga_index.names import INDEX_NAME
+from saga_index.index import keys
+from saga_index.index.layout import layouts_for_phase
+from saga_index.index.model import Phase
+from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.record.routing import Routing
+from saga_index.store.dynamo.sizing import item_size
 
 # A DynamoDB Query page ends at 1 MB of data read.
 QUERY_PAGE_BYTES = 1024 * 1024

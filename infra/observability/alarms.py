@@ -62,7 +62,7 @@ from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from infra.observability.pager import Pager
 from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
 from infra.sweeps import SagaSweeps
-from saga_index.names import (
+from saga_index.index.names import (
     ALARM_THROTTLE_METRICS,
     JOB_DRIFT_GUARD,
     METRIC_CONTROL_RECORD_MISSING,

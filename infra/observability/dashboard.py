@@ -21,7 +21,7 @@ from infra.observability.alarms import GUIDE_PAGE, Alarms
 from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from infra.observability.queries import QUERY_PREFIX, SavedQueries
 from infra.schedules import ScheduledInvocation
-from saga_index.names import (
+from saga_index.index.names import (
     CONTEXT_OPERATIONS,
     DIMENSION_INDEX,
     DIMENSION_SERVICE,

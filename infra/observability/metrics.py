@@ -7,7 +7,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 
 from infra.table import SagaTable
-from saga_index.names import (
+from saga_index.index.names import (
     DIMENSION_INDEX,
     DIMENSION_SERVICE,
     DIMENSION_TABLE,

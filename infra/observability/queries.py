@@ -36,9 +36,9 @@ QUERY_PREFIX = "RenewalSagaIndex/"
 # The drift guard's one line per run (handlers/drift_guard.py): "drift report: healthy" or
 # "drift report: DRIFT", with the whole report under `report`.
 DRIFT_REPORT_MESSAGE = "drift report"
-# The worker's line per anomaly row (saga_index/backfill/restamp.py), with `key` and `reason`.
+# The worker's line per anomaly row (layout_change/backfill/restamp.py), with `key` and `reason`.
 ANOMALY_MESSAGE = "saga row anomaly"
-# saga_index/dynamo/client.py's line per throttled request, after which botocore retries.
+# saga_index/store/dynamo/client.py's line per throttled request, after which botocore retries.
 THROTTLE_MESSAGE = "dynamodb throttled"
 # A line that says an invocation failed or something in it went wrong: an ERROR/CRITICAL line
 # (Powertools, or the runtime's uncaught-exception line under either level key), any line with

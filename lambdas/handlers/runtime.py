@@ -25,11 +25,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from handlers.settings import HandlerSettings
-from saga_index import names
-from saga_index.control.provider import ControlProvider
-from saga_index.control.routing import Routing
-from saga_index.control.store import ControlStore
-from saga_index.dynamo.client import make_client
+from saga_index.index import names
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.client import make_client
 from saga_index.sweeps.events import make_events_client
 
 if TYPE_CHECKING:

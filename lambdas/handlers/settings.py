@@ -2,7 +2,7 @@
 
 Plain pydantic (shipped in the Powertools layer) instead of pydantic-settings, which the layer
 does not carry: the functions must run with exactly the layer and the asset. The variable names
-are saga_index.names', which infra/functions.py sets.
+are saga_index.index.names', which infra/functions.py sets.
 
 No migration state here: the phase and the shard count are the control record's, read at run
 time through handlers.runtime's provider (docs/control-contract.md), never the environment's.
@@ -18,12 +18,12 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from saga_index import names
-from saga_index.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS
-from saga_index.control.routing import Routing
-from saga_index.drift import DEFAULT_SCAN_EVERY
-from saga_index.model import OPEN_STATES
-from saga_index.repository import SagaRepository
+from saga_index.index import names
+from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS
+from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
+from saga_index.layout_change.record.routing import Routing
+from saga_index.store.repository import SagaRepository
 from saga_index.sweeps.rules import (
     DEFAULT_HEARTBEAT_THRESHOLD,
     DEFAULT_MAX_PREPARE_ATTEMPTS,

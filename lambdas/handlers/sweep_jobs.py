@@ -28,9 +28,9 @@ from handlers.runtime import (
     publish_apart,
 )
 from handlers.settings import EventSweepSettings, SweepSettings
-from saga_index import names
-from saga_index.errors import InvalidInputError
-from saga_index.repository import SagaRepository
+from saga_index.index import names
+from saga_index.index.errors import InvalidInputError
+from saga_index.store.repository import SagaRepository
 from saga_index.sweeps import runner
 from saga_index.sweeps.claims import RetryClaims
 from saga_index.sweeps.events import EventPublisher

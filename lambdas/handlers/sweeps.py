@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import entry_point
 from handlers.sweep_jobs import run_sweep
-from saga_index import names
+from saga_index.index import names
 
 
 @entry_point()

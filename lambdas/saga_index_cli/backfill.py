@@ -34,25 +34,21 @@ from click.core import ParameterSource
 from pydantic import ValidationError
 from rich.console import Console
 
-from saga_index.backfill.leasing import CONTROL_POLL_SECONDS
-from saga_index.backfill.local import LocalBackfill, backfill_locally
-from saga_index.backfill.messages import (
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.names import INDEX_NAME, MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.backfill.leasing import CONTROL_POLL_SECONDS
+from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
+from saga_index.layout_change.backfill.messages import (
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
     BackfillRequest,
     RunTicket,
 )
-from saga_index.backfill.move import Move
-from saga_index.backfill.readback import count_source_rows
-from saga_index.control.state import BackfillDirection, ControlState
-from saga_index.control.timing import ControlTiming
-from saga_index.errors import InvalidInputError
-from saga_index.names import (
-    INDEX_NAME,
-    MAX_WRITES_PER_SECOND,
-    MIN_WRITES_PER_SECOND,
-)
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.readback import count_source_rows
+from saga_index.layout_change.record.state import BackfillDirection, ControlState
+from saga_index.layout_change.record.timing import ControlTiming
 from saga_index_cli.backfill_advice import (
     LEASE_LOST_ADVICE,
     as_refusal,

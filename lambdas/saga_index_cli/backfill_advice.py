@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
-from saga_index.control.errors import (
+from saga_index.index.errors import SagaIndexError
+from saga_index.index.names import BACKFILL_THROTTLED_ERROR
+from saga_index.layout_change.record.errors import (
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
@@ -20,8 +22,6 @@ from saga_index.control.errors import (
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
-from saga_index.errors import SagaIndexError
-from saga_index.names import BACKFILL_THROTTLED_ERROR
 
 CONVERGES = "nothing is half-written: run the backfill again, it converges"
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import click
 
-from saga_index.backfill.leasing import CONTROL_POLL_SECONDS
-from saga_index.control.lease import pause_backfill, resume_backfill, set_throttle
-from saga_index.control.state import ControlState
-from saga_index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.backfill.leasing import CONTROL_POLL_SECONDS
+from saga_index.layout_change.lease import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.record.state import ControlState
 from saga_index_cli.context import CliContext, FiniteFloatRange, emit, json_option, pass_cli
 from saga_index_cli.status import completion_document, lease_document
 

@@ -2,7 +2,7 @@
 the dry run's summary and carried in its JSON report under `estimate`.
 
 The rows to move are the dry run's own count (wouldRestamp); their sizes come from a sample
-read through the index (saga_index.backfill.estimate).
+read through the index (saga_index.layout_change.backfill.estimate).
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.backfill.estimate import (
+from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.backfill.estimate import (
     PARTITION_WCU_PER_SECOND,
     BackfillEstimate,
     LegacyKeyEffect,
     RowSample,
     sample_rows_to_move,
 )
-from saga_index.backfill.messages import BackfillSummary
-from saga_index.backfill.move import Move
-from saga_index.names import INDEX_NAME
+from saga_index.layout_change.backfill.messages import BackfillSummary
+from saga_index.layout_change.backfill.move import Move
 from saga_index_cli.backfill_output import print_summary, write_report
 from saga_index_cli.context import CliContext
 

@@ -21,19 +21,15 @@ import click
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
-from saga_index.backfill.leasing import token_for_execution
-from saga_index.backfill.messages import (
-    BackfillRequest,
-    BackfillSummary,
-    summarise,
-)
-from saga_index.backfill.move import Move
-from saga_index.control.errors import LeaseHeldError, LeaseNotYetEffectiveError
-from saga_index.control.lease import release_lease
-from saga_index.control.record import format_time
-from saga_index.control.state import ControlState
-from saga_index.control.transitions import seconds_until
-from saga_index.errors import SagaIndexError
+from saga_index.index.errors import SagaIndexError
+from saga_index.layout_change.backfill.leasing import token_for_execution
+from saga_index.layout_change.backfill.messages import BackfillRequest, BackfillSummary, summarise
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.lease import release_lease
+from saga_index.layout_change.record.errors import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.transitions.rules import seconds_until
 from saga_index_cli.backfill_advice import (
     execution_advice,
     is_refusal,

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from saga_index.backfill.messages import BackfillSummary, SegmentCounts
+from saga_index.layout_change.backfill.messages import BackfillSummary, SegmentCounts
 from saga_index_cli.context import emit
 from saga_index_cli.progress import LiveProgress
 

@@ -34,18 +34,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.utils import ensure_boolean, is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 from click.core import ParameterSource
 
-from saga_index.control.errors import ControlRecordUnavailableError
-from saga_index.control.layout import StatePhase, layouts_for_phase
-from saga_index.control.routing import Routing, routing_for
-from saga_index.control.state import ControlState
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.dynamo.client import make_client, retry_config
-from saga_index.dynamo.codec import to_plain_json
-from saga_index.errors import InvalidInputError, SagaIndexError
-from saga_index.names import DEFAULT_SHARD_COUNT
-from saga_index.repository import SagaRepository
-from saga_index.shard import validate_shard_count
+from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index.layout import StatePhase, layouts_for_phase
+from saga_index.index.names import DEFAULT_SHARD_COUNT
+from saga_index.index.shard import validate_shard_count
+from saga_index.layout_change.record.errors import ControlRecordUnavailableError
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+from saga_index.store.dynamo.client import make_client, retry_config
+from saga_index.store.dynamo.codec import to_plain_json
+from saga_index.store.repository import SagaRepository
 
 log = logging.getLogger("saga_index.cli")
 

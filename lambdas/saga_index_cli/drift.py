@@ -23,18 +23,18 @@ from pathlib import Path
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index import keys, names
-from saga_index.drift import DriftChecker, DriftReport
-from saga_index.dynamo.scan import PageRead, ScanOptions
-from saga_index.errors import InvalidInputError, SagaIndexError
-from saga_index.parity import (
+from saga_index.index import keys, names
+from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
+from saga_index.layout_change.checks.parity import (
     DEFAULT_RECHECK_DELAY_SECONDS,
     DEFAULT_SAMPLE,
     Finding,
     ParityReport,
     ParityVerifier,
 )
-from saga_index.parity_snapshot import Snapshot
+from saga_index.layout_change.checks.parity_snapshot import Snapshot
+from saga_index.store.dynamo.scan import PageRead, ScanOptions
 from saga_index_cli.context import (
     CliContext,
     FiniteFloatRange,

@@ -16,12 +16,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from saga_index.backfill.messages import (
-    BackfillSummary,
-    SegmentPlan,
-    SegmentResult,
-)
-from saga_index.names import MAX_CONCURRENT_SEGMENTS
+from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
+from saga_index.layout_change.backfill.messages import BackfillSummary, SegmentPlan, SegmentResult
 
 log = logging.getLogger("saga_index.cli.backfill")
 _T = TypeVar("_T")

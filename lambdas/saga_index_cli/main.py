@@ -19,10 +19,10 @@ from typing import Any, TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.control.errors import PreconditionFailedError
-from saga_index.control.layout import StatePhase
-from saga_index.errors import InvalidInputError, SagaIndexError
-from saga_index.names import PHASE_NAMES
+from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index.layout import StatePhase
+from saga_index.index.names import PHASE_NAMES
+from saga_index.layout_change.record.errors import PreconditionFailedError
 from saga_index_cli.backfill import backfill_group
 from saga_index_cli.context import (
     ENV_DYNAMODB_ENDPOINT,

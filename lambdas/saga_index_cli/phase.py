@@ -12,18 +12,14 @@ from typing import Any
 
 import click
 
-from saga_index.control.executor import PhaseChange, restore_state, set_phase
-from saga_index.control.layout import Layout, StatePhase
-from saga_index.control.record import format_time
-from saga_index.control.routing import routing_for
-from saga_index.control.state import ControlState, RecordCondition, Transition
-from saga_index.control.transitions import (
-    allowed_moves,
-    plan_move,
-    seconds_until,
-)
-from saga_index.errors import InvalidInputError
-from saga_index.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import Layout, StatePhase
+from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE
+from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.transitions.executor import PhaseChange, restore_state, set_phase
+from saga_index.layout_change.transitions.rules import allowed_moves, plan_move, seconds_until
 from saga_index_cli.context import CliContext, describe_routing, emit, json_option, pass_cli
 from saga_index_cli.phase_checks import CheckOptions, completion_checks
 

@@ -14,13 +14,13 @@ see every saga:
   no-misrouted-rows   zero rows on a shard key that is not their person's key (in a split, a
                       row not yet moved off its source key counts here: the target does not
                       route its person there)
-  parity              saga_index.parity run with the routing of the TARGET state: the reads a
+  parity              checks.parity run with the routing of the TARGET state: the reads a
                       process makes after the change return exactly the base table's sagas.
                       The current state's routing reads both layouts, so it would pass while
                       rows still sit on the key about to be dropped: it cannot answer the
                       question the move asks.
 
-The drift counts are judged against the target state too (saga_index.drift with the target's
+The drift counts are judged against the target state too (checks.drift with the target's
 routing). The target `legacy` names no shard count, so for -> legacy the rows on shard keys are
 counted over the keys of the state being left (its N), which are exactly the keys the target
 stops reading.
@@ -33,18 +33,22 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.control.errors import CheckResult
-from saga_index.control.layout import Layout, StatePhase
-from saga_index.control.routing import Routing
-from saga_index.control.state import ControlState
-from saga_index.control.transitions import Precondition, plan_move
-from saga_index.drift import DriftChecker, DriftReport
-from saga_index.dynamo.scan import ScanOptions
-from saga_index.errors import SagaIndexError
-from saga_index.model import Phase
-from saga_index.names import DEFAULT_SHARD_COUNT
-from saga_index.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE, ParityVerifier
-from saga_index.repository import count_partition
+from saga_index.index.errors import SagaIndexError
+from saga_index.index.layout import Layout, StatePhase
+from saga_index.index.model import Phase
+from saga_index.index.names import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
+from saga_index.layout_change.checks.parity import (
+    DEFAULT_RECHECK_DELAY_SECONDS,
+    DEFAULT_SAMPLE,
+    ParityVerifier,
+)
+from saga_index.layout_change.record.errors import CheckResult
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.transitions.rules import Precondition, plan_move
+from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.store.repository import count_partition
 from saga_index_cli.context import CliContext
 
 CHECK_NO_LEGACY_ROWS = "no-legacy-rows"

@@ -13,7 +13,7 @@ Checks, each reported PASS or FAIL with what to do when it fails:
 - `stack`: the stack exists, its last operation completed, and its `TableName` output names the
   table checked here (DescribeStacks);
 - `functions`: every function the code expects (the sweeps, the drift guard, the backfill's
-  plan, worker and verify: saga_index.names) is a resource of the stack (ListStackResources,
+  plan, worker and verify: saga_index.index.names) is a resource of the stack (ListStackResources,
   which says which generated name is which construct) and exists in Lambda
   (GetFunctionConfiguration: a function deleted outside CloudFormation still shows
   CREATE_COMPLETE in the stack), is not Failed, and runs the service it is named for;
@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from saga_index import names
+from saga_index.index import names
 from saga_index_cli.context import CliContext, emit, json_option, pass_cli, service_endpoint_option
 from saga_index_cli.preflight_check import Check
 from saga_index_cli.preflight_stack import (

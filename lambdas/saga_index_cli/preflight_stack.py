@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from saga_index import names
+from saga_index.index import names
 from saga_index_cli.preflight_check import (
     PERMISSION_DESCRIBE_STACKS,
     PERMISSION_DESCRIBE_STATE_MACHINE,

@@ -6,9 +6,9 @@ import logging
 
 import click
 
-from saga_index import keys
-from saga_index.repository import ReadResult
-from saga_index.shard import shard as shard_of
+from saga_index.index import keys
+from saga_index.index.shard import shard as shard_of
+from saga_index.store.repository import ReadResult
 from saga_index_cli.context import CliContext, emit, pass_cli
 
 log = logging.getLogger("saga_index.cli")

@@ -1,7 +1,7 @@
 """`saga-index repair-anomaly`: give one anomalous saga row its person and its GSI4SK.
 
 The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
-rule, its conditional write and its outcomes are in saga_index/repair.py.
+rule, its conditional write and its outcomes are in saga_index/layout_change/checks/repair.py.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from saga_index import keys
-from saga_index.repair import repair_anomaly
+from saga_index.index import keys
+from saga_index.layout_change.checks.repair import repair_anomaly
 from saga_index_cli.context import CliContext, emit, pass_cli
 
 # Exit 2 (bad usage or input) is main's, for every command.

@@ -21,21 +21,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.table import Table
 
-from saga_index import keys
-from saga_index.control.layout import StatePhase
-from saga_index.control.record import format_time
-from saga_index.control.state import (
+from saga_index.index import keys
+from saga_index.index.errors import SagaIndexError
+from saga_index.index.layout import StatePhase
+from saga_index.index.names import DEFAULT_SHARD_COUNT, INDEX_NAME, STACK_NAME
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
     ControlState,
     Lease,
     RecordCondition,
 )
-from saga_index.control.transitions import check_backfill
-from saga_index.drift import DriftChecker
-from saga_index.errors import SagaIndexError
-from saga_index.names import DEFAULT_SHARD_COUNT, INDEX_NAME, STACK_NAME
-from saga_index.repository import count_partition
+from saga_index.layout_change.transitions.rules import check_backfill
+from saga_index.store.repository import count_partition
 from saga_index_cli.context import (
     CliContext,
     emit,

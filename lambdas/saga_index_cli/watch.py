@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import click
 
-from saga_index import names
-from saga_index.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
+from saga_index.index import names
+from saga_index.layout_change.checks.watch import (
+    DEFAULT_DAYS,
+    MAX_DAYS,
+    WatchReport,
+    read_throttle_window,
+)
 from saga_index_cli.context import CliContext, emit, json_option, pass_cli, service_endpoint_option
 from saga_index_cli.drift import EXIT_CLEAN, EXIT_FOUND
 

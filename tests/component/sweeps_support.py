@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 
 from handlers import sweep_jobs
-from saga_index.control.layout import LEGACY, Layout
+from saga_index.index.layout import LEGACY, Layout
 from saga_index.sweeps.events import SOURCE, make_events_client
 from tests.support.backends import Backend, make_backend
 from tests.support.control_seed import seed_state
@@ -77,7 +77,7 @@ class SweepWorld:
         return [e for e in self.drain() if e["detail-type"] == detail_type]
 
     def saga(self, saga_id: str) -> dict[str, Any]:
-        from saga_index.dynamo.codec import deserialize
+        from saga_index.store.dynamo.codec import deserialize
 
         raw = self.backend.get(f"RSAGA#{saga_id}", "META")
         assert raw is not None, f"saga {saga_id} is gone"

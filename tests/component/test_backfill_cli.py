@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
-from saga_index.control.lease import acquire_lease
-from saga_index.control.state import BackfillDirection
-from saga_index.control.store import ControlStore
-from saga_index.control.transitions import check_backfill
+from saga_index.index import keys
+from saga_index.layout_change.lease import acquire_lease
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.rules import check_backfill
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend

@@ -14,24 +14,24 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
-from saga_index.backfill.local import LocalBackfill, backfill_locally
-from saga_index.backfill.messages import BackfillRequest, SegmentCounts
-from saga_index.control.errors import (
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseNotYetEffectiveError,
-)
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.lease import (
+from saga_index.index import keys
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
+from saga_index.layout_change.backfill.messages import BackfillRequest, SegmentCounts
+from saga_index.layout_change.lease import (
     acquire_lease,
     pause_backfill,
     resume_backfill,
     set_throttle,
 )
-from saga_index.control.state import BackfillDirection
-from saga_index.control.store import ControlStore
-from saga_index.control.transitions import check_backfill
+from saga_index.layout_change.record.errors import (
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseNotYetEffectiveError,
+)
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.rules import check_backfill
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,

@@ -42,13 +42,13 @@ from infra.backfill import (
     WORKER_SAFETY_MARGIN_SECONDS,
     WORKER_TIMEOUT,
 )
-from saga_index import keys
-from saga_index.backfill.leasing import token_for_execution
-from saga_index.backfill.messages import SegmentResult
-from saga_index.control.lease import acquire_lease
-from saga_index.control.state import BackfillDirection, ControlState
-from saga_index.control.store import ControlStore
-from saga_index.control.transitions import check_backfill
+from saga_index.index import keys
+from saga_index.layout_change.backfill.leasing import token_for_execution
+from saga_index.layout_change.backfill.messages import SegmentResult
+from saga_index.layout_change.lease import acquire_lease
+from saga_index.layout_change.record.state import BackfillDirection, ControlState
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.rules import check_backfill
 from saga_index_cli import backfill_output
 from saga_index_cli.backfill_advice import LEASE_LOST_ADVICE
 from saga_index_cli.context import CliContext

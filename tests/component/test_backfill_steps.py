@@ -1,4 +1,4 @@
-"""The state machine's steps (saga_index.backfill.steps) on moto, where the handler tests do not
+"""The state machine's steps (layout_change.backfill.steps) on moto, where the handler tests do not
 reach them: a lease lost while a worker runs, and a verification without (or after losing) the
 run's lease."""
 
@@ -11,20 +11,20 @@ import pytest
 from moto import mock_aws
 
 from handlers import backfill_worker
-from saga_index import keys, names
-from saga_index.backfill.leasing import token_for_execution
-from saga_index.backfill.messages import (
+from saga_index.index import keys, names
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill.leasing import token_for_execution
+from saga_index.layout_change.backfill.messages import (
     BackfillRequest,
     PlanRequest,
     RunTicket,
     SegmentRequest,
     VerifyRequest,
 )
-from saga_index.backfill.steps import plan_run, run_leased_segment, verify_run
-from saga_index.control.errors import LeaseLostError
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.lease import release_lease
-from saga_index.control.store import ControlStore
+from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
+from saga_index.layout_change.lease import release_lease
+from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import VALID, N, data_rows, plant, seed
 from tests.support.control_seed import transition

@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from saga_index import names
+from saga_index.index import names
 from saga_index_cli import context
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from saga_index import keys
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.shard import shard
 
 pytestmark = pytest.mark.packaging
 

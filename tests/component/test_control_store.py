@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 
-from saga_index import names
-from saga_index.control import executor, lease, record
-from saga_index.control.errors import (
+from saga_index.index import names
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import LEGACY, Layout, StatePhase
+from saga_index.layout_change import lease
+from saga_index.layout_change.record import record
+from saga_index.layout_change.record.errors import (
     CheckResult,
     ControlRecordMissingError,
     InvalidBackfillControlError,
@@ -24,17 +27,16 @@ from saga_index.control.errors import (
     TransitionNotAllowedError,
     VersionConflictError,
 )
-from saga_index.control.layout import LEGACY, Layout, StatePhase
-from saga_index.control.state import (
+from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
     ControlState,
     RecordCondition,
     Transition,
 )
-from saga_index.control.store import ControlStore
-from saga_index.control.transitions import Precondition
-from saga_index.errors import InvalidInputError
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend
 

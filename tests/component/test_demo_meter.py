@@ -10,10 +10,10 @@ from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.capacity.units import read_units, write_units
 from devkit.seed import SagaRecord, saga_item
-from saga_index import keys, names
-from saga_index.dynamo.sizing import item_size
-from saga_index.model import Phase
-from saga_index.repository import SagaRepository
+from saga_index.index import keys, names
+from saga_index.index.model import Phase
+from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
 from tests.support.faults import ThrottleInjector
 

@@ -15,7 +15,7 @@ import pytest
 
 from devkit.demo import cli as demo
 from devkit.dynalite import DynaliteServer
-from saga_index import keys
+from saga_index.index import keys
 
 pytestmark = pytest.mark.conformance
 

@@ -10,10 +10,10 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from saga_index.control.executor import set_phase
-from saga_index.control.record import state_key
-from saga_index.control.store import ControlStore
-from saga_index.dynamo.codec import serialize
+from saga_index.layout_change.record.record import state_key
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.executor import set_phase
+from saga_index.store.dynamo.codec import serialize
 from saga_index_cli import progress
 from saga_index_cli.context import CliContext
 from saga_index_cli.main import main

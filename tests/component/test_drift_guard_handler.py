@@ -13,12 +13,12 @@ from pydantic import ValidationError
 
 from handlers import runtime
 from handlers.drift_guard import handler
-from saga_index import keys, names
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.provider import ControlProvider
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import ControlTiming
-from saga_index.errors import EnumerationError
+from saga_index.index import keys, names
+from saga_index.index.errors import EnumerationError
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import ControlTiming
 from tests.support.backends import Backend, make_backend
 from tests.support.control_seed import delete_state, seed_state
 from tests.support.drift_contract import N, plant_drift

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.control import lease
-from saga_index.control.layout import Layout
-from saga_index.control.record import format_time, history_key, state_key
-from saga_index.control.state import BackfillCompletion, BackfillDirection
-from saga_index.control.store import ControlStore
-from saga_index.dynamo.codec import serialize
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.layout import Layout
+from saga_index.index.shard import shard
+from saga_index.layout_change import lease
+from saga_index.layout_change.record.record import format_time, history_key, state_key
+from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks, caller_identity, local_identity
 from saga_index_cli.main import main
 from tests.support.backends import Backend
@@ -400,7 +400,7 @@ def test_legacy_is_refused_while_rows_remain_on_the_shards_and_allowed_after_the
 def test_the_loser_of_a_race_exits_1_naming_the_version_it_lost_to(
     cli: Cli, dynamo: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from saga_index.control import executor
+    from saga_index.layout_change.transitions import executor
 
     cli.set("migrating")
     other = ControlStore(dynamo.new_client(), dynamo.table_name)

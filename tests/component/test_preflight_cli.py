@@ -21,7 +21,7 @@ from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
 from devkit.schema import table_create_kwargs
-from saga_index.names import ENV_POWERTOOLS_SERVICE, INDEX_NAME, STACK_NAME
+from saga_index.index.names import ENV_POWERTOOLS_SERVICE, INDEX_NAME, STACK_NAME
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.preflight_check import (

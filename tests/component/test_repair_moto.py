@@ -1,4 +1,4 @@
-"""The anomaly repair (saga_index.repair) against moto: what it writes, and when it refuses."""
+"""The anomaly repair (checks.repair) against moto: what it writes, and when it refuses."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
-from saga_index.backfill.local import backfill_locally
-from saga_index.backfill.messages import BackfillRequest
-from saga_index.control.state import BackfillDirection as Direction
-from saga_index.dynamo.codec import deserialize, serialize
-from saga_index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
-from saga_index.repair import (
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
+from saga_index.layout_change.backfill.local import backfill_locally
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.checks.repair import (
     PersonSource,
     RepairError,
     RepairStatus,
     lease_key,
     repair_anomaly,
 )
+from saga_index.layout_change.record.state import BackfillDirection as Direction
+from saga_index.store.dynamo.codec import deserialize, serialize
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index.control.layout import Layout
-from saga_index.control.routing import Routing
-from saga_index.repository import SagaRepository
-from saga_index.shard import shard
+from saga_index.index.layout import Layout
+from saga_index.index.shard import shard
+from saga_index.layout_change.record.routing import Routing
+from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
 
 S16, S32 = Layout.sharded(16), Layout.sharded(32)

@@ -10,12 +10,13 @@ from typing import Any
 import boto3
 import pytest
 
-from saga_index import keys
-from saga_index.control import executor, lease
-from saga_index.control.layout import Layout
-from saga_index.control.record import state_key
-from saga_index.control.store import ControlStore
-from saga_index.dynamo.codec import serialize
+from saga_index.index import keys
+from saga_index.index.layout import Layout
+from saga_index.layout_change import lease
+from saga_index.layout_change.record.record import state_key
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions import executor
+from saga_index.store.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.status import alarm_states
@@ -125,7 +126,7 @@ def test_migrating_with_a_running_throttled_paused_backfill(
 def test_the_last_run_and_whether_it_satisfies_the_next_move(
     dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from saga_index.control.state import BackfillCompletion, BackfillDirection
+    from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 
     executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
     clock.advance(80)

@@ -11,9 +11,9 @@ import pytest
 
 from handlers import runtime
 from handlers import sweeps as handlers
-from saga_index import keys
-from saga_index.errors import EnumerationError
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.errors import EnumerationError
+from saga_index.index.shard import shard
 from tests.component.sweeps_support import (
     SHARDS,
     SweepWorld,

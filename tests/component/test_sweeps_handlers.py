@@ -11,11 +11,11 @@ from pydantic import ValidationError
 
 from handlers import runtime, sweep_jobs
 from handlers import sweeps as handlers
-from saga_index.control.layout import Layout
-from saga_index.control.provider import ControlProvider
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import ControlTiming
-from saga_index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import Layout
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import ControlTiming
 from tests.component.sweeps_support import (
     SHARDS,
     SweepWorld,

@@ -13,13 +13,13 @@ from botocore.exceptions import ClientError
 
 from handlers import runtime
 from handlers import sweeps as handlers
-from saga_index import keys
-from saga_index.model import Phase
-from saga_index.repository import SagaRepository
+from saga_index.index import keys
+from saga_index.index.model import Phase
+from saga_index.store.repository import SagaRepository
+from saga_index.store.writer import SagaWriter
 from saga_index.sweeps import runner
 from saga_index.sweeps.claims import RetryClaims
 from saga_index.sweeps.events import EventPublisher, EventPublishError, make_events_client
-from saga_index.writer import SagaWriter
 from tests.component.sweeps_support import (
     SHARDS,
     SweepWorld,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys, names
-from saga_index.control.layout import Layout
-from saga_index.control.routing import Routing
-from saga_index.parity import ParityReport, ParityVerifier
-from saga_index.parity_snapshot import Snapshot
+from saga_index.index import keys, names
+from saga_index.index.layout import Layout
+from saga_index.layout_change.checks.parity import ParityReport, ParityVerifier
+from saga_index.layout_change.checks.parity_snapshot import Snapshot
+from saga_index.layout_change.record.routing import Routing
 from saga_index_cli import progress
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend

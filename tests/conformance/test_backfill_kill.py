@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from devkit.dynalite import local_client_env
-from saga_index import keys
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import utc_now
-from saga_index.dynamo.codec import deserialize
+from saga_index.index import keys
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import utc_now
+from saga_index.store.dynamo.codec import deserialize
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend

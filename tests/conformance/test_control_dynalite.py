@@ -2,7 +2,7 @@
 moto (transitions, compare-and-set, lease), and Node reading a record Python wrote.
 
 Node (tests/node/check_control_record.mjs, AWS SDK for JavaScript v3) follows only
-docs/control-contract.md; agreeing with saga_index.control for every person of
+docs/control-contract.md; agreeing with saga_index.layout_change.record for every person of
 docs/shard-vectors.json in every state checks the contract across languages.
 """
 
@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from saga_index.control import executor, record
-from saga_index.control.layout import Layout
-from saga_index.control.routing import routing_for
-from saga_index.control.state import ControlState, Transition
-from saga_index.control.store import ControlStore
+from saga_index.index.layout import Layout
+from saga_index.layout_change.record import record
+from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.state import ControlState, Transition
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions import executor
 from tests.component.test_control_store import ControlContract
 from tests.support.backends import Backend, make_backend
 from tests.support.control_fixtures import Clock

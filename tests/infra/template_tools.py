@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from saga_index.names import CONTROL_PK
+from saga_index.index.names import CONTROL_PK
 
 Template = Mapping[str, Any]
 # The condition of every grant on the control record: only items of the control partition.

@@ -31,7 +31,7 @@ from infra.observability.alarms import MAX_DESCRIPTION_CHARS, Runbook, alarm_des
 from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.schedules import JOBS_BY_NAME
 from infra.stack import build_app
-from saga_index.names import INDEX_NAME
+from saga_index.index.names import INDEX_NAME
 from tests.infra.conftest import Synthesised, _synthesise, write_pager_config
 from tests.infra.template_tools import CONTROL_CONDITION
 

@@ -12,9 +12,12 @@ from aws_cdk.assertions import Match, Template
 
 from infra.backfill import LAMBDA_SERVICE_ERRORS, VERIFICATION_FAILED_ERROR, WORKER_MAX_ATTEMPTS
 from infra.observability.dashboard import BACKFILL_METRICS
-from saga_index.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS, SegmentThrottledError
-from saga_index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
-from saga_index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SERVICE_BACKFILL_WORKER
+from saga_index.index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
+from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SERVICE_BACKFILL_WORKER
+from saga_index.layout_change.backfill.restamp import (
+    DEFAULT_SAFETY_MARGIN_SECONDS,
+    SegmentThrottledError,
+)
 from tests.infra.template_tools import CONTROL_CONDITION, CONTROL_READ, CONTROL_WRITE
 
 pytestmark = pytest.mark.infra

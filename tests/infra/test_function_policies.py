@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.names import CONTROL_PK, INDEX_NAME
+from saga_index.index import keys
+from saga_index.index.names import CONTROL_PK, INDEX_NAME
 from tests.infra.template_tools import as_list, render, resources
 
 pytestmark = pytest.mark.infra

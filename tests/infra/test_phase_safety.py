@@ -23,16 +23,16 @@ from moto import mock_aws
 from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import build_app
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.state import ControlState, Transition
-from saga_index.control.store import ControlStore
-from saga_index.names import (
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.names import (
     CONTROL_PK,
     INDEX_NAME,
     PHASE_NAMES,
     RETIRED_ENV_PHASE,
     RETIRED_ENV_SHARDS,
 )
+from saga_index.layout_change.record.state import ControlState, Transition
+from saga_index.layout_change.record.store import ControlStore
 from tests.infra.conftest import OWNED_TABLE, Synthesised, _synthesise
 from tests.infra.template_tools import as_list, render, resources
 

@@ -16,9 +16,9 @@ import pytest
 from aws_lambda_powertools import Logger
 
 from infra.observability import queries
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.routing import Routing
-from saga_index.drift import DriftReport, RowRef
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.checks.drift import DriftReport, RowRef
+from saga_index.layout_change.record.routing import Routing
 from tests.infra.template_tools import resources
 
 pytestmark = pytest.mark.infra
@@ -204,7 +204,7 @@ def test_the_drift_reports_query_matches_the_guards_report_line(owned_synth: Any
 
 def test_the_anomalies_query_matches_the_workers_anomaly_lines(owned_synth: Any) -> None:
     query = query_of(queries.BACKFILL_ANOMALIES, owned_synth.template_json)
-    restamp = source("saga_index/backfill/restamp.py")
+    restamp = source("saga_index/layout_change/backfill/restamp.py")
     # Both anomaly lines of the worker: left on its key, and moved to the legacy key.
     assert '"saga row anomaly, left on its key for a human to repair: %s: %s"' in restamp
     assert '"saga row anomaly moved to %s (its personId still needs a human): %s: %s"' in restamp
@@ -238,7 +238,7 @@ def test_the_anomalies_query_matches_the_workers_anomaly_lines(owned_synth: Any)
 
 def test_the_throttles_query_matches_the_clients_throttle_line(owned_synth: Any) -> None:
     query = query_of(queries.THROTTLES, owned_synth.template_json)
-    client = source("saga_index/dynamo/client.py")
+    client = source("saga_index/store/dynamo/client.py")
     assert '"dynamodb throttled: %s %s %s"' in client
     for key in ('"operation": operation', '"errorCode": code', '"throttlingReasons": ['):
         assert key in client, key
@@ -280,7 +280,7 @@ def test_the_failures_queries_select_error_lines_and_uncaught_exceptions(
         query = query_of(name, template)
         assert f"| filter {queries.FAILURE_FILTER}\n" in query, name
         assert {"errorType", "errorMessage", "level", "message"} <= set(fields(query)), name
-    # The domain library's failed-partition line (saga_index/repository.py: logger.error)
+    # The domain library's failed-partition line (saga_index/store/repository.py: logger.error)
     failed_read = log_line(
         "stuck-saga-sweep",
         "error",

@@ -17,7 +17,7 @@ from moto import mock_aws
 from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import STACK_NAME, RenewalSagaIndexStack, build_app
-from saga_index.names import INDEX_NAME
+from saga_index.index.names import INDEX_NAME
 from tests.infra.conftest import Synthesised
 from tests.infra.template_tools import resources
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index import keys
+from saga_index.index import keys
 from tests.infra.conftest import Synthesised
 from tests.infra.template_tools import as_list, render, resources
 from tests.support.backends import Backend, make_backend

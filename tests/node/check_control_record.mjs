@@ -1,6 +1,6 @@
 // Read the control record with the AWS SDK for JavaScript v3 and derive the routing it asks
 // for, following docs/control-contract.md only (no Python involved), for every person of
-// docs/shard-vectors.json. The Python conformance test compares this with saga_index.control.
+// docs/shard-vectors.json. The Python conformance test compares this with saga_index.layout_change.record.
 //
 //   node tests/node/check_control_record.mjs --endpoint URL --table NAME [--region R]
 //        [--vectors path/to/shard-vectors.json]

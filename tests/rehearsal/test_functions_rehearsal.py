@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from devkit import layer
-from saga_index import keys
-from saga_index.names import CONTROL_PK
+from saga_index.index import keys
+from saga_index.index.names import CONTROL_PK
 from tests.support.rehearsal.process import DEV_ONLY_MODULES, Invocation
 from tests.support.rehearsal.scenario import BACKFILL_HANDLERS, Rehearsal
 from tests.support.rehearsal.stack import Synth

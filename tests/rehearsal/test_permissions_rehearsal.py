@@ -8,7 +8,7 @@ The recorder sees each call's action, resources and partition, not its attribute
 or ReturnValues: a statement's attribute-level conditions (dynamodb:Attributes, dynamodb:Select,
 dynamodb:ReturnValues) are not evaluated here. tests/infra/test_worker_requests_fit_policy.py
 checks the worker's requests against them; the drift guard's projected-scan condition rests on
-its scans always projecting (saga_index/dynamo/scan.py)."""
+its scans always projecting (saga_index/store/dynamo/scan.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from saga_index.names import CONTROL_PK
+from saga_index.index.names import CONTROL_PK
 from tests.support.rehearsal.scenario import BACKFILL_HANDLERS, Rehearsal
 from tests.support.rehearsal.server import World
 from tests.support.rehearsal.stack import ACCOUNT, REGION, StandIn, Synth, UnresolvableError

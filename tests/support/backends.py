@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from devkit.schema import create_table
-from saga_index import keys
-from saga_index.dynamo.client import make_client
-from saga_index.dynamo.codec import serialize
+from saga_index.index import keys
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.dynamo.codec import serialize
 
 _table_numbers = itertools.count()
 

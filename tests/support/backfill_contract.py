@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys, names
-from saga_index.backfill.local import LocalRun, run_backfill
-from saga_index.backfill.messages import BackfillRequest, BackfillSummary, RunTicket
-from saga_index.backfill.move import Move
-from saga_index.backfill.pacing import TokenBucket
-from saga_index.backfill.readback import finish_backfill
-from saga_index.backfill.restamp import SegmentThrottledError, run_segment
-from saga_index.control.layout import Layout, layouts_for_phase
-from saga_index.control.state import BackfillDirection, ControlState
-from saga_index.dynamo.client import attach_throttle_observer
-from saga_index.dynamo.codec import deserialize
-from saga_index.names import CONTROL_PK
-from saga_index.writer import SagaWriter
+from saga_index.index import keys, names
+from saga_index.index.layout import Layout, layouts_for_phase
+from saga_index.index.names import CONTROL_PK
+from saga_index.layout_change.backfill.local import LocalRun, run_backfill
+from saga_index.layout_change.backfill.messages import BackfillRequest, BackfillSummary, RunTicket
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.restamp import SegmentThrottledError, run_segment
+from saga_index.layout_change.record.state import BackfillDirection, ControlState
+from saga_index.store.dynamo.client import attach_throttle_observer
+from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.writer import SagaWriter
 from saga_index_cli.backfill_output import EXIT_CLEAN, exit_code
 from tests.support.backends import Backend
 from tests.support.control_seed import CHANGED_AT, seed_state

@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from saga_index.control import record
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.state import ControlState, Transition
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import DEFAULT_TIMING
-from saga_index.dynamo.codec import serialize
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record import record
+from saga_index.layout_change.record.state import ControlState, Transition
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import DEFAULT_TIMING
+from saga_index.store.dynamo.codec import serialize
 
 CHANGED_AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.routing import Routing
-from saga_index.control.store import ControlStore
-from saga_index.drift import DriftChecker
-from saga_index.dynamo.codec import serialize
-from saga_index.dynamo.scan import ScanIncompleteError, ScanOptions
-from saga_index.errors import EnumerationError
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.errors import EnumerationError
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.shard import shard
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.codec import serialize
+from saga_index.store.dynamo.scan import ScanIncompleteError, ScanOptions
 from tests.support.backends import Backend
 from tests.support.control_seed import delete_state, seed_state
 from tests.support.faults import ThrottleInjector, queries_partition

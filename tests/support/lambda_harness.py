@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from handlers import runtime
-from saga_index import names
-from saga_index.control.provider import ControlProvider
+from saga_index.index import names
+from saga_index.layout_change.record.provider import ControlProvider
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

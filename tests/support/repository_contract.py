@@ -9,23 +9,23 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.provider import ControlProvider
-from saga_index.control.routing import Routing
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import ControlTiming
-from saga_index.dynamo.client import attach_throttle_observer
-from saga_index.errors import (
+from saga_index.index import keys
+from saga_index.index.errors import (
     EnumerationError,
     InvalidInputError,
     SagaAlreadyExistsError,
     SagaConflictError,
 )
-from saga_index.model import Phase
-from saga_index.repository import SagaRepository
-from saga_index.shard import shard
-from saga_index.writer import SagaWriter
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.model import Phase
+from saga_index.index.shard import shard
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import ControlTiming
+from saga_index.store.dynamo.client import attach_throttle_observer
+from saga_index.store.repository import SagaRepository
+from saga_index.store.writer import SagaWriter
 from tests.support.backends import Backend
 from tests.support.control_seed import seed_state
 from tests.support.faults import ThrottleInjector, queries_partition

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from saga_index.control.errors import (
+from saga_index.index.errors import SagaIndexError
+from saga_index.layout_change.record.errors import (
     ControlRecordMissingError,
     LeaseHeldError,
     LeaseNotYetEffectiveError,
 )
-from saga_index.errors import SagaIndexError
 from saga_index_cli.backfill_advice import (
     ABORTED_ADVICE,
     CONVERGES,

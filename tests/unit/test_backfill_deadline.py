@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.backfill.messages import BackfillRequest, RunTicket, cursor_of
-from saga_index.backfill.move import Move
-from saga_index.backfill.pacing import TokenBucket
-from saga_index.backfill.restamp import run_segment
-from saga_index.control.state import BackfillDirection
+from saga_index.index import keys
+from saga_index.layout_change.backfill.messages import BackfillRequest, RunTicket, cursor_of
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.restamp import run_segment
+from saga_index.layout_change.record.state import BackfillDirection
 from tests.unit.test_backfill_token_bucket import FakeClock
 
 MARGIN = 60.0

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.backfill.estimate import (
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import Layout
+from saga_index.layout_change.backfill.estimate import (
     PARTITION_WCU_PER_SECOND,
     BackfillEstimate,
     LegacyKeyEffect,
@@ -16,11 +18,9 @@ from saga_index.backfill.estimate import (
     restamp_units,
     write_units,
 )
-from saga_index.backfill.move import Move
-from saga_index.control.layout import Layout
-from saga_index.control.state import BackfillDirection
-from saga_index.dynamo.sizing import item_size
-from saga_index.errors import InvalidInputError
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.store.dynamo.sizing import item_size
 from saga_index_cli.backfill_estimate import estimate_lines, format_duration
 
 FORWARD = Move.between_legacy_and(BackfillDirection.FORWARD, 16)

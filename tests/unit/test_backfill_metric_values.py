@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from saga_index import names
-from saga_index.backfill.messages import SegmentCounts, SegmentResult, VerificationResult
-from saga_index.backfill.steps import SegmentOutcome
-from saga_index.control.errors import LeaseLostError
-from saga_index.control.state import BackfillDirection
+from saga_index.index import names
+from saga_index.layout_change.backfill.messages import (
+    SegmentCounts,
+    SegmentResult,
+    VerificationResult,
+)
+from saga_index.layout_change.backfill.steps import SegmentOutcome
+from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.record.state import BackfillDirection
 
 COUNTS = SegmentCounts(scanned=9, restamped=5, skipped=1, anomalies=2, would_restamp=0, throttles=3)
 

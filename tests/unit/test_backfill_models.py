@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from saga_index import keys
-from saga_index.backfill.messages import (
+from saga_index.index import keys
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
+from saga_index.layout_change.backfill.messages import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
     MAX_ANOMALY_REASON_CHARS,
@@ -25,11 +27,9 @@ from saga_index.backfill.messages import (
     plan_segments,
     summarise,
 )
-from saga_index.backfill.move import Move
-from saga_index.control.errors import ControlRecordMissingError, LeaseDirectionError
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.state import BackfillDirection, ControlState, RecordCondition
-from saga_index.names import MAX_CONCURRENT_SEGMENTS
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.record.errors import ControlRecordMissingError, LeaseDirectionError
+from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
 from saga_index_cli.backfill_output import exit_code
 from tests.support.control_seed import transition
 

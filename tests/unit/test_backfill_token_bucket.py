@@ -6,8 +6,8 @@ from itertools import pairwise
 
 import pytest
 
-from saga_index.backfill.pacing import TokenBucket
-from saga_index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.backfill.pacing import TokenBucket
 
 
 class FakeClock:

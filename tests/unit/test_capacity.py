@@ -35,7 +35,7 @@ from devkit.capacity.units import (
     read_units,
     write_units,
 )
-from saga_index.dynamo.sizing import item_size, number_size, value_size
+from saga_index.store.dynamo.sizing import item_size, number_size, value_size
 
 KB = 1024
 INDEX = "renewal-saga-person-index"

@@ -14,7 +14,7 @@ import click
 import pytest
 from botocore.config import Config
 
-from saga_index.control.layout import StatePhase
+from saga_index.index.layout import StatePhase
 from saga_index_cli import context
 from saga_index_cli import main as main_module
 from saga_index_cli.context import CliContext

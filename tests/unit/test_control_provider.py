@@ -8,13 +8,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from saga_index import keys
-from saga_index.control.errors import ControlRecordInvalidError, ControlRecordUnavailableError
-from saga_index.control.layout import LEGACY, Layout, layouts_for_phase
-from saga_index.control.provider import ControlProvider, FixedStateSource
-from saga_index.control.routing import Routing
-from saga_index.control.state import ControlState, RecordCondition, Transition
-from saga_index.control.timing import CACHE_SECONDS, ControlTiming
+from saga_index.index import keys
+from saga_index.index.layout import LEGACY, Layout, layouts_for_phase
+from saga_index.layout_change.record.errors import (
+    ControlRecordInvalidError,
+    ControlRecordUnavailableError,
+)
+from saga_index.layout_change.record.provider import ControlProvider, FixedStateSource
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.record.timing import CACHE_SECONDS, ControlTiming
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 S16 = Layout.sharded(16)

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from saga_index.control import record
-from saga_index.control.errors import ControlRecordInvalidError
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.state import (
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record import record
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
     ControlState,
     Lease,
     Transition,
 )
-from saga_index.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.codec import deserialize, serialize
 
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 S16 = Layout.sharded(16)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from saga_index import keys
-from saga_index.control.errors import ControlRecordInvalidError
-from saga_index.control.layout import LEGACY, Layout, StatePhase, layouts_for_phase, phase_of
-from saga_index.control.routing import Routing, routing_for
-from saga_index.control.state import ControlState, RecordCondition, Transition
-from saga_index.errors import InvalidInputError, InvalidPersonIdError
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError, InvalidPersonIdError
+from saga_index.index.layout import LEGACY, Layout, StatePhase, layouts_for_phase, phase_of
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 
 ROOT = Path(__file__).resolve().parents[2]
 PERSONS = sorted(

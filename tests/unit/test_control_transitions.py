@@ -7,23 +7,26 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from saga_index.control.errors import ControlRecordMissingError, TransitionNotAllowedError
-from saga_index.control.layout import LEGACY, Layout, StatePhase
-from saga_index.control.state import (
+from saga_index.index.errors import InvalidInputError, InvalidShardCountError
+from saga_index.index.layout import LEGACY, Layout, StatePhase
+from saga_index.layout_change.record.errors import (
+    ControlRecordMissingError,
+    TransitionNotAllowedError,
+)
+from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
     ControlState,
     RecordCondition,
     Transition,
 )
-from saga_index.control.transitions import (
+from saga_index.layout_change.transitions.rules import (
     ALLOWED_MOVES,
     check_backfill,
     describe_reshard_targets,
     plan_move,
     reshard_targets,
 )
-from saga_index.errors import InvalidInputError, InvalidShardCountError
 
 S16 = Layout.sharded(16)
 AT = datetime(2026, 3, 1, tzinfo=UTC)

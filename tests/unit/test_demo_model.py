@@ -16,10 +16,10 @@ from devkit.traffic.events import CohortOpen, ListPageLoad, Sweep, Transition
 from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index import keys, names
-from saga_index.dynamo.sizing import item_size
-from saga_index.errors import InvalidInputError
-from saga_index.model import OPEN_STATES, Phase
+from saga_index.index import keys, names
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.model import OPEN_STATES, Phase
+from saga_index.store.dynamo.sizing import item_size
 
 SCHEMA = TableSchema(
     name="t",

@@ -8,12 +8,19 @@ from typing import Any
 
 import pytest
 
-from saga_index import keys
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.routing import Routing
-from saga_index.drift import DriftReport, Expectations, RowRef, Verdict, scan_due, shard_skew
-from saga_index.dynamo.scan import ReadRateLimiter, SagaTableScanner, ScanOptions, _read_units
-from saga_index.errors import InvalidInputError, InvalidKeyError
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError, InvalidKeyError
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.checks.drift import (
+    DriftReport,
+    Expectations,
+    RowRef,
+    Verdict,
+    scan_due,
+    shard_skew,
+)
+from saga_index.layout_change.record.routing import Routing
+from saga_index.store.dynamo.scan import ReadRateLimiter, SagaTableScanner, ScanOptions, _read_units
 
 N = 16
 

@@ -8,15 +8,15 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from saga_index import names
-from saga_index.dynamo.client import make_client
-from saga_index.dynamo.conditions import all_of, is_condition_failed
-from saga_index.dynamo.pages import paced_pages, query_pages
-from saga_index.dynamo.scan import _read_units
-from saga_index.dynamo.sizing import item_size
-from saga_index.dynamo.target import IndexTarget
-from saga_index.errors import InvalidInputError, InvalidShardCountError
-from saga_index.repository import SagaRepository
+from saga_index.index import names
+from saga_index.index.errors import InvalidInputError, InvalidShardCountError
+from saga_index.store.dynamo.client import make_client
+from saga_index.store.dynamo.conditions import all_of, is_condition_failed
+from saga_index.store.dynamo.pages import paced_pages, query_pages
+from saga_index.store.dynamo.scan import _read_units
+from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.dynamo.target import IndexTarget
+from saga_index.store.repository import SagaRepository
 
 
 def client_error(code: str) -> ClientError:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_index.dynamo.client import attach_throttle_observer, make_client
+from saga_index.store.dynamo.client import attach_throttle_observer, make_client
 
 
 def test_given_defaults_then_the_client_retries_throttles_and_cannot_hang_past_its_timeouts() -> (

@@ -9,10 +9,10 @@ import pytest
 
 from handlers import runtime
 from handlers.settings import HandlerSettings
-from saga_index.control.layout import LEGACY
-from saga_index.control.provider import ControlProvider
-from saga_index.control.routing import Routing
-from saga_index.control.state import ControlState
+from saga_index.index.layout import LEGACY
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.record.state import ControlState
 
 
 class FakeStore:

@@ -1,4 +1,4 @@
-"""Build/parse round trips and refusals of every key string of a saga row (saga_index.keys).
+"""Build/parse round trips and refusals of every key string of a saga row (saga_index.index.keys).
 
 The key formats are spelled out literally here on purpose: these tests pin the contract that
 other languages and the stored rows depend on, so they must not be derived from the code under
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saga_index import keys
-from saga_index.errors import InvalidKeyError, InvalidPersonIdError
-from saga_index.keys import (
+from saga_index.index import keys
+from saga_index.index.errors import InvalidKeyError, InvalidPersonIdError
+from saga_index.index.keys import (
     LEGACY_GSI4PK,
     SortKey,
     all_shard_gsi4pks,
@@ -32,8 +32,8 @@ from saga_index.keys import (
     sharded_gsi4pk,
     table_key_of,
 )
-from saga_index.names import INDEX_NAME
-from saga_index.shard import shard
+from saga_index.index.names import INDEX_NAME
+from saga_index.index.shard import shard
 
 OPENED_AT = "2026-07-10T12:00:00.000Z"
 

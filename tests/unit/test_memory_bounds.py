@@ -11,12 +11,12 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from saga_index import keys
-from saga_index.backfill.move import Move
-from saga_index.backfill.readback import verify_source_drained
-from saga_index.drift import SAMPLE_LIMIT, DriftChecker
-from saga_index.dynamo.scan import ScanOptions
-from saga_index.shard import shard
+from saga_index.index import keys
+from saga_index.index.shard import shard
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.readback import verify_source_drained
+from saga_index.layout_change.checks.drift import SAMPLE_LIMIT, DriftChecker
+from saga_index.store.dynamo.scan import ScanOptions
 
 ROWS_PER_PAGE = 40
 N = 4

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from saga_index.errors import InvalidInputError
-from saga_index.parity import sample_persons
-from saga_index.parity_snapshot import (
+from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.checks.parity import sample_persons
+from saga_index.layout_change.checks.parity_snapshot import (
     CHECK_ALL,
     CHECK_OPEN,
     CHECK_PERSON,
@@ -17,7 +17,12 @@ from saga_index.parity_snapshot import (
     Read,
     Snapshot,
 )
-from saga_index.watch import MetricReadError, WatchReport, read_throttle_window, validate_days
+from saga_index.layout_change.checks.watch import (
+    MetricReadError,
+    WatchReport,
+    read_throttle_window,
+    validate_days,
+)
 
 # ---- snapshots ----------------------------------------------------------------------------------
 

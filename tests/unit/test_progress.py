@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from saga_index.drift import DriftChecker
-from saga_index.dynamo.scan import PageRead, SagaTableScanner, ScanOptions
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.store.dynamo.scan import PageRead, SagaTableScanner, ScanOptions
 from saga_index_cli import progress
 from saga_index_cli.backfill_output import RunProgress
 from saga_index_cli.progress import LiveProgress, StepReading, format_seconds

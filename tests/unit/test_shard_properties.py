@@ -1,4 +1,4 @@
-"""Properties of saga_index.shard and of the personId / shard-count validation it relies on."""
+"""Properties of index.shard and of the personId / shard-count validation it relies on."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from saga_index.errors import InvalidPersonIdError, InvalidShardCountError
-from saga_index.keys import (
+from saga_index.index.errors import InvalidPersonIdError, InvalidShardCountError
+from saga_index.index.keys import (
     all_shard_gsi4pks,
     gsi4sk,
     person_prefix,
     shard_gsi4pk_for_person,
     validate_person_id,
 )
-from saga_index.shard import DEFAULT_SHARD_COUNT, shard, validate_shard_count
+from saga_index.index.shard import DEFAULT_SHARD_COUNT, shard, validate_shard_count
 
 VALID_SHARD_COUNTS = [2**k for k in range(11)]  # 1 .. 1024
 # Strings hypothesis draws by default never contain surrogates, so they are all valid UTF-8.

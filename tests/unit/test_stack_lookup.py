@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from saga_index.names import STACK_NAME
+from saga_index.index.names import STACK_NAME
 from saga_index_cli.stack import StackLookupError, read_outputs, state_machine_arn_from_outputs
 
 ARN = "arn:aws:states:eu-west-1:123456789012:stateMachine:BackfillStateMachine1A2B-xyz"

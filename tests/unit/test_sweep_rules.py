@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from saga_index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError
 from saga_index.sweeps.rules import (
     FindingKind,
     HealthPolicy,

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.dynamo.client import error_code
-from saga_index.dynamo.codec import deserialize, serialize
-from saga_index.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.client import error_code
+from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.conditions import is_condition_failed
 from saga_index.sweeps.rules import (
     LAST_PREPARE_RETRY_AT,
     PREPARE_ATTEMPTS,

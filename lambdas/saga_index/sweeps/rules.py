@@ -20,9 +20,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from saga_index import keys
-from saga_index.errors import InvalidInputError, InvalidKeyError
-from saga_index.model import OPEN_STATES
+from saga_index.index import keys
+from saga_index.index.errors import InvalidInputError, InvalidKeyError
+from saga_index.index.model import OPEN_STATES
 
 PREPARE_FAILED = "PREPARE_FAILED"
 

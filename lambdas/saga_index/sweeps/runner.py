@@ -18,9 +18,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index import names
-from saga_index.errors import SagaIndexError
-from saga_index.repository import ReadResult, SagaRepository
+from saga_index.index import names
+from saga_index.index.errors import SagaIndexError
+from saga_index.store.repository import ReadResult, SagaRepository
+from saga_index.store.writer import utc_iso
 from saga_index.sweeps.claims import Claim, RetryClaims
 from saga_index.sweeps.events import EventPublisher, EventPublishError, SagaEvent, event_for
 from saga_index.sweeps.rules import (
@@ -40,7 +41,6 @@ from saga_index.sweeps.rules import (
     stuck_sagas,
     workflow_health,
 )
-from saga_index.writer import utc_iso
 
 log = logging.getLogger(__name__)
 

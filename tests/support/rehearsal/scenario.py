@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from saga_index import names
-from saga_index.control import executor
-from saga_index.control.layout import LEGACY, Layout
-from saga_index.control.state import ControlState
-from saga_index.control.store import ControlStore
-from saga_index.control.timing import utc_now
-from saga_index.dynamo.codec import deserialize
+from saga_index.index import names
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import utc_now
+from saga_index.layout_change.transitions import executor
+from saga_index.store.dynamo.codec import deserialize
 from tests.support.backends import Backend
 from tests.support.control_seed import delete_state, seed_state
 from tests.support.rehearsal.process import (
@@ -37,7 +37,7 @@ DAY = datetime(2026, 7, 10, tzinfo=UTC)
 # The sweeps refuse a scheduledTime more than 15 minutes from their own clock (a payload from
 # 2099 must not disable a saga's retries), so their firings are those of the current 5-minute
 # slot, as Scheduler would send them now. The drift guard's run stays at the top of an hour of
-# DAY: that is a scan run (saga_index.drift.scan_due), which the rehearsal needs.
+# DAY: that is a scan run (layout_change.checks.drift.scan_due), which the rehearsal needs.
 _SLOT = datetime.now(UTC).replace(second=0, microsecond=0)
 _SLOT -= timedelta(minutes=_SLOT.minute % 5)
 # The sweeps' schedule payload, as infra/schedules.py builds it (Scheduler's context

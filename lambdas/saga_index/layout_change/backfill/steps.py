@@ -1,0 +1,165 @@
+"""The backfill as the Step Functions state machine runs it: one function per state, each what
+that state's Lambda handler (handlers/backfill_*.py) calls.
+
+  plan     plan_run: take the run's lease (none for a dry run) and lay out the segments
+  worker   run_leased_segment: one invocation on one segment, under the lease
+  verify   verify_run: read back what is left on the source keys, then release the lease with
+           the run's completion
+
+Every step carries the run's ticket (the record's move when the run started, the lease token),
+so a retried step finds its own lease. layout_change.backfill.local runs the same steps in one
+process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from saga_index.layout_change.backfill.leasing import (
+    LeaseKeeper,
+    release_with_completion,
+    take_run,
+    token_for_execution,
+)
+from saga_index.layout_change.backfill.messages import (
+    BackfillSummary,
+    PlanRequest,
+    SegmentPlan,
+    SegmentRequest,
+    SegmentResult,
+    VerifyRequest,
+    plan_segments,
+    segment_share,
+)
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.lease import heartbeat_lease
+from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.client import attach_throttle_observer
+
+
+def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
+    """Take the run's lease for the execution `plan.holder` and lay out its segments.
+
+    The token is derived from the execution id, so a retried plan step finds its own lease.
+    Refusals: leasing.take_run's, before anything is written.
+    """
+    ticket, _ = take_run(
+        ControlStore(client, table_name),
+        plan.request,
+        holder=plan.holder,
+        token=token_for_execution(plan.holder),
+    )
+    return plan_segments(plan.request, ticket)
+
+
+@dataclass(frozen=True)
+class SegmentOutcome:
+    """One worker invocation: its result, and the lost lease that stopped it, if one did."""
+
+    result: SegmentResult
+    lease_lost: LeaseLostError | None = None
+
+    def metric_values(self) -> dict[str, int]:
+        """This invocation's own counts (never the carried totals), by worker metric name."""
+        return (self.result.invocation or self.result).metric_values()
+
+    def unwrap(self) -> SegmentResult:
+        """The result, or the LeaseLostError that stopped the invocation after its in-flight
+        write."""
+        if self.lease_lost is not None:
+            raise self.lease_lost
+        return self.result
+
+
+def run_leased_segment(
+    client: Any,
+    table_name: str,
+    request: SegmentRequest,
+    *,
+    remaining_seconds: Callable[[], float],
+    safety_margin_seconds: float = DEFAULT_SAFETY_MARGIN_SECONDS,
+) -> SegmentOutcome:
+    """Re-stamp one segment from request.cursor until it is done or the deadline is near
+    (restamp.run_segment), under the run's lease (not for a dry run, which holds none).
+
+    The invocation heartbeats when it starts (LeaseLostError propagates: nothing is written),
+    every few seconds while it runs and when it ends; each heartbeat applies the record's
+    throttle (this segment's share of it) and pause flag to the token bucket. A lease lost
+    while it runs stops it after the in-flight write: the outcome then carries the error.
+    remaining_seconds: the Lambda's remaining time.
+    """
+    stop = threading.Event()
+    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    token = request.run.lease_token
+    keeper = (
+        None
+        if request.dry_run or token is None
+        else LeaseKeeper(
+            ControlStore(client, table_name),
+            token,
+            bucket,
+            own_rate=request.max_writes_per_second,
+            share=lambda total: segment_share(total, request.total_segments),
+            stop=stop,
+        )
+    )
+    with keeper if keeper is not None else contextlib.nullcontext():
+        result = run_segment(
+            client,
+            table_name,
+            request,
+            # One invocation at a time per environment: the counter's increments are this run's.
+            throttles=attach_throttle_observer(client),
+            remaining_seconds=remaining_seconds,
+            safety_margin_seconds=safety_margin_seconds,
+            stop=stop,
+            bucket=bucket,
+        )
+    return SegmentOutcome(result, keeper.lost if keeper is not None else None)
+
+
+def verify_run(
+    client: Any, table_name: str, verify: VerifyRequest, *, index_name: str
+) -> BackfillSummary:
+    """Aggregate the segments' results, read back what is left on the source keys
+    (readback.finish_backfill) and release the run's lease with its completion (counts,
+    complete, verified: what `phase set` checks). A dry run holds no lease and records nothing.
+
+    The lease is heartbeated before the read-back: LeaseLostError when it is gone, and nothing is
+    recorded. A retry after the release landed reads back again and returns the summary,
+    recording nothing new.
+    """
+    store = ControlStore(client, table_name)
+    token = verify.run.lease_token
+    if token is not None:
+        _heartbeat_unless_recorded(store, token)
+    summary = finish_backfill(
+        client,
+        table_name,
+        verify.request,
+        verify.segments,
+        index_name=index_name,
+        move=verify.run.move(),
+    )
+    if token is not None:
+        release_with_completion(store, verify.run, summary)
+    return summary
+
+
+def _heartbeat_unless_recorded(store: ControlStore, token: str) -> None:
+    """Extend the lease for the read-back. A retried verify step whose first attempt already
+    released it with the completion goes on (its release is then a no-op); any other loss
+    fails the step (LeaseLostError): the run's completion cannot be recorded."""
+    try:
+        heartbeat_lease(store, token=token)
+    except LeaseLostError:
+        last = store.read().last_backfill
+        if last is None or last.lease_token != token:
+            raise

@@ -1,0 +1,295 @@
+"""The repair of one anomalous saga row: give it its person, and the sort key built from it.
+
+A saga row whose personId is unusable (keys.person_anomaly: missing, empty, not a string, or not
+the person its GSI4SK names) cannot be routed to a shard, so the backfill leaves it on its key
+and reports it. The repair sets personId AND GSI4SK = keys.gsi4sk(personId, openedAt): setting
+personId alone leaves a GSI4SK that names another person (or none), and the row stays an anomaly.
+
+The person is given by the operator, or read from the row's lease (LEASE#<leaseId>/META names
+its tenant in personId). The write holds only if the row is still exactly as read: it exists,
+and personId, GSI4SK and openedAt are unchanged; so a concurrent writer wins and a deleted row is
+never re-created. GSI4PK is not touched: the next backfill run moves the repaired row to its
+shard. A dry run (the default) reads and decides, and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from saga_index.index import keys
+from saga_index.index.errors import (
+    InvalidInputError,
+    InvalidKeyError,
+    InvalidPersonIdError,
+    SagaIndexError,
+)
+from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.conditions import (
+    ROW_STILL_EXISTS,
+    STILL_THE_PERSON_READ,
+    STILL_THE_SORT_KEY_READ,
+    all_of,
+    is_condition_failed,
+)
+
+# The lease row that names a saga's tenant (docs/data-model.md): PK "LEASE#" + leaseId.
+LEASE_PK_PREFIX: Final = "LEASE#"
+LEASE_SK: Final = "META"
+
+# ---- condition fragments of the repair (with the shared ones: the row still exists, and its
+# personId and GSI4SK are the ones read) ------------------------------------------------------
+# A row read without a personId must still have none (someone else's repair wins).
+PERSON_STILL_ABSENT: Final = "attribute_not_exists(#personId)"
+# A row read without GSI4SK must still have none.
+SORT_KEY_STILL_ABSENT: Final = "attribute_not_exists(#gsi4sk)"
+# The new GSI4SK is built from openedAt: a changed openedAt would make it stale.
+STILL_OPENED_AT_READ: Final = "#openedAt = :readOpenedAt"
+# The only change a repair makes.
+SET_PERSON_AND_SORT_KEY: Final = "SET #personId = :person, #gsi4sk = :sortKey"
+
+_READ_ATTRIBUTES = {
+    "#pk": TABLE_PARTITION_KEY,
+    "#sk": TABLE_SORT_KEY,
+    "#entityType": "entityType",
+    "#personId": "personId",
+    "#gsi4pk": "GSI4PK",
+    "#gsi4sk": "GSI4SK",
+    "#openedAt": "openedAt",
+    "#leaseId": "leaseId",
+}
+
+
+class RepairError(SagaIndexError):
+    """The row cannot be repaired as asked: what the repair needs is missing from the data
+    (its lease, the lease's tenant, its openedAt). The message says what to do instead."""
+
+
+class PersonSource(StrEnum):
+    GIVEN = "given"  # by the caller (the operator's --person-id)
+    LEASE = "lease"  # the tenant named by the row's lease
+
+
+class RepairStatus(StrEnum):
+    REPAIRED = "repaired"
+    WOULD_REPAIR = "would-repair"  # dry run: what `write` would set
+    NOTHING_TO_REPAIR = "nothing-to-repair"  # not an anomaly (and of the person given, if any)
+    BELONGS_TO_ANOTHER_PERSON = "belongs-to-another-person"  # healthy, of another person
+    NOT_FOUND = "not-found"
+    CHANGED = "changed"  # the condition failed: changed or deleted since it was read
+
+    @property
+    def done(self) -> bool:
+        """The row is (or, in a dry run, would be) no longer an anomaly."""
+        return self in (
+            RepairStatus.REPAIRED,
+            RepairStatus.WOULD_REPAIR,
+            RepairStatus.NOTHING_TO_REPAIR,
+        )
+
+
+class RepairResult(BaseModel):
+    """What the repair found and did (JSON in camelCase, like the backfill's summary)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    pk: str
+    sk: str
+    status: RepairStatus
+    dry_run: bool
+    person_source: PersonSource
+    # The anomaly as read (keys.person_anomaly), None when the row was not one.
+    anomaly: str | None = None
+    # personId, GSI4SK, GSI4PK and openedAt as read (absent attributes left out).
+    read: dict[str, Any] = Field(default_factory=dict)
+    # What the repair writes (or would write): personId and GSI4SK.
+    write: dict[str, str] | None = None
+    message: str
+
+    @property
+    def person_id(self) -> str | None:
+        return self.write["personId"] if self.write else None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def lease_key(lease_id: str) -> dict[str, str]:
+    return {TABLE_PARTITION_KEY: LEASE_PK_PREFIX + lease_id, TABLE_SORT_KEY: LEASE_SK}
+
+
+def repair_anomaly(
+    client: Any,
+    table_name: str,
+    key: Mapping[str, str],
+    *,
+    person_id: str | None = None,
+    dry_run: bool = True,
+) -> RepairResult:
+    """Rebuild personId and GSI4SK of the saga row at `key` ({"PK": ..., "SK": ...}).
+
+    person_id None: the tenant named by the row's lease. A row that is not an anomaly is left
+    as it is (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when person_id names someone
+    else): this repairs anomalies, it never moves a saga to another person. Raises
+    InvalidInputError for a key that is not a saga's or an unusable person_id, and RepairError
+    when the data lacks what the repair needs.
+    """
+    pk, sk = key[TABLE_PARTITION_KEY], key[TABLE_SORT_KEY]
+    keys.parse_saga_table_key(pk, sk)
+    if person_id is not None:
+        keys.validate_person_id(person_id)
+    source = PersonSource.LEASE if person_id is None else PersonSource.GIVEN
+    table_key = {TABLE_PARTITION_KEY: {"S": pk}, TABLE_SORT_KEY: {"S": sk}}
+    raw = client.get_item(
+        TableName=table_name,
+        Key=table_key,
+        ConsistentRead=True,
+        ProjectionExpression=", ".join(_READ_ATTRIBUTES),
+        ExpressionAttributeNames=_READ_ATTRIBUTES,
+    ).get("Item")
+
+    def result(status: RepairStatus, message: str, **fields: Any) -> RepairResult:
+        return RepairResult(
+            pk=pk,
+            sk=sk,
+            status=status,
+            dry_run=dry_run,
+            person_source=source,
+            message=message,
+            **fields,
+        )
+
+    if raw is None:
+        return result(
+            RepairStatus.NOT_FOUND,
+            f"no row at PK={pk} SK={sk}: it was deleted since it was reported, or the key is "
+            "mistyped (the backfill lists anomalies as PK=... SK=...)",
+        )
+    row = deserialize(raw)
+    if row.get("entityType") != keys.ENTITY_TYPE:
+        raise InvalidInputError(
+            f"PK={pk} SK={sk} is not a saga row (entityType {row.get('entityType')!r})"
+        )
+    read = {name: row[name] for name in ("personId", "GSI4SK", "GSI4PK", "openedAt") if name in row}
+    anomaly = keys.person_anomaly(row)
+    if anomaly is None:
+        if person_id is not None and row.get("personId") != person_id:
+            return result(
+                RepairStatus.BELONGS_TO_ANOTHER_PERSON,
+                f"PK={pk} SK={sk} is not an anomaly: it belongs to person "
+                f"{row.get('personId')!r}, not {person_id!r}. This command repairs anomalies "
+                "only; it does not move a saga to another person",
+                read=read,
+            )
+        return result(
+            RepairStatus.NOTHING_TO_REPAIR,
+            f"PK={pk} SK={sk} is not an anomaly (personId {row.get('personId')!r}): "
+            "nothing to repair",
+            read=read,
+        )
+    opened_at = row.get("openedAt", "")  # gsi4sk refuses a missing or unusable one
+    person = person_id if person_id is not None else _tenant_of_lease(client, table_name, row)
+    try:
+        sort_key = keys.gsi4sk(person, opened_at)
+    except InvalidPersonIdError:
+        if source is PersonSource.GIVEN:
+            raise
+        raise RepairError(
+            f"the tenant {person!r} of PK={pk} SK={sk}'s lease is too long for a GSI4SK: "
+            "pass --person-id"
+        ) from None
+    except InvalidKeyError as err:
+        raise RepairError(
+            f"PK={pk} SK={sk} has no usable openedAt ({err}), so its GSI4SK cannot be rebuilt: "
+            "repair the row in the application"
+        ) from None
+    write = {"personId": person, "GSI4SK": sort_key}
+    if dry_run:
+        return result(
+            RepairStatus.WOULD_REPAIR,
+            f"dry run, nothing written: the repair sets personId={person!r} and "
+            f"GSI4SK={sort_key!r}",
+            anomaly=anomaly,
+            read=read,
+            write=write,
+        )
+    names = {
+        "#pk": TABLE_PARTITION_KEY,
+        "#personId": "personId",
+        "#gsi4sk": "GSI4SK",
+        "#openedAt": "openedAt",
+    }
+    values: dict[str, Any] = {
+        ":person": {"S": person},
+        ":sortKey": {"S": sort_key},
+        # The values read, as typed attribute values: equality is byte-exact.
+        ":readOpenedAt": raw["openedAt"],
+    }
+    condition = [ROW_STILL_EXISTS, STILL_OPENED_AT_READ]
+    if "personId" in raw:
+        values[":readPersonId"] = raw["personId"]
+        condition.append(STILL_THE_PERSON_READ)
+    else:
+        condition.append(PERSON_STILL_ABSENT)
+    if "GSI4SK" in raw:
+        values[":readGsi4sk"] = raw["GSI4SK"]
+        condition.append(STILL_THE_SORT_KEY_READ)
+    else:
+        condition.append(SORT_KEY_STILL_ABSENT)
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=table_key,
+            UpdateExpression=SET_PERSON_AND_SORT_KEY,
+            ConditionExpression=all_of(*condition),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as err:
+        if not is_condition_failed(err):
+            raise
+        return result(
+            RepairStatus.CHANGED,
+            f"PK={pk} SK={sk} changed or was deleted since it was read; nothing was written: "
+            "run the same command again to repair it as it is now",
+            anomaly=anomaly,
+            read=read,
+            write=write,
+        )
+    return result(
+        RepairStatus.REPAIRED,
+        f"repaired: personId={person!r}, GSI4SK={sort_key!r}; GSI4PK is still "
+        f"{row.get('GSI4PK')!r}: the next backfill run moves the row to its shard",
+        anomaly=anomaly,
+        read=read,
+        write=write,
+    )
+
+
+def _tenant_of_lease(client: Any, table_name: str, row: Mapping[str, Any]) -> str:
+    where = f"PK={row['PK']} SK={row['SK']}"
+    lease_id = row.get("leaseId")
+    if not isinstance(lease_id, str) or not lease_id:
+        raise RepairError(f"{where} names no lease (leaseId {lease_id!r}): pass --person-id")
+    lease_raw = client.get_item(
+        TableName=table_name,
+        Key={name: {"S": value} for name, value in lease_key(lease_id).items()},
+        ConsistentRead=True,
+        ProjectionExpression="#personId",
+        ExpressionAttributeNames={"#personId": "personId"},
+    ).get("Item")
+    if lease_raw is None:
+        raise RepairError(f"{where} names lease {lease_id!r}, which is gone: pass --person-id")
+    tenant = deserialize(lease_raw).get("personId")
+    try:
+        return keys.validate_person_id(tenant)
+    except InvalidPersonIdError as err:
+        raise RepairError(
+            f"{where}: its lease {lease_id!r} names no usable tenant ({err}): pass --person-id"
+        ) from None

@@ -1,0 +1,127 @@
+"""The control record's errors. Each names what the operator can do next.
+
+The CLI maps them to exit codes: InvalidInputError subclasses to 2, PreconditionFailedError to 3,
+everything else to 1 (docs/control-contract.md, "Exit codes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from saga_index.index.errors import InvalidInputError, SagaIndexError
+
+
+class ControlError(SagaIndexError):
+    """Base class of the control record's errors."""
+
+
+class ControlRecordInvalidError(ControlError):
+    """The control item exists but does not parse under the contract (treated as unreadable)."""
+
+
+class ControlRecordUnavailableError(ControlError):
+    """The record could not be read and no last good state is young enough to serve."""
+
+
+class ControlRecordMissingError(ControlError):
+    """The STATE item is gone although history shows a migration began: refuse to change it."""
+
+    def __init__(self, newest_history_version: int) -> None:
+        self.newest_history_version = newest_history_version
+        super().__init__(
+            "the control record (STATE) is missing but its history ends at version "
+            f"{newest_history_version}: someone deleted it. Readers route over every layout "
+            "that history names; restore the record from history (restore_state) before "
+            "changing the phase or running a backfill"
+        )
+
+
+class TransitionNotAllowedError(ControlError, InvalidInputError):
+    """The requested phase is not reachable from the current one (CLI exit 2)."""
+
+    def __init__(self, current: str, requested: str, allowed: Sequence[str], detail: str) -> None:
+        self.current = current
+        self.requested = requested
+        self.allowed = tuple(allowed)
+        moves = ", ".join(self.allowed) if self.allowed else "none"
+        super().__init__(
+            f"cannot move from {current!r} to {requested!r}: {detail}. "
+            f"Allowed from {current!r}: {moves}"
+        )
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One precondition's verdict: its name, pass/fail and what it saw."""
+
+    name: str
+    passed: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+class PreconditionFailedError(ControlError):
+    """A forward transition's checks failed; nothing was written (CLI exit 3)."""
+
+    def __init__(self, requested: str, failed: Sequence[CheckResult]) -> None:
+        self.requested = requested
+        self.failed = tuple(failed)
+        names = "; ".join(f"{c.name}: {c.detail}" for c in self.failed)
+        super().__init__(f"refused to move to {requested!r}: {names}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"refused": True, "failed": [c.to_json() for c in self.failed]}
+
+
+class VersionConflictError(ControlError):
+    """The compare-and-set lost: someone changed the record since it was read (CLI exit 1)."""
+
+    def __init__(self, expected_version: int, actual_version: int, actual_phase: str) -> None:
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.actual_phase = actual_phase
+        super().__init__(
+            f"lost the race: the record moved from version {expected_version} to version "
+            f"{actual_version} (phase {actual_phase!r}) while this change was checked; "
+            "nothing was written. Read it (phase show) and decide again"
+        )
+
+
+class LeaseHeldError(ControlError):
+    """Another backfill run holds a live lease (CLI exit 1)."""
+
+    def __init__(self, holder: str, expires_at: str) -> None:
+        self.holder = holder
+        self.expires_at = expires_at
+        super().__init__(
+            f"another backfill run holds the lease: {holder!r}, live until {expires_at} "
+            "unless it heartbeats. Wait for it, or for the lease to expire if that run died"
+        )
+
+
+class LeaseNotYetEffectiveError(ControlError):
+    """The current state is younger than its effectiveAt: some writers may still use the old key."""
+
+    def __init__(self, effective_at: str, seconds_to_wait: float) -> None:
+        self.effective_at = effective_at
+        self.seconds_to_wait = seconds_to_wait
+        super().__init__(
+            f"the current state takes effect at {effective_at}: writers may still stamp the old "
+            f"key until then. Wait {seconds_to_wait:.0f} s and start again"
+        )
+
+
+class LeaseDirectionError(ControlError, InvalidInputError):
+    """The requested backfill direction disagrees with the state (CLI exit 2)."""
+
+
+class LeaseLostError(ControlError):
+    """This run no longer holds the lease (taken over after expiry, or the state changed)."""
+
+
+class InvalidBackfillControlError(ControlError, InvalidInputError):
+    """A throttle value outside the backfill's bounds, or another invalid control change."""

@@ -1,0 +1,134 @@
+"""The state every process follows: a strongly consistent read, cached for at most T seconds
+(docs/control-contract.md, "The cache").
+
+Not a read per request: a sweep's 16 queries share one read. When the record cannot be read
+(a client error, or an item that does not parse) the last good state is served for at most
+`stale_grace_seconds` more, then reads fail loudly: a process never follows a state older than
+T + grace, which is what effectiveAt counts on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.layout_change.record.errors import (
+    ControlRecordInvalidError,
+    ControlRecordUnavailableError,
+)
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, MonotonicClock
+
+log = logging.getLogger(__name__)
+
+
+class StateReader(Protocol):
+    """Reads the record (ControlStore; a fake in unit tests)."""
+
+    def read(self) -> ControlState: ...
+
+
+class StateSource(Protocol):
+    """What readers and writers need: the current state and its routing."""
+
+    def state(self) -> ControlState: ...
+
+    def routing(self) -> Routing: ...
+
+
+class ControlProvider:
+    """The cached view of one table's record. Thread-safe: one refresh at a time."""
+
+    def __init__(
+        self,
+        store: StateReader,
+        *,
+        timing: ControlTiming = DEFAULT_TIMING,
+        clock: MonotonicClock = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.timing = timing
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state: ControlState | None = None
+        self._read_at = 0.0
+
+    def state(self) -> ControlState:
+        """The state, read at most T seconds ago (re-read when older)."""
+        with self._lock:
+            if self._state is not None and self._age() < self.timing.cache_seconds:
+                return self._state
+            return self._refresh_locked()
+
+    def routing(self) -> Routing:
+        return routing_for(self.state())
+
+    def refresh(self) -> ControlState:
+        """Read the record now, whatever the cache holds (a worker between invocations)."""
+        with self._lock:
+            return self._refresh_locked()
+
+    @property
+    def age_seconds(self) -> float | None:
+        """Seconds since the served state was read; None before the first read."""
+        with self._lock:
+            return None if self._state is None else self._age()
+
+    def _age(self) -> float:
+        return self._clock() - self._read_at
+
+    def _refresh_locked(self) -> ControlState:
+        try:
+            state = self.store.read()
+        except (ClientError, BotoCoreError, ControlRecordInvalidError) as err:
+            return self._serve_stale(err)
+        if state.condition is RecordCondition.MISSING:
+            log.error(
+                "control record missing: history ends at version %d; routing over every layout "
+                "it names",
+                state.version,
+                extra={"version": state.version, "condition": state.condition.value},
+            )
+        self._state = state
+        self._read_at = self._clock()
+        return state
+
+    def _serve_stale(self, err: Exception) -> ControlState:
+        detail = f"{type(err).__name__}: {err}"
+        if self._state is not None and self._age() < self.timing.max_served_age:
+            log.warning(
+                "control record unreadable, serving the state read %.1f s ago: %s",
+                self._age(),
+                detail,
+                extra={"ageSeconds": self._age(), "error": detail},
+            )
+            return self._state
+        if self._state is None:
+            raise ControlRecordUnavailableError(
+                f"the control record could not be read and no state was read before: {detail}"
+            ) from err
+        raise ControlRecordUnavailableError(
+            f"the control record could not be read and the last good state is "
+            f"{self._age():.1f} s old (limit {self.timing.max_served_age:.0f} s): {detail}"
+        ) from err
+
+
+class FixedStateSource:
+    """A state that never changes: tests, and the CLI's read-only --phase/--shards overrides
+    (the record's state, with the routing a reader in the named phase would follow:
+    `Routing.between(*layouts_for_phase(phase, n))`)."""
+
+    def __init__(self, state: ControlState, routing: Routing | None = None) -> None:
+        self._state = state
+        self._routing = routing_for(state) if routing is None else routing
+
+    def state(self) -> ControlState:
+        return self._state
+
+    def routing(self) -> Routing:
+        return self._routing

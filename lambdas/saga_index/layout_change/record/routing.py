@@ -1,0 +1,103 @@
+"""The routing rule, the same for every state (docs/control-contract.md, "Routing").
+
+  writers  stamp the TARGET layout's key (the layout being moved to, else the current one)
+  readers  read the SOURCE (current) layout's partitions first, then the target's, and
+           de-duplicate on the table key (PK, SK); each distinct GSI4PK is read once
+
+Why source first: a row moves when a writer changes its GSI4PK, and it only ever moves from the
+source layout's key to the target's. A read that finishes the key a row moves away from before
+it reads the key the row moves to narrows the window in which it misses that row. It does not
+close it: GSI reads are eventually consistent, and DynamoDB propagates a GSI key change as a
+delete under the old key and a put under the new one, asynchronously and with no promise that
+both become visible together. A read can therefore miss a row that is moving during it; the
+next read (the next sweep, the next page load) sees it on one key or the other. The drift guard
+and the backfill's read-back use the base table, which has no such window.
+
+Enumerations are read in stages: every key of a stage may be read in parallel, and a stage is
+read to its end before the next starts. A key both layouts name (only a re-shard has such keys:
+sharded(N) -> sharded(2N) keeps keys 0..N-1) sits in the stage that keeps the rule: in a split
+rows only LEAVE a shared key (to key + N), so it is read with the source; in a merge rows only
+ENTER it (from key + M), so it is read with the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from saga_index.index.layout import Layout
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.state import ControlState, RecordCondition
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where a state's writers write and its readers read."""
+
+    source: Layout
+    target: Layout
+
+    @classmethod
+    def between(cls, source: Layout, target: Layout | None = None) -> Routing:
+        return cls(source=source, target=target or source)
+
+    @property
+    def moving(self) -> bool:
+        return self.source != self.target
+
+    def write_key(self, person_id: str) -> str:
+        """The GSI4PK a writer stamps on this person's saga rows."""
+        return self.target.key_for(person_id)
+
+    def read_keys(self, person_id: str) -> tuple[str, ...]:
+        """The GSI4PKs a by-person read queries, in order (one request when both agree)."""
+        return _distinct((self.source.key_for(person_id), self.target.key_for(person_id)))
+
+    def enumeration_stages(self) -> tuple[tuple[str, ...], ...]:
+        """The GSI4PKs an enumeration reads, stage by stage (see the module docstring)."""
+        source_keys = self.source.partitions()
+        if not self.moving:
+            return (source_keys,)
+        target_keys = self.target.partitions()
+        shared = set(source_keys) & set(target_keys)
+        if shared and not _target_is_finer(self.source, self.target):
+            first = tuple(k for k in source_keys if k not in shared)
+        else:
+            first = source_keys
+        second = tuple(k for k in target_keys if k not in first)
+        return tuple(stage for stage in (first, second) if stage)
+
+    def enumeration_keys(self) -> tuple[str, ...]:
+        """Every GSI4PK an enumeration reads, once each, in reading order."""
+        return tuple(k for stage in self.enumeration_stages() for k in stage)
+
+
+def routing_for(state: ControlState) -> Routing:
+    """The routing of a state. A MISSING record routes over every layout its newest history
+    item names: writers per the state it resulted in, readers over both sides of that move
+    (source first), so a deleted record can never hide rows that are still on the old side."""
+    if state.condition is not RecordCondition.MISSING or state.transition is None:
+        return Routing.between(state.layout, state.moving_to)
+    transition = state.transition
+    target = state.target
+    named = (
+        transition.layout,
+        transition.moving_to,
+        transition.previous_layout,
+        transition.previous_moving_to,
+    )
+    others = _distinct(tuple(str(x) for x in named if x is not None and x != target))
+    sources = [x for x in named if x is not None and str(x) in others]
+    if len(others) > 1:
+        raise ControlRecordInvalidError(
+            f"history version {transition.version} names more than two layouts "
+            f"({', '.join(others)} and {target}): no transition produces that"
+        )
+    return Routing.between(sources[0] if sources else target, target)
+
+
+def _target_is_finer(source: Layout, target: Layout) -> bool:
+    return (target.shard_count or 0) > (source.shard_count or 0)
+
+
+def _distinct(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))

@@ -1,0 +1,147 @@
+"""The control state as values: what one read of the record says (pure, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import LEGACY, Layout, StatePhase, phase_of
+
+
+class RecordCondition(StrEnum):
+    """How the state was obtained (docs/control-contract.md, "Missing or unreadable")."""
+
+    PRESENT = "present"  # the STATE item
+    NEVER_MIGRATED = "never-migrated"  # no STATE and no HISTORY: legacy, version 0
+    MISSING = "missing"  # no STATE but HISTORY exists: deleted; the drift guard pages
+
+
+class BackfillDirection(StrEnum):
+    FORWARD = "forward"  # rows move toward the state's target layout
+    ROLLBACK = "rollback"  # rows move back to the legacy layout while rolling back
+
+    @classmethod
+    def parse(cls, value: object) -> BackfillDirection:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InvalidInputError(
+                f"direction must be 'forward' or 'rollback'; got {value!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One layout transition: the STATE item carries the newest, a HISTORY item each one."""
+
+    version: int
+    layout: Layout
+    moving_to: Layout | None
+    previous_layout: Layout
+    previous_moving_to: Layout | None
+    changed_at: datetime
+    changed_by: str
+    reason: str
+    effective_at: datetime
+    checks_passed: tuple[str, ...] = ()
+    checks_forced: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.version < 1:
+            raise InvalidInputError(f"a transition's version starts at 1, got {self.version}")
+        phase_of(self.layout, self.moving_to)
+        phase_of(self.previous_layout, self.previous_moving_to)
+
+    @property
+    def phase(self) -> StatePhase:
+        return phase_of(self.layout, self.moving_to)
+
+    @property
+    def previous_phase(self) -> StatePhase:
+        return phase_of(self.previous_layout, self.previous_moving_to)
+
+    @property
+    def forced(self) -> bool:
+        return bool(self.checks_forced)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The backfill's run lock. Live while now < expires_at; the token identifies the run."""
+
+    holder: str
+    token: str
+    direction: BackfillDirection
+    acquired_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+    state_version: int
+
+    def is_live(self, now: datetime) -> bool:
+        return now < self.expires_at
+
+
+@dataclass(frozen=True)
+class BackfillCompletion:
+    """The last backfill run that released its lease with a result."""
+
+    direction: BackfillDirection
+    source: Layout
+    target: Layout
+    state_version: int
+    started_at: datetime
+    completed_at: datetime
+    scanned: int
+    restamped: int
+    anomalies: int
+    complete: bool
+    verified: bool
+    holder: str
+    lease_token: str
+
+
+@dataclass(frozen=True)
+class ControlState:
+    """The state a reader or writer follows. `transition` is None only when never migrated."""
+
+    transition: Transition | None
+    condition: RecordCondition = RecordCondition.PRESENT
+    lease: Lease | None = None
+    backfill_max_writes_per_second: float | None = None
+    backfill_paused: bool = False
+    last_backfill: BackfillCompletion | None = field(default=None)
+
+    @classmethod
+    def never_migrated(cls) -> ControlState:
+        return cls(transition=None, condition=RecordCondition.NEVER_MIGRATED)
+
+    @property
+    def layout(self) -> Layout:
+        return LEGACY if self.transition is None else self.transition.layout
+
+    @property
+    def moving_to(self) -> Layout | None:
+        return None if self.transition is None else self.transition.moving_to
+
+    @property
+    def version(self) -> int:
+        return 0 if self.transition is None else self.transition.version
+
+    @property
+    def phase(self) -> StatePhase:
+        return phase_of(self.layout, self.moving_to)
+
+    @property
+    def target(self) -> Layout:
+        """The layout writers stamp: the one being moved to, else the current one."""
+        return self.moving_to or self.layout
+
+    @property
+    def shard_count(self) -> int | None:
+        return self.layout.shard_count
+
+    @property
+    def effective_at(self) -> datetime | None:
+        return None if self.transition is None else self.transition.effective_at

@@ -1,0 +1,243 @@
+"""The allowed phase moves and what each one requires (pure; executor.py applies them).
+
+  legacy        -> migrating      (N = --shards, default 16)            never blocked
+  migrating     -> sharded        completes the forward move            checks required
+  migrating     -> rolling-back   abort: current sharded(N), movingTo legacy   never blocked
+  sharded       -> rolling-back                                         never blocked
+  rolling-back  -> legacy         completes the rollback                checks required
+  rolling-back  -> migrating      abort the rollback (swap back)        never blocked
+  sharded       -> resharding     N -> M = --shards, M = 2N or N/2       never blocked
+  resharding    -> sharded        completes the re-shard (N becomes M)  checks required
+  resharding    -> resharding     abort: --shards N swaps back, M -> N  never blocked
+
+A move toward the layout rows came from (an abort, a rollback) only changes which key writers
+stamp and reads stay dual, so no row can hide: it is never blocked by checks. A move that
+COMPLETES a migration or a re-shard stops reading the source layout, so every row must have
+left it first.
+
+A re-shard changes N by one factor of two per move: with powers of two, shard(p, 2N) is
+shard(p, N) or shard(p, N) + N (docs/shard-contract.md), so a split moves only the rows whose
+new shard is the upper one, and a merge is the same move backwards. The way back from a
+re-shard is never a rollback: it is the abort (or, once completed, a merge), a forward move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from saga_index.index.layout import LEGACY, Layout, StatePhase
+from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
+from saga_index.layout_change.record.errors import (
+    CheckResult,
+    ControlRecordMissingError,
+    TransitionNotAllowedError,
+)
+from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
+
+ALLOWED_MOVES: dict[StatePhase, tuple[StatePhase, ...]] = {
+    StatePhase.LEGACY: (StatePhase.MIGRATING,),
+    StatePhase.MIGRATING: (StatePhase.SHARDED, StatePhase.ROLLING_BACK),
+    StatePhase.SHARDED: (StatePhase.ROLLING_BACK, StatePhase.RESHARDING),
+    StatePhase.ROLLING_BACK: (StatePhase.LEGACY, StatePhase.MIGRATING),
+    StatePhase.RESHARDING: (StatePhase.SHARDED, StatePhase.RESHARDING),
+}
+
+BACKFILL_CHECK = "backfill-verified"
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A named check run against the state a transition starts from (injected by the CLI:
+    drift counts, parity). `run` returns the verdict; an exception it raises is not a pass."""
+
+    name: str
+    run: Callable[[ControlState], CheckResult]
+
+
+@dataclass(frozen=True)
+class PlannedMove:
+    """A move that is allowed from the state it was planned on."""
+
+    from_state: ControlState
+    to_phase: StatePhase
+    layout: Layout
+    moving_to: Layout | None
+    # The backfill direction this move completes; None when the move is never blocked.
+    completes: BackfillDirection | None
+
+    @property
+    def guarded(self) -> bool:
+        return self.completes is not None
+
+
+def allowed_moves(phase: StatePhase) -> tuple[str, ...]:
+    return tuple(p.value for p in ALLOWED_MOVES[phase])
+
+
+def plan_move(
+    state: ControlState, requested: StatePhase | str, *, shard_count: int | None = None
+) -> PlannedMove:
+    """The state a move leads to, or TransitionNotAllowedError naming the allowed moves.
+
+    shard_count is required-with-default for legacy -> migrating and required for a move to
+    `resharding` (the N it moves to: reshard_targets); elsewhere N comes from the record and a
+    shard_count that disagrees with it is refused.
+    """
+    if state.condition is RecordCondition.MISSING:
+        raise ControlRecordMissingError(state.version)
+    target = StatePhase.parse(requested)
+    current = state.phase
+    allowed = allowed_moves(current)
+
+    def refuse(detail: str) -> TransitionNotAllowedError:
+        return TransitionNotAllowedError(current.value, target.value, allowed, detail)
+
+    if target is current and target is not StatePhase.RESHARDING:
+        raise refuse(f"the record is already {current.value!r} (version {state.version})")
+    if target not in ALLOWED_MOVES[current]:
+        raise refuse("not an allowed move")
+    if target is StatePhase.RESHARDING or current is StatePhase.RESHARDING:
+        return _plan_reshard(state, target, shard_count, refuse)
+    if shard_count is not None:
+        validate_shard_count(shard_count)
+    if current is StatePhase.LEGACY:
+        n = validate_shard_count(DEFAULT_SHARD_COUNT if shard_count is None else shard_count)
+        return PlannedMove(state, target, LEGACY, Layout.sharded(n), None)
+    sharded = state.moving_to if current is StatePhase.MIGRATING else state.layout
+    if sharded is None or sharded.shard_count is None:  # excluded by phase_of; keeps mypy sure
+        raise refuse(f"the record names no sharded layout ({state.layout} -> {state.moving_to})")
+    if shard_count is not None and shard_count != sharded.shard_count:
+        raise refuse(
+            f"the record's shard count is {sharded.shard_count}; --shards {shard_count} "
+            "disagrees (a different N needs a re-shard, not this move)"
+        )
+    moves: dict[tuple[StatePhase, StatePhase], PlannedMove] = {
+        (StatePhase.MIGRATING, StatePhase.SHARDED): PlannedMove(
+            state, target, sharded, None, BackfillDirection.FORWARD
+        ),
+        (StatePhase.MIGRATING, StatePhase.ROLLING_BACK): PlannedMove(
+            state, target, sharded, LEGACY, None
+        ),
+        (StatePhase.SHARDED, StatePhase.ROLLING_BACK): PlannedMove(
+            state, target, sharded, LEGACY, None
+        ),
+        (StatePhase.ROLLING_BACK, StatePhase.LEGACY): PlannedMove(
+            state, target, LEGACY, None, BackfillDirection.ROLLBACK
+        ),
+        (StatePhase.ROLLING_BACK, StatePhase.MIGRATING): PlannedMove(
+            state, target, LEGACY, sharded, None
+        ),
+    }
+    return moves[(current, target)]
+
+
+def reshard_targets(shard_count: int) -> dict[int, str]:
+    """The shard counts one re-shard can move sharded(N) to: {N/2: "merge", 2N: "split"},
+    each a power of two within 1..1024."""
+    targets = {shard_count // 2: "merge", shard_count * 2: "split"}
+    return {
+        m: kind for m, kind in targets.items() if 1 <= m <= MAX_SHARD_COUNT and m != shard_count
+    }
+
+
+def describe_reshard_targets(targets: dict[int, str]) -> str:
+    """ "8 (merge) or 32 (split)": the values a refused --shards names."""
+    return " or ".join(f"{m} ({kind})" for m, kind in sorted(targets.items()))
+
+
+def _plan_reshard(
+    state: ControlState,
+    target: StatePhase,
+    shard_count: int | None,
+    refuse: Callable[[str], TransitionNotAllowedError],
+) -> PlannedMove:
+    """sharded(N) -> resharding(N -> M), its abort (swap) and its completion."""
+    source, moving_to = state.layout, state.moving_to
+    if source.shard_count is None:  # excluded by phase_of; keeps mypy sure
+        raise refuse(f"the record names no sharded layout ({source} -> {moving_to})")
+    if state.phase is StatePhase.SHARDED:
+        targets = reshard_targets(source.shard_count)
+        allowed = f"allowed: {describe_reshard_targets(targets)}"
+        if shard_count is None:
+            raise refuse(f"a re-shard needs --shards M, the shard count to move to ({allowed})")
+        if shard_count not in targets:
+            raise refuse(
+                f"--shards {shard_count} is not one factor of two from the record's "
+                f"{source.shard_count} ({allowed})"
+            )
+        return PlannedMove(state, target, source, Layout.sharded(shard_count), None)
+    if moving_to is None or moving_to.shard_count is None:  # excluded by phase_of
+        raise refuse(f"the record names no sharded target ({source} -> {moving_to})")
+    if target is StatePhase.RESHARDING:
+        allowed = f"allowed: {source.shard_count} (abort: back to {source})"
+        if shard_count is None:
+            raise refuse(
+                f"the record is already resharding {source} -> {moving_to}; the abort needs "
+                f"--shards {source.shard_count} ({allowed})"
+            )
+        if shard_count != source.shard_count:
+            raise refuse(
+                f"--shards {shard_count}: a move already runs {source} -> {moving_to}, only its "
+                f"abort can start now ({allowed}); complete it first for another factor of two"
+            )
+        return PlannedMove(state, target, moving_to, source, None)
+    if shard_count is not None and shard_count != moving_to.shard_count:
+        raise refuse(
+            f"the re-shard moves to shard count {moving_to.shard_count}; --shards "
+            f"{shard_count} disagrees"
+        )
+    return PlannedMove(state, target, moving_to, None, BackfillDirection.FORWARD)
+
+
+def check_backfill(state: ControlState, direction: BackfillDirection) -> CheckResult:
+    """The built-in precondition of a completing move: the last backfill ran in `direction`
+    over exactly this state's move, under this version, started no earlier than effectiveAt
+    (so no writer still stamped the source key) and finished complete and verified."""
+    run = state.last_backfill
+    name = BACKFILL_CHECK
+    if run is None:
+        return CheckResult(name, False, f"no {direction.value} backfill has been recorded")
+    source, target = state.layout, state.moving_to
+    problems: list[str] = []
+    if run.direction is not direction:
+        problems.append(f"the last run was {run.direction.value}, not {direction.value}")
+    if run.state_version != state.version:
+        problems.append(
+            f"it ran under version {run.state_version}, the record is at version {state.version}"
+        )
+    if run.source != source or run.target != target:
+        problems.append(f"it moved {run.source} -> {run.target}, not {source} -> {target}")
+    effective_at = state.effective_at
+    if effective_at is not None:
+        if run.started_at < effective_at:
+            problems.append(
+                f"it started at {format_time(run.started_at)}, before effectiveAt "
+                f"{format_time(effective_at)}"
+            )
+        if run.completed_at <= effective_at:
+            problems.append(
+                f"it completed at {format_time(run.completed_at)}, not after effectiveAt"
+            )
+    if not run.complete:
+        problems.append("it did not complete")
+    if not run.verified:
+        problems.append("its verification did not pass")
+    if problems:
+        return CheckResult(name, False, "; ".join(problems))
+    return CheckResult(
+        name,
+        True,
+        f"{direction.value} backfill {run.source} -> {run.target} completed at "
+        f"{format_time(run.completed_at)}: scanned {run.scanned}, restamped {run.restamped}, "
+        f"anomalies {run.anomalies}, verified",
+    )
+
+
+def seconds_until(moment: datetime | None, now: datetime) -> float:
+    """How long from now until `moment` (0 when it has passed or there is none)."""
+    if moment is None:
+        return 0.0
+    return max(0.0, (moment - now).total_seconds())

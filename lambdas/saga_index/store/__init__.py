@@ -1,0 +1,8 @@
+"""Reading and writing saga rows through GSI4, along a key plan handed in by the caller.
+
+  dynamo      DynamoDB building blocks (client, codec, conditions, pages, scan, sizing, target)
+  repository  the by-person read and the complete enumerations
+  writer      creates and transitions sagas, stamping the key the plan says
+
+The store never imports saga_index.layout_change: the machinery provides the plan.
+"""

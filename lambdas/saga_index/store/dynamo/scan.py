@@ -1,0 +1,379 @@
+"""The rate-limited parallel Scan of the base table's saga rows (drift and parity read it).
+
+A Scan reads the whole table, so it is paced: a ReadRateLimiter keeps the average read rate at
+ScanOptions.read_units_per_second across all segments, from what each page cost. `scan` returns
+every saga row (table key RSAGA#<id> / META); `scan_each` hands each saga row to a visitor as its
+page arrives and keeps none (a caller that only counts holds one page per segment, whatever the
+size of the table). Either completes or raises: a failed segment stops the others
+(EnumerationError), and a deadline that passes first is ScanIncompleteError; no partial result
+is ever returned as complete. Both take an optional `on_page` listener that hears of every page
+as it is read (a `PageRead`: what DynamoDB examined, the saga rows among it, what it cost), for
+a progress display; it changes nothing the scan reads or returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.index import keys
+from saga_index.index.errors import (
+    EnumerationError,
+    InvalidInputError,
+    InvalidKeyError,
+    SagaIndexError,
+)
+from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.pages import paced_pages
+from saga_index.store.dynamo.sizing import item_size
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+log = logging.getLogger(__name__)
+
+_SAGA_PROJECTION = ("PK", "SK", "sagaId", "personId", "state", "GSI4PK", "GSI4SK", "entityType")
+
+
+class ScanIncompleteError(SagaIndexError):
+    """The base-table scan ran out of time: no partial count is ever reported as a result."""
+
+    def __init__(self, unfinished: list[str], rows_read: int, budget_seconds: float) -> None:
+        self.unfinished = list(unfinished)
+        self.rows_read = rows_read
+        super().__init__(
+            f"base-table scan did not finish within {budget_seconds:.0f} s: "
+            f"{len(self.unfinished)} segment(s) unfinished ({', '.join(self.unfinished)}) after "
+            f"{rows_read} saga row(s); raise the scan rate or the time budget, no partial "
+            "result returned"
+        )
+
+
+class ReadRateLimiter:
+    """Paces reads to an average of `units_per_second` read capacity units (thread-safe).
+
+    A page's cost is only known after it returns, so each page pushes the next start time back by
+    cost / rate, and every segment waits for that time before its next request: the average
+    never exceeds the budget, and a burst is at most one page per segment.
+    """
+
+    def __init__(
+        self,
+        units_per_second: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not units_per_second > 0 or math.isinf(units_per_second):
+            raise InvalidInputError(
+                f"scan rate must be a positive number of read units per second, "
+                f"got {units_per_second!r}"
+            )
+        self.units_per_second = float(units_per_second)
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._ready_at = clock()
+        self.units_spent = 0.0
+        self.seconds_waited = 0.0
+
+    def wait(self) -> None:
+        with self._lock:
+            delay = self._ready_at - self._clock()
+            if delay > 0:
+                self.seconds_waited += delay
+        if delay > 0:
+            self._sleep(delay)
+
+    def spend(self, units: float) -> None:
+        with self._lock:
+            now = self._clock()
+            self._ready_at = max(self._ready_at, now) + units / self.units_per_second
+            self.units_spent += units
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """How hard the base-table scan may read. Defaults suit a 5-minute Lambda run."""
+
+    segments: int = 4
+    read_units_per_second: float = 400.0
+    page_size: int = 1000
+    consistent_read: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.segments, bool) or not 1 <= self.segments <= 64:
+            raise InvalidInputError(f"scan segments must be from 1 to 64, got {self.segments!r}")
+        if not 1 <= self.page_size <= 10_000:
+            raise InvalidInputError(
+                f"scan page size must be from 1 to 10000, got {self.page_size!r}"
+            )
+        if not self.read_units_per_second > 0 or math.isinf(self.read_units_per_second):
+            raise InvalidInputError(
+                "scan rate must be a positive number of read units per second, "
+                f"got {self.read_units_per_second!r}"
+            )
+
+
+@dataclass(frozen=True)
+class PageRead:
+    """One Scan page, as a progress display counts it."""
+
+    scanned: int  # items DynamoDB examined (ScannedCount): what DescribeTable's ItemCount counts
+    rows: int  # saga rows among them (handed to the visitor)
+    read_units: float  # what the page cost (ConsumedCapacity, or the estimate without it)
+
+
+# Hears of every page of a scan, one call at a time, on the worker thread of the page's
+# segment. It must not raise: its exception is not a read error and propagates out of the scan.
+PageListener = Callable[[PageRead], None]
+
+
+@dataclass(frozen=True)
+class ScanStats:
+    """What a scan read and what it cost."""
+
+    rows: int  # saga rows handed to the visitor
+    requests: int
+    scanned_count: int
+    read_units: float
+    seconds_waited: float
+
+
+@dataclass(frozen=True)
+class TableScan:
+    """Every saga row of the base table (projected to the key and routing attributes)."""
+
+    items: list[dict[str, Any]]
+    requests: int
+    scanned_count: int
+    read_units: float
+    seconds_waited: float
+
+
+class _Stopped(Exception):
+    """Another segment failed: this one stops without reading further."""
+
+
+class SagaTableScanner:
+    """Parallel Scan of the base table returning its saga rows (table key RSAGA#<id> / META),
+    projected to `attributes` (PK and SK are always read: they pick the saga rows)."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        options: ScanOptions | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        attributes: Sequence[str] = _SAGA_PROJECTION,
+    ) -> None:
+        if not table_name:
+            raise InvalidInputError("table_name is required")
+        self.client = client
+        self.table_name = table_name
+        self.options = options or ScanOptions()
+        self.attributes = tuple(dict.fromkeys(("PK", "SK", *attributes)))
+        self._clock = clock
+        self._sleep = sleep
+
+    def scan(
+        self, *, deadline: float | None = None, on_page: PageListener | None = None
+    ) -> TableScan:
+        """All saga rows, sorted by table key, or an error: EnumerationError naming the failed
+        segments, or ScanIncompleteError when `deadline` (a value of the injected clock) passes
+        first. `on_page` hears of every page as it is read."""
+        items: list[dict[str, Any]] = []
+        stats = self.scan_each(items.append, deadline=deadline, on_page=on_page)
+        items.sort(key=keys.table_key_of)
+        return TableScan(
+            items=items,
+            requests=stats.requests,
+            scanned_count=stats.scanned_count,
+            read_units=stats.read_units,
+            seconds_waited=stats.seconds_waited,
+        )
+
+    def scan_each(
+        self,
+        visit: Callable[[dict[str, Any]], None],
+        *,
+        deadline: float | None = None,
+        on_page: PageListener | None = None,
+    ) -> ScanStats:
+        """Hand every saga row (deserialised) to `visit`, one call at a time (calls never
+        overlap, in no particular order), keeping none. Errors as `scan`'s; rows already
+        visited when one is raised are no result. `on_page`, when given, hears of each page
+        after its rows were visited (calls never overlap either)."""
+        options = self.options
+        limiter = ReadRateLimiter(
+            options.read_units_per_second, clock=self._clock, sleep=self._sleep
+        )
+        stop = threading.Event()
+        visiting = threading.Lock()
+        listener = _Serialised(on_page) if on_page is not None else None
+        total = options.segments
+        started = self._clock()
+        failures: dict[str, BaseException] = {}
+        unfinished: list[str] = []
+        reads = [_SegmentRead() for _ in range(total)]
+        with ThreadPoolExecutor(max_workers=total, thread_name_prefix="saga-scan") as pool:
+            futures = {
+                n: pool.submit(
+                    self._scan_segment,
+                    n,
+                    limiter,
+                    stop,
+                    deadline,
+                    visit,
+                    visiting,
+                    reads[n],
+                    listener,
+                )
+                for n in range(total)
+            }
+            for n, future in futures.items():
+                name = f"segment {n} of {total}"
+                try:
+                    future.result()
+                except (ClientError, BotoCoreError) as err:
+                    stop.set()
+                    failures[name] = err
+                except _DeadlinePassed:
+                    stop.set()
+                    unfinished.append(name)
+                except _Stopped:
+                    unfinished.append(name)
+        if failures:
+            for name, failure in failures.items():
+                log.error(
+                    "saga table scan failed",
+                    extra={"segment": name, "error": f"{type(failure).__name__}: {failure}"},
+                )
+            raise EnumerationError(failures)
+        rows = sum(r.rows for r in reads)
+        if unfinished:
+            raise ScanIncompleteError(unfinished, rows, (deadline or started) - started)
+        return ScanStats(
+            rows=rows,
+            requests=sum(r.requests for r in reads),
+            scanned_count=sum(r.scanned_count for r in reads),
+            read_units=limiter.units_spent,
+            seconds_waited=limiter.seconds_waited,
+        )
+
+    def _request(self, segment: int) -> dict[str, Any]:
+        names = {f"#a{n}": attr for n, attr in enumerate(self.attributes)}
+        by_attr = {attr: alias for alias, attr in names.items()}
+        return {
+            "TableName": self.table_name,
+            "Segment": segment,
+            "TotalSegments": self.options.segments,
+            "Limit": self.options.page_size,
+            "ConsistentRead": self.options.consistent_read,
+            "ReturnConsumedCapacity": "TOTAL",
+            "ProjectionExpression": ", ".join(names),
+            # Said explicitly: the drift guard's role may Scan only with dynamodb:Select =
+            # SPECIFIC_ATTRIBUTES (infra/drift.py), and IAM evaluates the request's value.
+            "Select": "SPECIFIC_ATTRIBUTES",
+            # Only saga rows cross the wire; the read cost is the same either way (a Scan is
+            # charged for what it examines), so the rate limiter uses ConsumedCapacity.
+            "FilterExpression": f"begins_with({by_attr['PK']}, :saga) AND {by_attr['SK']} = :meta",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {
+                ":saga": {"S": keys.SAGA_PK_PREFIX},
+                ":meta": {"S": keys.SAGA_SK},
+            },
+        }
+
+    def _scan_segment(
+        self,
+        segment: int,
+        limiter: ReadRateLimiter,
+        stop: threading.Event,
+        deadline: float | None,
+        visit: Callable[[dict[str, Any]], None],
+        visiting: threading.Lock,
+        read: _SegmentRead,
+        listener: _Serialised | None = None,
+    ) -> None:
+        def before_each_page() -> None:
+            if stop.is_set():
+                raise _Stopped
+            if deadline is not None and self._clock() >= deadline:
+                raise _DeadlinePassed
+            limiter.wait()
+
+        for response in paced_pages(
+            self.client.scan, self._request(segment), before_each=before_each_page
+        ):
+            read.requests += 1
+            raw_items = response.get("Items", [])
+            scanned = int(response.get("ScannedCount", len(raw_items)))
+            read.scanned_count += scanned
+            units = _read_units(response, consistent=self.options.consistent_read)
+            limiter.spend(units)
+            rows = 0
+            for raw in raw_items:
+                item = deserialize(raw)
+                if _is_saga_row(item):
+                    read.rows += 1
+                    rows += 1
+                    with visiting:
+                        visit(item)
+            if listener is not None:
+                listener(PageRead(scanned=scanned, rows=rows, read_units=units))
+
+
+class _DeadlinePassed(Exception):
+    pass
+
+
+class _Serialised:
+    """A page listener called by one segment at a time."""
+
+    def __init__(self, listener: PageListener) -> None:
+        self._listener = listener
+        self._lock = threading.Lock()
+
+    def __call__(self, page: PageRead) -> None:
+        with self._lock:
+            self._listener(page)
+
+
+@dataclass
+class _SegmentRead:
+    rows: int = 0
+    requests: int = 0
+    scanned_count: int = 0
+
+
+def _is_saga_row(item: Mapping[str, Any]) -> bool:
+    try:
+        keys.parse_saga_table_key(item.get("PK"), item.get("SK"))  # type: ignore[arg-type]
+    except InvalidKeyError:
+        return False
+    return True
+
+
+def _read_units(response: Mapping[str, Any], *, consistent: bool) -> float:
+    """What a page cost. DynamoDB reports it when asked (ReturnConsumedCapacity); servers that do
+    not get an estimate: returned bytes plus 1 KB per filtered-out row, per started 4 KB."""
+    consumed = response.get("ConsumedCapacity")
+    if isinstance(consumed, Mapping) and consumed.get("CapacityUnits") is not None:
+        return float(consumed["CapacityUnits"])
+    items = response.get("Items", [])
+    size = sum(item_size(raw) for raw in items)
+    filtered = max(0, int(response.get("ScannedCount", len(items))) - len(items))
+    size += filtered * 1024
+    units = max(1, math.ceil(size / 4096))
+    return float(units if consistent else units / 2)

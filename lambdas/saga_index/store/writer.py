@@ -1,0 +1,210 @@
+"""Creates and transitions sagas, stamping the GSI4 key the routing's writers stamp.
+
+Writers stamp the TARGET layout's key (docs/control-contract.md "Routing"): the layout rows move
+to, else the current one. A transition re-stamps GSI4PK too, so while rows move every touched
+row reaches its target key on its own.
+
+The routing is fixed (`routing`, or `phase` + `shard_count`), or followed: `source` (a
+ControlProvider) is asked for it on every write, so a long-lived writer stamps the new key within
+T seconds (the provider's cache bound) of a record change. While the record cannot be read the
+provider serves its last state for at most T + grace after reading it, then fails the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from saga_index.index import keys, names
+from saga_index.index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
+from saga_index.index.layout import StatePhase
+from saga_index.index.model import Phase, validate_state
+from saga_index.layout_change.record.routing import Routing
+from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.conditions import ROW_STILL_EXISTS, all_of, is_condition_failed
+from saga_index.store.repository import resolve_routing
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Creation never overwrites: a saga id is created exactly once.
+ROW_IS_NEW = "attribute_not_exists(#pk)"
+# A transition applies to an existing saga of the same person; it never re-creates a deleted row.
+ROW_EXISTS_FOR_PERSON = all_of(ROW_STILL_EXISTS, "#personId = :personId")
+STILL_IN_EXPECTED_STATE = "#state = :expected"
+_RESERVED = frozenset(
+    {
+        "PK",
+        "SK",
+        "entityType",
+        "sagaId",
+        "personId",
+        "leaseId",
+        "openedAt",
+        "state",
+        "updatedAt",
+        "GSI4PK",
+        "GSI4SK",
+    }
+)
+
+
+def utc_iso(moment: datetime) -> str:
+    """ISO-8601 UTC with millisecond precision and a Z, the format production rows carry."""
+    if moment.tzinfo is None:
+        raise InvalidInputError("timestamps must be timezone-aware (UTC)")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def validate_utc_timestamp(value: object, name: str) -> str:
+    if not isinstance(value, str) or "#" in value:
+        raise InvalidInputError(f"{name} must be an ISO-8601 UTC string, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an ISO-8601 UTC string, got {value!r}") from None
+    if parsed.tzinfo is None or parsed.utcoffset() != UTC.utcoffset(None):
+        raise InvalidInputError(f"{name} must be in UTC (Z or +00:00), got {value!r}")
+    return value
+
+
+class RoutingSource(Protocol):
+    """What a following writer asks for its routing: a ControlProvider, a FixedStateSource."""
+
+    def routing(self) -> Routing: ...
+
+
+class _Fixed:
+    def __init__(self, routing: Routing) -> None:
+        self._routing = routing
+
+    def routing(self) -> Routing:
+        return self._routing
+
+
+class SagaWriter:
+    """Writes saga rows. Exactly one of `routing`, `phase` (+ `shard_count`) or `source`."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        routing: Routing | None = None,
+        phase: Phase | StatePhase | str | None = None,
+        shard_count: int = names.DEFAULT_SHARD_COUNT,
+        source: RoutingSource | None = None,
+    ) -> None:
+        if source is not None and (routing is not None or phase is not None):
+            raise InvalidInputError("give exactly one of routing, phase or source")
+        self.client = client
+        self.table_name = table_name
+        self._source: RoutingSource = (
+            source if source is not None else _Fixed(resolve_routing(routing, phase, shard_count))
+        )
+
+    @property
+    def routing(self) -> Routing:
+        """The routing the next write follows (the source's current one, when following)."""
+        return self._source.routing()
+
+    def gsi4pk_for(self, person_id: str) -> str:
+        return self.routing.write_key(person_id)
+
+    def create_saga(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        lease_id: str,
+        opened_at: str,
+        state: str = "OPENED",
+        updated_at: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Put a new saga row; refuses to overwrite an existing one."""
+        validate_utc_timestamp(opened_at, "openedAt")
+        if updated_at is not None:
+            validate_utc_timestamp(updated_at, "updatedAt")
+        if not isinstance(lease_id, str) or not lease_id:
+            raise InvalidInputError(f"leaseId must be a non-empty string, got {lease_id!r}")
+        clash = sorted(_RESERVED.intersection(extra or {}))
+        if clash:
+            raise InvalidInputError(f"extra attributes may not set contract fields: {clash}")
+        item: dict[str, Any] = {
+            **keys.saga_table_key(saga_id),
+            "entityType": keys.ENTITY_TYPE,
+            "sagaId": saga_id,
+            "personId": person_id,
+            "leaseId": lease_id,
+            "openedAt": opened_at,
+            "state": validate_state(state),
+            "updatedAt": updated_at or opened_at,
+            "GSI4PK": self.gsi4pk_for(person_id),
+            "GSI4SK": keys.gsi4sk(person_id, opened_at),
+            **(extra or {}),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=serialize(item),
+                ConditionExpression=ROW_IS_NEW,
+                ExpressionAttributeNames={"#pk": "PK"},
+            )
+        except ClientError as err:
+            if is_condition_failed(err):
+                raise SagaAlreadyExistsError(f"saga {saga_id!r} already exists") from err
+            raise
+        return item
+
+    def transition(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        to_state: str,
+        updated_at: str,
+        expected_state: str | None = None,
+    ) -> dict[str, Any]:
+        """Move a saga to `to_state` and stamp GSI4PK for the phase; returns the new row."""
+        validate_state(to_state)
+        validate_utc_timestamp(updated_at, "updatedAt")
+        attribute_names = {
+            "#pk": "PK",
+            "#state": "state",
+            "#updatedAt": "updatedAt",
+            "#gsi4pk": "GSI4PK",
+            "#personId": "personId",
+        }
+        values: dict[str, Any] = {
+            ":to": to_state,
+            ":now": updated_at,
+            ":gsi4pk": self.gsi4pk_for(person_id),
+            ":personId": person_id,
+        }
+        condition = ROW_EXISTS_FOR_PERSON
+        if expected_state is not None:
+            values[":expected"] = validate_state(expected_state)
+            condition += " AND " + STILL_IN_EXPECTED_STATE
+        try:
+            response = self.client.update_item(
+                TableName=self.table_name,
+                Key=serialize(keys.saga_table_key(saga_id)),
+                UpdateExpression="SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=attribute_names,
+                ExpressionAttributeValues=serialize(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as err:
+            if is_condition_failed(err):
+                expected = f" in state {expected_state}" if expected_state else ""
+                raise SagaConflictError(
+                    f"saga {saga_id!r} of person {person_id!r}{expected} does not exist "
+                    "or was changed by someone else"
+                ) from err
+            raise
+        return deserialize(response["Attributes"])
