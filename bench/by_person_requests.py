@@ -24,8 +24,9 @@ from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.capacity.meter import CapacityMeter
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
-from saga_index.index.model import Phase
 from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.repository import SagaRepository
 
@@ -64,7 +65,11 @@ def run(*, shards: int = 16, persons: int = 200, seed: int = 85) -> dict[str, An
             meter = CapacityMeter(schema, reader=make_client(endpoint_url=endpoint))
             client = meter.attach(make_client(endpoint_url=endpoint))
             counter = QueryCounter(client)
-            repository = SagaRepository(client, table, phase=phase, shard_count=shards)
+            repository = SagaRepository(
+                client,
+                table,
+                plan=Routing.for_phase(phase, shards),
+            )
             reported = []
             timings = []
             for person in sample:

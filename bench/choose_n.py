@@ -28,9 +28,10 @@ from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.index.model import Phase
 from saga_index.index.names import INDEX_NAME
 from saga_index.index.shard import validate_shard_count
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.repository import SagaRepository
 
@@ -46,10 +47,14 @@ def measured_enumeration(
     meter = CapacityMeter(schema, reader=make_client(endpoint_url=endpoint), clock=lambda: 0.0)
     metered = meter.attach(make_client(endpoint_url=endpoint))
     result = SagaRepository(
-        metered, table, phase=Phase.SHARDED, shard_count=shards
+        metered,
+        table,
+        plan=Routing.for_phase(Phase.SHARDED, shards),
     ).get_all_open_sagas()
     plain = SagaRepository(
-        make_client(endpoint_url=endpoint), table, phase=Phase.SHARDED, shard_count=shards
+        make_client(endpoint_url=endpoint),
+        table,
+        plan=Routing.for_phase(Phase.SHARDED, shards),
     )
     timings = []
     for _ in range(ENUMERATION_REPEATS):

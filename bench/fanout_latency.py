@@ -23,7 +23,9 @@ from bench.figures import median, percentile
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.index.model import Phase
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.repository import SagaRepository
 
@@ -54,12 +56,18 @@ def run(*, shards: int = 16, rounds: int = 15, rtt_ms: float = 10.0) -> dict[str
                 make_client(endpoint_url=endpoint, max_pool_connections=64), rtt / 1000
             )
             variants = {
-                "legacy": SagaRepository(client, legacy_table, phase=Phase.LEGACY),
+                "legacy": SagaRepository(
+                    client, legacy_table, plan=Routing.for_phase(Phase.LEGACY, DEFAULT_SHARD_COUNT)
+                ),
                 f"sharded N={shards}": SagaRepository(
-                    client, sharded_table, phase=Phase.SHARDED, shard_count=shards
+                    client,
+                    sharded_table,
+                    plan=Routing.for_phase(Phase.SHARDED, shards),
                 ),
                 f"migrating N={shards}": SagaRepository(
-                    client, sharded_table, phase=Phase.MIGRATING, shard_count=shards
+                    client,
+                    sharded_table,
+                    plan=Routing.for_phase(Phase.MIGRATING, shards),
                 ),
             }
             timings: dict[str, list[float]] = {name: [] for name in variants}

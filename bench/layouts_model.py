@@ -19,7 +19,6 @@ rare); a Scan's segments hold equal shares of the table.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -38,8 +37,9 @@ from devkit.traffic.events import CohortOpen, InboundMessage, ListPageLoad, Swee
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.plan import Plan
 from saga_index.index import keys
+from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
 from saga_index.index.model import OPEN_STATES
-from saga_index.index.names import INDEX_NAME, SWEEP_JOBS
+from saga_index.index.names import INDEX_NAME
 from saga_index.index.shard import shard
 from saga_index.store.dynamo.sizing import item_size
 
@@ -135,19 +135,15 @@ def attributes_bytes(attributes: Mapping[str, str]) -> int:
 def lab_mix(base: TrafficMix, *, staggered: bool) -> TrafficMix:
     """The ADR mix with the cohort at the last second of the window, away from every sweep:
     which rows a sweep reads then never depends on a race with the cohort's concurrent writes.
-    Staggered: each sweep at its deployed offset (infra.schedules.SCHEDULED_JOBS, minutes modulo
-    the smallest period, 5) mapped onto the mix's sweep period, so no two share a second."""
+    Staggered: each sweep at its deployed offset (saga_index.index.jobs, minutes modulo the
+    smallest period, 5) mapped onto the mix's sweep period, so no two share a second."""
     mix = replace(base, cohort_offset_s=max(0, base.duration_s - 1))
     if not staggered:
         return mix
-    # Importing the stack's schedule table loads the CDK (jsii warns about the node version).
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    from infra.schedules import JOBS_BY_NAME, SCHEDULED_JOBS
-
     smallest = min(job.period_minutes for job in SCHEDULED_JOBS)
     sweeps = []
     for spec in mix.sweeps:
-        job = JOBS_BY_NAME[spec.name] if spec.name in SWEEP_JOBS else None
+        job = JOBS_BY_NAME[spec.name] if spec.name in SWEEP_NAMES else None
         offset = 0 if job is None else (job.offset_minutes % smallest) * spec.period_s // smallest
         sweeps.append(SweepSpec(spec.name, spec.period_s, offset))
     return replace(mix, sweeps=tuple(sweeps))

@@ -32,6 +32,8 @@ from devkit.seed import PAD_ATTRIBUTE, Dataset, pad_to_size, saga_item, write_it
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import Replayer, ReplayStats
 from saga_index.index import keys
+from saga_index.index.keys import Person
+from saga_index.index.layout import Layout as IndexLayout
 from saga_index.index.model import OPEN_STATES
 from saga_index.index.names import INDEX_NAME
 from saga_index.store.dynamo.client import make_client
@@ -106,7 +108,7 @@ class LayoutRepository(SagaRepository):
     def __init__(
         self, client: Any, table_name: str, layout: Layout, *, shard_count: int, segments: int
     ) -> None:
-        super().__init__(client, table_name, phase="sharded", shard_count=shard_count)
+        super().__init__(client, table_name, plan=IndexLayout.sharded(shard_count))
         self.layout = layout
         self.shard_count = shard_count
         self.segments = segments
@@ -118,7 +120,8 @@ class LayoutRepository(SagaRepository):
             found.append(gsi4pk(self.layout, person_id, False, self.shard_count))
         return found
 
-    def get_sagas_by_person(self, person_id: str) -> ReadResult:
+    def get_sagas_by_person(self, person_id: str | Person) -> ReadResult:
+        person_id = Person.of(person_id).id
         items: list[dict[str, Any]] = []
         requests = 0
         partitions = tuple(self._keys(person_id))
@@ -217,7 +220,7 @@ class LayoutWriter(SagaWriter):
     attribute is removed when the saga leaves the open states)."""
 
     def __init__(self, client: Any, table_name: str, layout: Layout, *, shard_count: int) -> None:
-        super().__init__(client, table_name, phase="sharded", shard_count=shard_count)
+        super().__init__(client, table_name, plan=IndexLayout.sharded(shard_count))
         self.layout = layout
         self.shard_count = shard_count
 

@@ -33,10 +33,10 @@ from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
 from saga_index.index.layout import Layout
-from saga_index.index.model import Phase
 from saga_index.index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.store.dynamo.client import make_client
 

@@ -1,4 +1,4 @@
-"""What tracing costs a function HERE, option by option, side by side in one run (issue 15 §3):
+"""What tracing costs a function HERE, option by option, side by side in one run:
 
     python -m bench.tracing [--runs N]        (or: python -m bench --only tracing)
 

@@ -27,12 +27,10 @@ TEMPLATE_PATH = CDK_OUT / "RenewalSagaIndex.template.json"
 # Local tables need the stack that OWNS its table, whatever cdk.json commits (production attaches).
 _OWNED_TABLE_CONTEXT = {"importExistingTable": False}
 TABLE_RESOURCE_TYPE = "AWS::DynamoDB::Table"
-# Infra takes every shared name (the GSI's among them) and the shard rule from the domain library:
-# a change there must also trigger a fresh synth.
-_DOMAIN_SOURCES = (
-    REPO_ROOT / "lambdas" / "saga_index" / "names.py",
-    REPO_ROOT / "lambdas" / "saga_index" / "shard.py",
-)
+# Infra takes every shared name (the GSI's among them), the shard rule and the job specification
+# from the domain library's key scheme (saga_index.index): a change there must also trigger a
+# fresh synth.
+_DOMAIN_SOURCES = tuple(sorted((REPO_ROOT / "lambdas" / "saga_index" / "index").glob("*.py")))
 _SYNTH_TIMEOUT_SECONDS = 300
 
 

@@ -114,10 +114,11 @@ HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENTS_PER_WORKER_INVOCATION = 9
 CHILD_FIXED_EVENTS = 2
 PARENT_HISTORY_EVENTS = 22
-# Every attribute the worker's requests name (layout_change/backfill/restamp.py): its Scan projects
-# these; its re-stamp's key, update and condition expressions name only the update list. The key
-# attributes of the table and of the index must be in both (AWS: dynamodb:Attributes must list
-# them). tests/infra drives the worker and checks each request it makes against these lists.
+# Every attribute the worker's requests name (layout_change/backfill/segment.py and row.py): its
+# Scan projects these; its re-stamp's key, update and condition expressions name only the update
+# list. The key attributes of the table and of the index must be in both (AWS:
+# dynamodb:Attributes must list them). tests/infra drives the worker and checks each request it
+# makes against these lists.
 WORKER_UPDATE_ATTRIBUTES = (
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,

@@ -1,5 +1,5 @@
-"""The drift guard: its function, its schedule (the "drift-guard" row of SCHEDULED_JOBS), and
-exactly the permissions its checks need.
+"""The drift guard: its function, its schedule (the "drift-guard" row of the job spec,
+saga_index.index.jobs), and exactly the permissions its checks need.
 
 Least privilege:
   - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads);
@@ -17,17 +17,16 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from infra.functions import SagaFunctions
-from infra.schedules import JOBS_BY_NAME, ScheduledInvocation
+from infra.schedules import ScheduledInvocation
+from saga_index.index.jobs import DRIFT_GUARD
 from saga_index.index.names import (
     ENV_DRIFT_PERIOD_MINUTES,
     ENV_DRIFT_SCAN_EVERY,
     ENV_DRIFT_SCAN_RATE,
     ENV_DRIFT_SCAN_SEGMENTS,
-    JOB_DRIFT_GUARD,
     MAX_SCAN_EVERY,
 )
 
-HANDLER = "handlers.drift_guard.handler"
 # With the 5-minute schedule: one base-table scan an hour.
 SCAN_EVERY = 12
 
@@ -46,13 +45,13 @@ class DriftGuard(Construct):
         scan_read_units_per_second: int = 400,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.job = JOBS_BY_NAME[JOB_DRIFT_GUARD]
+        self.job = DRIFT_GUARD
         self.scan_every = _validate_scan_every(scan_every)
         # A run must end before the next one starts: the period is 5 minutes.
         timeout = cdk.Duration.minutes(max(1, self.job.period_minutes - 1))
         self.function = functions.function(
-            "DriftGuard",
-            handler=HANDLER,
+            self.job.construct_id,
+            handler=self.job.handler,
             description=f"{self.job.name}: {self.job.description}",
             service=self.job.name,
             timeout=timeout,

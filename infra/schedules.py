@@ -1,14 +1,11 @@
-"""Every scheduled job of the stack, in ONE declarative table, and the construct that schedules one.
+"""The construct that schedules one job of the job spec (saga_index.index.jobs) on its
+staggered minute, and how Lambda handles that invocation.
 
-The stagger: every period is a multiple of 5 minutes that divides 60, and every job has its own
-offset modulo 5, so no two jobs can ever fire in the same minute (a sweep that coincides with
-another sweep, the drift guard and a page load is exactly the burst ADR-0085 describes).
-tests/infra asserts this from the synthesised template over a whole week.
+The spec checks the stagger itself (no two jobs in the same minute over a week); tests/infra
+asserts it again from the synthesised template.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -18,45 +15,7 @@ from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from saga_index.index.names import (
-    JOB_AGENT_METRICS_SNAPSHOT,
-    JOB_DRIFT_GUARD,
-    JOB_RETRY_FAILED_PREPARE,
-    JOB_STUCK_SAGA_SWEEP,
-    JOB_WORKFLOW_HEALTH_SWEEP,
-)
-
-
-@dataclass(frozen=True)
-class ScheduledJob:
-    name: str
-    period_minutes: int
-    offset_minutes: int
-    description: str
-
-    def __post_init__(self) -> None:
-        if self.period_minutes <= 0 or 60 % self.period_minutes:
-            raise ValueError(f"{self.name}: period must divide 60, got {self.period_minutes}")
-        if not 0 <= self.offset_minutes < self.period_minutes:
-            raise ValueError(
-                f"{self.name}: offset must be in [0, period), got {self.offset_minutes}"
-            )
-
-    @property
-    def expression(self) -> str:
-        # Scheduler cron: minutes hours day-of-month month day-of-week year, UTC.
-        return f"cron({self.offset_minutes}/{self.period_minutes} * * * ? *)"
-
-
-SCHEDULED_JOBS: tuple[ScheduledJob, ...] = (
-    ScheduledJob(JOB_DRIFT_GUARD, 5, 0, "Drift guard: legacy, misrouted and unindexed saga rows"),
-    ScheduledJob(JOB_WORKFLOW_HEALTH_SWEEP, 5, 1, "Open sagas whose workflow heartbeat is stale"),
-    ScheduledJob(JOB_RETRY_FAILED_PREPARE, 10, 2, "Retry PREPARE_FAILED sagas with backoff"),
-    ScheduledJob(JOB_STUCK_SAGA_SWEEP, 15, 3, "Open sagas with no update for too long"),
-    ScheduledJob(JOB_AGENT_METRICS_SNAPSHOT, 5, 4, "Open sagas by state and oldest age (EMF)"),
-)
-JOBS_BY_NAME = {job.name: job for job in SCHEDULED_JOBS}
-
+from saga_index.index.jobs import JOBS_BY_NAME
 
 # Lambda's own retries of a scheduled function that failed: none. Every job's work is idempotent
 # and the next firing (one period later) repeats all of it, so a retry gains nothing the next

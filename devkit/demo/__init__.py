@@ -1,5 +1,5 @@
 """`make demo`: show, with numbers, that sharding GSI4 removes the hot key (ADR-0085), and that
-N can change live (issue 13).
+N can change live (a re-shard N -> 2N and back).
 
     python -m devkit.demo [--shards 16] [--duration 120] [--backfill-rate 100] ...
 

@@ -32,7 +32,7 @@ from devkit.seed import SeedSpec
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.replay import ReplayError
 from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.index.names import SWEEP_JOBS
+from saga_index.index.jobs import SWEEP_NAMES
 from saga_index.index.shard import DEFAULT_SHARD_COUNT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -104,7 +104,7 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     args = parser.parse_args(argv)
     sweeps = tuple(
         SweepSpec(name, period_s=args.sweep_period, offset_s=n * args.sweep_stagger)
-        for n, name in enumerate(SWEEP_JOBS)
+        for n, name in enumerate(SWEEP_NAMES)
     )
     return DemoConfig(
         shards=args.shards,

@@ -32,12 +32,12 @@ from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import build_plan
 from saga_index.index import keys
-from saga_index.index.model import Phase
 from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming
 from saga_index.store.dynamo.client import make_client
-from saga_index_cli.backfill import control_poll_seconds
+from saga_index_cli.backfill.local import control_poll_seconds
 
 # The pre-migration parity snapshot, in the results directory (`verify --snapshot`).
 SNAPSHOT_FILE = "pre-migration-snapshot.json"

@@ -4,7 +4,7 @@ The ADR names what converges on the one GSI4 partition; each is an event kind of
 
   list-page     the renewals LIST page: each property manager's page polls every 3-5 s and
                 every load fans out one by-person read per tenant with a renewal in flight.
-  sweep         the four periodic sweeps (saga_index.index.names.SWEEP_JOBS), each one
+  sweep         the four periodic sweeps (saga_index.index.jobs.SWEEPS), each one
                 get_all_open_sagas(). By default they fire together every 60 s, as unstaggered
                 crons do.
   transition    Temporal workflow writes: a saga moves to its next open state (Poisson).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import SWEEP_JOBS
+from saga_index.index.jobs import SWEEP_NAMES
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class TrafficMix:
     property_managers: int = 6
     poll_interval_s: tuple[float, float] = (3.0, 5.0)
     # The four sweeps; all at offset 0 means they coincide, as the ADR describes.
-    sweeps: tuple[SweepSpec, ...] = tuple(SweepSpec(name) for name in SWEEP_JOBS)
+    sweeps: tuple[SweepSpec, ...] = tuple(SweepSpec(name) for name in SWEEP_NAMES)
     # Workflow state transitions per second (Poisson).
     transitions_per_s: float = 2.0
     # Cohort walker: this many sagas opened in the same second, every period.

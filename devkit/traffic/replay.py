@@ -32,7 +32,8 @@ from devkit.traffic.events import (
 from devkit.traffic.plan import Plan
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.model import Phase
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.dynamo.codec import serialize
 from saga_index.store.repository import SagaRepository
@@ -224,8 +225,16 @@ def metered_replay(
     clock = VirtualClock()
     meter = CapacityMeter(schema, reader=make_client(endpoint_url=endpoint_url), clock=clock.now)
     client = meter.attach(make_client(endpoint_url=endpoint_url))
-    repository = SagaRepository(client, table_name, phase=phase, shard_count=shard_count)
-    writer = SagaWriter(client, table_name, phase=phase, shard_count=shard_count)
+    repository = SagaRepository(
+        client,
+        table_name,
+        plan=Routing.for_phase(phase, shard_count),
+    )
+    writer = SagaWriter(
+        client,
+        table_name,
+        plan=Routing.for_phase(phase, shard_count),
+    )
     stats = Replayer(
         repository,
         writer,

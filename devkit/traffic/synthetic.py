@@ -27,9 +27,8 @@ from devkit.traffic.events import (
 )
 from devkit.traffic.plan import Plan
 from saga_index.index import keys
-from saga_index.index.layout import layouts_for_phase
-from saga_index.index.model import Phase
 from saga_index.index.names import INDEX_NAME
+from saga_index.layout_change.record.phase import Phase, layouts_for_phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.sizing import item_size
 

@@ -17,24 +17,19 @@ from constructs import Construct
 
 from infra.config import StackConfig
 from infra.drift import DriftGuard
-from infra.observability.alarms import GUIDE_PAGE, Alarms
+from infra.observability.alarms import Alarms
+from infra.observability.descriptions import GUIDE_PAGE
 from infra.observability.metrics import GUARD_PERIOD, SagaMetrics
 from infra.observability.queries import QUERY_PREFIX, SavedQueries
 from infra.schedules import ScheduledInvocation
+from saga_index.index.jobs import SWEEP_NAMES, SWEEPS
 from saga_index.index.names import (
     CONTEXT_OPERATIONS,
     DIMENSION_INDEX,
     DIMENSION_SERVICE,
     DIMENSION_SHARD,
     DIMENSION_TABLE,
-    FINDING_PREPARE_RETRIES_EXHAUSTED,
-    FINDING_PREPARE_RETRY_REQUESTED,
-    FINDING_STUCK,
-    FINDING_WORKFLOW_UNHEALTHY,
     INDEX_THROTTLE_METRICS,
-    JOB_RETRY_FAILED_PREPARE,
-    JOB_STUCK_SAGA_SWEEP,
-    JOB_WORKFLOW_HEALTH_SWEEP,
     METRIC_ANOMALIES,
     METRIC_ANOMALOUS_ROWS,
     METRIC_CONTROL_RECORD_MISSING,
@@ -54,7 +49,6 @@ from saga_index.index.names import (
     METRICS_NAMESPACE,
     SERVICE_BACKFILL_WORKER,
     SERVICE_DRIFT_GUARD,
-    SWEEP_JOBS,
 )
 
 # The guard's every-run wrong-now counts (each pages when > 0); the scan's two are graphed per
@@ -69,11 +63,8 @@ SCAN_WRONG_NOW_METRICS = (METRIC_UNINDEXED_ROWS, METRIC_STRAY_ROWS)
 # The backfill worker's counts graphed as its progress.
 BACKFILL_METRICS = (METRIC_RESTAMPED, METRIC_SKIPPED, METRIC_ANOMALIES)
 # (sweep, finding): each sweep counts its findings under its own service name.
-SWEEP_FINDINGS: tuple[tuple[str, str], ...] = (
-    (JOB_WORKFLOW_HEALTH_SWEEP, FINDING_WORKFLOW_UNHEALTHY),
-    (JOB_RETRY_FAILED_PREPARE, FINDING_PREPARE_RETRY_REQUESTED),
-    (JOB_RETRY_FAILED_PREPARE, FINDING_PREPARE_RETRIES_EXHAUSTED),
-    (JOB_STUCK_SAGA_SWEEP, FINDING_STUCK),
+SWEEP_FINDINGS: tuple[tuple[str, str], ...] = tuple(
+    (job.name, finding) for job in SWEEPS for finding in job.findings
 )
 
 
@@ -236,7 +227,7 @@ class Dashboard:
     def _per_sweep(self, metric_name: str, *, statistic: str) -> list[cw.IMetric]:
         return [
             self._metrics.service(service, metric_name, statistic=statistic, label=service)
-            for service in SWEEP_JOBS
+            for service in SWEEP_NAMES
         ]
 
 

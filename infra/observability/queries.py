@@ -36,7 +36,7 @@ QUERY_PREFIX = "RenewalSagaIndex/"
 # The drift guard's one line per run (handlers/drift_guard.py): "drift report: healthy" or
 # "drift report: DRIFT", with the whole report under `report`.
 DRIFT_REPORT_MESSAGE = "drift report"
-# The worker's line per anomaly row (layout_change/backfill/restamp.py), with `key` and `reason`.
+# The worker's line per anomaly row (layout_change/backfill/row.py), with `key` and `reason`.
 ANOMALY_MESSAGE = "saga row anomaly"
 # saga_index/store/dynamo/client.py's line per throttled request, after which botocore retries.
 THROTTLE_MESSAGE = "dynamodb throttled"

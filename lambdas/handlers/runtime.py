@@ -139,8 +139,11 @@ def control_provider(settings: HandlerSettings) -> ControlProvider:
 
 
 def current_routing(settings: HandlerSettings) -> Routing:
-    """The routing this invocation follows: read at most T seconds ago (one GetItem per T)."""
-    return control_provider(settings).routing()
+    """The routing this invocation follows: read at most T seconds ago (one GetItem per T).
+    Every log line of the invocation names the phase it follows."""
+    routing = control_provider(settings).routing()
+    logger.append_keys(phase=routing.phase.value)
+    return routing
 
 
 class ScheduledPayload(BaseModel):

@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from saga_index.index import names
 from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS
-from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS
+from saga_index.layout_change.checks.drift_schedule import DEFAULT_SCAN_EVERY
 from saga_index.layout_change.record.routing import Routing
 from saga_index.store.repository import SagaRepository
-from saga_index.sweeps.rules import (
+from saga_index.sweeps.policies import (
     DEFAULT_HEARTBEAT_THRESHOLD,
     DEFAULT_MAX_PREPARE_ATTEMPTS,
     DEFAULT_PREPARE_BACKOFF,
@@ -49,7 +49,7 @@ class HandlerSettings(BaseModel):
         return cls.model_validate(dict(os.environ if environ is None else environ))
 
     def repository(self, client: Any, routing: Routing) -> SagaRepository:
-        return SagaRepository(client, self.table_name, routing=routing, index_name=self.index_name)
+        return SagaRepository(client, self.table_name, plan=routing, index_name=self.index_name)
 
 
 class WorkerSettings(HandlerSettings):

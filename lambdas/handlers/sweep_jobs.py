@@ -1,6 +1,7 @@
-"""The four sweep jobs as one table (job name -> the settings it reads and the ONE domain call
-it makes), and the run every sweep entry point shares: parse the Scheduler payload, call the
-job with the scheduled time as "now", turn the report into metrics.
+"""What each sweep of the job spec (saga_index.index.jobs) runs: job name -> the settings it
+reads and the ONE domain call it makes, checked against the spec's sweeps at import. And the run
+every sweep entry point shares: parse the Scheduler payload, call the job with the scheduled
+time as "now", turn the report into metrics.
 
 Exceptions propagate: a failed read or publish fails the invocation. Scheduler invokes the
 function asynchronously, so that failure is Lambda's to handle (the function's EventInvokeConfig
@@ -28,7 +29,7 @@ from handlers.runtime import (
     publish_apart,
 )
 from handlers.settings import EventSweepSettings, SweepSettings
-from saga_index.index import names
+from saga_index.index import jobs, names
 from saga_index.index.errors import InvalidInputError
 from saga_index.store.repository import SagaRepository
 from saga_index.sweeps import runner
@@ -112,6 +113,9 @@ JOBS: dict[str, SweepJob[Any]] = {
         publish=_publish_snapshot,
     ),
 }
+# A sweep of the spec without a row here would be scheduled but fail every run; a row without a
+# sweep would never run: either stops every sweep function at import, and the unit tests.
+jobs.check_covers(JOBS, jobs.SWEEPS, table="handlers.sweep_jobs.JOBS")
 
 
 def _invocation_time() -> datetime:

@@ -1,7 +1,7 @@
 """The four sweep functions: workflow-health-sweep, retry-failed-prepare, stuck-saga-sweep and
 agent-metrics-snapshot. Each is invoked by its EventBridge Scheduler schedule (infra/schedules.py)
 with {"job", "scheduledTime", "executionId", "attempt"} and runs its row of
-handlers.sweep_jobs.JOBS. infra names these functions as handlers.sweeps.<name>.
+handlers.sweep_jobs.JOBS. The job spec (saga_index.index.jobs) names each as its `handler`.
 """
 
 from __future__ import annotations

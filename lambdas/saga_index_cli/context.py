@@ -1,77 +1,38 @@
-"""Global options, shared by every subcommand, and the objects they build.
+"""The context every subcommand runs in: the global options, the control record read once per
+invocation (a strongly consistent GetItem), and the clients.
 
-Where reads come from: the control record (docs/control-contract.md), read once per invocation
-with a strongly consistent GetItem. The global --phase/--shards are READ overrides: a read
-command with them sees what a reader in that phase (with that N) would see. Commands that write
-follow the record only, and refuse an override that disagrees with it (`require_overrides_agree`).
-
-Endpoints: --endpoint-url is DynamoDB's only (env AWS_ENDPOINT_URL_DYNAMODB). Every other
-service's client comes from `CliContext.aws_client`, with its own endpoint. botocore applies the
-global $AWS_ENDPOINT_URL to every client that has no endpoint of its own: the CLI validates it
-and warns once (`check_global_endpoint_env`).
+The global --phase/--shards are READ overrides: a read command with them sees what a reader in
+that phase (with that N) would see. Commands that write follow the record only, and refuse an
+override that disagrees with it (`require_overrides_agree`). docs/cli.md: global options,
+endpoints; docs/control-contract.md: the record.
 """
 
 from __future__ import annotations
 
-import getpass
-import json
 import logging
-import math
-import os
-import re
-import socket
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import boto3
 import click
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from botocore.utils import ensure_boolean, is_valid_endpoint_url, is_valid_ipv6_endpoint_url
-from click.core import ParameterSource
 
 from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.index.layout import StatePhase, layouts_for_phase
-from saga_index.index.names import DEFAULT_SHARD_COUNT
-from saga_index.index.shard import validate_shard_count
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.record.errors import ControlRecordUnavailableError
+from saga_index.layout_change.record.phase import Phase, layouts_for_phase
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.store.dynamo.client import make_client, retry_config
-from saga_index.store.dynamo.codec import to_plain_json
 from saga_index.store.repository import SagaRepository
+from saga_index_cli.identity import caller_identity
 
 log = logging.getLogger("saga_index.cli")
-
-# STS answers in well under a second; an operator's shell without network must not wait long.
-_STS_CONFIG = Config(
-    connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1, "mode": "standard"}
-)
-
-
-# DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
-_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
-# The envvar of --endpoint-url; botocore's own name for DynamoDB's endpoint.
-ENV_DYNAMODB_ENDPOINT = "AWS_ENDPOINT_URL_DYNAMODB"
-# botocore applies it to EVERY client without an endpoint of its own (and raises ValueError on a
-# bad one when the client is built), unless $AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true.
-ENV_GLOBAL_ENDPOINT = "AWS_ENDPOINT_URL"
-ENV_IGNORE_CONFIGURED_ENDPOINTS = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
-# botocore's service-specific variables of the services the CLI calls (its service ids).
-SERVICE_ENDPOINT_VARIABLES = (
-    ENV_DYNAMODB_ENDPOINT,
-    "AWS_ENDPOINT_URL_CLOUDWATCH",
-    "AWS_ENDPOINT_URL_SFN",
-    "AWS_ENDPOINT_URL_CLOUDFORMATION",
-    "AWS_ENDPOINT_URL_LAMBDA",
-    "AWS_ENDPOINT_URL_STS",
-)
 
 
 class OverrideDisagreesError(InvalidInputError):
@@ -80,117 +41,6 @@ class OverrideDisagreesError(InvalidInputError):
 
 class TableNotFoundError(SagaIndexError):
     """DynamoDB answered ResourceNotFoundException for the table (exit 1)."""
-
-
-def validate_table_name(name: str) -> str:
-    """`name` when DynamoDB would accept it as a table name; InvalidInputError naming it if not."""
-    if _TABLE_NAME.fullmatch(name):
-        return name
-    shown = repr(name) if len(name) <= 64 else f"{name[:32]!r}... ({len(name)} characters)"
-    raise InvalidInputError(
-        f"table name {shown} is not one DynamoDB accepts: 3-255 characters of A-Z a-z 0-9 _ . -"
-    )
-
-
-def validate_endpoint_url(url: str) -> str:
-    """`url` when it is an http(s) URL botocore accepts; InvalidInputError naming it if not."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # ValueError when the port is not a number in 0..65535
-        valid = (
-            parts.scheme in ("http", "https")
-            and bool(parts.hostname)
-            and (is_valid_endpoint_url(url) or bool(is_valid_ipv6_endpoint_url(url)))
-        )
-    except ValueError:
-        valid = False
-    if not valid:
-        raise InvalidInputError(
-            f"{url!r} is not an endpoint URL: expected http(s)://host[:port], "
-            "e.g. http://localhost:8000"
-        )
-    return url
-
-
-def table_name_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
-    """click callback of --table: a name DynamoDB accepts, or absent (empty: absent too)."""
-    if not value:
-        return value
-    try:
-        return validate_table_name(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
-
-
-def endpoint_url_option(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> str | None:
-    """click callback of every --...endpoint-url: an http(s) URL, or absent. A bad value read
-    from the option's environment variable is refused naming that variable."""
-    if not value:
-        return None
-    try:
-        return validate_endpoint_url(value)
-    except InvalidInputError as err:
-        source = ctx.get_parameter_source(param.name) if param.name else None
-        if source is ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
-            raise click.BadParameter(f"${param.envvar}: {err}") from None
-        raise click.BadParameter(str(err)) from None
-
-
-def service_endpoint_option(
-    service: str, env_suffix: str, label: str
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The `--<service>-endpoint-url` option of another AWS service than DynamoDB (its own
-    endpoint, never --endpoint-url), read from $AWS_ENDPOINT_URL_<env_suffix>, botocore's
-    service-specific variable, and validated like every endpoint."""
-    envvar = f"AWS_ENDPOINT_URL_{env_suffix}"
-    return click.option(
-        f"--{service}-endpoint-url",
-        envvar=envvar,
-        default=None,
-        callback=endpoint_url_option,
-        help=f"{label} endpoint, an http(s) URL, e.g. a local server [env {envvar}]. Never "
-        "--endpoint-url, which is DynamoDB's.",
-    )
-
-
-def check_global_endpoint_env(environ: Mapping[str, str] | None = None) -> str | None:
-    """$AWS_ENDPOINT_URL, which botocore applies to every client without an endpoint of its own
-    (CloudWatch, Step Functions, CloudFormation, Lambda and STS included; DynamoDB too without
-    --endpoint-url or $AWS_ENDPOINT_URL_DYNAMODB). None when unset or ignored
-    ($AWS_IGNORE_CONFIGURED_ENDPOINT_URLS true); else InvalidInputError naming it when it is not
-    an http(s) URL (botocore would raise ValueError building the first client), or one warning
-    that names the service-specific variables to use instead, and its value."""
-    env = os.environ if environ is None else environ
-    value = env.get(ENV_GLOBAL_ENDPOINT)
-    if not value or ensure_boolean(env.get(ENV_IGNORE_CONFIGURED_ENDPOINTS, "false")):
-        return None
-    try:
-        validate_endpoint_url(value)
-    except InvalidInputError as err:
-        raise InvalidInputError(f"${ENV_GLOBAL_ENDPOINT}: {err}") from None
-    log.warning(
-        "$%s=%s is set: botocore sends EVERY AWS service without an endpoint of its own there "
-        "(CloudWatch, Step Functions, CloudFormation, Lambda and STS included; DynamoDB too "
-        "without --endpoint-url). Prefer the service-specific variables: %s",
-        ENV_GLOBAL_ENDPOINT,
-        value,
-        ", ".join(SERVICE_ENDPOINT_VARIABLES),
-    )
-    return value
-
-
-class FiniteFloatRange(click.FloatRange):
-    """click.FloatRange that also refuses nan (which compares false with both bounds)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        converted = super().convert(value, param, ctx)
-        if isinstance(converted, float) and math.isnan(converted):
-            self.fail(
-                f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx
-            )
-        return converted
 
 
 def is_table_missing(err: BaseException) -> bool:
@@ -215,28 +65,6 @@ def is_table_missing(err: BaseException) -> bool:
     return False
 
 
-def local_identity() -> str:
-    """$USER@host: who runs this shell, when AWS cannot say."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-def caller_identity(cli: CliContext) -> str:
-    """The caller's STS ARN when AWS answers; $USER@host otherwise (a local endpoint, no
-    credentials, no network). The record's `changedBy`."""
-    if cli.endpoint_url:
-        return local_identity()
-    try:
-        sts = cli.aws_client("sts", config=_STS_CONFIG)
-        return str(sts.get_caller_identity()["Arn"])
-    except (BotoCoreError, ClientError, KeyError) as err:
-        log.debug("no STS identity (%s): using $USER@host", err)
-        return local_identity()
-
-
 @dataclass(frozen=True)
 class CliHooks:
     """What tests and the demo inject through `main(argv, hooks=...)`: who changes the record,
@@ -254,7 +82,7 @@ class CliContext:
     endpoint_url: str | None
     region: str | None
     # READ overrides (None: follow the record).
-    phase_override: StatePhase | None
+    phase_override: Phase | None
     shards_override: int | None
     max_attempts: int
     hooks: CliHooks = field(default_factory=CliHooks)
@@ -381,7 +209,7 @@ class CliContext:
 
     def repository(self) -> SagaRepository:
         table = self.require_table()
-        return SagaRepository(self.client, table, routing=self.routing())
+        return SagaRepository(self.client, table, plan=self.routing())
 
     def shard_count_for_keys(self) -> int:
         """N for `shard`: --shards, else the record's N when a table is given, else the default
@@ -405,24 +233,4 @@ def describe_routing(routing: Routing) -> str:
     return f"writes {routing.target}; reads {routing.source}, then {routing.target}"
 
 
-def shards_option(_: click.Context, __: click.Parameter, value: int | None) -> int | None:
-    """click callback of every --shards: a power of two 1..1024, or absent."""
-    if value is None:
-        return None
-    try:
-        return validate_shard_count(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
-
-
 pass_cli = click.make_pass_decorator(CliContext)
-
-# Every command's --json: stdout then carries one JSON object, the same data as the human report.
-json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print one JSON object on stdout instead."
-)
-
-
-def emit(obj: Any) -> None:
-    """One JSON value per line on stdout: the data channel, nothing else goes there."""
-    sys.stdout.write(json.dumps(to_plain_json(obj), ensure_ascii=False, sort_keys=True) + "\n")

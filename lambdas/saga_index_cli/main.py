@@ -20,28 +20,25 @@ import click
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.index.layout import StatePhase
-from saga_index.index.names import PHASE_NAMES
 from saga_index.layout_change.record.errors import PreconditionFailedError
-from saga_index_cli.backfill import backfill_group
-from saga_index_cli.context import (
+from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase
+from saga_index_cli.backfill.command import backfill_group
+from saga_index_cli.checks.drift import drift_command
+from saga_index_cli.checks.verify import verify_command
+from saga_index_cli.checks.watch import watch_command
+from saga_index_cli.context import CliContext, CliHooks, is_table_missing
+from saga_index_cli.endpoints import (
     ENV_DYNAMODB_ENDPOINT,
-    CliContext,
-    CliHooks,
     check_global_endpoint_env,
-    emit,
     endpoint_url_option,
-    is_table_missing,
-    shards_option,
-    table_name_option,
 )
-from saga_index_cli.drift import drift_command, verify_command
-from saga_index_cli.phase import phase_group
-from saga_index_cli.preflight import preflight_command
+from saga_index_cli.options import shards_option, table_name_option
+from saga_index_cli.output import emit
+from saga_index_cli.phase.commands import phase_group
+from saga_index_cli.preflight.command import preflight_command
 from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
-from saga_index_cli.status import status_command
-from saga_index_cli.watch import watch_command
+from saga_index_cli.status.command import status_command
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 PROG_NAME = "saga-index"
@@ -60,9 +57,9 @@ def _version(_: click.Context) -> str:
     return f"{PROG_NAME}, version {version}"
 
 
-def _phase(_: click.Context, __: click.Parameter, value: str | None) -> StatePhase | None:
-    # click.Choice has already refused anything but PHASE_NAMES (any case).
-    return None if value is None else StatePhase.parse(value)
+def _phase(_: click.Context, __: click.Parameter, value: str | None) -> Phase | None:
+    # click.Choice has already refused anything but SINGLE_COUNT_PHASES (any case).
+    return None if value is None else Phase.parse(value)
 
 
 class _StderrHandler(logging.StreamHandler[TextIO]):
@@ -113,7 +110,7 @@ class _Cli(click.Group):
 @click.option(
     "--phase",
     # resharding names two shard counts: no single --shards can describe its readers.
-    type=click.Choice(PHASE_NAMES, case_sensitive=False),
+    type=click.Choice(SINGLE_COUNT_PHASES, case_sensitive=False),
     default=None,
     callback=_phase,
     help="READ override: reads (sagas, verify, drift, shard) see what a reader in that phase "
@@ -150,7 +147,7 @@ def cli(
     table: str | None,
     endpoint_url: str | None,
     region: str | None,
-    phase: StatePhase | None,
+    phase: Phase | None,
     shards: int | None,
     max_attempts: int,
     log_level: str,

@@ -7,9 +7,9 @@ import logging
 import click
 
 from saga_index.index import keys
-from saga_index.index.shard import shard as shard_of
 from saga_index.store.repository import ReadResult
-from saga_index_cli.context import CliContext, emit, pass_cli
+from saga_index_cli.context import CliContext, pass_cli
+from saga_index_cli.output import emit
 
 log = logging.getLogger("saga_index.cli")
 
@@ -24,7 +24,7 @@ def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
     """
     shard_count = cli.shard_count_for_keys()
     for person_id in person_ids:
-        number = shard_of(keys.validate_person_id(person_id), shard_count)
+        number = keys.Person.of(person_id).shard_hash % shard_count
         emit({"personId": person_id, "shard": number, "gsi4pk": keys.sharded_gsi4pk(number)})
 
 

@@ -12,7 +12,8 @@ import click
 
 from saga_index.index import keys
 from saga_index.layout_change.checks.repair import repair_anomaly
-from saga_index_cli.context import CliContext, emit, pass_cli
+from saga_index_cli.context import CliContext, pass_cli
+from saga_index_cli.output import emit
 
 # Exit 2 (bad usage or input) is main's, for every command.
 EXIT_DONE, EXIT_NOT_DONE = 0, 1

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from saga_index.index import keys
-from saga_index.layout_change.lease import acquire_lease
+from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill
@@ -367,7 +367,7 @@ def test_given_a_row_left_behind_when_verified_then_exit_1(
     assert (recorded.complete, recorded.verified) == (True, False)
 
 
-# ---- issue 15: the dry run's estimate, anomaly reasons, advice, the Step Functions options ---
+# ---- the dry run's estimate, anomaly reasons, advice, the Step Functions options ---
 
 
 def test_given_a_dry_run_then_its_report_estimates_time_and_legacy_key_capacity(

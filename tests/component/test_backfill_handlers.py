@@ -16,18 +16,19 @@ from pydantic import ValidationError
 from handlers import backfill_plan, backfill_verify, backfill_worker
 from saga_index.index import keys, names
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.backfill.leasing import token_for_execution
-from saga_index.layout_change.backfill.messages import RunTicket
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.lease import acquire_lease, pause_backfill
+from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.lease.controls import pause_backfill
+from saga_index.layout_change.lease.grant import acquire_lease
+from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.errors import (
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
-from saga_index.layout_change.record.record import format_time
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import ANOMALIES, VALID, N, data_rows, plant, seed

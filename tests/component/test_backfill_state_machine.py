@@ -43,16 +43,16 @@ from infra.backfill import (
     WORKER_TIMEOUT,
 )
 from saga_index.index import keys
-from saga_index.layout_change.backfill.leasing import token_for_execution
-from saga_index.layout_change.backfill.messages import SegmentResult
-from saga_index.layout_change.lease import acquire_lease
+from saga_index.layout_change.backfill.counts import SegmentResult
+from saga_index.layout_change.lease.grant import acquire_lease
+from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill
-from saga_index_cli import backfill_output
-from saga_index_cli.backfill_advice import LEASE_LOST_ADVICE
+from saga_index_cli.backfill import output as backfill_output
+from saga_index_cli.backfill.advice import LEASE_LOST_ADVICE
+from saga_index_cli.backfill.execution_progress import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.context import CliContext
-from saga_index_cli.execution_progress import CHILD_READS_PER_POLL, ExecutionFollower
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
@@ -891,7 +891,7 @@ def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_e
     assert (summary["restamped"], summary["complete"]) == (5 + 7, False)
 
 
-# ---- issue 15: --follow, --stop, the stack's state machine, the estimate, the advice -------
+# ---- --follow, --stop, the stack's state machine, the estimate, the advice -------
 
 
 class FakeCloudFormation:

@@ -1,4 +1,4 @@
-"""Errors at the CLI's edge (issue 12, section 7): a bad value is refused before any request
+"""Errors at the CLI's edge: a bad value is refused before any request
 (exit 2, naming it), and a table that does not exist is named (exit 1, saying what to do)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from saga_index.index import names
-from saga_index_cli import context
+from saga_index_cli import context, options
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 
@@ -144,7 +144,7 @@ def test_a_table_name_from_the_environment_is_validated_too(
 
 def test_valid_table_names_at_the_bounds_pass_validation() -> None:
     for name in ("abc", "A-b_c.9", "a" * 255):
-        assert context.table_name_option(None, None, name) == name  # type: ignore[arg-type]
+        assert options.table_name_option(None, None, name) == name  # type: ignore[arg-type]
 
 
 # ---- a table that does not exist --------------------------------------------------------------

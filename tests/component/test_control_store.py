@@ -12,9 +12,15 @@ import pytest
 
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import LEGACY, Layout, StatePhase
-from saga_index.layout_change import lease
-from saga_index.layout_change.record import record
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.lease.grant import (
+    LEASE_TTL_SECONDS,
+    acquire_lease,
+    heartbeat_lease,
+    new_lease_token,
+    release_lease,
+)
 from saga_index.layout_change.record.errors import (
     CheckResult,
     ControlRecordMissingError,
@@ -27,6 +33,8 @@ from saga_index.layout_change.record.errors import (
     TransitionNotAllowedError,
     VersionConflictError,
 )
+from saga_index.layout_change.record.items import STATE_SK, history_sk
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
@@ -35,6 +43,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.transitions import executor
 from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
@@ -76,13 +85,11 @@ class ControlContract:
         state = store.read()
         assert state.effective_at is not None
         clock.now = max(clock.now, state.effective_at)
-        token = lease.new_lease_token()
-        grant = lease.acquire_lease(
-            store, holder="runner", token=token, direction=direction, clock=clock
-        )
+        token = new_lease_token()
+        grant = acquire_lease(store, holder="runner", token=token, direction=direction, clock=clock)
         started = clock.now
         clock.advance(30)
-        lease.heartbeat_lease(store, token=token, clock=clock)
+        heartbeat_lease(store, token=token, clock=clock)
         clock.advance(30)
         completion = BackfillCompletion(
             direction=BackfillDirection(direction),
@@ -99,7 +106,7 @@ class ControlContract:
             holder="runner",
             lease_token=token,
         )
-        return lease.release_lease(store, token=token, completion=completion, clock=clock)
+        return release_lease(store, token=token, completion=completion, clock=clock)
 
     # ---- records and transitions -----------------------------------------------------------
 
@@ -109,7 +116,7 @@ class ControlContract:
         state = store.read()
 
         assert state.condition is RecordCondition.NEVER_MIGRATED
-        assert (state.phase, state.version) == (StatePhase.LEGACY, 0)
+        assert (state.phase, state.version) == (Phase.LEGACY, 0)
 
     def test_given_the_whole_cutover_and_rollback_then_each_step_is_versioned_and_in_history(
         self, store: ControlStore, clock: Clock
@@ -124,8 +131,8 @@ class ControlContract:
         legacy = self._set(store, clock, "legacy", checks=checks)
 
         assert (migrating.layout, migrating.moving_to) == (LEGACY, S16)
-        assert (sharded.phase, sharded.shard_count, sharded.version) == (StatePhase.SHARDED, 16, 2)
-        assert (legacy.phase, legacy.version) == (StatePhase.LEGACY, 4)
+        assert (sharded.phase, sharded.shard_count, sharded.version) == (Phase.SHARDED, 16, 2)
+        assert (legacy.phase, legacy.version) == (Phase.LEGACY, 4)
         history = store.history()
         assert [(h.version, h.previous_phase.value, h.phase.value) for h in history] == [
             (1, "legacy", "migrating"),
@@ -225,7 +232,7 @@ class ControlContract:
         assert (lost.value.expected_version, lost.value.actual_version) == (1, 2)
         assert "version 2" in str(lost.value)
         assert "rolling-back" in str(lost.value)
-        assert store.read().phase is StatePhase.ROLLING_BACK
+        assert store.read().phase is Phase.ROLLING_BACK
 
     def test_given_two_operators_starting_the_migration_at_once_then_one_loses(
         self, store: ControlStore, clock: Clock
@@ -244,14 +251,14 @@ class ControlContract:
         self._set(store, clock, "migrating")
         dynamo.client.delete_item(
             TableName=dynamo.table_name,
-            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": record.history_sk(1)}},
+            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": history_sk(1)}},
         )
         assert [h.version for h in store.history()] == []
 
         self._set(store, clock, "rolling-back")
 
         assert [h.version for h in store.history()] == [1, 2]
-        assert store.history()[0].phase is StatePhase.MIGRATING
+        assert store.history()[0].phase is Phase.MIGRATING
 
     def test_given_history_written_then_repair_is_a_no_op(
         self, store: ControlStore, clock: Clock
@@ -285,19 +292,19 @@ class ControlContract:
         self._set(store, clock, "sharded")
         dynamo.client.delete_item(
             TableName=dynamo.table_name,
-            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": record.STATE_SK}},
+            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": STATE_SK}},
         )
 
         missing = store.read()
 
         assert missing.condition is RecordCondition.MISSING
-        assert (missing.phase, missing.version) == (StatePhase.SHARDED, 2)
+        assert (missing.phase, missing.version) == (Phase.SHARDED, 2)
         with pytest.raises(ControlRecordMissingError, match="version 2"):
             self._set(store, clock, "rolling-back")
         with pytest.raises(ControlRecordMissingError):
-            lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+            acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
         with pytest.raises(ControlRecordMissingError):
-            lease.pause_backfill(store, changed_by="ops", clock=clock)
+            pause_backfill(store, changed_by="ops", clock=clock)
         restored = executor.restore_state(store)
         assert (restored.condition, restored.version) == (RecordCondition.PRESENT, 2)
         assert restored.last_backfill is None
@@ -317,7 +324,7 @@ class ControlContract:
         clock.advance(60)
 
         with pytest.raises(LeaseNotYetEffectiveError) as refused:
-            lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+            acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
 
         assert refused.value.seconds_to_wait == 15
         assert "Wait 15 s" in str(refused.value)
@@ -334,7 +341,7 @@ class ControlContract:
         clock.advance(3600)
 
         with pytest.raises(LeaseDirectionError) as refused:
-            lease.acquire_lease(store, holder="h", token="t", direction=direction, clock=clock)
+            acquire_lease(store, holder="h", token="t", direction=direction, clock=clock)
 
         assert isinstance(refused.value, InvalidInputError)
 
@@ -347,7 +354,7 @@ class ControlContract:
         assert state.effective_at is not None
         clock.now = state.effective_at
 
-        grant = lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+        grant = acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
 
         assert (grant.source, grant.target) == (LEGACY, S16)
 
@@ -355,39 +362,35 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(
-            store, holder="alice@laptop", token="a", direction="forward", clock=clock
-        )
+        acquire_lease(store, holder="alice@laptop", token="a", direction="forward", clock=clock)
 
         with pytest.raises(LeaseHeldError, match="alice@laptop") as refused:
-            lease.acquire_lease(store, holder="bob", token="b", direction="forward", clock=clock)
+            acquire_lease(store, holder="bob", token="b", direction="forward", clock=clock)
 
-        assert refused.value.expires_at == record.format_time(clock.now + timedelta(seconds=120))
+        assert refused.value.expires_at == format_time(clock.now + timedelta(seconds=120))
 
     def test_given_a_dead_holder_then_its_lease_expires_and_can_be_taken_over(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(store, holder="dead", token="a", direction="forward", clock=clock)
-        clock.advance(lease.LEASE_TTL_SECONDS)
+        acquire_lease(store, holder="dead", token="a", direction="forward", clock=clock)
+        clock.advance(LEASE_TTL_SECONDS)
 
-        grant = lease.acquire_lease(
-            store, holder="bob", token="b", direction="forward", clock=clock
-        )
+        grant = acquire_lease(store, holder="bob", token="b", direction="forward", clock=clock)
 
         assert grant.lease.holder == "bob"
         with pytest.raises(LeaseLostError, match="taken over by 'bob'"):
-            lease.heartbeat_lease(store, token="a", clock=clock)
+            heartbeat_lease(store, token="a", clock=clock)
 
     def test_given_a_retried_acquire_or_heartbeat_then_the_same_token_succeeds(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        first = lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
-        again = lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+        first = acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+        again = acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
         clock.advance(30)
-        lease.heartbeat_lease(store, token="t", clock=clock)
-        state = lease.heartbeat_lease(store, token="t", clock=clock)
+        heartbeat_lease(store, token="t", clock=clock)
+        state = heartbeat_lease(store, token="t", clock=clock)
 
         assert again.lease == first.lease
         assert state.lease is not None
@@ -398,38 +401,38 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
-        lease.heartbeat_lease(store, token="t", clock=clock)
+        acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+        heartbeat_lease(store, token="t", clock=clock)
 
         aborted = self._set(store, clock, "rolling-back")
 
         assert aborted.version == 2
         with pytest.raises(LeaseLostError, match="version 2"):
-            lease.heartbeat_lease(store, token="t", clock=clock)
+            heartbeat_lease(store, token="t", clock=clock)
 
     def test_given_a_heartbeat_landing_during_a_phase_set_then_the_phase_set_still_wins(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._set(store, clock, "migrating")
         self._run_backfill(store, clock, "forward")
-        lease.acquire_lease(store, holder="h", token="t2", direction="forward", clock=clock)
+        acquire_lease(store, holder="h", token="t2", direction="forward", clock=clock)
 
         def heartbeat_meanwhile(state: ControlState) -> CheckResult:
-            lease.heartbeat_lease(store, token="t2", clock=clock)
+            heartbeat_lease(store, token="t2", clock=clock)
             return CheckResult("parity", True, "ok")
 
         sharded = self._set(
             store, clock, "sharded", checks=[Precondition("parity", heartbeat_meanwhile)]
         )
 
-        assert (sharded.phase, sharded.version) == (StatePhase.SHARDED, 2)
+        assert (sharded.phase, sharded.version) == (Phase.SHARDED, 2)
 
     def test_given_a_release_then_the_completion_is_recorded_and_a_retry_is_harmless(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._set(store, clock, "migrating")
         released = self._run_backfill(store, clock, "forward")
-        again = lease.release_lease(
+        again = release_lease(
             store,
             token=released.last_backfill.lease_token if released.last_backfill else "",
             completion=released.last_backfill,
@@ -445,11 +448,11 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
+        acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
 
-        released = lease.release_lease(store, token="a", clock=clock)
-        again = lease.release_lease(store, token="a", clock=clock)
-        grant = lease.acquire_lease(store, holder="b", token="b", direction="forward", clock=clock)
+        released = release_lease(store, token="a", clock=clock)
+        again = release_lease(store, token="a", clock=clock)
+        grant = acquire_lease(store, holder="b", token="b", direction="forward", clock=clock)
 
         assert released.lease is None
         assert released.last_backfill is None
@@ -460,12 +463,12 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
+        acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
         rolling_back = self._set(store, clock, "rolling-back")
         assert rolling_back.effective_at is not None
         clock.now = rolling_back.effective_at
 
-        grant = lease.acquire_lease(store, holder="a", token="a", direction="rollback", clock=clock)
+        grant = acquire_lease(store, holder="a", token="a", direction="rollback", clock=clock)
 
         assert (grant.lease.state_version, grant.lease.direction) == (2, BackfillDirection.ROLLBACK)
         assert (grant.source, grant.target) == (S16, LEGACY)
@@ -474,9 +477,9 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         state = self._migrating_and_effective(store, clock)
-        grant = lease.acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
-        clock.advance(lease.LEASE_TTL_SECONDS)
-        lease.acquire_lease(store, holder="b", token="b", direction="forward", clock=clock)
+        grant = acquire_lease(store, holder="a", token="a", direction="forward", clock=clock)
+        clock.advance(LEASE_TTL_SECONDS)
+        acquire_lease(store, holder="b", token="b", direction="forward", clock=clock)
         completion = BackfillCompletion(
             BackfillDirection.FORWARD,
             grant.source,
@@ -494,21 +497,21 @@ class ControlContract:
         )
 
         with pytest.raises(LeaseLostError, match="not recorded"):
-            lease.release_lease(store, token="a", completion=completion, clock=clock)
+            release_lease(store, token="a", completion=completion, clock=clock)
 
     def test_given_throttle_pause_and_resume_then_the_record_and_events_follow(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._migrating_and_effective(store, clock)
-        lease.acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
+        acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
 
         clock.advance(1)
-        lease.set_throttle(store, 5, changed_by="ops", reason="hot partition", clock=clock)
+        set_throttle(store, 5, changed_by="ops", reason="hot partition", clock=clock)
         clock.advance(1)
-        paused = lease.pause_backfill(store, changed_by="ops", clock=clock)
-        seen_by_worker = lease.heartbeat_lease(store, token="t", clock=clock)
+        paused = pause_backfill(store, changed_by="ops", clock=clock)
+        seen_by_worker = heartbeat_lease(store, token="t", clock=clock)
         clock.advance(1)
-        resumed = lease.resume_backfill(store, changed_by="ops", clock=clock)
+        resumed = resume_backfill(store, changed_by="ops", clock=clock)
 
         assert paused.backfill_paused
         assert seen_by_worker.backfill_paused
@@ -525,13 +528,13 @@ class ControlContract:
         self._set(store, clock, "migrating")
 
         with pytest.raises(InvalidBackfillControlError, match=r"from 0\.1 to 1000"):
-            lease.set_throttle(store, rate, changed_by="ops", clock=clock)
+            set_throttle(store, rate, changed_by="ops", clock=clock)
 
     def test_given_no_record_yet_then_throttle_is_refused_and_creates_nothing(
         self, store: ControlStore, clock: Clock
     ) -> None:
         with pytest.raises(InvalidBackfillControlError, match="no control record yet"):
-            lease.set_throttle(store, 10, changed_by="ops", clock=clock)
+            set_throttle(store, 10, changed_by="ops", clock=clock)
 
         assert store.read().condition is RecordCondition.NEVER_MIGRATED
 

@@ -11,7 +11,9 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.capacity.units import read_units, write_units
 from devkit.seed import SagaRecord, saga_item
 from saga_index.index import keys, names
-from saga_index.index.model import Phase
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.sizing import item_size
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
@@ -56,7 +58,9 @@ def test_given_a_legacy_partition_when_the_open_sagas_are_enumerated_then_every_
         backend.client.put_item(TableName=backend.table_name, Item=item)
     meter, client = _metered(backend, synthesized_template)
 
-    result = SagaRepository(client, backend.table_name, phase=Phase.LEGACY).get_all_open_sagas()
+    result = SagaRepository(
+        client, backend.table_name, plan=Routing.for_phase(Phase.LEGACY, DEFAULT_SHARD_COUNT)
+    ).get_all_open_sagas()
 
     assert len(result) == 10
     (load,) = meter.summary(names.INDEX_NAME).partitions
@@ -116,7 +120,9 @@ def test_given_throttled_attempts_when_botocore_retries_then_the_request_is_char
     meter, client = _metered(backend, synthesized_template)
     injector = ThrottleInjector(client, "Query", times=2)
 
-    SagaRepository(client, backend.table_name, phase=Phase.LEGACY).get_sagas_by_person("person_03")
+    SagaRepository(
+        client, backend.table_name, plan=Routing.for_phase(Phase.LEGACY, DEFAULT_SHARD_COUNT)
+    ).get_sagas_by_person("person_03")
 
     assert injector.injected == 2
     (load,) = meter.summary(names.INDEX_NAME).partitions

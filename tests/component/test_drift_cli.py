@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from saga_index.layout_change.record.record import state_key
+from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.executor import set_phase
 from saga_index.store.dynamo.codec import serialize

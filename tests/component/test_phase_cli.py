@@ -15,12 +15,14 @@ import pytest
 from saga_index.index import keys
 from saga_index.index.layout import Layout
 from saga_index.index.shard import shard
-from saga_index.layout_change import lease
-from saga_index.layout_change.record.record import format_time, history_key, state_key
+from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
+from saga_index.layout_change.record.items import history_key, state_key
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time
 from saga_index.store.dynamo.codec import serialize
-from saga_index_cli.context import CliContext, CliHooks, caller_identity, local_identity
+from saga_index_cli.context import CliContext, CliHooks
+from saga_index_cli.identity import caller_identity, local_identity
 from saga_index_cli.main import main
 from tests.support.backends import Backend
 from tests.support.control_fixtures import START, Clock, moto_backend
@@ -84,10 +86,8 @@ def record_backfill(
     state = store.read()
     assert state.effective_at is not None
     clock.now = state.effective_at + timedelta(seconds=1)
-    token = lease.new_lease_token()
-    grant = lease.acquire_lease(
-        store, holder="test-run", token=token, direction=direction, clock=clock
-    )
+    token = new_lease_token()
+    grant = acquire_lease(store, holder="test-run", token=token, direction=direction, clock=clock)
     started = clock.now
     clock.advance(10)
     completion = BackfillCompletion(
@@ -105,7 +105,7 @@ def record_backfill(
         holder="test-run",
         lease_token=token,
     )
-    lease.release_lease(store, token=token, completion=completion, clock=clock)
+    release_lease(store, token=token, completion=completion, clock=clock)
     clock.advance(1)
 
 

@@ -24,12 +24,12 @@ from devkit.schema import table_create_kwargs
 from saga_index.index.names import ENV_POWERTOOLS_SERVICE, INDEX_NAME, STACK_NAME
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
-from saga_index_cli.preflight_check import (
+from saga_index_cli.preflight.check import (
     PERMISSION_CONTRIBUTOR_INSIGHTS,
     PERMISSION_GET_FUNCTION,
     PERMISSIONS,
 )
-from saga_index_cli.preflight_stack import (
+from saga_index_cli.preflight.stack import (
     EXPECTED_SERVICES,
     STATE_MACHINE_CONSTRUCT,
     TABLE_NAME_OUTPUT,

@@ -75,7 +75,7 @@ def test_a_by_person_read_mid_move_returns_only_that_persons_rows_from_both_layo
     persons = [PERSON, *prefix_pairs()]
     owned = half_moved(dynamo, persons)
     routing = MOVES[move]
-    repo = SagaRepository(dynamo.client, dynamo.table_name, routing=routing)
+    repo = SagaRepository(dynamo.client, dynamo.table_name, plan=routing)
     for person in persons:
         result = repo.get_sagas_by_person(person)
         assert ids(result) == sorted(owned[person]), person
@@ -91,7 +91,7 @@ def test_an_enumeration_mid_move_returns_every_row_of_both_layouts_once(
 ) -> None:
     persons = [PERSON, *prefix_pairs()]
     owned = half_moved(dynamo, persons)
-    result = SagaRepository(dynamo.client, dynamo.table_name, routing=MOVES[move]).get_all_sagas()
+    result = SagaRepository(dynamo.client, dynamo.table_name, plan=MOVES[move]).get_all_sagas()
     every = sorted(s for sagas in owned.values() for s in sagas)
     assert ids(result) == every
     assert result.requests == 32  # each distinct key of the two layouts once
@@ -106,6 +106,6 @@ def test_a_person_whose_keys_agree_in_both_layouts_costs_one_request_mid_move(
     dynamo.put_saga("b", pair, gsi4pk="shard", shard_count=16)
     dynamo.put_saga("c", pair, gsi4pk="shard", shard_count=32)
     for routing in MOVES.values():
-        repo = SagaRepository(dynamo.client, dynamo.table_name, routing=routing)
+        repo = SagaRepository(dynamo.client, dynamo.table_name, plan=routing)
         alice = repo.get_sagas_by_person("alice")
         assert (ids(alice), alice.requests) == (["a"], 1)

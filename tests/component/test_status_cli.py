@@ -12,14 +12,15 @@ import pytest
 
 from saga_index.index import keys
 from saga_index.index.layout import Layout
-from saga_index.layout_change import lease
-from saga_index.layout_change.record.record import state_key
+from saga_index.layout_change.lease.controls import pause_backfill, set_throttle
+from saga_index.layout_change.lease.grant import acquire_lease, release_lease
+from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions import executor
 from saga_index.store.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
-from saga_index_cli.status import alarm_states
+from saga_index_cli.status.report import alarm_states
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend
 from tests.support.control_seed import seed_state
@@ -97,9 +98,9 @@ def test_migrating_with_a_running_throttled_paused_backfill(
     assert doc["secondsUntilEffective"] == 75.0
 
     clock.advance(80)
-    lease.acquire_lease(store, holder="ops@laptop", token="t-1", direction="forward", clock=clock)
-    lease.set_throttle(store, 50, changed_by="ops", clock=clock)
-    lease.pause_backfill(store, changed_by="ops", clock=clock)
+    acquire_lease(store, holder="ops@laptop", token="t-1", direction="forward", clock=clock)
+    set_throttle(store, 50, changed_by="ops", clock=clock)
+    pause_backfill(store, changed_by="ops", clock=clock)
     code, doc = status_json(capsys, dynamo, clock)
     assert code == 0
     assert doc["effective"] is True
@@ -130,10 +131,10 @@ def test_the_last_run_and_whether_it_satisfies_the_next_move(
 
     executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
     clock.advance(80)
-    grant = lease.acquire_lease(store, holder="run", token="t", direction="forward", clock=clock)
+    grant = acquire_lease(store, holder="run", token="t", direction="forward", clock=clock)
     started = clock.now
     clock.advance(10)
-    lease.release_lease(
+    release_lease(
         store,
         token="t",
         completion=BackfillCompletion(

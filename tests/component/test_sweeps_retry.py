@@ -14,7 +14,9 @@ from botocore.exceptions import ClientError
 from handlers import runtime
 from handlers import sweeps as handlers
 from saga_index.index import keys
-from saga_index.index.model import Phase
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.repository import SagaRepository
 from saga_index.store.writer import SagaWriter
 from saga_index.sweeps import runner
@@ -152,8 +154,7 @@ def test_given_two_deliveries_that_both_read_before_either_claims_then_only_one_
                 SagaRepository(
                     other_client,
                     world.backend.table_name,
-                    phase=Phase.MIGRATING,
-                    shard_count=SHARDS,
+                    plan=Routing.for_phase(Phase.MIGRATING, SHARDS),
                 ),
                 RetryClaims(other_client, world.backend.table_name),
                 EventPublisher(world.events_client, world.env["EVENT_BUS_NAME"]),
@@ -177,7 +178,11 @@ def test_given_a_saga_changed_between_read_and_claim_when_swept_then_it_is_skipp
     world: SweepWorld, change: str
 ) -> None:
     failed_prepare(world, "s1", gsi4pk="shard")
-    writer = SagaWriter(world.backend.new_client(), world.backend.table_name, phase="migrating")
+    writer = SagaWriter(
+        world.backend.new_client(),
+        world.backend.table_name,
+        plan=Routing.for_phase("migrating", DEFAULT_SHARD_COUNT),
+    )
     to_state = "PREPARING" if change == "left PREPARE_FAILED" else "PREPARE_FAILED"
 
     once_before_update(
@@ -431,7 +436,9 @@ def test_given_another_runs_claim_between_our_read_and_claim_then_ours_is_skippe
         others.append(
             runner.run_retry_failed_prepare(
                 SagaRepository(
-                    other_client, world.backend.table_name, phase=Phase.MIGRATING, shard_count=16
+                    other_client,
+                    world.backend.table_name,
+                    plan=Routing.for_phase(Phase.MIGRATING, 16),
                 ),
                 RetryClaims(other_client, world.backend.table_name),
                 EventPublisher(world.events_client, world.env["EVENT_BUS_NAME"]),

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from saga_index.index.layout import Layout
-from saga_index.layout_change.record import record
+from saga_index.index.names import CONTROL_PK
+from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
@@ -83,7 +84,7 @@ def _resharding(store: ControlStore, source: int, target: int) -> None:
 def _delete_state(backend: Backend) -> None:
     backend.client.delete_item(
         TableName=backend.table_name,
-        Key={"PK": {"S": record.CONTROL_PK}, "SK": {"S": record.STATE_SK}},
+        Key={"PK": {"S": CONTROL_PK}, "SK": {"S": STATE_SK}},
     )
 
 
@@ -163,7 +164,7 @@ def test_given_a_state_item_that_breaks_the_contract_then_node_refuses_it(
     _through(ControlStore(backend.client, backend.table_name), "migrating")
     backend.client.update_item(
         TableName=backend.table_name,
-        Key={"PK": {"S": record.CONTROL_PK}, "SK": {"S": record.STATE_SK}},
+        Key={"PK": {"S": CONTROL_PK}, "SK": {"S": STATE_SK}},
         UpdateExpression="SET #phase = :p",
         ExpressionAttributeNames={"#phase": "phase"},
         ExpressionAttributeValues={":p": {"S": "sharded"}},

@@ -27,10 +27,10 @@ from infra.config import (
     load_cdk_json_context,
     load_pager_config,
 )
-from infra.observability.alarms import MAX_DESCRIPTION_CHARS, Runbook, alarm_descriptions
+from infra.observability.descriptions import MAX_DESCRIPTION_CHARS, Runbook, alarm_descriptions
 from infra.observability.pager import UNSUBSCRIBED_WARNING
-from infra.schedules import JOBS_BY_NAME
 from infra.stack import build_app
+from saga_index.index.jobs import JOBS_BY_NAME
 from saga_index.index.names import INDEX_NAME
 from tests.infra.conftest import Synthesised, _synthesise, write_pager_config
 from tests.infra.template_tools import CONTROL_CONDITION
@@ -49,7 +49,7 @@ GUARD_ALARMS: dict[str, tuple[int, int, int]] = {
 }
 # The guard metric each wrong-now alarm watches -> the alarm's stable name after "<stack>-".
 GUARD_ALARM_NAMES = {
-    "UnexpectedLegacyRows": "LegacyRows",  # the name issue 15 gives it
+    "UnexpectedLegacyRows": "LegacyRows",  # short: the metric is the "unexpected" one
     "UnexpectedShardedRows": "ShardedRows",
     "MisroutedRows": "MisroutedRows",
     "ControlRecordMissing": "ControlRecordMissing",
@@ -81,7 +81,7 @@ JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
 # 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
-# 5 failed-invocation queues and 3 backfill execution outcomes (issue 12).
+# 5 failed-invocation queues and 3 backfill execution outcomes.
 ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
@@ -311,10 +311,66 @@ def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
 def test_every_alarm_has_its_stable_name(template: Template) -> None:
     alarms = observability_alarms(template.find_resources(ALARM))
     assert {a["Properties"]["AlarmName"] for a in alarms.values()} == ALARM_NAMES
-    # The construct IDs, and so the logical IDs, are the ones from before the names.
-    assert "ObservabilityUnexpectedLegacyRowsAlarm2FE6E466" in alarms
+    # The construct IDs, and so the logical IDs, are the ones from before the names
+    # (test_the_alarms_dashboard_and_pager_keep_their_logical_ids pins them all).
     # `saga-index status --alarms` lists the alarms by this prefix.
     assert all(name.startswith("RenewalSagaIndex-") for name in ALARM_NAMES)
+
+
+# The logical IDs of the stack's own named and stateful observability resources. A new logical ID
+# for an alarm or the dashboard (whose names stay) makes CloudFormation create a resource under a
+# name that already exists before it deletes the old one; a new one for the topic replaces it
+# and every subscriber confirms again. Measured when cdk-monitoring-constructs was evaluated: its
+# facade names each alarm construct after the alarm name, which changed all 25
+# (docs/observability.md, "What stays hand-written, and why").
+KEPT_LOGICAL_IDS = {
+    "ObservabilityUnexpectedLegacyRowsAlarm2FE6E466",
+    "ObservabilityUnexpectedShardedRowsAlarm5BF8A902",
+    "ObservabilityMisroutedRowsAlarm4265D5AD",
+    "ObservabilityControlRecordMissingAlarm3487D4D2",
+    "ObservabilityUnindexedRowsAlarm51BA4DF9",
+    "ObservabilityStrayRowsAlarmDE10B303",
+    "ObservabilityGsiThrottlesAlarmCCEA1FBB",
+    "ObservabilityDriftGuardErrorsAlarm3F3630C5",
+    "ObservabilityWorkflowHealthSweepErrorsAlarm4878292F",
+    "ObservabilityRetryFailedPrepareErrorsAlarm8B4B8F9A",
+    "ObservabilityStuckSagaSweepErrorsAlarm5AEC0D61",
+    "ObservabilityAgentMetricsSnapshotErrorsAlarmC5715AD5",
+    "ObservabilityDriftGuardDeadLettersAlarm6F06AD56",
+    "ObservabilityWorkflowHealthSweepDeadLettersAlarmA557C432",
+    "ObservabilityRetryFailedPrepareDeadLettersAlarm9FE14E53",
+    "ObservabilityStuckSagaSweepDeadLettersAlarm19BED99C",
+    "ObservabilityAgentMetricsSnapshotDeadLettersAlarmB2E56791",
+    "ObservabilityDriftGuardFailedInvocationsAlarmFC24C5A8",
+    "ObservabilityWorkflowHealthSweepFailedInvocationsAlarm6D62CDAE",
+    "ObservabilityRetryFailedPrepareFailedInvocationsAlarmD884BAE0",
+    "ObservabilityStuckSagaSweepFailedInvocationsAlarm5CB6E7CF",
+    "ObservabilityAgentMetricsSnapshotFailedInvocationsAlarmF5D4EB21",
+    "ObservabilityBackfillExecutionsFailedAlarm7E155696",
+    "ObservabilityBackfillExecutionsTimedOutAlarm0BDF2BAD",
+    "ObservabilityBackfillExecutionsAbortedAlarmA7F31AEC",
+    "ObservabilityDashboard9A1D08B3",
+    "ObservabilityPager0629C20C",
+    "ObservabilityPagerKey39BF971A",
+}
+
+
+def test_the_alarms_dashboard_and_pager_keep_their_logical_ids(owned_template: Template) -> None:
+    resources = owned_template.to_json()["Resources"]
+    assert not KEPT_LOGICAL_IDS - set(resources)
+    alarms = observability_alarms(owned_template.find_resources(ALARM))
+    assert set(alarms) == {i for i in KEPT_LOGICAL_IDS if "Alarm" in i}
+
+
+def test_the_subscriptions_stay_under_the_pager_topics_construct(
+    subscribed_synth: Synthesised,
+) -> None:
+    # A subscription's logical ID is the topic's path plus its endpoint: it stays while both do.
+    subscriptions = subscribed_synth.template.find_resources("AWS::SNS::Subscription")
+    assert {i[:-8] for i in subscriptions} == {  # less CDK's 8-character path hash
+        "ObservabilityPager" + re.sub(r"[^A-Za-z0-9]", "", endpoint)
+        for endpoint in (PAGER_EMAIL, PAGER_URL)
+    }
 
 
 def description_texts(template: Template) -> dict[str, str]:
@@ -831,11 +887,11 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
             {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
             None,
         ),
-        # Only projected scans, never whole items (issue 12).
+        # Only projected scans, never whole items.
         '"dynamodb:Scan"': (table, {"StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}}),
         # What is wrong now is judged against the control record: read it, never write it.
         '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
-        # Its own log group only, and its own failed-invocations queue (issue 12).
+        # Its own log group only, and its own failed-invocations queue.
         '["logs:CreateLogStream", "logs:PutLogEvents"]': (log_group, None),
         '"sqs:SendMessage"': (
             invoke_config["DestinationConfig"]["OnFailure"]["Destination"],

@@ -14,10 +14,8 @@ from infra.backfill import LAMBDA_SERVICE_ERRORS, VERIFICATION_FAILED_ERROR, WOR
 from infra.observability.dashboard import BACKFILL_METRICS
 from saga_index.index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SERVICE_BACKFILL_WORKER
-from saga_index.layout_change.backfill.restamp import (
-    DEFAULT_SAFETY_MARGIN_SECONDS,
-    SegmentThrottledError,
-)
+from saga_index.layout_change.backfill.pacing import SegmentThrottledError
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS
 from tests.infra.template_tools import CONTROL_CONDITION, CONTROL_READ, CONTROL_WRITE
 
 pytestmark = pytest.mark.infra
@@ -127,7 +125,7 @@ def test_each_backfill_function_may_read_and_write_only_the_control_records_item
 ) -> None:
     # The lease, its heartbeat, the runtime throttle and the recorded result live in the control
     # record; the IAM condition keeps these writes off every saga row. The worker only
-    # heartbeats an existing lease: UpdateItem, never PutItem (issue 12, least privilege).
+    # heartbeats an existing lease: UpdateItem, never PutItem (least privilege).
     arn = table_arn(owned_template)
     writes = {"dynamodb:UpdateItem"} if role == "worker" else CONTROL_WRITE
     assert data_actions(function_statements(owned_template, role), control=True) == sorted(

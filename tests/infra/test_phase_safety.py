@@ -24,13 +24,8 @@ from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import build_app
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.names import (
-    CONTROL_PK,
-    INDEX_NAME,
-    PHASE_NAMES,
-    RETIRED_ENV_PHASE,
-    RETIRED_ENV_SHARDS,
-)
+from saga_index.index.names import CONTROL_PK, INDEX_NAME, RETIRED_ENV_PHASE, RETIRED_ENV_SHARDS
+from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES
 from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from tests.infra.conftest import OWNED_TABLE, Synthesised, _synthesise
@@ -140,7 +135,9 @@ def test_given_either_mode_then_no_function_is_told_a_phase_or_a_shard_count(
         assert RETIRED_ENV_SHARDS not in variables, logical_id
         words = {word for name in variables for word in name.split("_")}
         assert not {"PHASE", "SHARD", "SHARDS"} & words, logical_id
-        assert not set(PHASE_NAMES) & {str(value) for value in variables.values()}, logical_id
+        assert not set(SINGLE_COUNT_PHASES) & {str(value) for value in variables.values()}, (
+            logical_id
+        )
 
 
 # ---- a stale deploy line ----------------------------------------------------------------------

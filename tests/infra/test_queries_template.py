@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 
 from infra.observability import queries
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.checks.drift import DriftReport, RowRef
+from saga_index.layout_change.checks.drift_report import DriftReport, RowRef
 from saga_index.layout_change.record.routing import Routing
 from tests.infra.template_tools import resources
 
@@ -204,7 +204,7 @@ def test_the_drift_reports_query_matches_the_guards_report_line(owned_synth: Any
 
 def test_the_anomalies_query_matches_the_workers_anomaly_lines(owned_synth: Any) -> None:
     query = query_of(queries.BACKFILL_ANOMALIES, owned_synth.template_json)
-    restamp = source("saga_index/layout_change/backfill/restamp.py")
+    restamp = source("saga_index/layout_change/backfill/row.py")
     # Both anomaly lines of the worker: left on its key, and moved to the legacy key.
     assert '"saga row anomaly, left on its key for a human to repair: %s: %s"' in restamp
     assert '"saga row anomaly moved to %s (its personId still needs a human): %s: %s"' in restamp

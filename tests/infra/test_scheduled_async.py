@@ -8,18 +8,13 @@ from typing import Any
 
 import pytest
 
-from infra.schedules import JOBS_BY_NAME
+from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS
 from tests.infra.template_tools import render, resources
 
 pytestmark = pytest.mark.infra
 
-HANDLERS = {
-    "drift-guard": "handlers.drift_guard.handler",
-    "workflow-health-sweep": "handlers.sweeps.workflow_health_sweep",
-    "retry-failed-prepare": "handlers.sweeps.retry_failed_prepare",
-    "stuck-saga-sweep": "handlers.sweeps.stuck_saga_sweep",
-    "agent-metrics-snapshot": "handlers.sweeps.agent_metrics_snapshot",
-}
+# Every job of the spec, found in the template by its handler.
+HANDLERS = {job.name: job.handler for job in SCHEDULED_JOBS}
 # The next firing repeats all of a failed run's (idempotent) work: Lambda retries nothing.
 RETRY_ATTEMPTS = 0
 MODES = ["owned_synth", "import_mode_synth"]
@@ -139,7 +134,7 @@ def test_given_each_failure_queue_then_messages_arriving_in_two_periods_of_three
             if a["Properties"].get("Dimensions") == dimension
         ]
         # Arrivals (Lambda's on-failure destination calls SendMessage), counted per period of
-        # the job's schedule; the second failed firing out of three pages (issue 15).
+        # the job's schedule; the second failed firing out of three pages.
         assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "NumberOfMessagesSent"), job
         period = JOBS_BY_NAME[job].period_minutes * 60
         assert (alarm["Statistic"], alarm["Period"]) == ("Sum", period), job

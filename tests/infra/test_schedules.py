@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.schedules import JOBS_BY_NAME, SCHEDULED_JOBS, ScheduledJob
+from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, JobSpecError, ScheduledJob
 from tests.infra.conftest import Synthesised
 from tests.infra.template_tools import (
     MINUTES_PER_WEEK,
@@ -117,8 +117,22 @@ def test_given_an_expression_that_cannot_be_checked_when_expanded_then_it_is_rej
 def test_given_an_unstaggerable_job_when_declared_then_it_is_rejected(
     period: int, offset: int, message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message):
-        ScheduledJob("x", period, offset, "x")
+    with pytest.raises(JobSpecError, match=message):
+        ScheduledJob(
+            "x",
+            "sweep",
+            period_minutes=period,
+            offset_minutes=offset,
+            description="x",
+            construct_id="X",
+            handler="handlers.sweeps.x",
+        )
+
+
+def test_given_the_spec_then_its_own_week_expansion_agrees_with_the_templates_cron() -> None:
+    # The spec checks the stagger from its own expansion; this one reads the cron text.
+    for job in SCHEDULED_JOBS:
+        assert job.firing_minutes() == firing_minutes(job.expression), job.name
 
 
 # ---- each target -----------------------------------------------------------------------------

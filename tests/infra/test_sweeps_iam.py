@@ -119,7 +119,7 @@ def test_given_each_sweep_then_its_role_grants_exactly_its_sweeps_needs(
     for job, function in sweep_functions(template).items():
         role_id = render(function["Role"]).removeprefix("${").removesuffix(".Arn}")
         role = roles[role_id]["Properties"]
-        # Not AWSLambdaBasicExecutionRole: it writes every log group (issue 12).
+        # Not AWSLambdaBasicExecutionRole: it writes every log group.
         assert "ManagedPolicyArns" not in role, job
         assert "Policies" not in role, job
         statements, control = split_control(role_statements(template, role_id))

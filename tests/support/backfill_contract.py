@@ -14,19 +14,23 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys, names
-from saga_index.index.layout import Layout, layouts_for_phase
+from saga_index.index.layout import Layout
 from saga_index.index.names import CONTROL_PK
 from saga_index.layout_change.backfill.local import LocalRun, run_backfill
-from saga_index.layout_change.backfill.messages import BackfillRequest, BackfillSummary, RunTicket
+from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.pacing import SegmentThrottledError, TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.restamp import SegmentThrottledError, run_segment
+from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.record.phase import layouts_for_phase
+from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.store.dynamo.client import attach_throttle_observer
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.writer import SagaWriter
-from saga_index_cli.backfill_output import EXIT_CLEAN, exit_code
+from saga_index_cli.backfill.output import EXIT_CLEAN, exit_code
 from tests.support.backends import Backend
 from tests.support.control_seed import CHANGED_AT, seed_state
 from tests.support.faults import ThrottleInjector
@@ -262,7 +266,9 @@ class BackfillContract:
         # Given legacy sagas, and writers that act right after the backfill's Scan read them
         seed(dynamo, VALID[:8])
         writer = SagaWriter(
-            dynamo.new_client(), dynamo.table_name, phase="migrating", shard_count=N
+            dynamo.new_client(),
+            dynamo.table_name,
+            plan=Routing.for_phase("migrating", N),
         )
         other = dynamo.new_client()
         table_key = {
@@ -350,7 +356,9 @@ class BackfillContract:
     def test_a_concurrent_writer_thread_loses_nothing(self, dynamo: Backend) -> None:
         seed(dynamo, VALID)
         writer = SagaWriter(
-            dynamo.new_client(), dynamo.table_name, phase="migrating", shard_count=N
+            dynamo.new_client(),
+            dynamo.table_name,
+            plan=Routing.for_phase("migrating", N),
         )
         other = dynamo.new_client()
         rng = random.Random(7)
@@ -579,7 +587,7 @@ class BackfillContract:
         assert (again.restamped, again.skipped, again.anomalies) == (0, 0, 0)
         assert exit_code(again, failed=False) == EXIT_CLEAN
 
-    # ---- the same machinery between two sharded layouts (issue 13) -------------------------------
+    # ---- the same machinery between two sharded layouts ---
 
     def test_a_split_moves_only_the_rows_whose_key_differs_in_the_target_layout(
         self, dynamo: Backend

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.record import record
+from saga_index.layout_change.record.encode import state_item
+from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING
@@ -60,11 +61,11 @@ def seed_state(
     change = transition(current, moving_to, version=version, previous=previous)
     state = ControlState(transition=change)
     store = ControlStore(client, table_name)
-    client.put_item(TableName=table_name, Item=serialize(record.state_item(state)))
+    client.put_item(TableName=table_name, Item=serialize(state_item(state)))
     store.put_history(change)
     return state
 
 
 def delete_state(client: Any, table_name: str) -> None:
     """Delete the STATE item, leaving its history: the record is then MISSING."""
-    client.delete_item(TableName=table_name, Key=serialize(record.state_key()))
+    client.delete_item(TableName=table_name, Key=serialize(state_key()))

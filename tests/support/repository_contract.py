@@ -17,8 +17,8 @@ from saga_index.index.errors import (
     SagaConflictError,
 )
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.model import Phase
 from saga_index.index.shard import shard
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.store import ControlStore
@@ -44,11 +44,13 @@ ROUTINGS = {
 
 
 def repo(dynamo: Backend, phase: str, **kwargs: Any) -> SagaRepository:
-    return SagaRepository(dynamo.client, dynamo.table_name, phase=phase, shard_count=N, **kwargs)
+    return SagaRepository(
+        dynamo.client, dynamo.table_name, plan=Routing.for_phase(phase, N), **kwargs
+    )
 
 
 def routed(dynamo: Backend, routing: Routing, **kwargs: Any) -> SagaRepository:
-    return SagaRepository(dynamo.client, dynamo.table_name, routing=routing, **kwargs)
+    return SagaRepository(dynamo.client, dynamo.table_name, plan=routing, **kwargs)
 
 
 class Ticks:
@@ -320,7 +322,11 @@ class RepositoryContract:
     def test_create_stamps_the_key_of_the_phase(
         self, dynamo: Backend, phase: str, expected: str
     ) -> None:
-        writer = SagaWriter(dynamo.client, dynamo.table_name, phase=phase, shard_count=N)
+        writer = SagaWriter(
+            dynamo.client,
+            dynamo.table_name,
+            plan=Routing.for_phase(phase, N),
+        )
         writer.create_saga(
             saga_id="new", person_id="p-9", lease_id="L-1", opened_at="2026-03-01T10:00:00.000Z"
         )
@@ -332,7 +338,11 @@ class RepositoryContract:
         assert ids(repo(dynamo, Phase(phase)).get_sagas_by_person("p-9")) == ["new"]
 
     def test_create_never_overwrites(self, dynamo: Backend) -> None:
-        writer = SagaWriter(dynamo.client, dynamo.table_name, phase="sharded", shard_count=N)
+        writer = SagaWriter(
+            dynamo.client,
+            dynamo.table_name,
+            plan=Routing.for_phase("sharded", N),
+        )
         args = {
             "saga_id": "dup",
             "person_id": "p",
@@ -345,7 +355,11 @@ class RepositoryContract:
 
     def test_transition_restamps_and_never_recreates_a_deleted_row(self, dynamo: Backend) -> None:
         dynamo.put_saga("t", "p-4", state="OPENED", note="kept")
-        writer = SagaWriter(dynamo.client, dynamo.table_name, phase="migrating", shard_count=N)
+        writer = SagaWriter(
+            dynamo.client,
+            dynamo.table_name,
+            plan=Routing.for_phase("migrating", N),
+        )
         row = writer.transition(
             saga_id="t",
             person_id="p-4",
@@ -439,7 +453,7 @@ class RepositoryContract:
         assert r.get_sagas_by_person("p-1").requests == len(routing.read_keys("p-1"))
 
     def test_the_writer_stamps_the_routing_target(self, dynamo: Backend) -> None:
-        writer = SagaWriter(dynamo.client, dynamo.table_name, routing=SPLIT)
+        writer = SagaWriter(dynamo.client, dynamo.table_name, plan=SPLIT)
         row = writer.create_saga(
             saga_id="w", person_id="p-1", lease_id="L", opened_at="2026-03-01T10:00:00.000Z"
         )
@@ -455,7 +469,7 @@ class RepositoryContract:
         provider = ControlProvider(
             ControlStore(dynamo.client, dynamo.table_name), timing=ControlTiming(), clock=ticks
         )
-        writer = SagaWriter(dynamo.client, dynamo.table_name, source=provider)
+        writer = SagaWriter(dynamo.client, dynamo.table_name, follow=provider.routing)
         assert writer.gsi4pk_for("p-1") == "RenewalSaga#14"
         # When the record moves on to rolling-back (writers stamp legacy)
         seed_state(dynamo.client, dynamo.table_name, S16, LEGACY, version=2)
@@ -471,9 +485,9 @@ class RepositoryContract:
         assert stale["GSI4PK"] == "RenewalSaga#14"
         assert fresh["GSI4PK"] == keys.LEGACY_GSI4PK
 
-    def test_exactly_one_of_routing_and_phase(self, dynamo: Backend) -> None:
+    def test_writer_takes_exactly_one_of_plan_and_follow(self, dynamo: Backend) -> None:
         with pytest.raises(InvalidInputError, match="exactly one"):
-            SagaRepository(dynamo.client, dynamo.table_name)
+            SagaWriter(dynamo.client, dynamo.table_name)
         with pytest.raises(InvalidInputError, match="exactly one"):
-            SagaRepository(dynamo.client, dynamo.table_name, routing=SPLIT, phase="sharded")
-        assert repo(dynamo, "migrating").routing == Routing.between(LEGACY, S16)
+            SagaWriter(dynamo.client, dynamo.table_name, plan=SPLIT, follow=lambda: SPLIT)
+        assert repo(dynamo, "migrating").plan == Routing.between(LEGACY, S16)

@@ -11,7 +11,7 @@ from saga_index.layout_change.record.errors import (
     LeaseHeldError,
     LeaseNotYetEffectiveError,
 )
-from saga_index_cli.backfill_advice import (
+from saga_index_cli.backfill.advice import (
     ABORTED_ADVICE,
     CONVERGES,
     INTERRUPTED_ADVICE,
@@ -24,8 +24,8 @@ from saga_index_cli.backfill_advice import (
     execution_advice,
     local_failure_advice,
 )
-from saga_index_cli.backfill_follow import failure_message
-from saga_index_cli.execution_progress import SegmentFailure
+from saga_index_cli.backfill.execution_progress import SegmentFailure
+from saga_index_cli.backfill.follow import failure_message
 
 
 def test_a_held_lease_refusal_names_the_holder_and_says_how_to_see_and_stop_it() -> None:

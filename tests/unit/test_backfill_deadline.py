@@ -1,4 +1,4 @@
-"""The worker's wait for a write token ends at the Lambda deadline (issue 12, section 5).
+"""The worker's wait for a write token ends at the Lambda deadline.
 
 At a low cap throttled to its floor, one token can take longer than the safety margin: the
 invocation must return its cursor, not done, before the margin is crossed, instead of waiting
@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys
-from saga_index.layout_change.backfill.messages import BackfillRequest, RunTicket, cursor_of
+from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.restamp import run_segment
+from saga_index.layout_change.backfill.payload import cursor_of
+from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.backfill.ticket import RunTicket
 from saga_index.layout_change.record.state import BackfillDirection
 from tests.unit.test_backfill_token_bucket import FakeClock
 

@@ -21,7 +21,7 @@ from saga_index.layout_change.backfill.estimate import (
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.store.dynamo.sizing import item_size
-from saga_index_cli.backfill_estimate import estimate_lines, format_duration
+from saga_index_cli.backfill.estimate import estimate_lines, format_duration
 
 FORWARD = Move.between_legacy_and(BackfillDirection.FORWARD, 16)
 ROLLBACK = Move.between_legacy_and(BackfillDirection.ROLLBACK, 16)

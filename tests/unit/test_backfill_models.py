@@ -12,25 +12,25 @@ from pydantic import ValidationError
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
-from saga_index.layout_change.backfill.messages import (
+from saga_index.layout_change.backfill.budget import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
     MAX_ANOMALY_REASON_CHARS,
-    BackfillRequest,
-    LayoutSpec,
-    RunTicket,
-    SegmentCounts,
-    SegmentRequest,
-    SegmentResult,
-    VerificationResult,
     anomaly_key,
+)
+from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
+from saga_index.layout_change.backfill.messages import (
+    BackfillRequest,
+    SegmentRequest,
     plan_segments,
-    summarise,
 )
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.payload import LayoutSpec
+from saga_index.layout_change.backfill.summary import VerificationResult, summarise
+from saga_index.layout_change.backfill.ticket import RunTicket
 from saga_index.layout_change.record.errors import ControlRecordMissingError, LeaseDirectionError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
-from saga_index_cli.backfill_output import exit_code
+from saga_index_cli.backfill.output import exit_code
 from tests.support.control_seed import transition
 
 Direction = BackfillDirection
@@ -226,7 +226,7 @@ SHARDED_16 = Layout.sharded(16)
         # sharded: rows repaired later still move forward
         (state(SHARDED_16), Direction.FORWARD, LEGACY, SHARDED_16),
         (state(SHARDED_16, LEGACY), Direction.ROLLBACK, SHARDED_16, LEGACY),
-        # issue 13's split is the same kind of move
+        # a re-shard's split is the same kind of move
         (state(SHARDED_16, Layout.sharded(32)), Direction.FORWARD, SHARDED_16, Layout.sharded(32)),
     ],
 )

@@ -14,12 +14,12 @@ import click
 import pytest
 from botocore.config import Config
 
-from saga_index.index.layout import StatePhase
-from saga_index_cli import context
+from saga_index.layout_change.record.phase import Phase
+from saga_index_cli import context, endpoints
 from saga_index_cli import main as main_module
 from saga_index_cli.context import CliContext
 from saga_index_cli.main import cli, main
-from saga_index_cli.phase import set_command
+from saga_index_cli.phase.commands import set_command
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDPOINT_VARIABLES = (
@@ -109,14 +109,14 @@ def test_phase_set_shows_every_phase_in_its_usage(capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("given", "parsed"),
     [
-        ("sharded", StatePhase.SHARDED),
-        ("SHARDED", StatePhase.SHARDED),
-        ("Rolling-Back", StatePhase.ROLLING_BACK),
-        ("legacy", StatePhase.LEGACY),
+        ("sharded", Phase.SHARDED),
+        ("SHARDED", Phase.SHARDED),
+        ("Rolling-Back", Phase.ROLLING_BACK),
+        ("legacy", Phase.LEGACY),
     ],
 )
 def test_the_global_phase_is_case_insensitive_and_parsed_into_a_state_phase(
-    given: str, parsed: StatePhase
+    given: str, parsed: Phase
 ) -> None:
     with cli.make_context("saga-index", ["--phase", given, "shard", "p"]) as ctx:
         assert ctx.params["phase"] is parsed
@@ -249,14 +249,14 @@ def test_the_global_variable_is_not_taken_as_the_dynamodb_endpoint_and_warns_onc
 def test_no_warning_without_the_global_variable_or_when_botocore_ignores_it(
     cli_log: Records,
 ) -> None:
-    assert context.check_global_endpoint_env({}) is None
+    assert endpoints.check_global_endpoint_env({}) is None
     # botocore ignores configured endpoints then: a bad value is no one's problem.
     ignored = {"AWS_ENDPOINT_URL": "notaurl", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "TRUE"}
-    assert context.check_global_endpoint_env(ignored) is None
+    assert endpoints.check_global_endpoint_env(ignored) is None
     assert cli_log.records == []
 
     # The same capture does see the warning when the variable applies.
-    assert context.check_global_endpoint_env({"AWS_ENDPOINT_URL": "http://h:1"}) == "http://h:1"
+    assert endpoints.check_global_endpoint_env({"AWS_ENDPOINT_URL": "http://h:1"}) == "http://h:1"
     assert [r.levelno for r in cli_log.records] == [logging.WARNING]
 
 

@@ -9,11 +9,12 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from saga_index.index import keys
-from saga_index.index.layout import LEGACY, Layout, layouts_for_phase
+from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.errors import (
     ControlRecordInvalidError,
     ControlRecordUnavailableError,
 )
+from saga_index.layout_change.record.phase import layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider, FixedStateSource
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.record import record
+from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
+from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
@@ -18,6 +19,7 @@ from saga_index.layout_change.record.state import (
     Lease,
     Transition,
 )
+from saga_index.layout_change.record.times import format_time, parse_time, to_millis
 from saga_index.store.dynamo.codec import deserialize, serialize
 
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -31,17 +33,17 @@ def _transition() -> Transition:
         moving_to=LEGACY,
         previous_layout=LEGACY,
         previous_moving_to=S16,
-        changed_at=record.to_millis(AT),
+        changed_at=to_millis(AT),
         changed_by="ops@host",
         reason="abort: parity failed",
-        effective_at=record.to_millis(AT + timedelta(seconds=75)),
+        effective_at=to_millis(AT + timedelta(seconds=75)),
         checks_passed=(),
         checks_forced=("backfill-verified", "drift-clean"),
     )
 
 
 def _full_state() -> ControlState:
-    at = record.to_millis(AT)
+    at = to_millis(AT)
     return ControlState(
         transition=_transition(),
         lease=Lease("ops@host", "tok", BackfillDirection.ROLLBACK, at, at, at, 7),
@@ -60,7 +62,7 @@ def _wire_round_trip(item: dict[str, Any]) -> dict[str, Any]:
 def test_given_a_full_state_when_encoded_and_read_back_then_every_field_survives() -> None:
     state = _full_state()
 
-    item = _wire_round_trip(record.state_item(state))
+    item = _wire_round_trip(state_item(state))
 
     assert item["PK"] == "RSAGA_INDEX#CONTROL"
     assert item["SK"] == "STATE"
@@ -71,26 +73,24 @@ def test_given_a_full_state_when_encoded_and_read_back_then_every_field_survives
     assert item["movingToLayout"] == "legacy"
     assert "movingToShardCount" not in item
     assert item["changedAt"] == "2026-03-01T12:00:00.123Z"
-    assert record.parse_state_item(item) == state
+    assert parse_state_item(item) == state
 
 
 def test_given_a_transition_then_its_history_item_is_keyed_by_the_zero_padded_version() -> None:
-    item = _wire_round_trip(record.history_item(_transition()))
+    item = _wire_round_trip(history_item(_transition()))
 
     assert item["SK"] == "HISTORY#0000000007"
     assert item["entityType"] == "RenewalSagaIndexControlHistory"
-    assert record.parse_history_item(item) == _transition()
+    assert parse_history_item(item) == _transition()
 
 
 def test_given_times_then_they_are_fixed_width_utc_with_milliseconds() -> None:
     plus_two = timezone(timedelta(hours=2))
 
-    assert record.format_time(datetime(2026, 1, 2, 5, 4, 3, tzinfo=plus_two)) == (
+    assert format_time(datetime(2026, 1, 2, 5, 4, 3, tzinfo=plus_two)) == (
         "2026-01-02T03:04:03.000Z"
     )
-    assert record.parse_time("2026-01-02T03:04:03.000Z") == datetime(
-        2026, 1, 2, 3, 4, 3, tzinfo=UTC
-    )
+    assert parse_time("2026-01-02T03:04:03.000Z") == datetime(2026, 1, 2, 3, 4, 3, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_given_times_then_they_are_fixed_width_utc_with_milliseconds() -> None:
 def test_given_a_malformed_state_item_then_it_is_refused_naming_the_attribute(
     change: dict[str, Any], problem: str
 ) -> None:
-    item = _wire_round_trip(record.state_item(_full_state()))
+    item = _wire_round_trip(state_item(_full_state()))
     for name, value in change.items():
         if value is None:
             item.pop(name)
@@ -119,9 +119,9 @@ def test_given_a_malformed_state_item_then_it_is_refused_naming_the_attribute(
             item[name] = value
 
     with pytest.raises(ControlRecordInvalidError, match=problem):
-        record.parse_state_item(item)
+        parse_state_item(item)
 
 
 def test_given_a_naive_time_then_it_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        record.format_time(datetime(2026, 1, 1))
+        format_time(datetime(2026, 1, 1))

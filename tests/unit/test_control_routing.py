@@ -10,8 +10,9 @@ import pytest
 
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError, InvalidPersonIdError
-from saga_index.index.layout import LEGACY, Layout, StatePhase, layouts_for_phase, phase_of
+from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.phase import Phase, layouts_for_phase, phase_of
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 
@@ -168,15 +169,15 @@ def test_given_an_unusable_person_id_then_routing_refuses_it_in_every_layout() -
 @pytest.mark.parametrize(
     ("current", "moving_to", "phase"),
     [
-        (LEGACY, None, StatePhase.LEGACY),
-        (LEGACY, S16, StatePhase.MIGRATING),
-        (S16, None, StatePhase.SHARDED),
-        (S16, LEGACY, StatePhase.ROLLING_BACK),
-        (S16, S32, StatePhase.RESHARDING),
+        (LEGACY, None, Phase.LEGACY),
+        (LEGACY, S16, Phase.MIGRATING),
+        (S16, None, Phase.SHARDED),
+        (S16, LEGACY, Phase.ROLLING_BACK),
+        (S16, S32, Phase.RESHARDING),
     ],
 )
 def test_given_a_pair_of_layouts_then_its_phase_is_named(
-    current: Layout, moving_to: Layout | None, phase: StatePhase
+    current: Layout, moving_to: Layout | None, phase: Phase
 ) -> None:
     assert phase_of(current, moving_to) is phase
 

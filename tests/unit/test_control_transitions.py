@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from saga_index.index.errors import InvalidInputError, InvalidShardCountError
-from saga_index.index.layout import LEGACY, Layout, StatePhase
+from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.errors import (
     ControlRecordMissingError,
     TransitionNotAllowedError,
 )
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
@@ -31,18 +32,18 @@ from saga_index.layout_change.transitions.rules import (
 S16 = Layout.sharded(16)
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 EFFECTIVE = AT + timedelta(seconds=75)
-STATES: dict[StatePhase, tuple[Layout, Layout | None]] = {
-    StatePhase.LEGACY: (LEGACY, None),
-    StatePhase.MIGRATING: (LEGACY, S16),
-    StatePhase.SHARDED: (S16, None),
-    StatePhase.ROLLING_BACK: (S16, LEGACY),
-    StatePhase.RESHARDING: (S16, Layout.sharded(32)),
+STATES: dict[Phase, tuple[Layout, Layout | None]] = {
+    Phase.LEGACY: (LEGACY, None),
+    Phase.MIGRATING: (LEGACY, S16),
+    Phase.SHARDED: (S16, None),
+    Phase.ROLLING_BACK: (S16, LEGACY),
+    Phase.RESHARDING: (S16, Layout.sharded(32)),
 }
 
 
-def _state(phase: StatePhase, **overrides: object) -> ControlState:
+def _state(phase: Phase, **overrides: object) -> ControlState:
     layout, moving_to = STATES[phase]
-    if phase is StatePhase.LEGACY and not overrides:
+    if phase is Phase.LEGACY and not overrides:
         return ControlState.never_migrated()
     transition = Transition(
         version=4,
@@ -59,19 +60,19 @@ def _state(phase: StatePhase, **overrides: object) -> ControlState:
 
 
 ALLOWED = [
-    (StatePhase.LEGACY, StatePhase.MIGRATING, (LEGACY, S16), None),
-    (StatePhase.MIGRATING, StatePhase.SHARDED, (S16, None), BackfillDirection.FORWARD),
-    (StatePhase.MIGRATING, StatePhase.ROLLING_BACK, (S16, LEGACY), None),
-    (StatePhase.SHARDED, StatePhase.ROLLING_BACK, (S16, LEGACY), None),
-    (StatePhase.ROLLING_BACK, StatePhase.LEGACY, (LEGACY, None), BackfillDirection.ROLLBACK),
-    (StatePhase.ROLLING_BACK, StatePhase.MIGRATING, (LEGACY, S16), None),
+    (Phase.LEGACY, Phase.MIGRATING, (LEGACY, S16), None),
+    (Phase.MIGRATING, Phase.SHARDED, (S16, None), BackfillDirection.FORWARD),
+    (Phase.MIGRATING, Phase.ROLLING_BACK, (S16, LEGACY), None),
+    (Phase.SHARDED, Phase.ROLLING_BACK, (S16, LEGACY), None),
+    (Phase.ROLLING_BACK, Phase.LEGACY, (LEGACY, None), BackfillDirection.ROLLBACK),
+    (Phase.ROLLING_BACK, Phase.MIGRATING, (LEGACY, S16), None),
 ]
 
 
 @pytest.mark.parametrize(("current", "requested", "layouts", "completes"), ALLOWED)
 def test_given_an_allowed_move_then_it_leads_to_the_layouts_of_that_phase(
-    current: StatePhase,
-    requested: StatePhase,
+    current: Phase,
+    requested: Phase,
     layouts: tuple[Layout, Layout | None],
     completes: BackfillDirection | None,
 ) -> None:
@@ -84,15 +85,15 @@ def test_given_an_allowed_move_then_it_leads_to_the_layouts_of_that_phase(
 
 DISALLOWED = [
     (current, requested)
-    for current in StatePhase
-    for requested in StatePhase
+    for current in Phase
+    for requested in Phase
     if requested not in ALLOWED_MOVES[current]
 ]
 
 
 @pytest.mark.parametrize(("current", "requested"), DISALLOWED)
 def test_given_any_other_move_then_it_is_refused_naming_the_allowed_moves(
-    current: StatePhase, requested: StatePhase
+    current: Phase, requested: Phase
 ) -> None:
     with pytest.raises(TransitionNotAllowedError) as refused:
         plan_move(_state(current), requested)
@@ -104,24 +105,24 @@ def test_given_any_other_move_then_it_is_refused_naming_the_allowed_moves(
 
 
 def test_given_legacy_then_migrating_defaults_to_16_shards_and_takes_another_power_of_two() -> None:
-    assert plan_move(_state(StatePhase.LEGACY), "migrating").moving_to == S16
-    assert plan_move(
-        _state(StatePhase.LEGACY), "migrating", shard_count=64
-    ).moving_to == Layout.sharded(64)
+    assert plan_move(_state(Phase.LEGACY), "migrating").moving_to == S16
+    assert plan_move(_state(Phase.LEGACY), "migrating", shard_count=64).moving_to == Layout.sharded(
+        64
+    )
     with pytest.raises(InvalidShardCountError):
-        plan_move(_state(StatePhase.LEGACY), "migrating", shard_count=12)
+        plan_move(_state(Phase.LEGACY), "migrating", shard_count=12)
 
 
 @pytest.mark.parametrize(
     ("current", "requested"),
     [
-        (StatePhase.MIGRATING, StatePhase.SHARDED),
-        (StatePhase.SHARDED, StatePhase.ROLLING_BACK),
-        (StatePhase.ROLLING_BACK, StatePhase.MIGRATING),
+        (Phase.MIGRATING, Phase.SHARDED),
+        (Phase.SHARDED, Phase.ROLLING_BACK),
+        (Phase.ROLLING_BACK, Phase.MIGRATING),
     ],
 )
 def test_given_a_shard_count_that_disagrees_with_the_record_then_the_move_is_refused(
-    current: StatePhase, requested: StatePhase
+    current: Phase, requested: Phase
 ) -> None:
     assert plan_move(_state(current), requested, shard_count=16).to_phase is requested
     with pytest.raises(TransitionNotAllowedError, match="--shards 32 disagrees"):
@@ -130,11 +131,11 @@ def test_given_a_shard_count_that_disagrees_with_the_record_then_the_move_is_ref
 
 def test_given_an_unknown_phase_name_then_it_is_an_input_error() -> None:
     with pytest.raises(InvalidInputError, match="phase must be one of"):
-        plan_move(_state(StatePhase.LEGACY), "cutover")
+        plan_move(_state(Phase.LEGACY), "cutover")
 
 
 def test_given_a_missing_record_then_no_move_is_planned() -> None:
-    state = replace(_state(StatePhase.SHARDED), condition=RecordCondition.MISSING)
+    state = replace(_state(Phase.SHARDED), condition=RecordCondition.MISSING)
 
     with pytest.raises(ControlRecordMissingError, match="version 4"):
         plan_move(state, "rolling-back")
@@ -164,7 +165,7 @@ def _completion(**overrides: object) -> BackfillCompletion:
 
 def test_given_a_verified_forward_run_under_this_state_then_the_check_passes() -> None:
     result = check_backfill(
-        _state(StatePhase.MIGRATING, last_backfill=_completion()), BackfillDirection.FORWARD
+        _state(Phase.MIGRATING, last_backfill=_completion()), BackfillDirection.FORWARD
     )
 
     assert result.passed, result.detail
@@ -185,7 +186,7 @@ def test_given_a_verified_forward_run_under_this_state_then_the_check_passes() -
 def test_given_a_run_that_does_not_prove_the_move_then_the_check_fails_naming_why(
     overrides: dict[str, object], problem: str
 ) -> None:
-    state = _state(StatePhase.MIGRATING, last_backfill=_completion(**overrides))
+    state = _state(Phase.MIGRATING, last_backfill=_completion(**overrides))
 
     result = check_backfill(state, BackfillDirection.FORWARD)
 
@@ -194,7 +195,7 @@ def test_given_a_run_that_does_not_prove_the_move_then_the_check_fails_naming_wh
 
 
 def test_given_no_run_recorded_then_the_check_fails() -> None:
-    result = check_backfill(_state(StatePhase.ROLLING_BACK), BackfillDirection.ROLLBACK)
+    result = check_backfill(_state(Phase.ROLLING_BACK), BackfillDirection.ROLLBACK)
 
     assert not result.passed
     assert result.detail == "no rollback backfill has been recorded"
@@ -209,7 +210,7 @@ S32, S8 = Layout.sharded(32), Layout.sharded(8)
 def test_given_sharded_then_resharding_moves_to_2n_or_n_over_2_never_blocked(
     m: int, kind: str
 ) -> None:
-    move = plan_move(_state(StatePhase.SHARDED), "resharding", shard_count=m)
+    move = plan_move(_state(Phase.SHARDED), "resharding", shard_count=m)
 
     assert (move.layout, move.moving_to) == (S16, Layout.sharded(m))
     assert move.completes is None
@@ -223,7 +224,7 @@ def test_given_sharded_then_resharding_moves_to_2n_or_n_over_2_never_blocked(
 def test_given_sharded_then_a_shards_that_is_not_one_factor_of_two_is_refused_naming_the_values(
     n: int, allowed: str, m: int | None
 ) -> None:
-    sharded = _state(StatePhase.SHARDED)
+    sharded = _state(Phase.SHARDED)
     assert sharded.transition is not None
     state = replace(sharded, transition=replace(sharded.transition, layout=Layout.sharded(n)))
     if m is not None and m in reshard_targets(n):
@@ -242,16 +243,16 @@ def test_given_the_largest_n_then_only_the_merge_is_allowed() -> None:
 def test_given_resharding_then_sharded_completes_the_move_to_m_guarded_by_a_forward_backfill() -> (
     None
 ):
-    move = plan_move(_state(StatePhase.RESHARDING), "sharded")
+    move = plan_move(_state(Phase.RESHARDING), "sharded")
 
     assert (move.layout, move.moving_to, move.completes) == (S32, None, BackfillDirection.FORWARD)
-    assert plan_move(_state(StatePhase.RESHARDING), "sharded", shard_count=32).layout == S32
+    assert plan_move(_state(Phase.RESHARDING), "sharded", shard_count=32).layout == S32
     with pytest.raises(TransitionNotAllowedError, match="--shards 16 disagrees"):
-        plan_move(_state(StatePhase.RESHARDING), "sharded", shard_count=16)
+        plan_move(_state(Phase.RESHARDING), "sharded", shard_count=16)
 
 
 def test_given_resharding_then_resharding_back_to_n_is_the_abort_swap_never_blocked() -> None:
-    move = plan_move(_state(StatePhase.RESHARDING), "resharding", shard_count=16)
+    move = plan_move(_state(Phase.RESHARDING), "resharding", shard_count=16)
 
     assert (move.layout, move.moving_to, move.completes) == (S32, S16, None)
 
@@ -261,7 +262,7 @@ def test_given_resharding_then_anything_but_the_abort_to_n_is_refused(
     m: int | None, problem: str
 ) -> None:
     with pytest.raises(TransitionNotAllowedError) as refused:
-        plan_move(_state(StatePhase.RESHARDING), "resharding", shard_count=m)
+        plan_move(_state(Phase.RESHARDING), "resharding", shard_count=m)
 
     assert problem in str(refused.value)
     assert "allowed: 16 (abort: back to sharded(16))" in str(refused.value)
@@ -269,10 +270,10 @@ def test_given_resharding_then_anything_but_the_abort_to_n_is_refused(
 
 def test_given_a_resharding_state_then_the_backfill_check_wants_this_forward_move() -> None:
     run = _completion(source=S16, target=S32)
-    state = _state(StatePhase.RESHARDING, last_backfill=run)
+    state = _state(Phase.RESHARDING, last_backfill=run)
 
     assert check_backfill(state, BackfillDirection.FORWARD).passed
-    stale = _state(StatePhase.RESHARDING, last_backfill=_completion(source=S32, target=S16))
+    stale = _state(Phase.RESHARDING, last_backfill=_completion(source=S32, target=S16))
     result = check_backfill(stale, BackfillDirection.FORWARD)
     assert not result.passed
     assert "not sharded(16) -> sharded(32)" in result.detail

@@ -18,7 +18,8 @@ from devkit.traffic.plan import build_plan
 from devkit.traffic.synthetic import SyntheticTable
 from saga_index.index import keys, names
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.model import OPEN_STATES, Phase
+from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.record.phase import Phase
 from saga_index.store.dynamo.sizing import item_size
 
 SCHEMA = TableSchema(

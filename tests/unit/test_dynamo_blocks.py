@@ -10,6 +10,8 @@ from botocore.stub import Stubber
 
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError, InvalidShardCountError
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.dynamo.conditions import all_of, is_condition_failed
 from saga_index.store.dynamo.pages import paced_pages, query_pages
@@ -135,4 +137,10 @@ def test_given_no_table_or_a_bad_shard_count_then_no_target_is_made(
 
 def test_given_a_target_then_a_repository_built_from_it_reads_that_target() -> None:
     target = IndexTarget(None, "sagas", "other-index", 8)  # type: ignore[arg-type]
-    assert SagaRepository.from_target(target, phase="sharded").target == target
+    plan = Routing.for_phase("sharded", DEFAULT_SHARD_COUNT)
+    repository = SagaRepository.from_target(target, plan=plan)
+    assert (repository.table_name, repository.index_name, repository.plan) == (
+        "sagas",
+        "other-index",
+        plan,
+    )

@@ -63,4 +63,4 @@ def test_settings_read_no_phase_and_no_shard_count_from_the_environment() -> Non
     )
     assert not {"phase", "shard_count"} & set(HandlerSettings.model_fields)
     repository = settings.repository(object(), Routing.between(LEGACY))
-    assert repository.routing == Routing.between(LEGACY)
+    assert repository.plan == Routing.between(LEGACY)

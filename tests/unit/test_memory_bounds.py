@@ -1,4 +1,4 @@
-"""Memory does not grow with the table (issue 12, section 3): the read-back and the drift check
+"""Memory does not grow with the table: the read-back and the drift check
 hold one page at a time (plus bounded samples), on fake clients that serve any number of pages.
 
 The bound is structural: the peak traced allocation for 10x the pages stays within a small
@@ -15,7 +15,8 @@ from saga_index.index import keys
 from saga_index.index.shard import shard
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.readback import verify_source_drained
-from saga_index.layout_change.checks.drift import SAMPLE_LIMIT, DriftChecker
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.checks.drift_report import SAMPLE_LIMIT
 from saga_index.store.dynamo.scan import ScanOptions
 
 ROWS_PER_PAGE = 40

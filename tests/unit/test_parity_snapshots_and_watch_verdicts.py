@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.parity import sample_persons
+from saga_index.layout_change.checks.parity_sample import sample_persons
 from saga_index.layout_change.checks.parity_snapshot import (
     CHECK_ALL,
     CHECK_OPEN,

@@ -14,7 +14,7 @@ from rich.console import Console
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.store.dynamo.scan import PageRead, SagaTableScanner, ScanOptions
 from saga_index_cli import progress
-from saga_index_cli.backfill_output import RunProgress
+from saga_index_cli.backfill.output import RunProgress
 from saga_index_cli.progress import LiveProgress, StepReading, format_seconds
 
 LOGGER = "saga_index.cli.progress"

@@ -17,7 +17,7 @@ from saga_index.sweeps.events import (
     SagaEvent,
     event_for,
 )
-from saga_index.sweeps.rules import Finding, FindingKind, SagaRef
+from saga_index.sweeps.findings import Finding, FindingKind, SagaRef
 
 
 class FakeEvents:

@@ -58,7 +58,7 @@ def test_given_no_invocation_clock_then_the_model_only_validates_the_shape() -> 
 def test_the_tolerance_covers_every_sweep_period_and_a_delivery_margin() -> None:
     # A firing may wait in Lambda's async queue up to its maximum event age (= its period):
     # delivered that late, it must still be accepted, or it would land in the failure queue.
-    from infra.schedules import SCHEDULED_JOBS
+    from saga_index.index.jobs import SCHEDULED_JOBS
 
     longest = max(job.period_minutes for job in SCHEDULED_JOBS)
     assert timedelta(minutes=longest + 5) <= ScheduledPayload.CLOCK_TOLERANCE

@@ -9,17 +9,13 @@ from typing import Any
 import pytest
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.sweeps.rules import (
-    FindingKind,
-    HealthPolicy,
-    RetryPolicy,
-    StuckPolicy,
-    open_saga_snapshot,
-    pending_publications,
-    prepare_retries,
-    stuck_sagas,
-    workflow_health,
-)
+from saga_index.sweeps.findings import FindingKind
+from saga_index.sweeps.health import workflow_health
+from saga_index.sweeps.outbox import pending_publications
+from saga_index.sweeps.policies import HealthPolicy, RetryPolicy, StuckPolicy
+from saga_index.sweeps.retry import prepare_retries
+from saga_index.sweeps.snapshot import open_saga_snapshot
+from saga_index.sweeps.stuck import stuck_sagas
 
 NOW = datetime(2026, 7, 10, 12, 0, tzinfo=UTC)
 MS = timedelta(milliseconds=1)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.index.errors import InvalidKeyError, InvalidPersonIdError
-from saga_index.index.shard import MAX_SHARD_COUNT, shard, validate_shard_count
+from saga_index.index.shard import MAX_SHARD_COUNT, utf8_shard_hash, validate_shard_count
 
 ENTITY_TYPE = "RenewalSaga"
 LEGACY_GSI4PK = "RenewalSaga"
@@ -52,6 +52,33 @@ def validate_person_id(person_id: object, opened_at: str = "") -> str:
     return person_id
 
 
+@dataclass(frozen=True)
+class Person:
+    """A personId checked once at the edge of a read or write path, and its shard hash computed
+    once: every layout's key for the person is then arithmetic on the hash, with no second
+    check and no second SHA-256 (a reader of two layouts needs both keys)."""
+
+    id: str
+    shard_hash: int
+
+    @classmethod
+    def of(cls, person: str | Person) -> Person:
+        """The person as given (already checked), or `person` checked by validate_person_id."""
+        if isinstance(person, Person):
+            return person
+        checked = validate_person_id(person)
+        return cls(checked, utf8_shard_hash(checked.encode("utf-8")))
+
+    @property
+    def prefix(self) -> str:
+        """The begins_with prefix of this person's GSI4SK values."""
+        return self.id + "#"
+
+    def shard_gsi4pk(self, shard_count: int) -> str:
+        """The sharded GSI4PK of this person under N = shard_count."""
+        return sharded_gsi4pk(self.shard_hash % validate_shard_count(shard_count))
+
+
 def sharded_gsi4pk(shard_number: int) -> str:
     if (
         isinstance(shard_number, bool)
@@ -66,7 +93,7 @@ def sharded_gsi4pk(shard_number: int) -> str:
 
 def shard_gsi4pk_for_person(person_id: str, shard_count: int) -> str:
     """The sharded GSI4PK of a person: "RenewalSaga#" + shard(personId, N)."""
-    return sharded_gsi4pk(shard(validate_person_id(person_id), shard_count))
+    return Person.of(person_id).shard_gsi4pk(shard_count)
 
 
 def all_shard_gsi4pks(shard_count: int) -> list[str]:

@@ -8,17 +8,12 @@ library: infra may import it without pulling in boto3 or the domain code.
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Final
 
 # ---- the index -------------------------------------------------------------------------------
 INDEX_NAME: Final = "renewal-saga-person-index"
 TABLE_PARTITION_KEY: Final = "PK"
 TABLE_SORT_KEY: Final = "SK"
-
-# ---- migration phases (the operator's words; model.Phase is their behaviour) --
-PhaseName = Literal["legacy", "migrating", "sharded", "rolling-back"]
-PHASE_NAMES: Final[tuple[str, ...]] = get_args(PhaseName)
-DEFAULT_SHARD_COUNT: Final = 16
 
 # ---- environment variables (infra sets them, handlers and the CLI read them) -----------------
 ENV_TABLE: Final = "SAGA_TABLE_NAME"
@@ -51,17 +46,12 @@ SERVICE_BACKFILL_PLAN: Final = "backfill-plan"
 SERVICE_BACKFILL_WORKER: Final = "backfill-worker"
 SERVICE_BACKFILL_VERIFY: Final = "backfill-verify"
 
-# ---- the sweeps (job name = schedule name = Powertools service) ------------------------------
+# ---- the scheduled jobs' names (job name = schedule name = Powertools service) ---------------
+# What each job is, when it runs and which are sweeps: saga_index.index.jobs.
 JOB_WORKFLOW_HEALTH_SWEEP: Final = "workflow-health-sweep"
 JOB_RETRY_FAILED_PREPARE: Final = "retry-failed-prepare"
 JOB_STUCK_SAGA_SWEEP: Final = "stuck-saga-sweep"
 JOB_AGENT_METRICS_SNAPSHOT: Final = "agent-metrics-snapshot"
-SWEEP_JOBS: Final[tuple[str, ...]] = (
-    JOB_WORKFLOW_HEALTH_SWEEP,
-    JOB_RETRY_FAILED_PREPARE,
-    JOB_STUCK_SAGA_SWEEP,
-    JOB_AGENT_METRICS_SNAPSHOT,
-)
 JOB_DRIFT_GUARD: Final = SERVICE_DRIFT_GUARD
 
 # ---- metrics ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import hashlib
 
 from saga_index.index.errors import InvalidPersonIdError, InvalidShardCountError
 
+# The N of a first migration, and of every reader that is told no other.
 DEFAULT_SHARD_COUNT = 16
 MAX_SHARD_COUNT = 1024
 
@@ -35,11 +36,21 @@ def validate_shard_count(shard_count: object) -> int:
 def shard(person_id: str, shard_count: int = DEFAULT_SHARD_COUNT) -> int:
     """The shard of a personId under N = shard_count."""
     validate_shard_count(shard_count)
+    return shard_hash(person_id) % shard_count
+
+
+def shard_hash(person_id: str) -> int:
+    """The first 4 bytes of SHA-256(UTF-8(personId)), unsigned big-endian: the shard under any
+    N is this mod N, so a reader of two layouts hashes a person once."""
     if not isinstance(person_id, str) or not person_id:
         raise InvalidPersonIdError(f"personId must be a non-empty string, got {person_id!r}")
     try:
         encoded = person_id.encode("utf-8")
     except UnicodeEncodeError as err:
         raise InvalidPersonIdError(f"personId is not valid Unicode text: {err}") from err
-    digest = hashlib.sha256(encoded).digest()
-    return int.from_bytes(digest[:4], "big") % shard_count
+    return utf8_shard_hash(encoded)
+
+
+def utf8_shard_hash(encoded: bytes) -> int:
+    """shard_hash of a personId already checked and encoded (saga_index.index.keys.Person)."""
+    return int.from_bytes(hashlib.sha256(encoded).digest()[:4], "big")

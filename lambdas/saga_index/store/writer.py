@@ -1,31 +1,27 @@
-"""Creates and transitions sagas, stamping the GSI4 key the routing's writers stamp.
+"""Creates and transitions sagas, stamping the GSI4PK its key plan gives (saga_index.store.plan).
 
-Writers stamp the TARGET layout's key (docs/control-contract.md "Routing"): the layout rows move
-to, else the current one. A transition re-stamps GSI4PK too, so while rows move every touched
-row reaches its target key on its own.
-
-The routing is fixed (`routing`, or `phase` + `shard_count`), or followed: `source` (a
-ControlProvider) is asked for it on every write, so a long-lived writer stamps the new key within
-T seconds (the provider's cache bound) of a record change. While the record cannot be read the
-provider serves its last state for at most T + grace after reading it, then fails the write.
+The plan is fixed (`plan`), or followed (`follow`, called on every write: a ControlProvider's
+`routing`, so a long-lived writer stamps the new key within T seconds of a record change; while
+the record cannot be read the provider serves its last state for at most T + grace after reading
+it, then fails the write). A transition re-stamps GSI4PK too, so while rows move every touched
+row reaches the plan's key on its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.index import keys, names
+from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
-from saga_index.index.layout import StatePhase
-from saga_index.index.model import Phase, validate_state
-from saga_index.layout_change.record.routing import Routing
+from saga_index.index.keys import Person
+from saga_index.index.model import validate_state
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import ROW_STILL_EXISTS, all_of, is_condition_failed
-from saga_index.store.repository import resolve_routing
+from saga_index.store.plan import KeyPlan, PlanSource
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -71,48 +67,34 @@ def validate_utc_timestamp(value: object, name: str) -> str:
     return value
 
 
-class RoutingSource(Protocol):
-    """What a following writer asks for its routing: a ControlProvider, a FixedStateSource."""
-
-    def routing(self) -> Routing: ...
-
-
-class _Fixed:
-    def __init__(self, routing: Routing) -> None:
-        self._routing = routing
-
-    def routing(self) -> Routing:
-        return self._routing
-
-
 class SagaWriter:
-    """Writes saga rows. Exactly one of `routing`, `phase` (+ `shard_count`) or `source`."""
+    """Writes saga rows. Exactly one of `plan` (fixed) or `follow` (asked on every write)."""
 
     def __init__(
         self,
         client: DynamoDBClient,
         table_name: str,
         *,
-        routing: Routing | None = None,
-        phase: Phase | StatePhase | str | None = None,
-        shard_count: int = names.DEFAULT_SHARD_COUNT,
-        source: RoutingSource | None = None,
+        plan: KeyPlan | None = None,
+        follow: PlanSource | None = None,
     ) -> None:
-        if source is not None and (routing is not None or phase is not None):
-            raise InvalidInputError("give exactly one of routing, phase or source")
         self.client = client
         self.table_name = table_name
-        self._source: RoutingSource = (
-            source if source is not None else _Fixed(resolve_routing(routing, phase, shard_count))
-        )
+        if follow is not None and plan is None:
+            self._follow: PlanSource = follow
+        elif plan is not None and follow is None:
+            fixed = plan
+            self._follow = lambda: fixed
+        else:
+            raise InvalidInputError("give exactly one of plan or follow")
 
     @property
-    def routing(self) -> Routing:
-        """The routing the next write follows (the source's current one, when following)."""
-        return self._source.routing()
+    def plan(self) -> KeyPlan:
+        """The plan the next write follows (the source's current one, when following)."""
+        return self._follow()
 
-    def gsi4pk_for(self, person_id: str) -> str:
-        return self.routing.write_key(person_id)
+    def gsi4pk_for(self, person_id: str | Person) -> str:
+        return self.plan.write_key(Person.of(person_id))
 
     def create_saga(
         self,
@@ -169,7 +151,7 @@ class SagaWriter:
         updated_at: str,
         expected_state: str | None = None,
     ) -> dict[str, Any]:
-        """Move a saga to `to_state` and stamp GSI4PK for the phase; returns the new row."""
+        """Move a saga to `to_state` and stamp the plan's GSI4PK; returns the new row."""
         validate_state(to_state)
         validate_utc_timestamp(updated_at, "updatedAt")
         attribute_names = {

@@ -11,7 +11,7 @@ the backoff not elapsed (it read the saga after the claim). Either way it claims
 A claim is also an outbox entry. It carries the token of the run that made it, the run's wall
 clock and the event to publish; the run records prepareClaimPublishedAt only after PutEvents
 accepted the event. A claim without it is pending, and a later run publishes it again once it is
-older than the publish timeout (rules.pending_publications), so a run that dies between claim
+older than the publish timeout (outbox.pending_publications), so a run that dies between claim
 and publish loses nothing. A claim whose condition fails is told apart by its token: the old item
 (ReturnValuesOnConditionCheckFailure=ALL_OLD, or one consistent GetItem on a server that ignores
 it) carries ours when botocore re-sent a write that had been applied (its answer was lost), and
@@ -34,7 +34,9 @@ from botocore.exceptions import ClientError
 from saga_index.store.dynamo.client import error_code
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.sweeps.rules import (
+from saga_index.sweeps.findings import SagaRef
+from saga_index.sweeps.retry import RetryDecision
+from saga_index.sweeps.rows import (
     LAST_PREPARE_RETRY_AT,
     PREPARE_ATTEMPTS,
     PREPARE_CLAIM_EVENT,
@@ -44,8 +46,6 @@ from saga_index.sweeps.rules import (
     PREPARE_FAILED,
     PREPARE_RETRIES_EXHAUSTED_AT,
     UPDATED_AT,
-    RetryDecision,
-    SagaRef,
 )
 
 if TYPE_CHECKING:

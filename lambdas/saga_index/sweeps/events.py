@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index.errors import SagaIndexError
 from saga_index.store.dynamo.client import error_code, retry_config
 from saga_index.store.dynamo.codec import to_plain_json
-from saga_index.sweeps.rules import Finding
+from saga_index.sweeps.findings import Finding
 
 log = logging.getLogger(__name__)
 

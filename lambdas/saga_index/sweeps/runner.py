@@ -18,41 +18,26 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import names
+from saga_index.index import jobs, names
 from saga_index.index.errors import SagaIndexError
 from saga_index.store.repository import ReadResult, SagaRepository
 from saga_index.store.writer import utc_iso
 from saga_index.sweeps.claims import Claim, RetryClaims
+from saga_index.sweeps.clock import require_aware
 from saga_index.sweeps.events import EventPublisher, EventPublishError, SagaEvent, event_for
-from saga_index.sweeps.rules import (
-    FindingKind,
-    HealthPolicy,
-    OpenSagaSnapshot,
-    RetryDecision,
-    RetryPolicy,
-    RuleResult,
-    SagaRef,
-    StuckPolicy,
-    Unevaluable,
-    open_saga_snapshot,
-    pending_publications,
-    prepare_retries,
-    require_aware,
-    stuck_sagas,
-    workflow_health,
-)
+from saga_index.sweeps.findings import FindingKind, RuleResult, SagaRef, Unevaluable
+from saga_index.sweeps.health import workflow_health
+from saga_index.sweeps.outbox import pending_publications
+from saga_index.sweeps.policies import HealthPolicy, RetryPolicy, StuckPolicy
+from saga_index.sweeps.retry import RetryDecision, prepare_retries
+from saga_index.sweeps.snapshot import OpenSagaSnapshot, open_saga_snapshot
+from saga_index.sweeps.stuck import stuck_sagas
 
 log = logging.getLogger(__name__)
 
-# The finding kinds each sweep reports (its metrics are emitted even when zero).
+# The finding kinds each sweep reports (its metrics are emitted even when zero), from the spec.
 SWEEP_FINDING_KINDS: dict[str, tuple[FindingKind, ...]] = {
-    names.JOB_WORKFLOW_HEALTH_SWEEP: (FindingKind.WORKFLOW_UNHEALTHY,),
-    names.JOB_RETRY_FAILED_PREPARE: (
-        FindingKind.PREPARE_RETRY_REQUESTED,
-        FindingKind.PREPARE_RETRIES_EXHAUSTED,
-    ),
-    names.JOB_STUCK_SAGA_SWEEP: (FindingKind.STUCK,),
-    names.JOB_AGENT_METRICS_SNAPSHOT: (),
+    job.name: tuple(FindingKind(finding) for finding in job.findings) for job in jobs.SWEEPS
 }
 
 
@@ -107,7 +92,7 @@ def _read(job: str, repository: SagaRepository) -> ReadResult:
             "job": job,
             "sagas": len(read),
             "requests": read.requests,
-            "phase": repository.phase.value,
+            "partitions": len(read.partitions),
         },
     )
     return read

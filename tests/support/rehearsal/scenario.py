@@ -16,6 +16,7 @@ from typing import Any
 
 from saga_index.index import names
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import utc_now
@@ -37,7 +38,7 @@ DAY = datetime(2026, 7, 10, tzinfo=UTC)
 # The sweeps refuse a scheduledTime more than 15 minutes from their own clock (a payload from
 # 2099 must not disable a saga's retries), so their firings are those of the current 5-minute
 # slot, as Scheduler would send them now. The drift guard's run stays at the top of an hour of
-# DAY: that is a scan run (layout_change.checks.drift.scan_due), which the rehearsal needs.
+# DAY: that is a scan run (layout_change.checks.drift_schedule.scan_due), which the rehearsal needs.
 _SLOT = datetime.now(UTC).replace(second=0, microsecond=0)
 _SLOT -= timedelta(minutes=_SLOT.minute % 5)
 # The sweeps' schedule payload, as infra/schedules.py builds it (Scheduler's context
@@ -96,7 +97,7 @@ class Rehearsal:
     backfill_holder: str = ""
     # A worker invoked after its run released the lease: the one invocation meant to fail.
     stale_worker: Invocation | None = None
-    shard_count: int = names.DEFAULT_SHARD_COUNT
+    shard_count: int = DEFAULT_SHARD_COUNT
 
 
 def _seed(backend: Backend, shard_count: int) -> None:

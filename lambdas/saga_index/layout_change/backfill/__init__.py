@@ -6,12 +6,18 @@ One module per idea:
   move       which rows a run moves: the record's source and target layouts and the row rule
              (forward legacy -> sharded(N), rollback sharded(N) -> legacy, the same machinery
              for sharded(N) -> sharded(M))
-  messages   the Step Functions and CLI payloads (camelCase JSON), their size budget, the run's
-             ticket (its move and lease), the segment plan and the summary of a run
+  payload    the wire shapes of every payload: the camelCase JSON model (the Step Functions and
+             CLI contracts), a table key, a Scan cursor, a layout
+  budget     the size budget that keeps every payload within Step Functions' 256 KB state
+  ticket     the run's ticket: its move and its lease, carried by every step
+  counts     what a segment did: its counts, and the worker's result (cursor, done)
+  messages   the steps' inputs: the request, the plan step's input and its segment plan, a
+             worker's and the verification's input
+  summary    what a run did: the read-back's verification and the summary of all segments
   pacing     the token bucket that caps the writes, backs off on throttles and pauses
-  leasing    a run under its lease: taken, heartbeated (applying the record's throttle and
-             pause), released with the run's completion
-  restamp    the segment worker: what happens to one row, and to one parallel-Scan segment
+  row        what happens to one row: the row rule applied, the conditional re-stamp
+  segment    the segment worker: one parallel-Scan segment, row by row, from its cursor until
+             it is done or must stop
   readback   what is left to move on the source keys after a run, read back and judged
   local      the threaded runner of every segment in this process, and the one local
              orchestration (lease, run, read back, release with the completion) the CLI and
@@ -21,6 +27,8 @@ One module per idea:
   steps      the same run as the Step Functions state machine takes it: one function per
              state (plan, worker, verify), the one call of that state's Lambda handler
 
-The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill*.py) are thin
+A run's lease (taken, heartbeated, released with its completion) is layout_change.lease.
+
+The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill/) are thin
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.
 """

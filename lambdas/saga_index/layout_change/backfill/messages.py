@@ -1,226 +1,35 @@
-"""The backfill's payloads: what the state machine, the handlers and the CLI exchange.
+"""The steps' inputs: what the state machine, the handlers and the CLI hand each step of a run
+(the request, the plan step's input and output, a worker's and the verification's input).
 
-JSON in camelCase (the Step Functions and CLI contracts). The limits below keep every payload
-within Step Functions' 256 KB state, even at the largest number of segments.
+JSON in camelCase (the Step Functions and CLI contracts), within the size budget
+(layout_change.backfill.budget).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import Layout, LayoutKind
 from saga_index.index.names import (
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
-    METRIC_ANOMALIES,
-    METRIC_RESTAMPED,
-    METRIC_SCANNED,
-    METRIC_SKIPPED,
-    METRIC_SOURCE_KEY_ROWS,
-    METRIC_THROTTLES,
-    METRIC_UNEXPECTED_SOURCE_KEY_ROWS,
-    METRIC_WOULD_RESTAMP,
     MIN_WRITES_PER_SECOND,
-    TABLE_PARTITION_KEY,
-    TABLE_SORT_KEY,
 )
+from saga_index.layout_change.backfill.budget import (
+    ANOMALY_KEY_BUDGET,
+    MAX_ANOMALY_KEYS,
+    MAX_TOTAL_SEGMENTS,
+)
+from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.backfill.payload import Cursor, Payload, check_cursor
+from saga_index.layout_change.backfill.ticket import RunTicket
 from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.timing import utc_now
 
-# DynamoDB's parallel Scan accepts far more segments; 1,000 is where more parallelism stops
-# meaning anything here (the write cap, not the scan, bounds the run) and where one inline Step
-# Functions Map can still carry every segment's result in its 256 KB state.
-MAX_TOTAL_SEGMENTS = 1000
 DEFAULT_TOTAL_SEGMENTS = 4
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0
-MAX_ANOMALY_KEYS = 100
-# In the state machine the whole run carries at most this many anomaly keys across its
-# segments, so the Map's output (one result per segment, ~150 bytes of counts plus ~85 bytes per
-# key) stays below Step Functions' 256 KB state limit even at 1,000 segments. Past 400 segments
-# no keys travel (each is still logged by the worker that found it, and counted).
-ANOMALY_KEY_BUDGET = 400
-# Every anomaly key carries its row's reason, at most this long: the budget's 400 keys, each
-# under 300 bytes of JSON, stay inside the Map state's (tests/unit/test_backfill_estimate.py).
-ANOMALY_REASON = "reason"
-MAX_ANOMALY_REASON_CHARS = 150
-# The table's key schema (infra/table.py): the cursor is a key of this shape.
-TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
-
-
-TableKey = dict[str, str]
-Cursor = dict[str, dict[str, str]]
-
-
-def cursor_of(raw: Mapping[str, Any]) -> Cursor:
-    """The table key of a row the Scan returned, as a cursor (ExclusiveStartKey) to resume at."""
-    return {name: dict(raw[name]) for name in TABLE_KEY_ATTRIBUTES}
-
-
-def plain_key(raw: Mapping[str, Any]) -> TableKey:
-    """The table key of a row read in the wire shape, as plain strings (what reports carry)."""
-    return {name: str(raw[name].get("S", raw[name])) for name in TABLE_KEY_ATTRIBUTES}
-
-
-def anomaly_key(raw: Mapping[str, Any], reason: str) -> TableKey:
-    """An anomaly row as the reports list it: its table key and why its personId is unusable
-    (keys.person_anomaly), in ASCII (other characters escaped) and cut to
-    MAX_ANOMALY_REASON_CHARS, so the keys stay within the state machine's budget however the
-    JSON is encoded (a reason may quote a GSI4SK of up to 1,024 bytes)."""
-    reason = reason.encode("ascii", "backslashreplace").decode("ascii")
-    if len(reason) > MAX_ANOMALY_REASON_CHARS:
-        reason = reason[: MAX_ANOMALY_REASON_CHARS - 3] + "..."
-    return {**plain_key(raw), ANOMALY_REASON: reason}
-
-
-def _check_cursor(value: Cursor | None) -> Cursor | None:
-    if value is None:
-        return None
-    shape = '{"PK": {"S": "..."}, "SK": {"S": "..."}}'
-    if set(value) != set(TABLE_KEY_ATTRIBUTES):
-        raise ValueError(
-            f"cursor must be the segment's ExclusiveStartKey {shape} or null; "
-            f"got attributes {sorted(value)}"
-        )
-    for name in TABLE_KEY_ATTRIBUTES:
-        attribute = value[name]
-        if set(attribute) != {"S"} or not isinstance(attribute["S"], str) or not attribute["S"]:
-            raise ValueError(
-                f"cursor.{name} must be a typed string value {{'S': '...'}} as in {shape}; "
-                f"got {attribute!r}"
-            )
-    return value
-
-
-class SegmentCounts(_Model):
-    """What a segment did (cumulative when `totals` were handed in)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=False
-    )
-
-    scanned: int = Field(default=0, ge=0)
-    restamped: int = Field(default=0, ge=0)
-    skipped: int = Field(default=0, ge=0)
-    anomalies: int = Field(default=0, ge=0)
-    would_restamp: int = Field(default=0, ge=0)
-    throttles: int = Field(default=0, ge=0)
-    anomaly_keys: list[TableKey] = Field(default_factory=list)
-
-    @property
-    def handled(self) -> int:
-        """Source-key rows dealt with, one way or another (drives the progress bar)."""
-        return self.restamped + self.skipped + self.anomalies + self.would_restamp
-
-    def metric_values(self) -> dict[str, int]:
-        """These counts by worker metric name, in names.BACKFILL_WORKER_METRICS' order."""
-        return {
-            METRIC_SCANNED: self.scanned,
-            METRIC_RESTAMPED: self.restamped,
-            METRIC_SKIPPED: self.skipped,
-            METRIC_ANOMALIES: self.anomalies,
-            METRIC_WOULD_RESTAMP: self.would_restamp,
-            METRIC_THROTTLES: self.throttles,
-        }
-
-    def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
-        self.scanned += other.scanned
-        self.restamped += other.restamped
-        self.skipped += other.skipped
-        self.anomalies += other.anomalies
-        self.would_restamp += other.would_restamp
-        self.throttles += other.throttles
-        room = max(0, key_limit - len(self.anomaly_keys))
-        self.anomaly_keys.extend(other.anomaly_keys[:room])
-
-
-class LayoutSpec(_Model):
-    """A layout in a payload: {"kind": "legacy"} or {"kind": "sharded", "shardCount": N}."""
-
-    kind: LayoutKind
-    shard_count: int | None = None
-
-    @model_validator(mode="after")
-    def _valid(self) -> LayoutSpec:
-        try:
-            self.layout()
-        except InvalidInputError as err:
-            raise ValueError(str(err)) from None
-        return self
-
-    @classmethod
-    def of(cls, layout: Layout) -> LayoutSpec:
-        return cls(kind=layout.kind, shard_count=layout.shard_count)
-
-    def layout(self) -> Layout:
-        return Layout(self.kind, self.shard_count)
-
-
-class RunTicket(_Model):
-    """What every step of one run carries: the move the control record named when the run
-    started, and the lease it holds (none for a dry run, which writes nothing)."""
-
-    direction: BackfillDirection
-    source: LayoutSpec
-    target: LayoutSpec
-    # The record's version the run started under: the lease's heartbeat fails once it moves on.
-    state_version: Annotated[int, Field(strict=True, ge=0)]
-    holder: str = Field(min_length=1)
-    lease_token: str | None = None
-    # UTC ISO-8601 with milliseconds (control.record.format_time): the completion's startedAt.
-    started_at: str
-
-    @classmethod
-    def of(
-        cls,
-        move: Move,
-        *,
-        state_version: int,
-        holder: str,
-        lease_token: str | None,
-        started_at: str,
-    ) -> RunTicket:
-        return cls(
-            direction=move.direction,
-            source=LayoutSpec.of(move.source),
-            target=LayoutSpec.of(move.target),
-            state_version=state_version,
-            holder=holder,
-            lease_token=lease_token,
-            started_at=started_at,
-        )
-
-    @classmethod
-    def unleased(cls, move: Move, *, holder: str = "unleased") -> RunTicket:
-        """A ticket for a run outside the control record (benchmarks, tests of the runner):
-        no lease is held and nothing checks the record, so only use it on a table no one else
-        is migrating."""
-        return cls.of(
-            move,
-            state_version=0,
-            holder=holder,
-            lease_token=UNLEASED_TOKEN,
-            started_at=format_time(utc_now()),
-        )
-
-    def move(self) -> Move:
-        return Move(self.direction, self.source.layout(), self.target.layout())
-
-
-UNLEASED_TOKEN = "unleased"  # noqa: S105 (a marker, not a secret)
 
 
 def segment_share(max_writes_per_second: float, total_segments: int) -> float:
@@ -228,7 +37,7 @@ def segment_share(max_writes_per_second: float, total_segments: int) -> float:
     return max_writes_per_second / min(total_segments, MAX_CONCURRENT_SEGMENTS)
 
 
-class SegmentRequest(_Model):
+class SegmentRequest(Payload):
     """The worker's input: one invocation's share of one parallel-Scan segment."""
 
     run: RunTicket
@@ -248,7 +57,7 @@ class SegmentRequest(_Model):
     @field_validator("cursor")
     @classmethod
     def _cursor_shape(cls, value: Cursor | None) -> Cursor | None:
-        return _check_cursor(value)
+        return check_cursor(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> SegmentRequest:
@@ -266,20 +75,7 @@ class SegmentRequest(_Model):
         return self.run.move()
 
 
-class SegmentResult(SegmentCounts):
-    """The worker's output: counts, the cursor to resume from, and whether the segment's Scan
-    reached its end (`done`; a paused worker can return with no cursor yet and not be done)."""
-
-    segment: int
-    cursor: Cursor | None = None
-    done: bool = False
-    # Local runner only: the stop event ended the run; the cursor is where it stopped.
-    interrupted: bool = Field(default=False, exclude=True)
-    # This invocation's own counts, without the totals handed in (what its metrics publish).
-    invocation: SegmentCounts | None = Field(default=None, exclude=True)
-
-
-class BackfillRequest(_Model):
+class BackfillRequest(Payload):
     """The state machine's input, and what the CLI builds from its options. No layouts: the
     run's source and target are the control record's."""
 
@@ -324,14 +120,14 @@ class BackfillRequest(_Model):
         ]
 
 
-class PlanRequest(_Model):
+class PlanRequest(Payload):
     """The plan step's input: the state machine's input, and who runs it (the execution)."""
 
     request: BackfillRequest
     holder: str = Field(min_length=1)
 
 
-class SegmentPlan(_Model):
+class SegmentPlan(Payload):
     """The plan step's output: the Map iterates `segments` and builds each worker input from
     `template`, `run` and the segment number (so the state stays small at 1,000 segments)."""
 
@@ -352,97 +148,10 @@ def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
     )
 
 
-class VerifyRequest(_Model):
+class VerifyRequest(Payload):
     """The verification step's input: the run's request and ticket, and every segment's last
     result (the Map's output)."""
 
     request: BackfillRequest
     run: RunTicket
     segments: list[SegmentResult]
-
-
-class VerificationResult(_Model):
-    """What is still on the source key after a run, read back through the index."""
-
-    direction: BackfillDirection
-    dry_run: bool
-    partitions: list[str]
-    remaining: int  # rows still under a source-key partition of the index
-    remaining_anomalies: int  # of which saga rows with an unusable personId (left on purpose)
-    remaining_other_entities: int  # of which rows that are not sagas (never touched)
-    unexpected: int  # saga rows with a usable personId still to move
-    unexpected_keys: list[TableKey]
-    ok: bool
-    message: str
-
-    def metric_values(self) -> dict[str, int]:
-        """What the verification step publishes, by metric name."""
-        return {
-            METRIC_SOURCE_KEY_ROWS: self.remaining,
-            METRIC_UNEXPECTED_SOURCE_KEY_ROWS: self.unexpected,
-        }
-
-
-class BackfillSummary(_Model):
-    """One run, all segments: the CLI's --json object and the state machine's output."""
-
-    direction: BackfillDirection
-    dry_run: bool
-    total_segments: int
-    max_writes_per_second: float
-    scanned: int
-    restamped: int
-    skipped: int
-    anomalies: int
-    would_restamp: int
-    throttles: int
-    anomaly_keys: list[TableKey]
-    complete: bool
-    verification: VerificationResult | None = None
-    # The layouts the record named (absent only in summaries built without a run).
-    source: LayoutSpec | None = None
-    target: LayoutSpec | None = None
-
-    @property
-    def anomalies_remain(self) -> bool:
-        remaining = self.verification.remaining_anomalies if self.verification else 0
-        return self.anomalies > 0 or remaining > 0
-
-    @property
-    def verified(self) -> bool:
-        return self.verification is not None and self.verification.ok
-
-
-def summarise(
-    request: BackfillRequest,
-    results: Sequence[SegmentCounts],
-    *,
-    complete: bool,
-    verification: VerificationResult | None = None,
-    throttles: int | None = None,
-    move: Move | None = None,
-) -> BackfillSummary:
-    """throttles: the run's total when the segments shared one client (their own counts
-    overlap then); None sums the segments' counts (one client per segment, as in Lambda)."""
-    total = SegmentCounts()
-    for result in results:
-        total.add(result)
-    if throttles is not None:
-        total.throttles = throttles
-    return BackfillSummary(
-        direction=request.direction,
-        dry_run=request.dry_run,
-        total_segments=request.total_segments,
-        max_writes_per_second=request.max_writes_per_second,
-        scanned=total.scanned,
-        restamped=total.restamped,
-        skipped=total.skipped,
-        anomalies=total.anomalies,
-        would_restamp=total.would_restamp,
-        throttles=total.throttles,
-        anomaly_keys=total.anomaly_keys,
-        complete=complete,
-        verification=verification,
-        source=None if move is None else LayoutSpec.of(move.source),
-        target=None if move is None else LayoutSpec.of(move.target),
-    )

@@ -11,7 +11,7 @@ A sharded target needs the row's person to pick its key, so a row whose personId
 person the same key, so a move to it needs no personId: a rollback moves every saga row on a
 source key, anomalies included, and reports the anomalies it moved.
 
-The layouts come from the record (control.lease.backfill_layouts), never from flags: a run is
+The layouts come from the record (lease.grant.backfill_layouts), never from flags: a run is
 only safe while the writers stamp the same key the run moves rows to, which is what the record's
 state guarantees (writers stamp its target) and what the lease's heartbeat keeps checking (the
 state's version has not moved on).
@@ -26,7 +26,7 @@ from typing import Any
 
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.lease import backfill_layouts
+from saga_index.layout_change.lease.grant import backfill_layouts
 from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
 

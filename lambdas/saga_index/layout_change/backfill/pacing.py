@@ -12,10 +12,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.store.dynamo.client import ThrottleCounter
 
 log = logging.getLogger(__name__)
+
+
+class SegmentThrottledError(SagaIndexError):
+    """DynamoDB kept throttling after botocore's retries: the segment stops where it is.
+
+    Raised, not swallowed: the Step Functions task retries it with a long backoff (its name is
+    part of the state machine's Retry), and the local runner stops and exits 1. Nothing is lost:
+    the rows already re-stamped stay re-stamped and the next run's Scan skips them.
+    """
 
 
 class TokenBucket:

@@ -19,26 +19,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.layout_change.backfill.leasing import (
-    LeaseKeeper,
-    release_with_completion,
-    take_run,
-    token_for_execution,
-)
+from saga_index.layout_change.backfill.counts import SegmentResult
 from saga_index.layout_change.backfill.messages import (
-    BackfillSummary,
     PlanRequest,
     SegmentPlan,
     SegmentRequest,
-    SegmentResult,
     VerifyRequest,
     plan_segments,
     segment_share,
 )
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.restamp import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
-from saga_index.layout_change.lease import heartbeat_lease
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.lease.grant import heartbeat_lease
+from saga_index.layout_change.lease.keeper import (
+    LeaseKeeper,
+    release_with_completion,
+    take_run,
+    token_for_execution,
+)
 from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.client import attach_throttle_observer
@@ -48,7 +48,7 @@ def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
     """Take the run's lease for the execution `plan.holder` and lay out its segments.
 
     The token is derived from the execution id, so a retried plan step finds its own lease.
-    Refusals: leasing.take_run's, before anything is written.
+    Refusals: lease.keeper.take_run's, before anything is written.
     """
     ticket, _ = take_run(
         ControlStore(client, table_name),
@@ -87,7 +87,7 @@ def run_leased_segment(
     safety_margin_seconds: float = DEFAULT_SAFETY_MARGIN_SECONDS,
 ) -> SegmentOutcome:
     """Re-stamp one segment from request.cursor until it is done or the deadline is near
-    (restamp.run_segment), under the run's lease (not for a dry run, which holds none).
+    (segment.run_segment), under the run's lease (not for a dry run, which holds none).
 
     The invocation heartbeats when it starts (LeaseLostError propagates: nothing is written),
     every few seconds while it runs and when it ends; each heartbeat applies the record's

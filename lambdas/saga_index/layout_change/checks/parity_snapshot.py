@@ -16,9 +16,9 @@ from typing import Any
 
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import StatePhase
 from saga_index.index.model import OPEN_STATES
 from saga_index.index.shard import validate_shard_count
+from saga_index.layout_change.record.phase import Phase
 
 CHECK_ALL = "all-sagas"
 CHECK_OPEN = "open-sagas"
@@ -106,8 +106,8 @@ class Snapshot:
         table = _text(document, "table")
         index = _text(document, "index")
         phase = _text(document, "phase")
-        if phase not in {p.value for p in StatePhase}:
-            allowed = ", ".join(p.value for p in StatePhase)
+        if phase not in {p.value for p in Phase}:
+            allowed = ", ".join(p.value for p in Phase)
             raise InvalidSnapshotError(f"snapshot phase {phase!r} is not one of {allowed}")
         created_at = _text(document, "createdAt")
         shard_count = document.get("shardCount")

@@ -24,14 +24,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.keys import Person
 from saga_index.index.layout import Layout
+from saga_index.index.shard import validate_shard_count
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.phase import Phase, layouts_for_phase, phase_of
 from saga_index.layout_change.record.state import ControlState, RecordCondition
 
 
 @dataclass(frozen=True)
 class Routing:
-    """Where a state's writers write and its readers read."""
+    """Where a state's writers write and its readers read: the key plan the store reads through
+    (saga_index.store.plan), for one state of the record."""
 
     source: Layout
     target: Layout
@@ -40,17 +45,30 @@ class Routing:
     def between(cls, source: Layout, target: Layout | None = None) -> Routing:
         return cls(source=source, target=target or source)
 
+    @classmethod
+    def for_phase(cls, phase: Phase | str, shard_count: int) -> Routing:
+        """The routing a process in `phase` with N = `shard_count` follows (the CLI's read-only
+        --phase/--shards overrides, tests, the demo's fixed readers)."""
+        validate_shard_count(shard_count)
+        return cls.between(*layouts_for_phase(phase, shard_count))
+
     @property
     def moving(self) -> bool:
         return self.source != self.target
 
-    def write_key(self, person_id: str) -> str:
-        """The GSI4PK a writer stamps on this person's saga rows."""
-        return self.target.key_for(person_id)
+    @property
+    def phase(self) -> Phase:
+        """The name of the state this routing follows (`resharding` included)."""
+        return phase_of(self.source, self.target if self.moving else None)
 
-    def read_keys(self, person_id: str) -> tuple[str, ...]:
+    def write_key(self, person: str | Person) -> str:
+        """The GSI4PK a writer stamps on this person's saga rows."""
+        return self.target.key_for(person)
+
+    def read_keys(self, person: str | Person) -> tuple[str, ...]:
         """The GSI4PKs a by-person read queries, in order (one request when both agree)."""
-        return _distinct((self.source.key_for(person_id), self.target.key_for(person_id)))
+        checked = Person.of(person)
+        return _distinct((self.source.key_for(checked), self.target.key_for(checked)))
 
     def enumeration_stages(self) -> tuple[tuple[str, ...], ...]:
         """The GSI4PKs an enumeration reads, stage by stage (see the module docstring)."""
@@ -93,6 +111,18 @@ def routing_for(state: ControlState) -> Routing:
             f"({', '.join(others)} and {target}): no transition produces that"
         )
     return Routing.between(sources[0] if sources else target, target)
+
+
+def resolve_routing(
+    routing: Routing | None, phase: Phase | str | None, shard_count: int
+) -> Routing:
+    """`routing` as given, or the one a process in `phase` with N = `shard_count` follows
+    (the checks' constructors take either). Exactly one of the two must be given."""
+    if routing is not None and phase is None:
+        return routing
+    if phase is not None and routing is None:
+        return Routing.for_phase(phase, shard_count)
+    raise InvalidInputError("give exactly one of routing or phase (with shard_count)")
 
 
 def _target_is_finer(source: Layout, target: Layout) -> bool:

@@ -7,7 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import LEGACY, Layout, StatePhase, phase_of
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record.phase import Phase, phase_of
 
 
 class RecordCondition(StrEnum):
@@ -55,11 +56,11 @@ class Transition:
         phase_of(self.previous_layout, self.previous_moving_to)
 
     @property
-    def phase(self) -> StatePhase:
+    def phase(self) -> Phase:
         return phase_of(self.layout, self.moving_to)
 
     @property
-    def previous_phase(self) -> StatePhase:
+    def previous_phase(self) -> Phase:
         return phase_of(self.previous_layout, self.previous_moving_to)
 
     @property
@@ -130,7 +131,7 @@ class ControlState:
         return 0 if self.transition is None else self.transition.version
 
     @property
-    def phase(self) -> StatePhase:
+    def phase(self) -> Phase:
         return phase_of(self.layout, self.moving_to)
 
     @property

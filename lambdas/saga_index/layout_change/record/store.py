@@ -13,8 +13,24 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record import record
-from saga_index.layout_change.record.record import ControlEvent
+from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
+from saga_index.layout_change.record.encode import (
+    ControlEvent,
+    event_item,
+    history_item,
+    state_item,
+    transition_attributes,
+    wire_value,
+)
+from saga_index.layout_change.record.items import (
+    ENTITY_STATE,
+    ENTITY_TYPE,
+    EVENT_SK_PREFIX,
+    HISTORY_SK_PREFIX,
+    LAYOUT,
+    VERSION,
+    state_key,
+)
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import all_of, is_condition_failed
@@ -27,10 +43,10 @@ if TYPE_CHECKING:
 # The first transition creates the STATE item; a second operator doing the same must lose.
 NO_STATE_YET: Final = f"attribute_not_exists(#{TABLE_PARTITION_KEY})"
 # Compare-and-set: nobody changed the layout since this writer read version :expectedVersion.
-STILL_THE_VERSION_READ: Final = f"#{record.VERSION} = :expectedVersion"
+STILL_THE_VERSION_READ: Final = f"#{VERSION} = :expectedVersion"
 # Backfill controls change an existing record only: an update would otherwise create a STATE
 # item without a layout, which no reader could follow.
-STATE_EXISTS: Final = f"attribute_exists(#{record.LAYOUT})"
+STATE_EXISTS: Final = f"attribute_exists(#{LAYOUT})"
 # A HISTORY item is written once per version and never overwritten (repeats are no-ops).
 NOT_WRITTEN_YET: Final = f"attribute_not_exists(#{TABLE_PARTITION_KEY})"
 
@@ -55,11 +71,11 @@ class ControlStore:
         Client errors propagate; a malformed item raises ControlRecordInvalidError.
         """
         response = self.client.get_item(
-            TableName=self.table_name, Key=serialize(record.state_key()), ConsistentRead=True
+            TableName=self.table_name, Key=serialize(state_key()), ConsistentRead=True
         )
         raw = response.get("Item")
         if raw:
-            return record.parse_state_item(deserialize(raw))
+            return parse_state_item(deserialize(raw))
         newest = self.newest_history()
         if newest is None:
             return ControlState.never_migrated()
@@ -68,11 +84,11 @@ class ControlStore:
     def newest_history(self) -> Transition | None:
         response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=1)
         items = response.get("Items", [])
-        return record.parse_history_item(deserialize(items[0])) if items else None
+        return parse_history_item(deserialize(items[0])) if items else None
 
     def history(self) -> list[Transition]:
         """Every HISTORY item, oldest first."""
-        return [record.parse_history_item(item) for item in self._query_all(self._history_query())]
+        return [parse_history_item(item) for item in self._query_all(self._history_query())]
 
     def events(self) -> list[dict[str, Any]]:
         """Every EVENT item (deserialised), oldest first."""
@@ -82,7 +98,7 @@ class ControlStore:
                 "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
                 "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
                 "ExpressionAttributeValues": serialize(
-                    {":pk": CONTROL_PK, ":prefix": record.EVENT_SK_PREFIX}
+                    {":pk": CONTROL_PK, ":prefix": EVENT_SK_PREFIX}
                 ),
                 "ConsistentRead": True,
             }
@@ -94,12 +110,12 @@ class ControlStore:
         """Write a transition onto the STATE item if it is still at expected_version (0: no
         item yet). Only transition attributes change: lease, throttle, pause and the last
         backfill are left as they are. False when the condition failed."""
-        attributes = record.transition_attributes(transition)
+        attributes = transition_attributes(transition)
         condition = NO_STATE_YET if expected_version == 0 else STILL_THE_VERSION_READ
         values = {} if expected_version == 0 else {":expectedVersion": expected_version}
         written = self.update(
             set_values={
-                record.ENTITY_TYPE: record.ENTITY_STATE,
+                ENTITY_TYPE: ENTITY_STATE,
                 **{k: v for k, v in attributes.items() if v is not None},
             },
             remove=[k for k, v in attributes.items() if v is None],
@@ -123,7 +139,7 @@ class ControlStore:
         clauses: list[str] = []
         for n, (attribute, value) in enumerate(set_values.items()):
             names[f"#{attribute}"] = attribute
-            wire_values[f":v{n}"] = record.wire_value(value)
+            wire_values[f":v{n}"] = wire_value(value)
             clauses.append(f"#{attribute} = :v{n}")
         actions = [f"SET {', '.join(clauses)}"] if clauses else []
         if remove:
@@ -132,14 +148,14 @@ class ControlStore:
         if not actions:
             raise ValueError("an update must set or remove at least one attribute")
         names.update({f"#{a}": a for a in _PLACEHOLDER.findall(condition)})
-        wire_values.update({k: record.wire_value(v) for k, v in (values or {}).items()})
+        wire_values.update({k: wire_value(v) for k, v in (values or {}).items()})
         optional: dict[str, Any] = (
             {"ExpressionAttributeValues": serialize(wire_values)} if wire_values else {}
         )
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
-                Key=serialize(record.state_key()),
+                Key=serialize(state_key()),
                 UpdateExpression=" ".join(actions),
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
@@ -150,18 +166,18 @@ class ControlStore:
             if is_condition_failed(err):
                 return None
             raise
-        return record.parse_state_item(deserialize(response["Attributes"]))
+        return parse_state_item(deserialize(response["Attributes"]))
 
     def put_history(self, transition: Transition) -> bool:
         """Write the HISTORY item of a transition unless it exists; True when written now."""
-        return self._put_once(record.history_item(transition))
+        return self._put_once(history_item(transition))
 
     def put_event(self, event: ControlEvent) -> bool:
-        return self._put_once(record.event_item(event))
+        return self._put_once(event_item(event))
 
     def restore(self, state: ControlState) -> bool:
         """Write a whole STATE item where none exists; False when one does."""
-        return self._put_once(record.state_item(state))
+        return self._put_once(state_item(state))
 
     # ---- internals -----------------------------------------------------------------------
 
@@ -185,7 +201,7 @@ class ControlStore:
             "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
             "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
             "ExpressionAttributeValues": serialize(
-                {":pk": CONTROL_PK, ":prefix": record.HISTORY_SK_PREFIX}
+                {":pk": CONTROL_PK, ":prefix": HISTORY_SK_PREFIX}
             ),
             "ConsistentRead": True,
         }

@@ -15,16 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import StatePhase
 from saga_index.layout_change.record.errors import (
     CheckResult,
     ControlRecordMissingError,
     PreconditionFailedError,
     VersionConflictError,
 )
-from saga_index.layout_change.record.record import to_millis
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.layout_change.transitions.rules import (
     BACKFILL_CHECK,
@@ -52,7 +52,7 @@ class PhaseChange:
 
 def set_phase(
     store: ControlStore,
-    requested: StatePhase | str,
+    requested: Phase | str,
     *,
     changed_by: str,
     reason: str,

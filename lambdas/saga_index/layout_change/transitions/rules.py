@@ -27,22 +27,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from saga_index.index.layout import LEGACY, Layout, StatePhase
+from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
 from saga_index.layout_change.record.errors import (
     CheckResult,
     ControlRecordMissingError,
     TransitionNotAllowedError,
 )
-from saga_index.layout_change.record.record import format_time
+from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
+from saga_index.layout_change.record.times import format_time
 
-ALLOWED_MOVES: dict[StatePhase, tuple[StatePhase, ...]] = {
-    StatePhase.LEGACY: (StatePhase.MIGRATING,),
-    StatePhase.MIGRATING: (StatePhase.SHARDED, StatePhase.ROLLING_BACK),
-    StatePhase.SHARDED: (StatePhase.ROLLING_BACK, StatePhase.RESHARDING),
-    StatePhase.ROLLING_BACK: (StatePhase.LEGACY, StatePhase.MIGRATING),
-    StatePhase.RESHARDING: (StatePhase.SHARDED, StatePhase.RESHARDING),
+ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {
+    Phase.LEGACY: (Phase.MIGRATING,),
+    Phase.MIGRATING: (Phase.SHARDED, Phase.ROLLING_BACK),
+    Phase.SHARDED: (Phase.ROLLING_BACK, Phase.RESHARDING),
+    Phase.ROLLING_BACK: (Phase.LEGACY, Phase.MIGRATING),
+    Phase.RESHARDING: (Phase.SHARDED, Phase.RESHARDING),
 }
 
 BACKFILL_CHECK = "backfill-verified"
@@ -62,7 +63,7 @@ class PlannedMove:
     """A move that is allowed from the state it was planned on."""
 
     from_state: ControlState
-    to_phase: StatePhase
+    to_phase: Phase
     layout: Layout
     moving_to: Layout | None
     # The backfill direction this move completes; None when the move is never blocked.
@@ -73,12 +74,12 @@ class PlannedMove:
         return self.completes is not None
 
 
-def allowed_moves(phase: StatePhase) -> tuple[str, ...]:
+def allowed_moves(phase: Phase) -> tuple[str, ...]:
     return tuple(p.value for p in ALLOWED_MOVES[phase])
 
 
 def plan_move(
-    state: ControlState, requested: StatePhase | str, *, shard_count: int | None = None
+    state: ControlState, requested: Phase | str, *, shard_count: int | None = None
 ) -> PlannedMove:
     """The state a move leads to, or TransitionNotAllowedError naming the allowed moves.
 
@@ -88,25 +89,25 @@ def plan_move(
     """
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
-    target = StatePhase.parse(requested)
+    target = Phase.parse(requested)
     current = state.phase
     allowed = allowed_moves(current)
 
     def refuse(detail: str) -> TransitionNotAllowedError:
         return TransitionNotAllowedError(current.value, target.value, allowed, detail)
 
-    if target is current and target is not StatePhase.RESHARDING:
+    if target is current and target is not Phase.RESHARDING:
         raise refuse(f"the record is already {current.value!r} (version {state.version})")
     if target not in ALLOWED_MOVES[current]:
         raise refuse("not an allowed move")
-    if target is StatePhase.RESHARDING or current is StatePhase.RESHARDING:
+    if target is Phase.RESHARDING or current is Phase.RESHARDING:
         return _plan_reshard(state, target, shard_count, refuse)
     if shard_count is not None:
         validate_shard_count(shard_count)
-    if current is StatePhase.LEGACY:
+    if current is Phase.LEGACY:
         n = validate_shard_count(DEFAULT_SHARD_COUNT if shard_count is None else shard_count)
         return PlannedMove(state, target, LEGACY, Layout.sharded(n), None)
-    sharded = state.moving_to if current is StatePhase.MIGRATING else state.layout
+    sharded = state.moving_to if current is Phase.MIGRATING else state.layout
     if sharded is None or sharded.shard_count is None:  # excluded by phase_of; keeps mypy sure
         raise refuse(f"the record names no sharded layout ({state.layout} -> {state.moving_to})")
     if shard_count is not None and shard_count != sharded.shard_count:
@@ -114,22 +115,16 @@ def plan_move(
             f"the record's shard count is {sharded.shard_count}; --shards {shard_count} "
             "disagrees (a different N needs a re-shard, not this move)"
         )
-    moves: dict[tuple[StatePhase, StatePhase], PlannedMove] = {
-        (StatePhase.MIGRATING, StatePhase.SHARDED): PlannedMove(
+    moves: dict[tuple[Phase, Phase], PlannedMove] = {
+        (Phase.MIGRATING, Phase.SHARDED): PlannedMove(
             state, target, sharded, None, BackfillDirection.FORWARD
         ),
-        (StatePhase.MIGRATING, StatePhase.ROLLING_BACK): PlannedMove(
-            state, target, sharded, LEGACY, None
-        ),
-        (StatePhase.SHARDED, StatePhase.ROLLING_BACK): PlannedMove(
-            state, target, sharded, LEGACY, None
-        ),
-        (StatePhase.ROLLING_BACK, StatePhase.LEGACY): PlannedMove(
+        (Phase.MIGRATING, Phase.ROLLING_BACK): PlannedMove(state, target, sharded, LEGACY, None),
+        (Phase.SHARDED, Phase.ROLLING_BACK): PlannedMove(state, target, sharded, LEGACY, None),
+        (Phase.ROLLING_BACK, Phase.LEGACY): PlannedMove(
             state, target, LEGACY, None, BackfillDirection.ROLLBACK
         ),
-        (StatePhase.ROLLING_BACK, StatePhase.MIGRATING): PlannedMove(
-            state, target, LEGACY, sharded, None
-        ),
+        (Phase.ROLLING_BACK, Phase.MIGRATING): PlannedMove(state, target, LEGACY, sharded, None),
     }
     return moves[(current, target)]
 
@@ -150,7 +145,7 @@ def describe_reshard_targets(targets: dict[int, str]) -> str:
 
 def _plan_reshard(
     state: ControlState,
-    target: StatePhase,
+    target: Phase,
     shard_count: int | None,
     refuse: Callable[[str], TransitionNotAllowedError],
 ) -> PlannedMove:
@@ -158,7 +153,7 @@ def _plan_reshard(
     source, moving_to = state.layout, state.moving_to
     if source.shard_count is None:  # excluded by phase_of; keeps mypy sure
         raise refuse(f"the record names no sharded layout ({source} -> {moving_to})")
-    if state.phase is StatePhase.SHARDED:
+    if state.phase is Phase.SHARDED:
         targets = reshard_targets(source.shard_count)
         allowed = f"allowed: {describe_reshard_targets(targets)}"
         if shard_count is None:
@@ -171,7 +166,7 @@ def _plan_reshard(
         return PlannedMove(state, target, source, Layout.sharded(shard_count), None)
     if moving_to is None or moving_to.shard_count is None:  # excluded by phase_of
         raise refuse(f"the record names no sharded target ({source} -> {moving_to})")
-    if target is StatePhase.RESHARDING:
+    if target is Phase.RESHARDING:
         allowed = f"allowed: {source.shard_count} (abort: back to {source})"
         if shard_count is None:
             raise refuse(

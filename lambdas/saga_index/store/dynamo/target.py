@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.shard import validate_shard_count
+from saga_index.index.shard import DEFAULT_SHARD_COUNT, validate_shard_count
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -25,7 +25,7 @@ class IndexTarget:
     client: DynamoDBClient
     table_name: str
     index_name: str = names.INDEX_NAME
-    shard_count: int = names.DEFAULT_SHARD_COUNT
+    shard_count: int = DEFAULT_SHARD_COUNT
 
     def __post_init__(self) -> None:
         if not self.table_name:

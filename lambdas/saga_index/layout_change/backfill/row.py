@@ -1,0 +1,179 @@
+"""What the backfill does to ONE row of a segment's Scan (layout_change.backfill.segment runs
+the Scan):
+
+  read   PK, SK, entityType, personId, GSI4PK, GSI4SK from a strongly consistent parallel Scan
+  keep   saga rows (entityType = "RenewalSaga") on a key of the run's SOURCE layout whose key
+         differs from the one the TARGET layout gives their person (the layouts are the
+         control record's: forward legacy -> sharded(N), rollback sharded(N) -> legacy)
+  leave  when the target is sharded, rows whose personId is unusable (keys.person_anomaly): an
+         anomaly, reported by table key and reason, never written (nothing guesses a shard for it;
+         checks.repair fixes one). The legacy target gives everyone one key, so a rollback
+         moves those rows too and lists them (table key and reason) as moved, not left behind
+  write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK is
+         still what the Scan read, and (sharded target: the key came from them) personId and
+         GSI4SK are too
+  count  restamped; or skipped when the condition failed (someone else moved, changed or deleted
+         the row since the read: never an error, and a deleted row is never re-created)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from saga_index.index import keys
+from saga_index.layout_change.backfill.budget import anomaly_key
+from saga_index.layout_change.backfill.counts import SegmentResult
+from saga_index.layout_change.backfill.messages import SegmentRequest
+from saga_index.layout_change.backfill.pacing import (
+    SegmentThrottledError,
+    TokenBucket,
+    throttle_count,
+)
+from saga_index.layout_change.backfill.payload import TABLE_KEY_ATTRIBUTES, plain_key
+from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
+from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.conditions import (
+    ROW_STILL_EXISTS,
+    STILL_THE_PERSON_READ,
+    STILL_THE_SORT_KEY_READ,
+    is_condition_failed,
+)
+
+log = logging.getLogger(__name__)
+
+# ---- condition fragments of the re-stamp (combined with AND) ----------------------------
+# With the shared ones (saga_index.store.dynamo.conditions): the row still exists; the target shard
+# was computed from the personId read; the anomaly check read GSI4SK, so that is held too.
+# Nobody re-stamped the row since the Scan read it (writers in `migrating` do, and win).
+STILL_ON_THE_KEY_READ = "#gsi4pk = :readGsi4pk"
+# A row read without GSI4SK must still have none.
+SORT_KEY_STILL_ABSENT = "attribute_not_exists(#gsi4sk)"
+# The only change a re-stamp makes.
+SET_ONLY_GSI4PK = "SET #gsi4pk = :target"
+
+
+class RowRestamper:
+    """The rows of one segment invocation, one at a time, counted in `result`."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        request: SegmentRequest,
+        result: SegmentResult,
+        *,
+        throttles: ThrottleCounter | None,
+        bucket: TokenBucket,
+    ) -> None:
+        self.client = client
+        self.table_name = table_name
+        self.request = request
+        self.result = result
+        self.throttles = throttles
+        self.bucket = bucket
+        self.move = request.move
+
+    def handle(self, raw: Mapping[str, Any], take_token: Callable[[], bool]) -> bool:
+        """Deal with one row the Scan returned. False: stopped before writing it (take_token,
+        the wait for a write token, returned False)."""
+        request = self.request
+        if raw.get("entityType", {}).get("S") != keys.ENTITY_TYPE:
+            return True  # not a saga: never touched
+        gsi4pk = raw.get("GSI4PK", {}).get("S")
+        if not self.move.is_on_source(gsi4pk):
+            return True  # not on the source layout: moved already (or not indexed at all)
+        item = deserialize(raw)
+        reason = keys.person_anomaly(item)
+        target = self.move.target_key_of(item)
+        if target is None:
+            self.result.anomalies += 1
+            self._list_anomaly(raw, reason)
+            log.warning(
+                "saga row anomaly, left on its key for a human to repair: %s: %s",
+                plain_key(raw),
+                reason,
+                extra={"key": plain_key(raw), "reason": reason},
+            )
+            return True
+        if gsi4pk == target:
+            return True  # a key both layouts give this person (a re-shard's shared keys)
+        if request.dry_run:
+            self.result.would_restamp += 1
+            if reason is not None:
+                self._list_anomaly(raw, reason)
+            return True
+        if not take_token():
+            return False
+        if self._restamp(raw, target) and reason is not None:
+            # Moved to a key that needs no personId (the legacy key): listed, not left behind.
+            self._list_anomaly(raw, reason)
+            log.warning(
+                "saga row anomaly moved to %s (its personId still needs a human): %s: %s",
+                target,
+                plain_key(raw),
+                reason,
+                extra={"key": plain_key(raw), "reason": reason, "target": target},
+            )
+        return True
+
+    def _list_anomaly(self, raw: Mapping[str, Any], reason: str | None) -> None:
+        # Every listed row is an anomaly (keys.person_anomaly gave a reason): in every
+        # direction its key says why, so the operator can repair it from the report alone.
+        if reason is None or len(self.result.anomaly_keys) >= self.request.anomaly_key_limit:
+            return
+        self.result.anomaly_keys.append(anomaly_key(raw, reason))
+
+    def _restamp(self, raw: Mapping[str, Any], target: str) -> bool:
+        """The conditional write; True when it landed, False when its condition failed."""
+        names = {"#pk": "PK", "#gsi4pk": "GSI4PK"}
+        # The values the Scan returned, as typed attribute values: equality is byte-exact.
+        values: dict[str, Any] = {":target": {"S": target}, ":readGsi4pk": raw["GSI4PK"]}
+        condition = [ROW_STILL_EXISTS, STILL_ON_THE_KEY_READ]
+        if self.move.target_needs_person:
+            # The target key was computed from the personId read (and the anomaly check read
+            # GSI4SK): both are held. A target that keys no one by person needs neither.
+            names["#personId"] = "personId"
+            values[":readPersonId"] = raw["personId"]
+            condition.append(STILL_THE_PERSON_READ)
+            names["#gsi4sk"] = "GSI4SK"
+            if "GSI4SK" in raw:
+                values[":readGsi4sk"] = raw["GSI4SK"]
+                condition.append(STILL_THE_SORT_KEY_READ)
+            else:
+                condition.append(SORT_KEY_STILL_ABSENT)
+        before = throttle_count(self.throttles)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
+                UpdateExpression=SET_ONLY_GSI4PK,
+                ConditionExpression=" AND ".join(condition),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as err:
+            if is_condition_failed(err):
+                self.result.skipped += 1
+                log.info(
+                    "skipped %s: moved, changed or deleted since it was read",
+                    plain_key(raw),
+                    extra={"key": plain_key(raw)},
+                )
+                return False
+            if is_throttle(err):
+                self.bucket.on_throttle()
+                raise SegmentThrottledError(
+                    f"segment {self.request.segment}: UpdateItem of {plain_key(raw)} still "
+                    f"throttled after retries ({error_code(err)}); the segment stopped, "
+                    "nothing was lost: run the backfill again"
+                ) from err
+            raise
+        finally:
+            if throttle_count(self.throttles) > before:
+                self.bucket.on_throttle()
+        self.result.restamped += 1
+        return True

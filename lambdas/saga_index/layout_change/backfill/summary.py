@@ -1,0 +1,100 @@
+"""What a run did: the read-back's verification and the summary of all its segments (the
+CLI's --json object and the state machine's output)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from saga_index.index.names import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KEY_ROWS
+from saga_index.layout_change.backfill.counts import SegmentCounts
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.payload import LayoutSpec, Payload, TableKey
+from saga_index.layout_change.record.state import BackfillDirection
+
+
+class VerificationResult(Payload):
+    """What is still on the source key after a run, read back through the index."""
+
+    direction: BackfillDirection
+    dry_run: bool
+    partitions: list[str]
+    remaining: int  # rows still under a source-key partition of the index
+    remaining_anomalies: int  # of which saga rows with an unusable personId (left on purpose)
+    remaining_other_entities: int  # of which rows that are not sagas (never touched)
+    unexpected: int  # saga rows with a usable personId still to move
+    unexpected_keys: list[TableKey]
+    ok: bool
+    message: str
+
+    def metric_values(self) -> dict[str, int]:
+        """What the verification step publishes, by metric name."""
+        return {
+            METRIC_SOURCE_KEY_ROWS: self.remaining,
+            METRIC_UNEXPECTED_SOURCE_KEY_ROWS: self.unexpected,
+        }
+
+
+class BackfillSummary(Payload):
+    """One run, all segments: the CLI's --json object and the state machine's output."""
+
+    direction: BackfillDirection
+    dry_run: bool
+    total_segments: int
+    max_writes_per_second: float
+    scanned: int
+    restamped: int
+    skipped: int
+    anomalies: int
+    would_restamp: int
+    throttles: int
+    anomaly_keys: list[TableKey]
+    complete: bool
+    verification: VerificationResult | None = None
+    # The layouts the record named (absent only in summaries built without a run).
+    source: LayoutSpec | None = None
+    target: LayoutSpec | None = None
+
+    @property
+    def anomalies_remain(self) -> bool:
+        remaining = self.verification.remaining_anomalies if self.verification else 0
+        return self.anomalies > 0 or remaining > 0
+
+    @property
+    def verified(self) -> bool:
+        return self.verification is not None and self.verification.ok
+
+
+def summarise(
+    request: BackfillRequest,
+    results: Sequence[SegmentCounts],
+    *,
+    complete: bool,
+    verification: VerificationResult | None = None,
+    throttles: int | None = None,
+    move: Move | None = None,
+) -> BackfillSummary:
+    """throttles: the run's total when the segments shared one client (their own counts
+    overlap then); None sums the segments' counts (one client per segment, as in Lambda)."""
+    total = SegmentCounts()
+    for result in results:
+        total.add(result)
+    if throttles is not None:
+        total.throttles = throttles
+    return BackfillSummary(
+        direction=request.direction,
+        dry_run=request.dry_run,
+        total_segments=request.total_segments,
+        max_writes_per_second=request.max_writes_per_second,
+        scanned=total.scanned,
+        restamped=total.restamped,
+        skipped=total.skipped,
+        anomalies=total.anomalies,
+        would_restamp=total.would_restamp,
+        throttles=total.throttles,
+        anomaly_keys=total.anomaly_keys,
+        complete=complete,
+        verification=verification,
+        source=None if move is None else LayoutSpec.of(move.source),
+        target=None if move is None else LayoutSpec.of(move.target),
+    )

@@ -1,0 +1,182 @@
+"""What one drift run reports: raw counts, what is wrong now in the report's routing, and up
+to SAMPLE_LIMIT named rows per finding (the metrics it becomes: docs/observability.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from saga_index.index import keys
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import Routing
+
+SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """Enough of a row to find and repair it."""
+
+    pk: str
+    sk: str
+    saga_id: Any
+    person_id: Any
+    gsi4pk: Any
+    expected_gsi4pk: str | None = None
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any], expected_gsi4pk: str | None = None) -> RowRef:
+        return cls(
+            pk=str(item.get("PK")),
+            sk=str(item.get("SK")),
+            saga_id=item.get("sagaId"),
+            person_id=item.get("personId"),
+            gsi4pk=item.get("GSI4PK"),
+            expected_gsi4pk=expected_gsi4pk,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "PK": self.pk,
+            "SK": self.sk,
+            "sagaId": self.saga_id,
+            "personId": self.person_id,
+            "gsi4pk": self.gsi4pk,
+        }
+        if self.expected_gsi4pk is not None:
+            out["expectedGsi4pk"] = self.expected_gsi4pk
+        return out
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    """Raw counts (legacy_rows, rows_per_shard) and what is wrong now in the report's routing."""
+
+    table_name: str
+    index_name: str
+    routing: Routing
+    shard_count: int
+    legacy_rows: int
+    rows_per_shard: dict[int, int]
+    misrouted_rows: int
+    anomalous_rows: int
+    unexpected_legacy_rows: int = 0
+    unexpected_sharded_rows: int = 0
+    control_record_missing: bool = False
+    # The version whose history item the routing came from when the STATE item is missing.
+    record_version: int | None = None
+    misrouted: tuple[RowRef, ...] = ()
+    unexpected_legacy: tuple[RowRef, ...] = ()
+    unexpected_sharded: tuple[RowRef, ...] = ()
+    # None when this run did not scan the base table.
+    unindexed_rows: int | None = None
+    stray_rows: int | None = None
+    scanned_saga_rows: int | None = None
+    unindexed: tuple[RowRef, ...] = ()
+    stray: tuple[RowRef, ...] = ()
+    requests: int = 0
+
+    @property
+    def phase(self) -> Phase:
+        return self.routing.phase
+
+    @property
+    def scanned(self) -> bool:
+        return self.unindexed_rows is not None
+
+    @property
+    def sharded_rows(self) -> int:
+        return sum(self.rows_per_shard.values())
+
+    @property
+    def shard_skew(self) -> float:
+        """max / mean of rows per shard; 0.0 when no row is sharded (nothing to be skewed)."""
+        return shard_skew(self.rows_per_shard, self.shard_count)
+
+    def findings(self) -> list[str]:
+        """What is wrong now, one sentence each; empty when healthy."""
+        phase = self.phase.value
+        out: list[str] = []
+        if self.control_record_missing:
+            out.append(
+                f"the control record's STATE item is missing (history ends at version "
+                f"{self.record_version}): readers read every layout that history names; restore "
+                "the record from its history"
+            )
+        if self.unexpected_legacy_rows:
+            out.append(
+                f"{self.unexpected_legacy_rows} row(s) still carry the legacy GSI4PK "
+                f"{keys.LEGACY_GSI4PK!r} in phase {phase}, where no reader reads it"
+            )
+        if self.unexpected_sharded_rows:
+            where = (
+                "where readers read only the legacy partition"
+                if not self.routing.source.is_sharded and not self.routing.target.is_sharded
+                else "under a shard key no reader of the state reads"
+            )
+            out.append(
+                f"{self.unexpected_sharded_rows} row(s) carry a sharded GSI4PK in phase "
+                f"{phase}, {where}"
+            )
+        if self.misrouted_rows:
+            out.append(
+                f"{self.misrouted_rows} row(s) sit under a shard key that is not their person's "
+                f"key in any layout of phase {phase}: their person's by-person read never "
+                "finds them"
+            )
+        if self.unindexed_rows:
+            out.append(
+                f"{self.unindexed_rows} saga row(s) have no GSI4PK or no GSI4SK: "
+                "they are in no index partition, invisible to every read"
+            )
+        if self.stray_rows:
+            out.append(
+                f"{self.stray_rows} saga row(s) carry a GSI4PK outside the legacy key and the "
+                f"{self.shard_count} shard keys: no enumeration reads their partition"
+            )
+        return out
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table_name,
+            "index": self.index_name,
+            "phase": self.phase.value,
+            "source": str(self.routing.source),
+            "target": str(self.routing.target),
+            "shardCount": self.shard_count,
+            "healthy": self.healthy,
+            "findings": self.findings(),
+            "controlRecordMissing": self.control_record_missing,
+            "legacyRows": self.legacy_rows,
+            "shardedRows": self.sharded_rows,
+            "unexpectedLegacyRows": self.unexpected_legacy_rows,
+            "unexpectedShardedRows": self.unexpected_sharded_rows,
+            "misroutedRows": self.misrouted_rows,
+            "anomalousRows": self.anomalous_rows,
+            "unindexedRows": self.unindexed_rows,
+            "strayRows": self.stray_rows,
+            "scanned": self.scanned,
+            "scannedSagaRows": self.scanned_saga_rows,
+            "rowsPerShard": {str(n): count for n, count in sorted(self.rows_per_shard.items())},
+            "shardSkew": round(self.shard_skew, 4),
+            "misrouted": [ref.to_dict() for ref in self.misrouted],
+            "unexpectedLegacy": [ref.to_dict() for ref in self.unexpected_legacy],
+            "unexpectedSharded": [ref.to_dict() for ref in self.unexpected_sharded],
+            "unindexed": [ref.to_dict() for ref in self.unindexed],
+            "stray": [ref.to_dict() for ref in self.stray],
+            "sampleLimit": SAMPLE_LIMIT,
+            "requests": self.requests,
+        }
+
+
+def shard_skew(rows_per_shard: Mapping[int, int], shard_count: int) -> float:
+    total = sum(rows_per_shard.values())
+    if total == 0:
+        return 0.0
+    mean = total / shard_count
+    return max(rows_per_shard.values()) / mean

@@ -1,0 +1,80 @@
+"""Where a state's rows may sit: the keys its readers read and the keys each person's rows may
+carry. Drift judges every row it reads by them; parity explains what a read misses by them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from saga_index.index import keys, names
+from saga_index.index.errors import InvalidKeyError
+from saga_index.index.keys import Person
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record.routing import Routing
+
+
+class Verdict(StrEnum):
+    """Where a row on the legacy key or a shard key stands in a state."""
+
+    OK = "ok"
+    UNEXPECTED_LEGACY = "unexpected-legacy"
+    UNEXPECTED_SHARDED = "unexpected-sharded"
+    MISROUTED = "misrouted"
+    ANOMALOUS = "anomalous"
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """Where a state's rows may sit: the keys its readers read and each person's keys."""
+
+    routing: Routing
+
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        return tuple(dict.fromkeys((self.routing.source, self.routing.target)))
+
+    @property
+    def reads_legacy(self) -> bool:
+        return LEGACY in self.layouts
+
+    @property
+    def shard_count(self) -> int:
+        """The N whose shard keys the guard reads every run: the largest the state names, else
+        the default (a legacy state still watches the keys a sharded writer would stamp)."""
+        counts = [layout.shard_count for layout in self.layouts if layout.shard_count]
+        return max(counts, default=DEFAULT_SHARD_COUNT)
+
+    def readable(self) -> frozenset[str]:
+        """Every GSI4PK an enumeration of this state reads."""
+        return frozenset(self.routing.enumeration_keys())
+
+    def person_keys(self, person_id: str) -> frozenset[str]:
+        """The keys a row of this person may carry in this state: one per layout."""
+        person = Person.of(person_id)
+        return frozenset(layout.key_for(person) for layout in self.layouts)
+
+    def judge(self, item: Mapping[str, Any]) -> Verdict:
+        """What is wrong now with a row on the legacy key or a shard key (InvalidKeyError for
+        any other GSI4PK: those are the scan's stray rows). A row on a key no reader of the
+        state reads is unexpected whoever it belongs to; on a key that is read, a row whose
+        personId cannot be routed is anomalous."""
+        gsi4pk = item.get(names.INDEX_PARTITION_KEY)
+        if not isinstance(gsi4pk, str) or (
+            gsi4pk != keys.LEGACY_GSI4PK and keys.parse_gsi4pk(gsi4pk) is None
+        ):
+            raise InvalidKeyError(f"not a legacy or shard key: {gsi4pk!r}")
+        if gsi4pk not in self.readable():
+            if gsi4pk == keys.LEGACY_GSI4PK:
+                # Only a row the backfill can move must be gone before `sharded`.
+                if keys.person_anomaly(item) is not None:
+                    return Verdict.ANOMALOUS
+                return Verdict.UNEXPECTED_LEGACY
+            return Verdict.UNEXPECTED_SHARDED
+        if keys.person_anomaly(item) is not None:
+            return Verdict.ANOMALOUS
+        if gsi4pk not in self.person_keys(item["personId"]):
+            return Verdict.MISROUTED
+        return Verdict.OK

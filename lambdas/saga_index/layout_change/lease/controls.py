@@ -1,0 +1,105 @@
+"""The operator's run-time control of the running backfill: its write cap (throttle) and its
+pause flag, in the STATE item (docs/control-contract.md, "The backfill lease"). The lease's
+holder follows them on its next heartbeat (lease.keeper); neither bumps `version`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.lease.events import (
+    EVENT_PAUSE,
+    EVENT_RESUME,
+    EVENT_THROTTLE,
+    put_event,
+    required,
+)
+from saga_index.layout_change.record.errors import (
+    ControlRecordMissingError,
+    InvalidBackfillControlError,
+)
+from saga_index.layout_change.record.items import BACKFILL_MAX_WRITES_PER_SECOND, BACKFILL_PAUSED
+from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index.layout_change.record.store import STATE_EXISTS, ControlStore
+from saga_index.layout_change.record.times import to_millis
+from saga_index.layout_change.record.timing import WallClock, utc_now
+
+
+def set_throttle(
+    store: ControlStore,
+    max_writes_per_second: float,
+    *,
+    changed_by: str,
+    reason: str = "",
+    clock: WallClock = utc_now,
+) -> ControlState:
+    """Set the running backfill's write cap; workers pick it up on their next read."""
+    if (
+        isinstance(max_writes_per_second, bool)
+        or not isinstance(max_writes_per_second, int | float)
+        or not MIN_WRITES_PER_SECOND <= max_writes_per_second <= MAX_WRITES_PER_SECOND
+    ):
+        raise InvalidBackfillControlError(
+            f"max writes per second must be a number from {MIN_WRITES_PER_SECOND:g} to "
+            f"{MAX_WRITES_PER_SECOND:g}, got {max_writes_per_second!r}"
+        )
+    rate = float(max_writes_per_second)
+    return _set_control(
+        store,
+        EVENT_THROTTLE,
+        {BACKFILL_MAX_WRITES_PER_SECOND: rate},
+        changed_by=changed_by,
+        reason=reason,
+        clock=clock,
+    )
+
+
+def pause_backfill(
+    store: ControlStore, *, changed_by: str, reason: str = "", clock: WallClock = utc_now
+) -> ControlState:
+    return _set_control(
+        store,
+        EVENT_PAUSE,
+        {BACKFILL_PAUSED: True},
+        changed_by=changed_by,
+        reason=reason,
+        clock=clock,
+    )
+
+
+def resume_backfill(
+    store: ControlStore, *, changed_by: str, reason: str = "", clock: WallClock = utc_now
+) -> ControlState:
+    return _set_control(
+        store,
+        EVENT_RESUME,
+        {BACKFILL_PAUSED: False},
+        changed_by=changed_by,
+        reason=reason,
+        clock=clock,
+    )
+
+
+def _set_control(
+    store: ControlStore,
+    event: str,
+    values: dict[str, Any],
+    *,
+    changed_by: str,
+    reason: str,
+    clock: WallClock,
+) -> ControlState:
+    changed_by = required("changed_by", changed_by)
+    now = to_millis(clock())
+    updated = store.update(set_values=values, condition=STATE_EXISTS)
+    if updated is None:
+        state = store.read()
+        if state.condition is RecordCondition.MISSING:
+            raise ControlRecordMissingError(state.version)
+        raise InvalidBackfillControlError(
+            "there is no control record yet (phase legacy, never migrated): nothing to "
+            f"{event}; the first `phase set` creates it"
+        )
+    put_event(store, event, changed_by, now, updated.version, values, reason)
+    return updated

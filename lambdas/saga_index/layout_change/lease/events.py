@@ -1,0 +1,47 @@
+"""The EVENT item a lease or control write leaves behind (docs/control-contract.md, "STATE
+attributes": an audit trail; nothing routes by it)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Final
+
+from saga_index.layout_change.record.encode import ControlEvent
+from saga_index.layout_change.record.errors import InvalidBackfillControlError
+from saga_index.layout_change.record.store import ControlStore
+
+EVENT_THROTTLE: Final = "throttle"
+EVENT_PAUSE: Final = "pause"
+EVENT_RESUME: Final = "resume"
+EVENT_LEASE_ACQUIRED: Final = "lease-acquired"
+EVENT_LEASE_RELEASED: Final = "lease-released"
+
+
+def put_event(
+    store: ControlStore,
+    event: str,
+    changed_by: str,
+    at: datetime,
+    state_version: int,
+    details: dict[str, Any],
+    reason: str = "",
+) -> None:
+    store.put_event(
+        ControlEvent(
+            event=event,
+            changed_at=at,
+            changed_by=changed_by or "-",
+            event_id=uuid.uuid4().hex,
+            state_version=state_version,
+            reason=reason,
+            details=details,
+        )
+    )
+
+
+def required(name: str, value: str) -> str:
+    """A name an event records (holder, token, changed_by), stripped; never empty."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidBackfillControlError(f"{name} must be a non-empty string")
+    return value.strip()

@@ -1,0 +1,280 @@
+"""The lease's conditional writes on the STATE item (docs/control-contract.md, "The backfill
+lease").
+
+  acquire    refused while another run's lease is live, before the state's effectiveAt, when
+             the direction disagrees with the state, or when the record is missing
+  heartbeat  extends the lease; fails once the token no longer holds it or the state's version
+             moved on (a transition while a run is in flight: the run must stop)
+  release    frees the lease and records the run's completion (what `phase set` checks)
+
+Each is one conditional UpdateItem, safe to retry: the caller supplies the token, and a retried
+acquire, heartbeat or release that finds its own token (or its own recorded completion)
+succeeds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from saga_index.index.layout import Layout
+from saga_index.layout_change.lease.events import (
+    EVENT_LEASE_ACQUIRED,
+    EVENT_LEASE_RELEASED,
+    put_event,
+    required,
+)
+from saga_index.layout_change.record.encode import completion_attributes, lease_attributes
+from saga_index.layout_change.record.errors import (
+    ControlError,
+    ControlRecordMissingError,
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+    VersionConflictError,
+)
+from saga_index.layout_change.record.items import (
+    LEASE_ATTRIBUTES,
+    LEASE_EXPIRES_AT,
+    LEASE_HEARTBEAT_AT,
+    LEASE_STATE_VERSION,
+    LEASE_TOKEN,
+    VERSION,
+)
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.state import (
+    BackfillCompletion,
+    BackfillDirection,
+    ControlState,
+    Lease,
+    RecordCondition,
+)
+from saga_index.layout_change.record.store import (
+    STILL_THE_VERSION_READ,
+    ControlStore,
+    all_conditions,
+)
+from saga_index.layout_change.record.times import format_time, to_millis
+from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.layout_change.transitions.rules import seconds_until
+
+# A run that has not heartbeated for this long is dead and its lease may be taken over.
+LEASE_TTL_SECONDS: Final = 120.0
+# How often a run heartbeats is the runner's choice (lease.keeper, every 5 s so throttle and
+# pause apply quickly): it must stay well inside this TTL.
+
+# ---- condition fragments -----------------------------------------------------------------
+# Nobody holds the lease, its holder stopped heartbeating, or it is this run's (a retry).
+LEASE_FREE_OR_OURS: Final = (
+    f"attribute_not_exists(#{LEASE_TOKEN}) OR #{LEASE_EXPIRES_AT} <= :now "
+    f"OR #{LEASE_TOKEN} = :token"
+)
+# The lease is this run's.
+OUR_LEASE: Final = f"#{LEASE_TOKEN} = :token"
+# The layouts have not changed since the lease was taken: a run moves rows for one state only.
+UNDER_THE_LEASED_STATE: Final = f"#{LEASE_STATE_VERSION} = #{VERSION}"
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A held lease and what the run must do under it."""
+
+    lease: Lease
+    source: Layout
+    target: Layout
+    state: ControlState
+
+
+def new_lease_token() -> str:
+    """A fresh run token; generate it ONCE per run and pass it to every retry."""
+    return uuid.uuid4().hex
+
+
+def backfill_layouts(state: ControlState, direction: BackfillDirection) -> tuple[Layout, Layout]:
+    """(source, target) of a run in `direction` under `state`, or LeaseDirectionError.
+
+    forward   migrating: legacy -> sharded(N); sharded: legacy -> sharded(N) (rows repaired
+              later); resharding: sharded(N) -> sharded(M)
+    rollback  rolling-back: sharded(N) -> legacy
+    """
+    phase = state.phase
+    if direction is BackfillDirection.FORWARD and phase in (
+        Phase.MIGRATING,
+        Phase.RESHARDING,
+    ):
+        assert state.moving_to is not None
+        return state.layout, state.moving_to
+    if direction is BackfillDirection.FORWARD and phase is Phase.SHARDED:
+        return Layout.legacy(), state.layout
+    if direction is BackfillDirection.ROLLBACK and phase is Phase.ROLLING_BACK:
+        assert state.moving_to is not None
+        return state.layout, state.moving_to
+    wanted = {
+        BackfillDirection.FORWARD: "migrating or sharded (or resharding)",
+        BackfillDirection.ROLLBACK: "rolling-back",
+    }[direction]
+    # A re-shard has no rollback run: its way back is the abort (a swap), then a forward run.
+    hint = (
+        f"; the way back from a re-shard is `phase set resharding --shards "
+        f"{state.layout.shard_count}` (the abort), then a forward backfill"
+        if phase is Phase.RESHARDING
+        else ""
+    )
+    raise LeaseDirectionError(
+        f"a {direction.value} backfill needs the record in phase {wanted}, but it is "
+        f"{phase.value!r} (version {state.version}): writers in {phase.value!r} stamp "
+        f"{state.target}, so the run would fight them{hint}"
+    )
+
+
+def acquire_lease(
+    store: ControlStore,
+    *,
+    holder: str,
+    token: str,
+    direction: BackfillDirection | str,
+    clock: WallClock = utc_now,
+    ttl_seconds: float = LEASE_TTL_SECONDS,
+    state: ControlState | None = None,
+) -> LeaseGrant:
+    """Take the backfill lease for one run (see the module docstring for the refusals).
+
+    state: the record as the caller just read it (a run's planning reads it once and passes it
+    on); read here when not given. The compare-and-set on its version keeps it honest.
+    """
+    wanted = BackfillDirection.parse(direction)
+    holder, token = required("holder", holder), required("token", token)
+    now = to_millis(clock())
+    state = state if state is not None else store.read()
+    source, target = _check_acquirable(state, wanted, token, now)
+    held = state.lease
+    if held is not None and held.token == token and held.state_version == state.version:
+        return LeaseGrant(held, source, target, state)
+    lease = Lease(
+        holder=holder,
+        token=token,
+        direction=wanted,
+        acquired_at=now,
+        heartbeat_at=now,
+        expires_at=now + timedelta(seconds=ttl_seconds),
+        state_version=state.version,
+    )
+    updated = store.update(
+        set_values=lease_attributes(lease),
+        condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS),
+        values={":expectedVersion": state.version, ":now": format_time(now), ":token": token},
+    )
+    if updated is None:
+        fresh = store.read()
+        if fresh.lease is not None and fresh.lease.token == token:
+            return LeaseGrant(fresh.lease, source, target, fresh)
+        if fresh.version != state.version:
+            raise VersionConflictError(state.version, fresh.version, fresh.phase.value)
+        _check_acquirable(fresh, wanted, token, now)
+        raise ControlError("the backfill lease changed hands while it was taken: start again")
+    put_event(store, EVENT_LEASE_ACQUIRED, holder, now, updated.version, lease_attributes(lease))
+    return LeaseGrant(lease, source, target, updated)
+
+
+def heartbeat_lease(
+    store: ControlStore,
+    *,
+    token: str,
+    clock: WallClock = utc_now,
+    ttl_seconds: float = LEASE_TTL_SECONDS,
+) -> ControlState:
+    """Extend this run's lease; the state it returns carries the current throttle and pause.
+
+    LeaseLostError when another run took the lease over, it was released, or the state's
+    version changed since the lease was taken (the run must stop: its layouts are stale).
+    """
+    now = to_millis(clock())
+    updated = store.update(
+        set_values={
+            LEASE_HEARTBEAT_AT: format_time(now),
+            LEASE_EXPIRES_AT: format_time(now + timedelta(seconds=ttl_seconds)),
+        },
+        condition=all_conditions(OUR_LEASE, UNDER_THE_LEASED_STATE),
+        values={":token": token},
+    )
+    if updated is not None:
+        return updated
+    raise LeaseLostError(_why_lost(store.read(), token))
+
+
+def release_lease(
+    store: ControlStore,
+    *,
+    token: str,
+    completion: BackfillCompletion | None = None,
+    clock: WallClock = utc_now,
+) -> ControlState:
+    """Free this run's lease, recording its completion when given.
+
+    A release repeated after it succeeded returns the state. LeaseLostError when the lease is
+    no longer this run's and the completion (if any) was not recorded: `phase set` will not
+    see this run.
+    """
+    if completion is not None and completion.lease_token != token:
+        raise InvalidBackfillControlError("the completion belongs to another lease token")
+    now = to_millis(clock())
+    updated = store.update(
+        set_values=completion_attributes(completion) if completion else {},
+        remove=LEASE_ATTRIBUTES,
+        condition=OUR_LEASE,
+        values={":token": token},
+    )
+    if updated is None:
+        fresh = store.read()
+        recorded = fresh.last_backfill is not None and fresh.last_backfill.lease_token == token
+        if completion is None or recorded:
+            return fresh
+        raise LeaseLostError(_why_lost(fresh, token) + "; its completion was not recorded")
+    details: dict[str, Any] = {LEASE_TOKEN: token}
+    if completion is not None:
+        details.update(completion_attributes(completion))
+    put_event(
+        store,
+        EVENT_LEASE_RELEASED,
+        completion.holder if completion else "",
+        now,
+        updated.version,
+        details,
+    )
+    return updated
+
+
+# ---- internals -------------------------------------------------------------------------------
+
+
+def _check_acquirable(
+    state: ControlState, direction: BackfillDirection, token: str, now: datetime
+) -> tuple[Layout, Layout]:
+    if state.condition is RecordCondition.MISSING:
+        raise ControlRecordMissingError(state.version)
+    layouts = backfill_layouts(state, direction)
+    lease = state.lease
+    if lease is not None and lease.token == token and lease.state_version == state.version:
+        return layouts
+    wait = seconds_until(state.effective_at, now)
+    if wait > 0 and state.effective_at is not None:
+        raise LeaseNotYetEffectiveError(format_time(state.effective_at), wait)
+    if lease is not None and lease.token != token and lease.is_live(now):
+        raise LeaseHeldError(lease.holder, format_time(lease.expires_at))
+    return layouts
+
+
+def _why_lost(state: ControlState, token: str) -> str:
+    lease = state.lease
+    if lease is None:
+        return "this run no longer holds the backfill lease: it was released"
+    if lease.token != token:
+        return f"the backfill lease was taken over by {lease.holder!r} after this run's expired"
+    return (
+        f"the record moved to version {state.version} (phase {state.phase.value!r}) since this "
+        f"run took its lease under version {lease.state_version}: stop, the layouts changed"
+    )

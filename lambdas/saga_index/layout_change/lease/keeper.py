@@ -1,0 +1,289 @@
+"""A run under its lease: take it, heartbeat while the run runs (following the record's
+throttle and pause), release it with the run's completion.
+
+One run at a time (docs/control-contract.md, "The backfill lease"): a run takes the lease in
+the control record before it writes (take_run), heartbeats while it runs (LeaseKeeper), and
+releases it with its completion (release_with_completion), which is what `phase set` checks.
+Every heartbeat returns the record, so it is also how a running backfill sees `saga-index
+backfill throttle|pause|resume`:
+
+  locally          a background thread heartbeats every `poll_seconds` (a few seconds)
+  Step Functions   each worker invocation heartbeats when it starts, every `poll_seconds`
+                   while it runs, and when it ends
+
+The new cap goes to the token bucket (each Lambda segment gets its share of it), and a pause
+makes the bucket hand out no token: the run stops writing, still heartbeating, until resumed.
+A heartbeat that fails because the lease is gone (taken over after it expired, released, or the
+state's version moved on) sets the stop event: the run ends after its in-flight writes, and
+whoever runs it reports the loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.lease.grant import (
+    LEASE_TTL_SECONDS,
+    acquire_lease,
+    heartbeat_lease,
+    release_lease,
+)
+from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.record.state import BackfillCompletion, ControlState
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time, parse_time
+from saga_index.layout_change.record.timing import WallClock, utc_now
+
+log = logging.getLogger(__name__)
+
+# How often a running backfill heartbeats, and so re-reads the throttle and pause: "every few
+# seconds", far inside the lease's TTL.
+CONTROL_POLL_SECONDS: Final = 5.0
+
+
+def token_for_execution(execution_id: str) -> str:
+    """The lease token of a Step Functions execution, derived from its id (ARN): every retry of
+    the plan step, and the CLI that started the execution, name the same run."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, execution_id).hex
+
+
+def take_run(
+    store: ControlStore,
+    request: BackfillRequest,
+    *,
+    holder: str,
+    token: str,
+    clock: WallClock = utc_now,
+    ttl_seconds: float = LEASE_TTL_SECONDS,
+) -> tuple[RunTicket, ControlState]:
+    """The ticket of a run of `request`, and the state it runs under: the move is the record's,
+    and the run takes the lease with `token` (a dry run, which writes nothing, takes none: its
+    ticket has no token).
+
+    Refused before anything is written: a direction the record's writers would undo
+    (LeaseDirectionError), a missing record, and (not for a dry run) a state younger than its
+    effectiveAt or another run's live lease (LeaseNotYetEffectiveError, LeaseHeldError). A
+    retry with the same token finds its own lease.
+    """
+    # The record is read once: the lease is taken under the very state the move comes from.
+    state = store.read()
+    started_at = now_text(clock)
+    if request.dry_run:
+        move = Move.for_state(state, request.direction)
+        lease_token: str | None = None
+    else:
+        grant = acquire_lease(
+            store,
+            holder=holder,
+            token=token,
+            direction=request.direction,
+            clock=clock,
+            ttl_seconds=ttl_seconds,
+            state=state,
+        )
+        state = grant.state
+        move = Move(request.direction, grant.source, grant.target)
+        lease_token = token
+        started_at = format_time(grant.lease.acquired_at)
+    ticket = RunTicket.of(
+        move,
+        state_version=state.version,
+        holder=holder,
+        lease_token=lease_token,
+        started_at=started_at,
+    )
+    return ticket, state
+
+
+def completion_of(
+    ticket: RunTicket, summary: BackfillSummary, *, completed_at: str
+) -> BackfillCompletion:
+    """The result a run records when it releases its lease."""
+    if ticket.lease_token is None:
+        raise ValueError("a run without a lease (a dry run) records no completion")
+    move = ticket.move()
+    return BackfillCompletion(
+        direction=move.direction,
+        source=move.source,
+        target=move.target,
+        state_version=ticket.state_version,
+        started_at=parse_time(ticket.started_at, "startedAt"),
+        completed_at=parse_time(completed_at, "completedAt"),
+        scanned=summary.scanned,
+        restamped=summary.restamped,
+        anomalies=summary.anomalies,
+        complete=summary.complete,
+        verified=summary.verified,
+        holder=ticket.holder,
+        lease_token=ticket.lease_token,
+    )
+
+
+def release_with_completion(
+    store: ControlStore,
+    ticket: RunTicket,
+    summary: BackfillSummary,
+    *,
+    clock: WallClock = utc_now,
+) -> BackfillCompletion:
+    """Free the run's lease, recording the completion `summary` makes (what `phase set` checks),
+    and return that completion. A repeated release that finds the run's completion already
+    recorded changes nothing. LeaseLostError when the lease is no longer the run's and its
+    completion was not recorded; ValueError for a ticket without a lease (a dry run).
+    """
+    completion = completion_of(ticket, summary, completed_at=now_text(clock))
+    release_lease(store, token=completion.lease_token, completion=completion, clock=clock)
+    return completion
+
+
+def now_text(clock: WallClock = utc_now) -> str:
+    return format_time(clock())
+
+
+class LeaseKeeper:
+    """Keeps a run's lease while the `with` block runs, and applies the record's control.
+
+    Entering heartbeats once (LeaseLostError propagates: the run must not start) and starts the
+    heartbeat thread; leaving stops it and heartbeats once more (the worker's "at the end").
+    `lost` holds the LeaseLostError that stopped the run, if one did.
+
+    share: the run's cap from the record's total (a Lambda segment's share; identity locally).
+    own_rate: the cap when the record sets none.
+    """
+
+    def __init__(
+        self,
+        store: ControlStore,
+        token: str,
+        bucket: TokenBucket,
+        *,
+        own_rate: float,
+        share: Callable[[float], float] = lambda total: total,
+        stop: threading.Event | None = None,
+        clock: WallClock = utc_now,
+        ttl_seconds: float = LEASE_TTL_SECONDS,
+        poll_seconds: float = CONTROL_POLL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.token = token
+        self.bucket = bucket
+        self.own_rate = own_rate
+        self.share = share
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.ttl_seconds = ttl_seconds
+        self.poll_seconds = poll_seconds
+        self._monotonic = monotonic
+        self.lost: LeaseLostError | None = None
+        self.state: ControlState | None = None
+        # Every cap and pause flag applied, in order (the run's report; tests).
+        self.applied_caps: list[float] = []
+        self.pauses: list[bool] = []
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_ok = monotonic()
+
+    # ---- one heartbeat -------------------------------------------------------------------
+
+    def heartbeat(self) -> ControlState:
+        """Extend the lease and apply what the record says; LeaseLostError when it is gone."""
+        state = heartbeat_lease(
+            self.store, token=self.token, clock=self.clock, ttl_seconds=self.ttl_seconds
+        )
+        self._last_ok = self._monotonic()
+        self.apply(state)
+        return state
+
+    def apply(self, state: ControlState) -> None:
+        self.state = state
+        total = state.backfill_max_writes_per_second
+        cap = self.share(total) if total is not None else self.own_rate
+        if not self.applied_caps or self.applied_caps[-1] != cap:
+            if self.applied_caps:
+                log.warning(
+                    "backfill write cap now %.3f/s (%s)",
+                    cap,
+                    "the record's throttle" if total is not None else "the run's own setting",
+                    extra={"writesPerSecond": cap, "recordThrottle": total},
+                )
+            self.bucket.set_cap(cap)
+            self.applied_caps.append(cap)
+        paused = state.backfill_paused
+        if not self.pauses or self.pauses[-1] != paused:
+            if paused or self.pauses:
+                log.warning(
+                    "backfill %s by the control record (saga-index backfill %s)",
+                    "paused: no writes until resumed" if paused else "resumed",
+                    "resume" if paused else "pause",
+                    extra={"paused": paused},
+                )
+            self.bucket.set_paused(paused)
+            self.pauses.append(paused)
+
+    # ---- the thread ----------------------------------------------------------------------
+
+    def __enter__(self) -> LeaseKeeper:
+        self.heartbeat()
+        self._thread = threading.Thread(
+            target=self._beat, name="backfill-lease-heartbeat", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.lost is None and exc_type is None:
+            try:
+                self.heartbeat()
+            except LeaseLostError as err:
+                self._lose(err)
+            except (ClientError, BotoCoreError) as err:
+                log.warning("final backfill heartbeat failed: %s", err)
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.poll_seconds):
+            try:
+                self.heartbeat()
+            except LeaseLostError as err:
+                self._lose(err)
+                return
+            except (ClientError, BotoCoreError) as err:
+                # A heartbeat may fail now and then (the TTL allows several misses); past half
+                # the TTL without one, the lease can no longer be assumed held: stop writing.
+                silent = self._monotonic() - self._last_ok
+                log.warning("backfill heartbeat failed (%.0f s since the last): %s", silent, err)
+                if silent > self.ttl_seconds / 2:
+                    self._lose(
+                        LeaseLostError(
+                            f"no heartbeat reached the control record for {silent:.0f} s "
+                            f"(TTL {self.ttl_seconds:.0f} s): the lease may have been taken "
+                            f"over; stopped. Last error: {err}"
+                        )
+                    )
+                    return
+
+    def _lose(self, err: LeaseLostError) -> None:
+        log.error("backfill lease lost, stopping after the in-flight writes: %s", err)
+        self.lost = err
+        self.stop.set()

@@ -1,0 +1,38 @@
+"""The record's times: UTC ISO-8601 with milliseconds and a "Z", fixed width, so they compare
+as strings in a ConditionExpression exactly as they compare as times (docs/control-contract.md,
+"The record").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+def to_millis(at: datetime) -> datetime:
+    """`at` in UTC truncated to the millisecond: what a record can hold, so values round-trip."""
+    if at.tzinfo is None:
+        raise InvalidInputError(f"times must be timezone-aware, got {at!r}")
+    at = at.astimezone(UTC)
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def format_time(at: datetime) -> str:
+    at = to_millis(at)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: object, attribute: str = "time") -> datetime:
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise ControlRecordInvalidError(
+            f"{attribute} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got {value!r}"
+        )
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError as err:
+        raise ControlRecordInvalidError(f"{attribute} is not a time: {value!r}") from err

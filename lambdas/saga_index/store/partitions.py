@@ -1,0 +1,92 @@
+"""Reading a set of GSI4 partitions: all of them or an error naming each one that failed.
+
+Shared by the repository's enumerations and the checks that count rows per key, so "complete or
+it fails loudly" has one implementation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.index import names
+from saga_index.index.errors import EnumerationError
+from saga_index.store.dynamo.pages import query_pages
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_Read = TypeVar("_Read")
+
+
+def read_partitions(
+    partitions: Sequence[str],
+    read: Callable[[str], _Read],
+    *,
+    max_workers: int,
+    thread_name_prefix: str,
+    logger: logging.Logger,
+    failure_message: str,
+) -> dict[str, _Read]:
+    """`read(partition)` for every partition: one on the calling thread, more in parallel on a
+    pool of at most max_workers. Every read that raised a ClientError or BotoCoreError is logged
+    (`failure_message` with the partition and the error), then EnumerationError names them all:
+    no partial result. Any other exception propagates."""
+    results: dict[str, _Read] = {}
+    failures: dict[str, BaseException] = {}
+    if len(partitions) == 1:
+        try:
+            results[partitions[0]] = read(partitions[0])
+        except (ClientError, BotoCoreError) as err:
+            failures[partitions[0]] = err
+    else:
+        workers = max(1, min(max_workers, len(partitions)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name_prefix) as pool:
+            futures = {p: pool.submit(read, p) for p in partitions}
+            for partition, future in futures.items():
+                try:
+                    results[partition] = future.result()
+                except (ClientError, BotoCoreError) as err:
+                    failures[partition] = err
+    if failures:
+        for partition, failure in failures.items():
+            detail = f"{type(failure).__name__}: {failure}"
+            logger.error(
+                failure_message,
+                partition,
+                detail,
+                extra={"partition": partition, "error": detail},
+            )
+        raise EnumerationError(failures)
+    return results
+
+
+def count_partition(
+    client: DynamoDBClient,
+    table_name: str,
+    gsi4pk: str,
+    *,
+    index_name: str = names.INDEX_NAME,
+    page_size: int | None = None,
+) -> tuple[int, int]:
+    """(rows under one GSI4 partition, requests): a COUNT Query read to its last page, because
+    Count covers one 1 MB page only. Client errors propagate to the caller."""
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "IndexName": index_name,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": names.INDEX_PARTITION_KEY},
+        "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
+        "Select": "COUNT",
+    }
+    if page_size is not None:
+        request["Limit"] = page_size
+    count = requests = 0
+    for page in query_pages(client, request):
+        requests += 1
+        count += int(page.get("Count", 0))
+    return count, requests

@@ -1,0 +1,116 @@
+"""`saga-index backfill`: move saga rows between the control record's layouts, rate-capped, one
+run at a time, in one of four modes: here (local.py), started in the deployed state machine
+(start.py), followed (follow.py) or stopped (stop.py); and `backfill throttle|pause|resume`
+(control.py), which change a running backfill. The cutover sequence around it is in
+docs/runbook.md."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index_cli.backfill.control import pause_command, resume_command, throttle_command
+from saga_index_cli.backfill.executions import resolve_state_machine, target_execution
+from saga_index_cli.backfill.follow import follow_execution
+from saga_index_cli.backfill.local import run_locally
+from saga_index_cli.backfill.options import backfill_options, check_modes
+from saga_index_cli.backfill.start import run_state_machine
+from saga_index_cli.backfill.stop import stop_command
+from saga_index_cli.context import CliContext
+
+
+def _request(
+    direction: str, segments: int, max_writes_per_second: float, dry_run: bool
+) -> BackfillRequest:
+    try:
+        return BackfillRequest(
+            direction=BackfillDirection(direction),
+            total_segments=segments,
+            max_writes_per_second=float(max_writes_per_second),
+            dry_run=dry_run,
+        )
+    except ValidationError as err:
+        raise InvalidInputError(str(err)) from None
+
+
+@click.group("backfill", invoke_without_command=True)
+@backfill_options
+@click.pass_context
+def backfill_group(
+    ctx: click.Context,
+    direction: str,
+    segments: int,
+    max_writes_per_second: float,
+    dry_run: bool,
+    as_json: bool,
+    output: Path | None,
+    deployed: bool,
+    state_machine_arn: str | None,
+    follow: str | None,
+    stop: str | None,
+    stack_name: str,
+    stepfunctions_endpoint_url: str | None,
+    poll_interval: float,
+) -> None:
+    """Re-stamp GSI4PK of every saga row the control record says must move (rate-capped,
+    resumable, one run at a time). Without a subcommand: run it, here (the default) or in the
+    deployed state machine (--deployed or --state-machine-arn); or follow (--follow) or stop
+    (--stop) a run in the state machine.
+
+    \b
+    Exit codes of a run, and of --follow when the execution ends:
+      0  complete and clean (verified: nothing with a usable personId left to move), and the
+         completion recorded in the control record (what `phase set` checks)
+      3  complete, but anomaly rows (unusable personId) remain on their key: listed, each
+         with its reason
+      1  failed, interrupted, not verified, or lost its lease; or refused before anything
+         ran: the state is younger than its effectiveAt, another run holds a live lease, or
+         the record is missing or unreadable. The message says what to do for its cause.
+         --follow/--stop: no execution running, or several (listed: pass one)
+      2  bad usage or input, a --direction the record disagrees with, or a global
+         --phase/--shards the record does not hold
+
+    A dry run takes no lease and writes nothing, but its --direction must still agree with the
+    record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease (a run
+    this command started in Step Functions is stopped; --follow only detaches). The cutover
+    and rollback sequences are in docs/runbook.md.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    cli = ctx.find_object(CliContext)
+    assert cli is not None
+    check_modes(
+        ctx,
+        follow=follow,
+        stop=stop,
+        state_machine_arn=state_machine_arn,
+        deployed=deployed,
+        output=output,
+    )
+    if follow is not None or stop is not None:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        if stop is not None:
+            execution = target_execution(cli, sfn, stop, state_machine_arn, stack_name)
+            sys.exit(stop_command(cli, sfn, execution, as_json))
+        assert follow is not None
+        execution = target_execution(cli, sfn, follow, state_machine_arn, stack_name)
+        sys.exit(follow_execution(cli, sfn, execution, as_json, output, poll_interval))
+    request = _request(direction, segments, max_writes_per_second, dry_run)
+    if state_machine_arn is not None or deployed:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        machine = resolve_state_machine(cli, state_machine_arn, stack_name)
+        code = run_state_machine(cli, sfn, request, machine, as_json, output, poll_interval)
+    else:
+        code = run_locally(cli, request, as_json, output)
+    sys.exit(code)
+
+
+backfill_group.add_command(throttle_command)
+backfill_group.add_command(pause_command)
+backfill_group.add_command(resume_command)

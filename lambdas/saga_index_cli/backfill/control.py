@@ -1,0 +1,124 @@
+"""`saga-index backfill throttle|pause|resume`: change a running backfill through the control
+record; its workers pick the change up at their next heartbeat."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
+from saga_index.layout_change.record.state import ControlState
+from saga_index_cli.context import CliContext, pass_cli
+from saga_index_cli.options import FiniteFloatRange
+from saga_index_cli.output import emit, json_option
+from saga_index_cli.status.report import completion_document, lease_document
+
+_reason_option = click.option(
+    "--reason", default="", help="Why (recorded in the control record's event history)."
+)
+
+
+def _control_change(
+    cli: CliContext,
+    change: Callable[[str], ControlState],
+    message: Callable[[ControlState], str],
+    as_json: bool,
+) -> None:
+    state = cli.read_state()
+    cli.require_overrides_agree(state)
+    changed = change(cli.changed_by())
+    now = cli.now()
+    if as_json:
+        emit(
+            {
+                "table": cli.require_table(),
+                "phase": changed.phase.value,
+                "version": changed.version,
+                "backfillMaxWritesPerSecond": changed.backfill_max_writes_per_second,
+                "backfillPaused": changed.backfill_paused,
+                "lease": lease_document(changed.lease, now),
+                "lastBackfill": completion_document(changed.last_backfill),
+            }
+        )
+        return
+    lease = changed.lease
+    running = (
+        f"run {lease.holder!r} picks it up at its next heartbeat (locally within "
+        f"{CONTROL_POLL_SECONDS:.0f} s; Step Functions: within its workers' next heartbeat)"
+        if lease is not None and lease.is_live(now)
+        else "no run holds the lease now: the next run starts with it"
+    )
+    click.echo(f"{message(changed)}; {running}")
+
+
+@click.command("throttle")
+@click.option(
+    "--max-writes-per-second",
+    type=FiniteFloatRange(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
+    required=True,
+    help="The new cap over ALL segments, replacing the run's own --max-writes-per-second.",
+)
+@_reason_option
+@json_option
+@pass_cli
+def throttle_command(
+    cli: CliContext, max_writes_per_second: float, reason: str, as_json: bool
+) -> None:
+    """Set the running backfill's write cap in the control record (no restart needed).
+
+    Exit 0 set; 2 invalid value, or no record yet (never migrated); 1 record missing or
+    unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: set_throttle(
+            cli.control_store(),
+            max_writes_per_second,
+            changed_by=who,
+            reason=reason,
+            clock=cli.hooks.clock,
+        ),
+        lambda s: f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s",
+        as_json,
+    )
+
+
+@click.command("pause")
+@_reason_option
+@json_option
+@pass_cli
+def pause_command(cli: CliContext, reason: str, as_json: bool) -> None:
+    """Pause the backfill: its workers stop writing (they keep their lease) until resumed.
+
+    Exit 0 paused; 2 no record yet (never migrated); 1 record missing or unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: pause_backfill(
+            cli.control_store(), changed_by=who, reason=reason, clock=cli.hooks.clock
+        ),
+        lambda _: "backfill PAUSED: no re-stamps until `saga-index backfill resume`",
+        as_json,
+    )
+
+
+@click.command("resume")
+@_reason_option
+@json_option
+@pass_cli
+def resume_command(cli: CliContext, reason: str, as_json: bool) -> None:
+    """Resume a paused backfill.
+
+    Exit 0 resumed; 2 no record yet (never migrated); 1 record missing or unreadable.
+    """
+    _control_change(
+        cli,
+        lambda who: resume_backfill(
+            cli.control_store(), changed_by=who, reason=reason, clock=cli.hooks.clock
+        ),
+        lambda _: "backfill resumed",
+        as_json,
+    )

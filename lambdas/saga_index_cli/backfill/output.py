@@ -1,0 +1,152 @@
+"""What a `saga-index backfill` run shows its operator, wherever it runs: the progress bar (or
+log lines: the display is saga_index_cli.progress, shared with drift and verify), the
+Ctrl-C/SIGTERM handling, the summary and JSON report, and the exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from saga_index.layout_change.backfill.counts import SegmentCounts
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index_cli.output import emit
+from saga_index_cli.progress import LiveProgress
+
+log = logging.getLogger("saga_index.cli.backfill")
+
+EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
+
+
+def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
+    """0 complete and clean; 3 complete, anomalies remain; 1 failed, interrupted or unverified."""
+    if failed or not summary.complete or not summary.verified:
+        return EXIT_FAILED
+    return EXIT_ANOMALIES if summary.anomalies_remain else EXIT_CLEAN
+
+
+def write_report(path: Path, document: dict[str, Any]) -> None:
+    """The JSON report in FILE, written whole or not at all (a runbook reads it after checking
+    the exit code: no pipe through tee hides the code)."""
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, ensure_ascii=False, sort_keys=True, indent=2)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _report(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**summary.to_json(), **extra}
+
+
+def print_summary(
+    summary: BackfillSummary, extra: dict[str, Any], as_json: bool, output: Path | None
+) -> None:
+    document = _report(summary, extra)
+    if output is not None:
+        write_report(output, document)
+    if as_json:
+        emit(document)
+        return
+    state = "complete" if summary.complete else "NOT complete"
+    moved = ""
+    if summary.source is not None and summary.target is not None:
+        moved = f" ({summary.source.layout()} -> {summary.target.layout()})"
+    lines = [
+        f"backfill {summary.direction.value}{moved}"
+        f"{' (dry run)' if summary.dry_run else ''}: {state}",
+        f"  scanned          {summary.scanned}",
+        f"  re-stamped       {summary.restamped}",
+        f"  skipped          {summary.skipped}   (moved, changed or deleted by someone else)",
+        f"  anomalies        {summary.anomalies}   (unusable personId: left on their key)",
+        f"  would re-stamp   {summary.would_restamp}",
+        f"  throttles        {summary.throttles}",
+    ]
+    if summary.verification is not None:
+        verdict = "ok" if summary.verification.ok else "FAILED"
+        lines.append(f"  verification     {verdict}: {summary.verification.message}")
+    for key, value in extra.items():
+        if value:
+            lines.append(f"  {key:<16} {value}")
+    if summary.anomaly_keys:
+        rollback = summary.target is not None and summary.target.kind == "legacy"
+        lines.append(
+            # The legacy key needs no personId: a rollback moves these rows and lists them.
+            "rows moved back with a bad personId/GSI4SK (repair them with "
+            "`saga-index repair-anomaly` before migrating again):"
+            if rollback
+            else "anomaly rows (left on the source key: repair each with "
+            "`saga-index repair-anomaly`, then run again):"
+        )
+        lines.extend(
+            f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
+            for k in summary.anomaly_keys
+        )
+    if summary.anomalies > len(summary.anomaly_keys):
+        lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
+    if output is not None:
+        lines.append(f"report written to {output}")
+    click.echo("\n".join(lines))
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM call `stop` (finish in-flight writes, then end) instead of killing the
+    run mid-write; a second Ctrl-C interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        log.warning(
+            "%s received: stopping after the in-flight writes; run the same command again to "
+            "finish (it picks up what is left)",
+            signal.Signals(signum).name,
+        )
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stop()
+
+    for sig in previous:
+        signal.signal(sig, handle)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class RunProgress(LiveProgress):
+    """The backfill's one step: rows (or segments) handled of the total, with what was scanned
+    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise."""
+
+    def __init__(self, *, label: str, total: int | None, unit: str) -> None:
+        super().__init__(logger=log)
+        self.label = label
+        self.unit = unit
+        self._step = self.step(label, total=total, unit=unit)
+
+    def show_totals(self, totals: SegmentCounts) -> None:
+        self.show(completed=totals.handled, scanned=totals.scanned, restamped=totals.restamped)
+
+    def show(self, *, completed: int, scanned: int, restamped: int, extra: str = "") -> None:
+        elapsed = max(self._step.reading().elapsed, 1e-9)
+        detail = f"scanned {scanned} · re-stamped {restamped} ({restamped / elapsed:.1f}/s){extra}"
+        self._step.update(completed=completed, detail=detail)

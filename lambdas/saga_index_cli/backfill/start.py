@@ -1,0 +1,95 @@
+"""`saga-index backfill --deployed` / `--state-machine-arn`: start the deployed state machine
+(its plan step takes the lease for the execution) and follow the execution to its end; Ctrl-C or
+SIGTERM stops it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.index.errors import SagaIndexError
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.record.errors import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.transitions.rules import seconds_until
+from saga_index_cli.backfill.advice import refusals_explained
+from saga_index_cli.backfill.follow import follow_to_end, report_followed, run_label
+from saga_index_cli.backfill.output import RunProgress
+from saga_index_cli.backfill.stop import stop_execution
+from saga_index_cli.context import CliContext
+
+log = logging.getLogger("saga_index.cli.backfill")
+
+
+def check_startable(state: ControlState, now: datetime) -> None:
+    """What the lease would refuse, asked before a Step Functions execution is started (so the
+    refusal is this command's exit 1, not a failed execution): a state younger than its
+    effectiveAt, another run's live lease. The plan step's acquire is still the authority."""
+    wait = seconds_until(state.effective_at, now)
+    if wait > 0 and state.effective_at is not None:
+        raise LeaseNotYetEffectiveError(format_time(state.effective_at), wait)
+    lease = state.lease
+    if lease is not None and lease.is_live(now):
+        raise LeaseHeldError(lease.holder, format_time(lease.expires_at))
+
+
+def run_state_machine(
+    cli: CliContext,
+    sfn: Any,
+    request: BackfillRequest,
+    arn: str,
+    as_json: bool,
+    output: Path | None,
+    poll_interval: float,
+) -> int:
+    """Start the state machine `arn` with `request` and follow the execution to its end;
+    Ctrl-C or SIGTERM stops the execution (and releases its lease), then follows it out."""
+    cli.require_table()
+    with refusals_explained():
+        state = cli.read_state()
+        cli.require_overrides_agree(state)
+        move = Move.for_state(state, request.direction)
+        if not request.dry_run:
+            check_startable(state, cli.now())
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = f"backfill-{request.direction.value}-{stamp}-{uuid.uuid4().hex[:8]}"
+    execution_arn = sfn.start_execution(
+        stateMachineArn=arn, name=name, input=json.dumps(request.to_json())
+    )["executionArn"]
+    log.info("started %s: %s", execution_arn, move.describe())
+
+    def stop() -> None:
+        # No new invocation starts; one already running stops at its next heartbeat once the
+        # lease is released. The next run skips what was moved.
+        try:
+            stop_execution(
+                cli, sfn, execution_arn, cause="Ctrl-C or SIGTERM", dry_run=request.dry_run
+            )
+        except (SagaIndexError, ClientError, BotoCoreError) as err:
+            log.error(
+                "could not stop %s or release its lease (%s): stop it with `saga-index "
+                "backfill --stop %s`",
+                execution_arn,
+                err,
+                execution_arn,
+            )
+
+    progress = RunProgress(label=run_label(request), total=request.total_segments, unit="segments")
+    followed = follow_to_end(sfn, execution_arn, progress, poll_interval, on_interrupt=stop)
+    return report_followed(
+        cli,
+        followed,
+        request,
+        move=move,
+        state_version=state.version,
+        as_json=as_json,
+        output=output,
+    )

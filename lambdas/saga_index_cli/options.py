@@ -1,0 +1,58 @@
+"""The option types and callbacks several commands share: the table's name, a shard count, a
+finite float range. Each refuses a bad value before any request (exit 2)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import click
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.shard import validate_shard_count
+
+# DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+
+
+def validate_table_name(name: str) -> str:
+    """`name` when DynamoDB would accept it as a table name; InvalidInputError naming it if not."""
+    if _TABLE_NAME.fullmatch(name):
+        return name
+    shown = repr(name) if len(name) <= 64 else f"{name[:32]!r}... ({len(name)} characters)"
+    raise InvalidInputError(
+        f"table name {shown} is not one DynamoDB accepts: 3-255 characters of A-Z a-z 0-9 _ . -"
+    )
+
+
+def table_name_option(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """click callback of --table: a name DynamoDB accepts, or absent (empty: absent too)."""
+    if not value:
+        return value
+    try:
+        return validate_table_name(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def shards_option(_: click.Context, __: click.Parameter, value: int | None) -> int | None:
+    """click callback of every --shards: a power of two 1..1024, or absent."""
+    if value is None:
+        return None
+    try:
+        return validate_shard_count(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan (which compares false with both bounds)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        if isinstance(converted, float) and math.isnan(converted):
+            self.fail(
+                f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx
+            )
+        return converted

@@ -1,0 +1,289 @@
+"""`saga-index phase show|set|restore`: the control record, and its guarded transitions.
+
+A completing move (migrating -> sharded, resharding -> sharded, rolling-back -> legacy) stops
+reading the layout rows moved away from: before it, `phase set` checks that readers AFTER the
+change see every saga (checks.py says which checks, and why against the TARGET state).
+"""
+
+from __future__ import annotations
+
+import click
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS
+from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.transitions.executor import PhaseChange, restore_state, set_phase
+from saga_index.layout_change.transitions.rules import plan_move
+from saga_index_cli.context import CliContext, describe_routing, pass_cli
+from saga_index_cli.output import emit, json_option
+from saga_index_cli.phase.checks import CheckOptions, completion_checks
+from saga_index_cli.phase.documents import record_document, record_lines, transition_document
+
+EXIT_OK, EXIT_MISSING = 0, 1
+
+
+def _missing_warning(state: ControlState) -> None:
+    if state.condition is RecordCondition.MISSING:
+        click.echo(
+            f"saga-index: the control record (STATE) is MISSING; its history ends at version "
+            f"{state.version}. Readers route over every layout that history names. Restore "
+            "it: saga-index phase restore",
+            err=True,
+        )
+
+
+@click.group("phase")
+def phase_group() -> None:
+    """Show or change the migration state: the control record (docs/control-contract.md)."""
+
+
+@phase_group.command("show")
+@json_option
+@click.option("--history", is_flag=True, help="Also list every transition, oldest first.")
+@pass_cli
+def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
+    """Print the control record: the state every reader and writer follows.
+
+    The global --phase/--shards do not apply: this is the record as stored.
+
+    \b
+    --json keys: table, condition (present | never-migrated | missing), phase, version,
+    layout, shardCount (the current layout's N; null while legacy or migrating), movingTo
+    ({layout, shardCount} or null), changedAt, changedBy, reason, effectiveAt, effective
+    (effectiveAt has passed), secondsUntilEffective, previousPhase, checksPassed,
+    checksForced, routing ({writes, reads}), allowedMoves; with --history, history (one
+    object per transition: version, from, to, changedAt, changedBy, reason, effectiveAt,
+    checksPassed, checksForced, ...).
+
+    Exit 0 shown; 1 the record is missing (it is still shown, from its history) or cannot be
+    read.
+    """
+    store = cli.control_store()
+    state = cli.read_state()
+    doc = record_document(state, store.table_name, cli.now())
+    if history:
+        doc["history"] = [transition_document(t) for t in store.history()]
+    if as_json:
+        emit(doc)
+    else:
+        lines = record_lines(doc)
+        for item in doc.get("history", []):
+            forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
+            lines.append(
+                f"  v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
+                f"by {item['changedBy']}: {item['reason']}{forced}"
+            )
+        click.echo("\n".join(lines))
+    _missing_warning(state)
+    raise click.exceptions.Exit(EXIT_MISSING if state.condition is RecordCondition.MISSING else 0)
+
+
+def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
+    try:
+        return Phase.parse(value)
+    except InvalidInputError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+@phase_group.command("set")
+@click.argument(
+    "phase",
+    type=click.Choice([p.value for p in Phase], case_sensitive=False),
+    callback=_phase_argument,
+)
+@click.option("--reason", required=True, help="Why (recorded in the record and its history).")
+@click.option(
+    "--shards",
+    type=int,
+    default=None,
+    help="N of legacy -> migrating (default 16), a power of two 1..1024; M of sharded(N) -> "
+    "resharding: 2N (split) or N/2 (merge); N of the abort resharding(N -> M) -> "
+    "resharding. On other moves N comes from the record; a --shards that disagrees with it "
+    "is refused.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Skip the checks of a completing move (recorded as checksForced in the history).",
+)
+@json_option
+@click.option(
+    "--sample",
+    type=click.IntRange(0, 100_000),
+    default=DEFAULT_SAMPLE,
+    show_default=True,
+    help="Parity check: persons whose by-person reads are compared.",
+)
+@click.option(
+    "--recheck-delay",
+    type=click.FloatRange(0, 300),
+    default=DEFAULT_RECHECK_DELAY_SECONDS,
+    show_default=True,
+    help="Parity check: seconds before mismatches are re-checked once (GSI propagation).",
+)
+@click.option(
+    "--scan-rate",
+    type=click.FloatRange(min=1, max=40_000),
+    default=400.0,
+    show_default=True,
+    help="Parity check: read units per second its base-table scan may use.",
+)
+@click.option(
+    "--segments", type=click.IntRange(1, 64), default=4, show_default=True, help="Scan segments."
+)
+@pass_cli
+def set_command(
+    cli: CliContext,
+    phase: Phase,
+    reason: str,
+    shards: int | None,
+    force: bool,
+    as_json: bool,
+    sample: int,
+    recheck_delay: float,
+    scan_rate: float,
+    segments: int,
+) -> None:
+    """Move the record to the given phase along an allowed edge (compare-and-set on its
+    version).
+
+    \b
+      legacy        -> migrating      N = --shards (default 16)        never blocked
+      migrating     -> sharded        completes the forward move       checks
+      migrating     -> rolling-back   abort                            never blocked
+      sharded       -> rolling-back                                    never blocked
+      rolling-back  -> legacy         completes the rollback           checks
+      rolling-back  -> migrating      abort the rollback               never blocked
+      sharded(N)    -> resharding     --shards 2N (split) or N/2       never blocked
+      resharding    -> sharded        completes the re-shard           checks
+      resharding    -> resharding     abort: --shards N (swap back)    never blocked
+
+    The checks of a completing move run at the moment of the change: backfill-verified (a
+    complete, verified backfill of this move recorded after effectiveAt), no-legacy-rows
+    (migrating -> sharded), no-unmoved-rows (resharding -> sharded) or no-sharded-rows
+    (-> legacy), no-misrouted-rows, and parity (the reads of the TARGET state against a
+    consistent Scan of the base table). --force skips them; the
+    history records which (checksForced). Writers follow the new state by its effectiveAt.
+
+    \b
+    --json: the record as `phase show --json` prints it, plus from ({phase, version}),
+    checks ([{name, passed, detail}]) and historyWritten.
+
+    \b
+    Exit codes:
+      0  changed
+      1  lost the race (another change landed first: the message names its version), or the
+         record is missing or unreadable
+      2  not an allowed move (the message names the allowed ones), a --shards that is not a
+         power of two or disagrees with the record, a re-shard --shards that is not one
+         factor of two (the message names the allowed values), a global --phase/--shards
+         that disagrees
+      3  refused: a check failed; stdout {"refused": true, "failed": [{name, passed,
+         detail}], "requested": PHASE}; nothing was written
+    """
+    store = cli.control_store()
+    state = cli.read_state()
+    cli.require_overrides_agree(state)
+    # Refuse a move that is not allowed before anything expensive (exit 2).
+    move = plan_move(state, phase, shard_count=shards)
+    checks = (
+        completion_checks(
+            cli,
+            phase,
+            CheckOptions(
+                sample=sample,
+                recheck_delay_seconds=recheck_delay,
+                scan_rate=scan_rate,
+                segments=segments,
+            ),
+        )
+        if move.guarded
+        else []
+    )
+    change = set_phase(
+        store,
+        phase,
+        changed_by=cli.changed_by(),
+        reason=reason,
+        shard_count=shards,
+        force=force,
+        checks=checks,
+        clock=cli.hooks.clock,
+        timing=cli.hooks.timing,
+    )
+    _print_change(cli, store.table_name, change, as_json)
+
+
+def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: bool) -> None:
+    transition = change.transition
+    doc = record_document(change.state, table, cli.now())
+    doc.update(
+        {
+            "from": {
+                "phase": transition.previous_phase.value,
+                "version": transition.version - 1,
+            },
+            "checks": [check.to_json() for check in change.checks],
+            "historyWritten": change.history_written,
+        }
+    )
+    if as_json:
+        emit(doc)
+    else:
+        lines = [
+            f"phase {transition.previous_phase.value} -> {transition.phase.value}: "
+            f"version {transition.version} written",
+            *record_lines(doc)[1:],
+        ]
+        lines += [
+            f"  check {c.name}: {'passed' if c.passed else 'FAILED'}: {c.detail}"
+            for c in change.checks
+        ]
+        click.echo("\n".join(lines))
+    if change.forced:
+        click.echo(
+            f"saga-index: FORCED: checks skipped and recorded in history version "
+            f"{transition.version}: {', '.join(change.forced)}",
+            err=True,
+        )
+    routing = routing_for(change.state)
+    click.echo(
+        f"saga-index: every process follows the new routing ({describe_routing(routing)}) by "
+        f"{format_time(transition.effective_at)}",
+        err=True,
+    )
+
+
+@phase_group.command("restore")
+@json_option
+@pass_cli
+def restore_command(cli: CliContext, as_json: bool) -> None:
+    """Re-create a deleted STATE item from the newest history item (same version, layouts).
+
+    The lease, throttle, pause flag and last backfill are not in history: they come back
+    empty, so a completing move needs a new verified backfill. Nothing happens when the STATE
+    item exists. Prints the record as `phase show` does. Exit 0 restored or nothing to do.
+    """
+    store = cli.control_store()
+    before = cli.read_state()
+    cli.require_overrides_agree(before)
+    state = restore_state(store)
+    doc = record_document(state, store.table_name, cli.now())
+    doc["restored"] = before.condition is RecordCondition.MISSING
+    if as_json:
+        emit(doc)
+    else:
+        click.echo("\n".join(record_lines(doc)))
+    click.echo(
+        "saga-index: "
+        + (
+            f"STATE restored from history version {state.version}"
+            if doc["restored"]
+            else "the STATE item exists: nothing to restore"
+        ),
+        err=True,
+    )

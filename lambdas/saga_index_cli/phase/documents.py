@@ -1,0 +1,107 @@
+"""The control record as `phase show --json` prints it, and as its human lines: the keys are a
+contract (runbook, demo, `status`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from saga_index.index.layout import Layout
+from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.transitions.rules import allowed_moves, seconds_until
+
+
+def layout_document(layout: Layout | None) -> dict[str, Any] | None:
+    return None if layout is None else {"layout": layout.kind, "shardCount": layout.shard_count}
+
+
+def _time(at: datetime | None) -> str | None:
+    return None if at is None else format_time(at)
+
+
+def transition_document(transition: Transition) -> dict[str, Any]:
+    """One HISTORY item: what changed, who, when, why, which checks passed or were forced."""
+    return {
+        "version": transition.version,
+        "from": transition.previous_phase.value,
+        "to": transition.phase.value,
+        "layout": transition.layout.kind,
+        "shardCount": transition.layout.shard_count,
+        "movingTo": layout_document(transition.moving_to),
+        "changedAt": format_time(transition.changed_at),
+        "changedBy": transition.changed_by,
+        "reason": transition.reason,
+        "effectiveAt": format_time(transition.effective_at),
+        "checksPassed": list(transition.checks_passed),
+        "checksForced": list(transition.checks_forced),
+    }
+
+
+def record_document(state: ControlState, table: str, now: datetime) -> dict[str, Any]:
+    """The record as `phase show --json` prints it (the keys are a contract: runbook, demo).
+
+    shardCount is the CURRENT layout's N (null while legacy or migrating: see
+    movingTo.shardCount), exactly as the STATE item holds it.
+    """
+    transition = state.transition
+    effective_at = state.effective_at
+    routing = routing_for(state)
+    missing = state.condition is RecordCondition.MISSING
+    return {
+        "table": table,
+        "condition": state.condition.value,
+        "phase": state.phase.value,
+        "version": state.version,
+        "layout": state.layout.kind,
+        "shardCount": state.layout.shard_count,
+        "movingTo": layout_document(state.moving_to),
+        "changedAt": _time(transition.changed_at if transition else None),
+        "changedBy": transition.changed_by if transition else None,
+        "reason": transition.reason if transition else None,
+        "effectiveAt": _time(effective_at),
+        "effective": effective_at is None or now >= effective_at,
+        "secondsUntilEffective": round(seconds_until(effective_at, now), 3),
+        "previousPhase": transition.previous_phase.value if transition else None,
+        "checksPassed": list(transition.checks_passed) if transition else [],
+        "checksForced": list(transition.checks_forced) if transition else [],
+        "routing": {
+            "writes": str(routing.target),
+            "reads": list(dict.fromkeys((str(routing.source), str(routing.target)))),
+        },
+        "allowedMoves": [] if missing else list(allowed_moves(state.phase)),
+    }
+
+
+def record_lines(doc: dict[str, Any]) -> list[str]:
+    moving = doc["movingTo"]
+    layout = doc["layout"] + (f"({doc['shardCount']})" if doc["shardCount"] else "")
+    if moving:
+        layout += f" -> {moving['layout']}" + (
+            f"({moving['shardCount']})" if moving["shardCount"] else ""
+        )
+    lines = [
+        f"phase {doc['phase']}  (version {doc['version']}, record {doc['condition']})",
+        f"  layout:       {layout}",
+        f"  routing:      writers stamp {doc['routing']['writes']}; readers read "
+        + ", then ".join(doc["routing"]["reads"]),
+    ]
+    if doc["version"]:
+        wait = doc["secondsUntilEffective"]
+        lines += [
+            f"  changed:      {doc['changedAt']} by {doc['changedBy']} "
+            f"(from {doc['previousPhase']})",
+            f"  reason:       {doc['reason']}",
+            f"  effectiveAt:  {doc['effectiveAt']} "
+            + ("(passed)" if doc["effective"] else f"(in {wait:.0f} s)"),
+        ]
+        if doc["checksPassed"]:
+            lines.append(f"  checks passed: {', '.join(doc['checksPassed'])}")
+        if doc["checksForced"]:
+            lines.append(f"  checks FORCED: {', '.join(doc['checksForced'])}")
+    else:
+        lines.append("  never migrated: no record yet (the first `phase set` writes it)")
+    moves = doc["allowedMoves"]
+    lines.append(f"  allowed moves: {', '.join(moves) if moves else 'none'}")
+    return lines
