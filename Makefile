@@ -15,12 +15,24 @@ TEMPLATE := cdk.out/RenewalSagaIndex.template.json
 # rehearsal (tests/rehearsal) starts every function with its asset plus exactly these.
 LAMBDA_DEPS := build/.lambda-deps
 PYTEST_ARGS ?=
+# `make test` runs pytest on both cores of a CI machine. --dist loadfile keeps each test file
+# (and all of tests/infra, all of tests/rehearsal: tests/conftest.py) on one worker.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+# Each step of `make test` appends "<step> <milliseconds>" here (wall time); tests/conftest.py
+# prints the table again at the end of pytest's summary, above its closing line.
+STEP_TIMES := build/.test-steps
+TIMED = timed() { local step=$$1 rc=0 start end; shift; start=$$(date +%s%N); "$$@" || rc=$$?; \
+	end=$$(date +%s%N); echo "$$step $$(( (end - start) / 1000000 ))" >> $(STEP_TIMES); \
+	return $$rc; }; timed
+SHOW_STEPS = awk '$$1 != "start" { printf "  %-28s %7.1f s\n", $$1, $$2 / 1000 }' $(STEP_TIMES)
 
-.PHONY: help deps demo test lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
+.PHONY: help deps demo local test static-checks ts-client lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
 	@echo "make test   lint, type-check, synth + cdk-nag + cfn-lint, then every test layer"
+	@echo "make local  a local table seeded like the demo's, to rehearse the runbook (Ctrl-C stops it)"
 	@echo "make synth  synthesise the stack offline into cdk.out/"
 	@echo "make bench  run the benchmarks in bench/"
 
@@ -62,11 +74,39 @@ importlint: deps
 cfn-lint: synth
 	$(VENV)/bin/cfn-lint $(TEMPLATE) --ignore-checks W3005
 
-test: lint typecheck importlint cfn-lint $(LAMBDA_DEPS)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+# The steps in order, each timed. The static checks run two at a time (make -j2): mypy (one
+# process, one core, about a minute cold) beside ruff, the import contracts, synth + cfn-lint and
+# the layer build on the other core. Then pytest on both cores.
+test:
+	@mkdir -p build && echo "start $$(date +%s%3N)" > $(STEP_TIMES)
+	@$(TIMED) install $(MAKE) --no-print-directory deps
+	@$(TIMED) static-checks/2-lanes $(MAKE) --no-print-directory -j2 --output-sync=target \
+		static-checks
+	@echo "make test, wall time per step:" && $(SHOW_STEPS)
+	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+# typecheck first: the longest step starts at once and the other steps share the second slot.
+static-checks: step-typecheck step-lint step-importlint step-cfn-lint step-layer step-ts-client
+
+step-%: deps
+	@$(TIMED) $(if $(filter cfn-lint,$*),synth+nag+cfn-lint,$*) $(MAKE) --no-print-directory $*
 
 unit component infra conformance: deps
 	$(VENV)/bin/pytest tests/$@ $(PYTEST_ARGS)
+
+# The TypeScript client package (clients/typescript): its own locked install, the strict
+# type-check, the build (dist/, which tests/conformance/test_typescript_client.py imports) and
+# its node:test suite. `make test` runs it among the static checks, so dist/ exists before pytest.
+TS_CLIENT := clients/typescript
+$(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@command -v node >/dev/null || { echo "Node.js 20 is required on PATH"; exit 1; }
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+ts-client: $(TS_CLIENT)/node_modules/.installed
+	cd $(TS_CLIENT) && npm run --silent typecheck && npm test --silent
+
+conformance: ts-client
 
 rehearsal: deps $(LAMBDA_DEPS)
 	$(VENV)/bin/pytest tests/rehearsal $(PYTEST_ARGS)
@@ -74,8 +114,17 @@ rehearsal: deps $(LAMBDA_DEPS)
 demo: deps synth
 	$(PY) -m devkit.demo
 
+# A local table to follow docs/runbook.md by hand: prints what to export, serves until Ctrl-C.
+local: deps
+	$(PY) -m devkit.local $(LOCAL_ARGS)
+
 bench: deps synth
 	$(PY) -m bench
+
+# More seeds of the protocol simulator (tests/sim) than `make test` runs: make simulate SEEDS=50
+SEEDS ?= 20
+simulate: deps
+	PYTHONPATH=lambdas:. $(PY) -m tests.sim --seeds $(SEEDS)
 
 lock: deps
 	{ echo "# Every transitive dependency, pinned (pip freeze of requirements-dev.txt on Python 3.11)."; \

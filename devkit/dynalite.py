@@ -6,7 +6,6 @@ KeyboardInterrupt, so nothing is left running.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -20,6 +19,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DYNALITE_CLI = REPO_ROOT / "node_modules" / "dynalite" / "cli.js"
 
 
+# What dynalite prints once its server listens (node_modules/dynalite/cli.js), then the port.
+_LISTENING = "Dynalite listening at: http://127.0.0.1"
+_PORT_ATTEMPTS = 5
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -30,6 +34,7 @@ class DynaliteServer:
     """`with DynaliteServer() as server: server.endpoint_url` -> http://127.0.0.1:PORT."""
 
     def __init__(self, *, port: int | None = None, data_dir: Path | None = None) -> None:
+        self._port_chosen_here = port is None
         self.port = port or free_port()
         self.data_dir = data_dir
         self._process: subprocess.Popen[bytes] | None = None
@@ -40,11 +45,33 @@ class DynaliteServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> DynaliteServer:
+        """Start the server and wait until THIS process says it listens.
+
+        A socket that accepts is not proof: the port comes from free_port(), which releases it
+        before dynalite binds it, so another process (a parallel test worker's server) may hold
+        it by then; our dynalite then exits with EADDRINUSE while a connect would reach the other
+        server. The server's own "listening" line is the proof, and a lost port is retried on a
+        fresh one (only when the port was not chosen by the caller)."""
         node = shutil.which("node")
         if node is None:
             raise RuntimeError("node is not on PATH: dynalite needs Node.js 20+")
         if not DYNALITE_CLI.exists():
             raise RuntimeError(f"{DYNALITE_CLI} is missing: run `npm ci` in {REPO_ROOT}")
+        deadline = time.monotonic() + timeout
+        attempts = _PORT_ATTEMPTS if self._port_chosen_here else 1
+        output = ""
+        for attempt in range(attempts):
+            if self._launch(node, deadline):
+                return self
+            output = self._output()
+            self.stop()
+            if "EADDRINUSE" not in output or attempt + 1 == attempts:
+                break
+            self.port = free_port()
+        raise RuntimeError(f"dynalite did not start on port {self.port} in {timeout}s: {output}")
+
+    def _launch(self, node: str, deadline: float) -> bool:
+        """True once the server printed that it listens on self.port; False if it exited."""
         args = [node, str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(self.port)]
         # Tables become ACTIVE at once instead of after dynalite's default simulated delay.
         args += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
@@ -54,18 +81,14 @@ class DynaliteServer:
         self._process = subprocess.Popen(
             args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + timeout
+        listening = f"{_LISTENING}:{self.port}"
         while time.monotonic() < deadline:
+            if listening in self._output():
+                return True
             if self._process.poll() is not None:
-                raise RuntimeError(f"dynalite exited at start: {self._output()}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2),
-            ):
-                return self
+                return False
             time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"dynalite did not listen on port {self.port} in {timeout}s")
+        return False
 
     def _output(self) -> str:
         if self._log is None:

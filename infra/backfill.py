@@ -30,10 +30,8 @@ Why these shapes:
   the parent's: an inline Map put about 9 events per worker invocation of every segment into
   one execution's 25,000 (about 2,700 invocations per run). See HISTORY_EVENT_LIMIT below.
 Everything here ran against moto's Step Functions interpreter from the synthesised template
-(tests/component/test_backfill_state_machine.py): a Distributed Map with ItemProcessor and
-ItemSelector ($$.Map.Item.Value; moto runs its children in-process, so the test also runs the
-item processor as an execution of its own and counts its events), a Choice loop, Retry with
-JitterStrategy and MaxDelaySeconds, and a Fail state with CausePath.
+(tests/component/test_backfill_state_machine.py: the Distributed Map, whose item processor it
+also runs as an execution of its own, the Choice loop, Retry with jitter, Fail with CausePath).
 
 Least privilege, per role:
   every function  the control record: GetItem + Query on the TABLE (what SagaFunctions grants
@@ -42,11 +40,11 @@ Least privilege, per role:
   planner, verifier  PutItem + UpdateItem of the control partition's items (the run's lease,
             its event items, the recorded result); no saga data access beyond what follows;
   worker    UpdateItem of the control partition's items (the lease's heartbeats; it creates no
-            item there); dynamodb:Scan on the TABLE only projecting WORKER_SCAN_ATTRIBUTES
-            (dynamodb:Select = SPECIFIC_ATTRIBUTES); dynamodb:UpdateItem on the TABLE only of
-            saga rows (dynamodb:LeadingKeys like "RSAGA#*"), naming only
-            WORKER_UPDATE_ATTRIBUTES (key, update and condition expression) with ReturnValues
-            NONE (the re-stamp);
+            item there) and ConditionCheckItem of them (the lease fence's check of STATE in
+            every re-stamp's TransactWriteItems); dynamodb:Scan on the TABLE only projecting
+            WORKER_SCAN_ATTRIBUTES (dynamodb:Select = SPECIFIC_ATTRIBUTES); dynamodb:UpdateItem
+            on the TABLE only of saga rows (LeadingKeys like "RSAGA#*"), naming only
+            WORKER_UPDATE_ATTRIBUTES, ReturnValues NONE where given (the re-stamp);
   verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem
             on the TABLE (a consistent re-read before a row counts as left behind);
   state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray;
@@ -66,6 +64,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.functions import SagaFunctions
+from infra.table import CONTROL_PARTITION_CONDITION
 from saga_index.index.names import (
     BACKFILL_THROTTLED_ERROR,
     ENV_BACKFILL_SAFETY_MARGIN,
@@ -177,6 +176,17 @@ class SagaBackfill(Construct):
         for fn in (self.plan_function, self.verify_function):
             table.grant_control_write(fn)
         table.grant_control_update(self.worker_function)
+        # Every fenced re-stamp is a TransactWriteItems whose ConditionCheck reads the lease
+        # on the STATE item (saga_index/layout_change/backfill/fence.py): IAM authorises it as
+        # dynamodb:ConditionCheckItem, here for the control partition's items only; the
+        # transaction's Update is the re-stamp's UpdateItem grant above.
+        self.worker_function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:ConditionCheckItem"],
+                resources=[table.table.table_arn],
+                conditions=CONTROL_PARTITION_CONDITION,
+            )
+        )
 
         self.log_group = logs.LogGroup(
             self,

@@ -118,12 +118,14 @@ class SagaTable(Construct):
 
         With `attributes`, also an allow-list: every attribute the request names (its key, the
         update and the condition expression all count, as AWS documents dynamodb:Attributes) must
-        be one of them, and ReturnValues must be NONE (UpdateItem always carries it, NONE by
-        default; ALL_OLD/ALL_NEW would return attributes outside the list)."""
+        be one of them, and ReturnValues must be NONE where the request carries it (ALL_OLD /
+        ALL_NEW would return attributes outside the list). IfExists: the Update of a fenced
+        TransactWriteItems has no ReturnValues at all (it cannot return attributes), and an
+        absent ReturnValues on UpdateItem is NONE."""
         conditions: dict[str, dict[str, object]] = dict(SAGA_PARTITION_CONDITION)
         if attributes is not None:
             conditions["ForAllValues:StringEquals"] = {"dynamodb:Attributes": list(attributes)}
-            conditions["StringEquals"] = {"dynamodb:ReturnValues": "NONE"}
+            conditions["StringEqualsIfExists"] = {"dynamodb:ReturnValues": "NONE"}
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:UpdateItem"],

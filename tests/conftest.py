@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections import defaultdict
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -36,3 +38,115 @@ def dynalite_endpoint() -> Iterator[str]:
 
     with DynaliteServer() as server:
         yield server.endpoint_url
+
+
+# ---- pytest-xdist: which tests share a worker ------------------------------------------------
+#
+# `make test` runs pytest with `-n 2 --dist loadfile`: every test file runs on one worker, so a
+# module-scoped fixture (a synthesised variant, the packaging test's venv) is built once, as in a
+# serial run. Here loadfile also keeps a whole layer on one worker where its SESSION fixtures are
+# the expensive part: tests/infra (the owned and import-mode syntheses, seconds each plus jsii
+# start-up) and tests/rehearsal (one synth, the moto world and every function started, ~30 s,
+# shared by its two files). Done in the scheduler, from node ids: xdist_group marks with
+# --dist loadgroup would say the same, but pytest-xdist 3.8.0 writes the group into
+# `item._nodeid`, which pytest 9 no longer reads, so under pytest 9.2 the marks are ignored.
+_LAYER_GROUPS = {"infra", "rehearsal"}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (absent under -p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class LayerOrFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            layer = _layer(path)
+            return f"tests/{layer}/" if layer in _LAYER_GROUPS else path
+
+    return LayerOrFileScheduling(config, log)
+
+
+# ---- time per layer, printed before pytest's closing line -------------------------------------
+
+
+def _layer(nodeid: str) -> str:
+    """tests/unit/test_x.py::test_y -> "unit"; a file directly in tests/ -> "tests"."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == "tests" else "tests"
+
+
+class _LayerTimes:
+    """Sums each test's setup, call and teardown durations by layer. On the xdist controller
+    the workers' reports arrive through the same hook, so the sums cover every worker."""
+
+    ORDER = ("unit", "component", "infra", "conformance", "rehearsal")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, set[str]] = defaultdict(set)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Under --dist loadgroup the node id ends in "@<group>": the same for all three phases.
+        layer = _layer(report.nodeid)
+        self.seconds[layer] += report.duration
+        self.tests[layer].add(report.nodeid)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # around the terminal reporter's summary
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, config: pytest.Config
+    ) -> Generator[None]:
+        try:
+            return (yield)
+        finally:
+            # After the short test summary (-ra), before the closing "N passed in ..." line.
+            self._write(terminalreporter, config)
+
+    def _write(self, reporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        if not self.tests:
+            return
+        wall = time.perf_counter() - self.started
+        layers = [name for name in self.ORDER if name in self.tests]
+        layers += sorted(set(self.tests) - set(self.ORDER))
+        workers = getattr(config.option, "numprocesses", None) or 0
+        reporter.write_sep("-", "time per layer (setup + call + teardown, summed)")
+        for name in layers:
+            count = len(self.tests[name])
+            reporter.write_line(f"{name:<12} {count:>5} tests {self.seconds[name]:>8.1f} s")
+        total = sum(len(t) for t in self.tests.values())
+        summed = sum(self.seconds.values())
+        ran_on = f"{workers} xdist workers" if workers else "one process"
+        reporter.write_line(
+            f"{'all':<12} {total:>5} tests {summed:>8.1f} s; wall {wall:.1f} s ({ran_on})"
+        )
+        if "rehearsal" in self.tests:
+            from devkit import layer
+
+            reporter.write_line(f"rehearsal interpreter: {layer.lambda_python().describe()}")
+        self._write_make_steps(reporter, wall)
+
+    @staticmethod
+    def _write_make_steps(reporter: pytest.TerminalReporter, pytest_wall: float) -> None:
+        """Under `make test`: its earlier steps (the Makefile's MAKE_TEST_STEPS file, lines of
+        "<step> <milliseconds>" after "start <epoch milliseconds>"), this run, and the total."""
+        path = os.environ.get("MAKE_TEST_STEPS")
+        if not path or not os.path.isfile(path):
+            return
+        with open(path, encoding="utf-8") as handle:
+            rows = [line.split() for line in handle if len(line.split()) == 2]
+        started = next((int(ms) for name, ms in rows if name == "start"), None)
+        reporter.write_sep("-", "make test, wall time per step")
+        for name, ms in rows:
+            if name != "start":
+                reporter.write_line(f"{name:<28} {int(ms) / 1000:>8.1f} s")
+        reporter.write_line(f"{'pytest':<28} {pytest_wall:>8.1f} s (to this summary)")
+        if started is not None:
+            total = time.time() - started / 1000
+            reporter.write_line(f"{'total':<28} {total:>8.1f} s")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) reports
+        config.pluginmanager.register(_LayerTimes(), "layer-times")

@@ -44,10 +44,12 @@ log = logging.getLogger(__name__)
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
 WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
 # Data-plane operations the meter cannot price: refused loudly rather than silently uncounted.
+# A transaction the server REFUSES as unknown (dynalite, where the backfill's fence falls back to
+# its clock check) costs nothing and goes through; one the server accepts cannot be priced.
+REFUSED_ONLY_OPERATIONS = frozenset({"TransactWriteItems"})
 UNMETERED_OPERATIONS = frozenset(
     {
         "TransactGetItems",
-        "TransactWriteItems",
         "ExecuteStatement",
         "BatchExecuteStatement",
         "ExecuteTransaction",
@@ -124,7 +126,11 @@ class CapacityMeter:
                 f"{operation} cannot be metered (the meter prices single-item writes, "
                 "BatchWriteItem, GetItem, BatchGetItem, Query and Scan)"
             )
-        if operation in READ_OPERATIONS or operation in WRITE_OPERATIONS:
+        if (
+            operation in READ_OPERATIONS
+            or operation in WRITE_OPERATIONS
+            or operation in REFUSED_ONLY_OPERATIONS
+        ):
             context[_PENDING] = _Pending(operation, params, int(self.clock()))
 
     def _before_call(self, context: dict[str, Any], **_: Any) -> None:
@@ -179,6 +185,14 @@ class CapacityMeter:
         params = pending.params
         operation = pending.operation
         error = (parsed.get("Error") or {}).get("Code") if status >= 300 else None
+        if operation in REFUSED_ONLY_OPERATIONS:
+            if error:
+                return None  # refused (unknown here, cancelled, throttled): nothing written
+            raise MeterError(
+                f"{operation} was accepted by the server and cannot be metered (the meter "
+                "prices single-item writes, BatchWriteItem, GetItem, BatchGetItem, Query and "
+                "Scan)"
+            )
         if operation == "BatchGetItem":
             return None if error else self._price_batch_get(params, parsed)
         if operation == "BatchWriteItem":

@@ -132,12 +132,14 @@ def render(report: Mapping[str, Any]) -> str:
     backfill = report["backfill"]
     lines.append(
         "Backfill: {restamped} re-stamped, {skipped} skipped, {anomalies} anomalies "
-        "({repaired} repaired, then re-stamped by a second pass), {scanned} rows scanned, "
+        "({repaired} repaired onto their write key; a second pass re-stamped {second} and "
+        "recorded the completion), {scanned} rows scanned, "
         "{rate} rows/s against a cap of {cap}/s; peak {wcu} WCU/s on the legacy index key.".format(
             restamped=backfill["restamped"],
             skipped=backfill["skipped"],
             anomalies=backfill["anomalies"],
             repaired=backfill.get("repaired", 0),
+            second=backfill.get("secondPass", {}).get("restamped", 0),
             scanned=backfill.get("scanned", "?"),
             rate=_num(backfill.get("rowsPerSecond")),
             cap=_num(backfill.get("maxWritesPerSecond")),

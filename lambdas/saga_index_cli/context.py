@@ -30,6 +30,7 @@ from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.store.dynamo.client import make_client, retry_config
 from saga_index.store.repository import SagaRepository
+from saga_index_cli.failures import mark_client
 from saga_index_cli.identity import caller_identity
 
 log = logging.getLogger("saga_index.cli")
@@ -107,19 +108,25 @@ class CliContext:
         policy) is merged over the --max-attempts retry policy.
         """
         base = retry_config(self.max_attempts)
-        return boto3.client(
-            service,
-            region_name=self.region,
-            endpoint_url=endpoint_url,
-            config=base if config is None else base.merge(config),
+        return mark_client(
+            boto3.client(
+                service,
+                region_name=self.region,
+                endpoint_url=endpoint_url,
+                config=base if config is None else base.merge(config),
+            )
         )
 
     @property
     def client(self) -> Any:
         """The DynamoDB client: --endpoint-url (or $AWS_ENDPOINT_URL_DYNAMODB) when given."""
         if self._client is None:
-            self._client = make_client(
-                region=self.region, endpoint_url=self.endpoint_url, max_attempts=self.max_attempts
+            self._client = mark_client(
+                make_client(
+                    region=self.region,
+                    endpoint_url=self.endpoint_url,
+                    max_attempts=self.max_attempts,
+                )
             )
         return self._client
 
@@ -192,7 +199,7 @@ class CliContext:
         """The record's routing, or the one a reader in --phase (with --shards) would follow.
         Both overrides given: the record is not read at all."""
         if not self.overridden:
-            return routing_for(self.read_state())
+            return routing_for(self.read_state(), self.now())
         phase = self.phase_override
         shards = self.shards_override
         if phase is None or shards is None:

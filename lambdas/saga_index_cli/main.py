@@ -1,12 +1,15 @@
 """Entry point of `saga-index`.
 
-Exit codes: 0 success; 2 bad usage or invalid input (a move that is not allowed, an override
+Exit codes, the same for every command (docs/cli.md, "Exit codes"): 0 success (a check found
+nothing); 1 a check found something (drift, a mismatch, throttles, a failed preflight check), or
+any other failure (a lost compare-and-set, a held lease, a missing table, a missing record: the
+message says what to do); 2 bad usage or invalid input (a move that is not allowed, an override
 that disagrees with the record, a table name DynamoDB would refuse, an endpoint that is not an
 http(s) URL: refused before any request, naming the value); 3 a precondition refused the change
-(`{"refused": true, "failed": [...]}` on stdout); 1 any other failure (a lost compare-and-set, a
-held lease, a missing table, a missing or unreadable record: the message says what to do).
-Commands may add their own codes, documented in their help. stdout carries only data; logs go to
-stderr. docs/cli.md: install, --version, shell completion, global options, endpoints.
+(`{"refused": true, "failed": [...]}` on stdout); 4 could not complete: a service could not be
+reached, refused the call, or does not support it (failures.py: the message names the service,
+its endpoint and the operation). stdout carries only data; logs go to stderr. docs/cli.md:
+install, --version, shell completion, global options, endpoints.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from saga_index_cli.endpoints import (
     check_global_endpoint_env,
     endpoint_url_option,
 )
+from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, service_failure
 from saga_index_cli.options import shards_option, table_name_option
 from saga_index_cli.output import emit
 from saga_index_cli.phase.commands import phase_group
@@ -40,7 +44,7 @@ from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
 from saga_index_cli.status.command import status_command
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, 2, 3
 PROG_NAME = "saga-index"
 # The distribution (pyproject.toml [project].name) whose installed version --version prints.
 DISTRIBUTION = "renewal-saga-index"
@@ -183,10 +187,36 @@ cli.add_command(status_command)
 cli.add_command(preflight_command)
 
 
+# The options of `saga-index` itself, which a subcommand does not know: given after it, click
+# says only "No such option".
+GLOBAL_OPTIONS = tuple(
+    opt for param in cli.params for opt in param.opts if opt not in ("-h", "--help")
+)
+
+
+def global_option_hint(err: click.NoSuchOption) -> click.UsageError:
+    """A global option given after the subcommand, as an error that says where it goes; any
+    other unknown option as click reports it."""
+    ctx = err.ctx
+    if ctx is None or ctx.parent is None or err.option_name not in GLOBAL_OPTIONS:
+        return err
+    command = ctx.command_path.removeprefix(f"{PROG_NAME} ")
+    return click.UsageError(
+        f"{err.option_name} is a global option of {PROG_NAME}: global options come before the "
+        f"subcommand, e.g. `{PROG_NAME} {err.option_name} VALUE {command} ...` "
+        f"(global options: {', '.join(GLOBAL_OPTIONS)})",
+        ctx=ctx,
+    )
+
+
 def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> None:
     """Run the CLI and map failures to the documented exit codes (`hooks`: tests, the demo)."""
     try:
         code = cli.main(args=argv, prog_name=PROG_NAME, standalone_mode=False, obj=hooks)
+    except click.NoSuchOption as err:
+        hinted = global_option_hint(err)
+        hinted.show()
+        sys.exit(hinted.exit_code)
     except click.ClickException as err:  # UsageError / BadParameter carry exit code 2
         err.show()
         sys.exit(err.exit_code)
@@ -202,6 +232,10 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         click.echo(f"saga-index: refused: {err}", err=True)
         sys.exit(EXIT_REFUSED)
     except (SagaIndexError, ClientError, BotoCoreError) as err:
+        failure = service_failure(err)
+        if failure is not None:
+            click.echo(f"saga-index: {failure.message()}", err=True)
+            sys.exit(EXIT_UNAVAILABLE)
         click.echo(f"saga-index: error: {err}", err=True)
         sys.exit(EXIT_FAILURE)
     except BrokenPipeError:

@@ -22,9 +22,12 @@ def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
 
     N: --shards; else, with a table, the control record's N; else 16.
     """
+    # Every PERSON_ID is checked before the record is read: bad input is exit 2 whatever the
+    # state of the table or the network.
+    persons = [keys.Person.of(person_id) for person_id in person_ids]
     shard_count = cli.shard_count_for_keys()
-    for person_id in person_ids:
-        number = keys.Person.of(person_id).shard_hash % shard_count
+    for person_id, person in zip(person_ids, persons, strict=True):
+        number = person.shard_hash % shard_count
         emit({"personId": person_id, "shard": number, "gsi4pk": keys.sharded_gsi4pk(number)})
 
 
@@ -52,6 +55,7 @@ def _print(result: ReadResult, what: str) -> None:
 @pass_cli
 def by_person(cli: CliContext, person_id: str) -> None:
     """Every saga of PERSON_ID."""
+    keys.Person.of(person_id)  # checked before any read (exit 2)
     _print(cli.repository().get_sagas_by_person(person_id), f"by-person {person_id}")
 
 

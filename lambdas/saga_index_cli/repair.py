@@ -1,4 +1,5 @@
-"""`saga-index repair-anomaly`: give one anomalous saga row its person and its GSI4SK.
+"""`saga-index repair-anomaly`: give one anomalous saga row its person, its GSI4SK, and the
+GSI4PK the record's current state stamps for that person.
 
 The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
 rule, its conditional write and its outcomes are in saga_index/layout_change/checks/repair.py.
@@ -55,11 +56,12 @@ def repair_anomaly_command(
     from_lease: bool,
     apply: bool,
 ) -> None:
-    """Rebuild personId AND GSI4SK of one anomalous saga row (dry run unless --apply).
+    """Rebuild personId, GSI4SK AND GSI4PK of one anomalous saga row (dry run unless --apply).
 
-    The write is conditional: it holds only if the row still exists and its personId, GSI4SK
-    and openedAt are still what was read. GSI4PK is not touched: run the backfill again to move
-    the repaired row to its shard. Prints one JSON object on stdout.
+    GSI4PK is the key the record's current state writes for the person (its routing), so
+    `sagas by-person` finds the repaired row at once. The write is conditional: it holds only
+    if the row still exists and its personId, GSI4SK, GSI4PK and openedAt are still what was
+    read. Prints one JSON object on stdout.
 
     \b
     Exit codes:
@@ -71,8 +73,19 @@ def repair_anomaly_command(
     key = _table_key(saga_id, pk, sk)
     if (person_id is None) == (not from_lease):
         raise click.UsageError("give the person as --person-id P, or --from-lease (not both)")
+    # Checked before the record is read: bad input is exit 2 whatever the table's state.
+    if person_id is not None:
+        keys.Person.of(person_id)
+    if not key["PK"] or not key["SK"]:
+        raise click.UsageError("--pk and --sk must not be empty")
+    cli.require_table()
     result = repair_anomaly(
-        cli.client, cli.require_table(), key, person_id=person_id, dry_run=not apply
+        cli.client,
+        cli.require_table(),
+        key,
+        plan=cli.routing(),
+        person_id=person_id,
+        dry_run=not apply,
     )
     emit(result.to_json())
     if result.status.done:

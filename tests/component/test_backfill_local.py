@@ -17,6 +17,7 @@ from moto import mock_aws
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.counts import SegmentCounts
+from saga_index.layout_change.backfill.fence import control_partition_cap
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
@@ -86,8 +87,10 @@ def run_locally(
 
 def count_restamps(dynamo: Backend) -> list[int]:
     writes: list[int] = []
+    # On moto every re-stamp is fenced: a TransactWriteItems (the lease's heartbeats are
+    # UpdateItems of the STATE item).
     dynamo.client.meta.events.register(
-        "after-call.dynamodb.UpdateItem", lambda **_: writes.append(1)
+        "after-call.dynamodb.TransactWriteItems", lambda **_: writes.append(1)
     )
     return writes
 
@@ -325,7 +328,9 @@ def test_given_a_throttle_from_another_process_then_the_run_follows_the_new_cap(
     thread.join(timeout=30)
     assert "error" not in box, box
     outcome: LocalBackfill = box["outcome"]
-    assert outcome.applied_caps == [5.0, 1000.0]
+    # 1,000/s asked, held to what the control partition takes while every re-stamp
+    # condition-checks the STATE item (a STATE item up to 1 KB: 400/s)
+    assert outcome.applied_caps == [5.0, control_partition_cap(1024)] == [5.0, 400.0]
     assert time.monotonic() - started < 2.5
     assert outcome.summary.verified
     assert outcome.completion is not None
@@ -406,3 +411,28 @@ def test_given_a_dry_run_then_no_lease_is_taken_and_nothing_is_recorded(
     assert outcome.completion is None
     assert dynamo.scan_all() == before
     assert operator(dynamo).events() == []
+
+
+def test_given_sharded_then_a_forward_run_moves_a_misrouted_row_to_its_write_key(
+    dynamo: Backend, clock: Clock
+) -> None:
+    # Given sharded(16), a saga on its person's key, and one misrouted onto #8 (its person's
+    # key is another one): a reader of the person never looks at #8
+    plant(dynamo, "sharded")
+    home = keys.shard_gsi4pk_for_person("p-3", N)
+    wrong = next(k for k in keys.all_shard_gsi4pks(N) if k != home)
+    dynamo.put_saga("right", "p-3", gsi4pk=home)
+    dynamo.put_saga("misrouted", "p-3", gsi4pk=wrong)
+
+    # When the forward run runs in sharded
+    outcome = run_locally(dynamo, clock, request(segments=2))
+
+    # Then it moved the misrouted row to the write key, touched nothing else, and verified
+    assert outcome.summary.restamped == 1
+    assert outcome.summary.verified
+    assert outcome.summary.verification is not None
+    assert keys.sharded_gsi4pk(0) in outcome.summary.verification.partitions
+    for saga_id in ("right", "misrouted"):
+        raw = dynamo.get(f"RSAGA#{saga_id}", "META")
+        assert raw is not None
+        assert raw["GSI4PK"]["S"] == home

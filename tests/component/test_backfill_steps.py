@@ -100,8 +100,10 @@ def test_given_the_lease_lost_while_a_worker_runs_then_the_outcome_carries_count
         dynamo.client, dynamo.table_name, segment(request, run), remaining_seconds=lambda: 300.0
     )
 
-    # Then its heartbeat found the lease gone; what it wrote is counted, and unwrapping fails
+    # Then the fence found the lease gone at the first write: nothing was written after the
+    # transition, the counts say so, and unwrapping fails
     assert outcome.lease_lost is not None
+    assert moved(dynamo) == 0
     assert "moved to version 2" in str(outcome.lease_lost)
     assert (
         outcome.metric_values()[names.METRIC_RESTAMPED] == outcome.result.restamped == moved(dynamo)
@@ -125,10 +127,10 @@ def test_given_the_lease_lost_while_the_worker_handler_runs_then_it_publishes_th
     ):
         backfill_worker.handler(segment(request, run).to_json(), FakeLambdaContext())
 
-    # the counts of the writes it made before it stopped are published all the same
+    # the counts are published all the same; and the fence let no re-stamp land after the
+    # transition (every write condition-checks the lease's version on STATE)
     [blob] = emf_documents(capsys.readouterr().out)
-    assert blob[names.METRIC_RESTAMPED] == [float(moved(dynamo))]
-    assert moved(dynamo) > 0
+    assert blob[names.METRIC_RESTAMPED] == [float(moved(dynamo))] == [0.0]
 
 
 def test_given_the_lease_released_by_someone_else_then_verify_fails_and_records_nothing(

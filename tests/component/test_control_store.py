@@ -35,6 +35,7 @@ from saga_index.layout_change.record.errors import (
 )
 from saga_index.layout_change.record.items import STATE_SK, history_sk
 from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
@@ -77,6 +78,52 @@ class ControlContract:
         kwargs.setdefault("reason", f"to {phase}")
         change = executor.set_phase(store, phase, changed_by="ops", clock=clock, **kwargs)
         return change.state
+
+    # ---- the writers' switch at effectiveAt -------------------------------------------------
+
+    def test_given_an_abort_before_migrating_was_due_then_writers_stay_on_legacy_throughout(
+        self, store: ControlStore, clock: Clock, dynamo: Backend
+    ) -> None:
+        migrating = self._set(store, clock, "migrating", shard_count=16)
+        clock.advance(10)
+        aborted = self._set(store, clock, "rolling-back")
+        raw = dynamo.client.get_item(
+            TableName=dynamo.table_name,
+            Key={"PK": {"S": names.CONTROL_PK}, "SK": {"S": STATE_SK}},
+            ConsistentRead=True,
+        )["Item"]
+        history = dynamo.client.query(
+            TableName=dynamo.table_name,
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :history)",
+            ExpressionAttributeValues={
+                ":pk": {"S": names.CONTROL_PK},
+                ":history": {"S": "HISTORY#"},
+            },
+            ConsistentRead=True,
+        )["Items"]
+
+        assert migrating.prior_write == LEGACY
+        assert raw["priorWriteLayout"] == {"S": "legacy"}
+        assert "priorWriteShardCount" not in raw
+        assert [h["priorWriteLayout"] for h in history] == [{"S": "legacy"}, {"S": "legacy"}]
+        assert aborted.effective_at is not None
+        for moment in (clock.now, aborted.effective_at, aborted.effective_at + timedelta(hours=1)):
+            assert routing_for(aborted, moment).write_key("p-1") == "RenewalSaga"
+
+    def test_given_a_move_opened_then_writers_switch_to_the_target_at_its_effective_at(
+        self, store: ControlStore, clock: Clock
+    ) -> None:
+        migrating = self._set(store, clock, "migrating", shard_count=16)
+        assert migrating.effective_at is not None
+        due = migrating.effective_at
+
+        assert routing_for(migrating, due - timedelta(milliseconds=1)).writes == LEGACY
+        assert routing_for(migrating, due).writes == S16
+        clock.advance((due - clock.now).total_seconds() + 1)
+        rolling_back = self._set(store, clock, "rolling-back")
+        assert rolling_back.prior_write == S16  # the abort came after migrating was due
+        assert rolling_back.effective_at is not None
+        assert routing_for(rolling_back, rolling_back.effective_at).writes == LEGACY
 
     def _run_backfill(
         self, store: ControlStore, clock: Clock, direction: str, *, verified: bool = True

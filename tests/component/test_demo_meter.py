@@ -127,3 +127,22 @@ def test_given_throttled_attempts_when_botocore_retries_then_the_request_is_char
     assert injector.injected == 2
     (load,) = meter.summary(names.INDEX_NAME).partitions
     assert (load.requests, load.total_rcu) == (1, 0.5)
+
+
+def test_given_a_transaction_the_server_refuses_then_it_costs_nothing_and_reaches_the_caller(
+    backend: Backend, synthesized_template: dict[str, Any]
+) -> None:
+    # dynalite has no transactions: the backfill's fence sends one, hears UnknownOperation and
+    # falls back to its clock check; the metered demo must let that refusal through, unpriced.
+    meter, client = _metered(backend, synthesized_template)
+    condition = {
+        "ConditionCheck": {
+            "TableName": backend.table_name,
+            "Key": {"PK": {"S": names.CONTROL_PK}, "SK": {"S": "STATE"}},
+            "ConditionExpression": "attribute_exists(PK)",
+        }
+    }
+    with pytest.raises(client.exceptions.ClientError, match="UnknownOperation"):
+        client.transact_write_items(TransactItems=[condition])
+    assert meter.requests == 0
+    assert meter.summary().partitions == ()

@@ -282,3 +282,17 @@ def _access_denied(**_: Any) -> tuple[Any, dict[str, Any]]:
         "Error": error,
         "ResponseMetadata": {"HTTPStatusCode": 400},
     }
+
+
+@pytest.mark.parametrize("person", [None, 42, "p-1"])
+def test_a_row_left_on_the_legacy_key_in_sharded_exits_1_whatever_its_person(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], person: Any
+) -> None:
+    # Given sharded(16) with one row still on the legacy key, its personId unusable or not
+    dynamo.put_saga("s1", "p-2", gsi4pk="shard")
+    dynamo.put_saga("left", person)
+    code, report = drift_json(capsys, dynamo, "sharded")
+    # Then it is drift: no reader of sharded reads the legacy key
+    assert code == 1
+    assert (report["unexpectedLegacyRows"], report["anomalousRows"]) == (1, 0)
+    assert [row["sagaId"] for row in report["unexpectedLegacy"]] == ["left"]

@@ -61,6 +61,14 @@ def _denied(operation: str) -> tuple[AWSResponse, dict[str, Any]]:
     }
 
 
+def _unknown_operation() -> tuple[AWSResponse, dict[str, Any]]:
+    # What dynalite answers for an operation it does not implement (no message at all).
+    return AWSResponse(None, 400, {}, None), {
+        "Error": {"Code": "UnknownOperationException", "Message": ""},
+        "ResponseMetadata": {"HTTPStatusCode": 400},
+    }
+
+
 @dataclass
 class Aws:
     """One test's moto account: the table, the stand-in stack, and the injected answers."""
@@ -70,10 +78,14 @@ class Aws:
     # DescribeContributorInsights answers by IndexName (None: the table's).
     insights: dict[str | None, dict[str, Any]] = field(default_factory=dict)
     denied: set[str] = field(default_factory=set)
+    # Operations the server does not implement (a local DynamoDB-compatible server's).
+    unsupported: set[str] = field(default_factory=set)
 
     def session_hook(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
         if model.name in self.denied:
             return _denied(model.name)
+        if model.name in self.unsupported:
+            return _unknown_operation()
         if model.name == "DescribeContributorInsights":
             request = json.loads(params["body"])  # the serialised request, as sent
             answer = self.insights[request.get("IndexName")]
@@ -323,12 +335,56 @@ def test_a_check_that_is_denied_fails_naming_the_permission(
 
     code, doc = run_json(capsys)
 
-    assert code == 1
+    # Nothing was found wrong, but two checks could not be made: exit 4, not 1
+    assert code == 4
     assert failed(doc) == ["contributor-insights-table", "contributor-insights-index"]
+    assert doc["failed"] == []
+    assert doc["notChecked"] == {
+        "contributor-insights-table": "denied",
+        "contributor-insights-index": "denied",
+    }
     for name in failed(doc):
         check = checks_of(doc)[name]
-        assert check["detail"].startswith("could not check: AccessDeniedException")
+        assert check["verdict"] == "denied"
+        assert check["detail"].startswith("denied: DynamoDB at ")
+        assert "refused DescribeContributorInsights (AccessDeniedException" in check["detail"]
         assert PERMISSION_CONTRIBUTOR_INSIGHTS in check["fix"]
+
+
+def test_a_call_the_server_does_not_support_is_unsupported_not_a_credentials_problem(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.ready()
+    aws.unsupported.update({"DescribeContinuousBackups", "DescribeContributorInsights"})
+
+    code, doc = run_json(capsys)
+
+    assert code == 4  # nothing FAILED; three checks could not be made
+    assert doc["notChecked"] == dict.fromkeys(
+        ("point-in-time-recovery", "contributor-insights-table", "contributor-insights-index"),
+        "unsupported",
+    )
+    pitr = checks_of(doc)["point-in-time-recovery"]
+    assert pitr["detail"].startswith("not supported by this server: DynamoDB at ")
+    assert pitr["detail"].endswith("does not implement DescribeContinuousBackups")
+    assert pitr["fix"].startswith("nothing to fix here: this server")
+    assert "credentials" not in pitr["fix"]
+    code, out, _ = run(capsys)
+    assert "UNSUPPORTED  point-in-time-recovery: not supported by this server" in out
+
+
+def test_a_failed_check_wins_over_one_that_could_not_be_made(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.ready()
+    aws.unsupported.add("DescribeContinuousBackups")
+    aws.insights[None] = {"ContributorInsightsStatus": "DISABLED"}
+
+    code, doc = run_json(capsys)
+
+    assert code == 1
+    assert doc["failed"] == ["contributor-insights-table"]
+    assert checks_of(doc)["contributor-insights-table"]["verdict"] == "fail"
 
 
 # ---- the stack ---------------------------------------------------------------------------------
@@ -379,8 +435,9 @@ def test_lambda_denied_fails_the_functions_check_naming_the_permission(
 
     code, doc = run_json(capsys)
 
-    assert code == 1
+    assert code == 4
     assert failed(doc) == ["functions"]
+    assert checks_of(doc)["functions"]["verdict"] == "denied"
     check = checks_of(doc)["functions"]
     assert check["detail"].startswith(f"{len(EXPECTED_SERVICES)} of {len(EXPECTED_SERVICES)}")
     assert PERMISSION_GET_FUNCTION in check["fix"]
@@ -423,10 +480,17 @@ def test_an_unreachable_service_fails_its_checks_naming_the_permission(
         )
     doc = json.loads(capsys.readouterr().out)
 
-    assert exited.value.code == 1
+    # Nothing found wrong, three checks not made: exit 4 ("could not complete"), not 1
+    assert exited.value.code == 4
     assert failed(doc) == ["stack", "functions", "state-machine"]
+    assert doc["notChecked"] == dict.fromkeys(
+        ("stack", "functions", "state-machine"), "unreachable"
+    )
     checks = checks_of(doc)
-    assert checks["stack"]["detail"].startswith("could not check: EndpointConnectionError")
+    assert checks["stack"]["detail"].startswith(
+        "could not reach CloudFormation at http://127.0.0.1:9 (DescribeStacks: "
+        "EndpointConnectionError"
+    )
     assert "cloudformation:DescribeStacks" in checks["stack"]["fix"]
     assert "cloudformation:ListStackResources" in checks["functions"]["fix"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,12 +16,17 @@ from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.checks.repair import (
     PersonSource,
     RepairError,
+    RepairResult,
     RepairStatus,
     lease_key,
     repair_anomaly,
 )
+from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import BackfillDirection as Direction
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.plan import KeyPlan
+from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 
@@ -50,6 +56,16 @@ def key(saga_id: str) -> dict[str, str]:
     return keys.saga_table_key(saga_id)
 
 
+# The write rule of a table never migrated: every person's rows on the legacy key.
+LEGACY_PLAN = Routing.for_phase("legacy", N)
+
+
+def repair(
+    dynamo: Backend, table_key: dict[str, str], *, plan: KeyPlan = LEGACY_PLAN, **kw: Any
+) -> RepairResult:
+    return repair_anomaly(dynamo.client, dynamo.table_name, table_key, plan=plan, **kw)
+
+
 def test_given_a_row_without_person_when_repaired_by_default_then_it_is_a_dry_run(
     dynamo: Backend,
 ) -> None:
@@ -59,14 +75,18 @@ def test_given_a_row_without_person_when_repaired_by_default_then_it_is_a_dry_ru
     before = dynamo.scan_all()
 
     # When it is repaired without saying to write
-    result = repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"))
+    result = repair(dynamo, key("no-person"))
 
     # Then it says what it would write, and writes nothing
     assert result.status is RepairStatus.WOULD_REPAIR
     assert result.status.done
     assert result.dry_run is True
     assert result.person_source is PersonSource.LEASE
-    assert result.write == {"personId": "p-7", "GSI4SK": keys.gsi4sk("p-7", OPENED_AT)}
+    assert result.write == {
+        "personId": "p-7",
+        "GSI4SK": keys.gsi4sk("p-7", OPENED_AT),
+        "GSI4PK": keys.LEGACY_GSI4PK,
+    }
     assert result.anomaly is not None
     assert dynamo.scan_all() == before
 
@@ -79,7 +99,7 @@ def test_given_a_row_without_person_when_repaired_from_its_lease_then_person_and
     put_lease(dynamo, "no-person", "p-7")
 
     # When it is repaired for real, the person taken from its lease
-    result = repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"), dry_run=False)
+    result = repair(dynamo, key("no-person"), dry_run=False)
 
     # Then personId AND GSI4SK are rebuilt, it is no anomaly any more, and nothing else changed
     assert result.status is RepairStatus.REPAIRED
@@ -89,7 +109,7 @@ def test_given_a_row_without_person_when_repaired_from_its_lease_then_person_and
     assert repaired["personId"] == "p-7"
     assert repaired["GSI4SK"] == keys.gsi4sk("p-7", OPENED_AT)
     assert keys.person_anomaly(repaired) is None
-    assert repaired["GSI4PK"] == keys.LEGACY_GSI4PK  # the next backfill moves it
+    assert repaired["GSI4PK"] == keys.LEGACY_GSI4PK  # the legacy write rule's key
     assert repaired["note"] == "kept"
 
 
@@ -108,9 +128,7 @@ def test_given_an_anomaly_when_repaired_with_a_given_person_then_the_sort_key_fo
     dynamo.put_saga(saga_id, person, **extra)
     assert keys.person_anomaly(row(dynamo, saga_id) or {}) is not None
 
-    result = repair_anomaly(
-        dynamo.client, dynamo.table_name, key(saga_id), person_id="p-a", dry_run=False
-    )
+    result = repair(dynamo, key(saga_id), person_id="p-a", dry_run=False)
 
     assert (result.status, result.person_source) == (RepairStatus.REPAIRED, PersonSource.GIVEN)
     repaired = row(dynamo, saga_id)
@@ -118,7 +136,9 @@ def test_given_an_anomaly_when_repaired_with_a_given_person_then_the_sort_key_fo
     assert (repaired["personId"], repaired["GSI4SK"]) == ("p-a", keys.gsi4sk("p-a", OPENED_AT))
 
 
-def test_given_a_repaired_row_when_backfilled_then_it_moves_to_its_shard(dynamo: Backend) -> None:
+def test_given_a_repaired_row_in_migrating_then_it_is_on_its_shard_at_once(
+    dynamo: Backend,
+) -> None:
     # Given an anomaly the backfill left on the legacy key
     plant(dynamo, "migrating")
     clock = Clock()
@@ -133,13 +153,16 @@ def test_given_a_repaired_row_when_backfilled_then_it_moves_to_its_shard(dynamo:
     ]
     assert first.summary.anomaly_keys[0]["reason"].startswith("personId must be a string")
 
-    # When it is repaired from the key the backfill reported, and the backfill runs again
+    # When it is repaired from the key the backfill reported, by the record's write rule
+    plan = routing_for(ControlStore(dynamo.client, dynamo.table_name).read())
     for anomaly in first.summary.anomaly_keys:
-        repair_anomaly(dynamo.client, dynamo.table_name, anomaly, dry_run=False)
+        repaired = repair(dynamo, anomaly, plan=plan, dry_run=False)
+        assert repaired.write is not None
+        assert repaired.write["GSI4PK"] == keys.shard_gsi4pk_for_person("p-7", N)
     second = backfill_locally(dynamo.client, dynamo.table_name, request, holder="test", clock=clock)
 
-    # Then it is on its shard and nothing is left on the legacy key
-    assert (second.summary.restamped, second.summary.anomalies) == (1, 0)
+    # Then it is on its shard already: the next run has nothing to move and nothing is left
+    assert (second.summary.restamped, second.summary.anomalies) == (0, 0)
     assert second.summary.verification is not None
     assert second.summary.verification.remaining == 0
     assert (row(dynamo, "no-person") or {})["GSI4PK"] == keys.shard_gsi4pk_for_person("p-7", N)
@@ -151,13 +174,9 @@ def test_given_a_healthy_row_then_there_is_nothing_to_repair_and_it_is_never_giv
     dynamo.put_saga("healthy", "p-1")
     before = dynamo.scan_all()
 
-    same = repair_anomaly(
-        dynamo.client, dynamo.table_name, key("healthy"), person_id="p-1", dry_run=False
-    )
-    other = repair_anomaly(
-        dynamo.client, dynamo.table_name, key("healthy"), person_id="p-2", dry_run=False
-    )
-    from_lease = repair_anomaly(dynamo.client, dynamo.table_name, key("healthy"), dry_run=False)
+    same = repair(dynamo, key("healthy"), person_id="p-1", dry_run=False)
+    other = repair(dynamo, key("healthy"), person_id="p-2", dry_run=False)
+    from_lease = repair(dynamo, key("healthy"), dry_run=False)
 
     assert same.status is RepairStatus.NOTHING_TO_REPAIR
     assert same.status.done
@@ -169,9 +188,7 @@ def test_given_a_healthy_row_then_there_is_nothing_to_repair_and_it_is_never_giv
 
 
 def test_given_no_row_at_the_key_then_not_found_and_nothing_is_created(dynamo: Backend) -> None:
-    result = repair_anomaly(
-        dynamo.client, dynamo.table_name, key("gone"), person_id="p-1", dry_run=False
-    )
+    result = repair(dynamo, key("gone"), person_id="p-1", dry_run=False)
 
     assert result.status is RepairStatus.NOT_FOUND
     assert not result.status.done
@@ -207,9 +224,7 @@ def test_given_the_row_changes_between_read_and_write_then_the_other_writer_wins
     dynamo.client.meta.events.register("before-call.dynamodb.UpdateItem", concurrent_writer)
     try:
         # When the repair writes
-        result = repair_anomaly(
-            dynamo.client, dynamo.table_name, key("no-person"), person_id="p-1", dry_run=False
-        )
+        result = repair(dynamo, key("no-person"), person_id="p-1", dry_run=False)
     finally:
         dynamo.client.meta.events.unregister("before-call.dynamodb.UpdateItem", concurrent_writer)
 
@@ -238,7 +253,7 @@ def test_given_no_usable_lease_tenant_then_the_repair_refuses_and_asks_for_the_p
     before = dynamo.scan_all()
 
     with pytest.raises(RepairError, match=expected) as refused:
-        repair_anomaly(dynamo.client, dynamo.table_name, key("no-person"), dry_run=False)
+        repair(dynamo, key("no-person"), dry_run=False)
 
     assert "--person-id" in str(refused.value)
     assert dynamo.scan_all() == before
@@ -250,16 +265,14 @@ def test_given_a_row_without_opened_at_then_its_sort_key_cannot_be_rebuilt(
     dynamo.put_saga("no-opened-at", None, GSI4SK="#x", openedAt=None)
 
     with pytest.raises(RepairError, match="openedAt"):
-        repair_anomaly(
-            dynamo.client, dynamo.table_name, key("no-opened-at"), person_id="p-1", dry_run=False
-        )
+        repair(dynamo, key("no-opened-at"), person_id="p-1", dry_run=False)
 
 
 def test_given_bad_input_then_it_is_refused_before_anything_is_read(dynamo: Backend) -> None:
     with pytest.raises(InvalidKeyError):
-        repair_anomaly(dynamo.client, dynamo.table_name, {"PK": "LEASE#l-1", "SK": "META"})
+        repair(dynamo, {"PK": "LEASE#l-1", "SK": "META"})
     with pytest.raises(InvalidPersonIdError):
-        repair_anomaly(dynamo.client, dynamo.table_name, key("s-1"), person_id="")
+        repair(dynamo, key("s-1"), person_id="")
 
 
 def test_given_a_row_at_a_saga_key_that_is_not_a_saga_then_it_is_refused(
@@ -271,4 +284,67 @@ def test_given_a_row_at_a_saga_key_that_is_not_a_saga_then_it_is_refused(
     )
 
     with pytest.raises(InvalidInputError, match="not a saga row"):
-        repair_anomaly(dynamo.client, dynamo.table_name, key("odd"), person_id="p-1")
+        repair(dynamo, key("odd"), person_id="p-1")
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any]]:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv])
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return int(exited.value.code or 0), lines
+
+
+def test_given_an_anomaly_on_a_wrong_shard_in_sharded_when_repaired_then_by_person_finds_it(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the record in sharded(16), and an anomaly stamped on #8 (no personId) whose lease
+    # names a person who belongs on #3
+    plant(dynamo, "sharded")
+    wrong = keys.sharded_gsi4pk(8)
+    person = next(
+        f"p-{n}"
+        for n in range(1000)
+        if keys.shard_gsi4pk_for_person(f"p-{n}", N) == keys.sharded_gsi4pk(3)
+    )
+    dynamo.put_saga("stray", None, gsi4pk=wrong, GSI4SK=f"#{OPENED_AT}")
+    put_lease(dynamo, "stray", person)
+    table = ["--table", dynamo.table_name]
+    assert _cli(capsys, *table, "sagas", "by-person", person) == (0, [])
+
+    # When `repair-anomaly --apply` repairs it from its lease
+    code, lines = _cli(
+        capsys, *table, "repair-anomaly", "--saga-id", "stray", "--from-lease", "--apply"
+    )
+
+    # Then it stamps the state's write key, and `sagas by-person` finds the saga at once
+    assert code == 0
+    assert lines[0]["write"]["GSI4PK"] == keys.sharded_gsi4pk(3)
+    code, lines = _cli(capsys, *table, "sagas", "by-person", person)
+    assert (code, [line["sagaId"] for line in lines]) == (0, ["stray"])
+
+
+def test_given_a_stale_partition_key_when_repairing_then_a_writer_that_re_stamped_it_wins(
+    dynamo: Backend,
+) -> None:
+    # Given an anomaly on the legacy key, re-stamped by another writer just before our write
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    other = dynamo.new_client()
+
+    def concurrent_restamp(**_: Any) -> None:
+        other.update_item(
+            TableName=dynamo.table_name,
+            Key={"PK": {"S": "RSAGA#no-person"}, "SK": {"S": "META"}},
+            UpdateExpression="SET GSI4PK = :v",
+            ExpressionAttributeValues={":v": {"S": keys.sharded_gsi4pk(2)}},
+        )
+
+    dynamo.client.meta.events.register("before-call.dynamodb.UpdateItem", concurrent_restamp)
+    try:
+        result = repair(dynamo, key("no-person"), person_id="p-1", dry_run=False)
+    finally:
+        dynamo.client.meta.events.unregister("before-call.dynamodb.UpdateItem", concurrent_restamp)
+
+    # Then the repair's condition on GSI4PK fails and the other writer's key stands
+    assert result.status is RepairStatus.CHANGED
+    assert (row(dynamo, "no-person") or {})["GSI4PK"] == keys.sharded_gsi4pk(2)

@@ -328,7 +328,23 @@ def test_cli_refuses_to_overwrite_a_snapshot(
     code, out, err = run(capsys, *cli(dynamo, "legacy", "--snapshot", str(path)))
     assert (code, out) == (2, "")
     assert "refusing to overwrite" in err
+    assert "--overwrite" in err
     assert path.read_text() == "precious"
+
+
+def test_cli_replaces_a_snapshot_only_with_overwrite(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text("old")
+    argv = cli(dynamo, "legacy", "--snapshot", str(path), "--overwrite")
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    assert json.loads(path.read_text())["format"] == "saga-index-verify-snapshot"
+    # --overwrite names no file of its own: without --snapshot it is bad usage
+    code, _, err = run(capsys, *cli(dynamo, "legacy", "--overwrite"))
+    assert code == 2
+    assert "--overwrite applies to --snapshot FILE only" in err
 
 
 def _snapshot_text(dynamo: Backend, **changes: Any) -> str:

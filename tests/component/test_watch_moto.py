@@ -211,7 +211,7 @@ def test_cloudwatch_endpoint_url_comes_from_its_option_or_its_environment_variab
     cloudwatch_endpoints: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Nothing listens on port 9: one attempt each, refused at once (exit 1)
+    # Nothing listens on port 9: one attempt each, refused at once: exit 4, could not complete
     code, _, err = run(
         capsys,
         "--max-attempts",
@@ -220,9 +220,10 @@ def test_cloudwatch_endpoint_url_comes_from_its_option_or_its_environment_variab
         "--cloudwatch-endpoint-url",
         "http://127.0.0.1:9",
     )
-    assert code == 1
-    assert "127.0.0.1:9" in err
+    assert code == 4
+    assert "could not complete: CloudWatch at http://127.0.0.1:9 could not be reached" in err
+    assert "(GetMetricData)" in err
     monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH", "http://localhost:9")
     code, _, _ = run(capsys, "--max-attempts", "1", "watch")
-    assert code == 1
+    assert code == 4
     assert cloudwatch_endpoints == ["http://127.0.0.1:9", "http://localhost:9"]

@@ -125,9 +125,11 @@ def test_each_backfill_function_may_read_and_write_only_the_control_records_item
 ) -> None:
     # The lease, its heartbeat, the runtime throttle and the recorded result live in the control
     # record; the IAM condition keeps these writes off every saga row. The worker only
-    # heartbeats an existing lease: UpdateItem, never PutItem (least privilege).
+    # heartbeats an existing lease: UpdateItem, never PutItem (least privilege), and its fenced
+    # re-stamps condition-check the lease on STATE (ConditionCheckItem).
     arn = table_arn(owned_template)
-    writes = {"dynamodb:UpdateItem"} if role == "worker" else CONTROL_WRITE
+    worker = {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+    writes = worker if role == "worker" else CONTROL_WRITE
     assert data_actions(function_statements(owned_template, role), control=True) == sorted(
         (action, arn) for action in CONTROL_READ | writes
     )

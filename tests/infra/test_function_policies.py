@@ -42,7 +42,7 @@ WORKER_UPDATE = {
     "ForAllValues:StringEquals": {
         "dynamodb:Attributes": ["PK", "SK", "GSI4PK", "GSI4SK", "personId"]
     },
-    "StringEquals": {"dynamodb:ReturnValues": "NONE"},
+    "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
 }
 HANDLERS = {
     "workflow-health-sweep": "handlers.sweeps.workflow_health_sweep",
@@ -154,6 +154,8 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
     if name == "backfill-worker":
         grants |= {
             on("dynamodb:UpdateItem", CONTROL),
+            # the lease fence: every re-stamp's transaction condition-checks STATE
+            on("dynamodb:ConditionCheckItem", CONTROL),
             on("dynamodb:Scan", WORKER_SCAN),
             on("dynamodb:UpdateItem", WORKER_UPDATE),
         }

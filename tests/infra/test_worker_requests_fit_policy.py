@@ -87,6 +87,7 @@ def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) ->
         context["dynamodb:Select"] = [params.get("Select", implied)]
     if operation == "UpdateItem":
         context["dynamodb:ReturnValues"] = [params.get("ReturnValues", "NONE")]
+    # The Update element of a TransactWriteItems carries no ReturnValues: the key is absent.
     for operator, tests in statement.get("Condition", {}).items():
         for key, allowed in tests.items():
             values = context.get(key)
@@ -100,6 +101,8 @@ def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) ->
                 )
             elif operator == "StringEquals":
                 ok = values is not None and len(values) == 1 and values[0] in allowed_values
+            elif operator == "StringEqualsIfExists":
+                ok = values is None or (len(values) == 1 and values[0] in allowed_values)
             else:
                 raise AssertionError(f"this check does not know {operator}")
             if not ok:
@@ -155,6 +158,8 @@ def test_the_check_refuses_what_the_grants_exclude(owned_synth: Synthesised) -> 
         "ExpressionAttributeNames": {"#gsi4pk": "GSI4PK"},
     }
     assert allows(update, fine, "UpdateItem")
+    # The fenced write's Update inside TransactWriteItems: the same grant, no ReturnValues key.
+    assert allows(update, fine, "TransactWriteItems.Update")
     other_attribute = {**fine, "ExpressionAttributeNames": {"#gsi4pk": "state"}}
     assert not allows(update, other_attribute, "UpdateItem")
     assert not allows(update, {**fine, "ReturnValues": "ALL_OLD"}, "UpdateItem")

@@ -95,6 +95,21 @@ def _record_calls(calls: list[dict[str, Any]]) -> None:
         }
         if model.service_model.service_name == "dynamodb":
             call["leadingKeys"] = _leading_keys(params)
+        if model.name == "TransactWriteItems":
+            # IAM authorises a transaction per action: ConditionCheck as ConditionCheckItem,
+            # Update/Put/Delete as UpdateItem/PutItem/DeleteItem.
+            for entry in params.get("TransactItems", []):
+                for kind, action in entry.items():
+                    operation = "ConditionCheckItem" if kind == "ConditionCheck" else kind + "Item"
+                    calls.append(
+                        {
+                            **call,
+                            "operation": operation,
+                            "resources": {k: action[k] for k in RESOURCE_PARAMS if k in action},
+                            "leadingKeys": _leading_keys(action),
+                        }
+                    )
+            return
         calls.append(call)
 
     session.events.register("provide-client-params", before_call)

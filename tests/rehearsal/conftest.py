@@ -15,20 +15,11 @@ from tests.support.rehearsal.server import World, moto_world
 from tests.support.rehearsal.stack import Synth, synthesise
 
 
-def _interpreter_line() -> str:
-    return f"rehearsal interpreter: {layer.lambda_python().describe()}"
-
-
 def pytest_report_header(config: pytest.Config) -> str:
-    """Which Python starts the functions (shown when this directory is on the command line)."""
-    return _interpreter_line()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The same as the run's last line, where `-q`, `make test` and `| tail` still show it."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(_interpreter_line())
+    """Which Python starts the functions (shown when this directory is on the command line).
+    tests/conftest.py repeats it in the summary at the end, just above pytest's closing line,
+    where `-q`, `make test` and `| tail` still show it."""
+    return f"rehearsal interpreter: {layer.lambda_python().describe()}"
 
 
 @pytest.fixture(scope="session")

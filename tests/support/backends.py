@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,9 @@ from saga_index.store.dynamo.client import make_client
 from saga_index.store.dynamo.codec import serialize
 
 _table_numbers = itertools.count()
+# Under pytest-xdist each worker counts from 0: its name keeps the tables of two workers apart
+# even on one server (each worker starts its own dynalite, so this is only a second fence).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 @dataclass
@@ -82,7 +86,7 @@ class Backend:
 
 
 def make_backend(name: str, template: dict[str, Any], endpoint_url: str | None) -> Backend:
-    table_name = f"sagas-{name}-{next(_table_numbers)}"
+    table_name = f"sagas-{name}-{_WORKER}-{next(_table_numbers)}"
     client = make_client(region="us-east-1", endpoint_url=endpoint_url, max_attempts=3)
     create_table(client, table_name, template)
     return Backend(name=name, client=client, table_name=table_name, endpoint_url=endpoint_url)

@@ -71,7 +71,8 @@ class Planted:
 def plant_drift(dynamo: Backend) -> Planted:
     """Three legacy rows, four correctly sharded rows, one misrouted row, one row with an
     unroutable personId under a shard, two unindexed rows (one without GSI4SK, one without
-    GSI4PK), one stray row (shard 20 of N=16), and a non-saga row that must not be counted."""
+    GSI4PK), one stray row (a GSI4PK that is no key of any layout: shard 1024), and a non-saga
+    row that must not be counted."""
     for n in range(3):
         dynamo.put_saga(f"legacy-{n}", f"p-legacy-{n}")
     sharded_people = [f"p-ok-{n}" for n in range(4)]
@@ -91,7 +92,7 @@ def plant_drift(dynamo: Backend) -> Planted:
             "GSI4SK": "p-nopk#2026-01-01T00:00:00.000Z",
         },
     )
-    dynamo.put_saga("stray", "p-stray", gsi4pk=keys.sharded_gsi4pk(20))
+    dynamo.put_saga("stray", "p-stray", gsi4pk=f"{keys.LEGACY_GSI4PK}#1024")
     put_raw(dynamo, {"PK": "PERSON#p-ok-0", "SK": "PROFILE", "entityType": "Person"})
     per_shard = Counter(shard(person, N) for person in sharded_people)
     per_shard[wrong_shard_of("p-moved")] += 1
@@ -128,7 +129,7 @@ class DriftContract:
         assert [r.saga_id for r in report.misrouted] == ["misrouted"]
         assert report.misrouted[0].expected_gsi4pk == keys.shard_gsi4pk_for_person("p-moved", N)
         assert sorted(r.saga_id for r in report.unindexed) == ["no-partition-key", "no-sort-key"]
-        assert [r.gsi4pk for r in report.stray] == ["RenewalSaga#20"]
+        assert [r.gsi4pk for r in report.stray] == ["RenewalSaga#1024"]
         assert not report.healthy
         assert report.to_dict()["rowsPerShard"] == {
             str(n): count for n, count in planted.rows_per_shard.items()
@@ -245,11 +246,13 @@ class DriftContract:
     @pytest.mark.parametrize(
         ("state", "expected"),
         [
-            # (unexpected legacy, unexpected sharded, misrouted, stray)
-            ("legacy", (0, 2, 0, 1)),
-            ("migrating", (0, 0, 1, 1)),
-            ("sharded", (1, 0, 1, 1)),
-            ("rolling-back", (0, 0, 1, 1)),
+            # (unexpected legacy, unexpected sharded, misrouted, stray): the row on shard 30,
+            # a key no reader of a 16-shard state reads, is unexpected sharded (every run
+            # probes the keys above N), never stray
+            ("legacy", (0, 3, 0, 0)),
+            ("migrating", (0, 1, 1, 0)),
+            ("sharded", (1, 1, 1, 0)),
+            ("rolling-back", (0, 1, 1, 0)),
             ("resharding-16-32", (1, 0, 1, 0)),
             ("sharded-32", (1, 0, 2, 0)),
         ],
@@ -312,3 +315,56 @@ class DriftContract:
             "the control record's STATE item is missing (history ends at version 1): readers "
             "read every layout that history names; restore the record from its history"
         ]
+
+    def test_a_row_on_any_shard_key_is_unexpected_while_the_record_says_legacy(
+        self, dynamo: Backend
+    ) -> None:
+        # Given a control partition lost after sharded(32): rows on #3 (within the 16 keys the
+        # every-run reads cover) and on #24 (beyond them), and none on the legacy key
+        dynamo.put_saga("low", "p-low", gsi4pk=keys.sharded_gsi4pk(3))
+        dynamo.put_saga("high", "p-high", gsi4pk=keys.sharded_gsi4pk(24))
+        state = ControlStore(dynamo.client, dynamo.table_name).read()
+        assert state.version == 0  # never migrated, as every reader now believes
+        drift = DriftChecker(dynamo.client, dynamo.table_name, state=state)
+        # When the every-run checks run (no scan), then both count, so the alarm sees them
+        every_run = drift.check(scan_unindexed=False)
+        assert every_run.unexpected_sharded_rows == 2
+        assert sorted(r.gsi4pk for r in every_run.unexpected_sharded) == [
+            "RenewalSaga#24",
+            "RenewalSaga#3",
+        ]
+        assert not every_run.healthy
+        # And the scan does not count the row beyond N again, nor as a stray
+        scanned = drift.check(scan_unindexed=True)
+        assert (scanned.unexpected_sharded_rows, scanned.stray_rows) == (2, 0)
+
+    def test_a_row_at_or_above_4n_is_the_scans_stray_row(self, dynamo: Backend) -> None:
+        # Given a row on #100 while the record says legacy (N = 16): beyond the keys the every
+        # run probes (N .. 4N-1, the next two splits), as a writer with its own N = 128 leaves
+        dynamo.put_saga("far", "p-far", gsi4pk=keys.sharded_gsi4pk(100))
+        drift = DriftChecker(
+            dynamo.client,
+            dynamo.table_name,
+            state=ControlStore(dynamo.client, dynamo.table_name).read(),
+        )
+        # When the every-run checks run, then they do not reach it (48 probes, not 1,008)
+        assert drift.check(scan_unindexed=False).unexpected_sharded_rows == 0
+        # And the scan counts it as stray, whose alarm pages on one scan
+        scanned = drift.check(scan_unindexed=True)
+        assert scanned.stray_rows == 1
+        assert [r.gsi4pk for r in scanned.stray] == ["RenewalSaga#100"]
+        assert not scanned.healthy
+
+    @pytest.mark.parametrize("person", [None, 42, "", "p-1"])
+    def test_a_row_on_the_legacy_key_in_sharded_is_drift_whatever_its_person(
+        self, dynamo: Backend, person: Any
+    ) -> None:
+        # Given a row left on the legacy key in sharded(16), its personId unusable or not:
+        # no reader of sharded reads that key, so no enumeration or sweep sees the saga
+        dynamo.put_saga("left", person)
+        report = checker(dynamo, "sharded").check(scan_unindexed=False)
+        # Then it is wrong now, not merely anomalous
+        assert report.unexpected_legacy_rows == 1
+        assert report.anomalous_rows == 0
+        assert [r.saga_id for r in report.unexpected_legacy] == ["left"]
+        assert not report.healthy

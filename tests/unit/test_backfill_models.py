@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
+from saga_index.index.shard import MAX_SHARD_COUNT
 from saga_index.layout_change.backfill.budget import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
@@ -228,6 +229,8 @@ SHARDED_16 = Layout.sharded(16)
         (state(SHARDED_16, LEGACY), Direction.ROLLBACK, SHARDED_16, LEGACY),
         # a re-shard's split is the same kind of move
         (state(SHARDED_16, Layout.sharded(32)), Direction.FORWARD, SHARDED_16, Layout.sharded(32)),
+        # legacy after a migration: the clean-up of stray rows, from every shard key of any N
+        (state(LEGACY), Direction.ROLLBACK, Layout.sharded(MAX_SHARD_COUNT), LEGACY),
     ],
 )
 def test_the_record_names_the_move_never_a_flag(
@@ -265,7 +268,15 @@ def test_the_row_rule_source_keys_and_targets_per_move() -> None:
     shard_key = keys.shard_gsi4pk_for_person("p-1", 16)
     rollback = Move.between_legacy_and(Direction.ROLLBACK, 16)
     assert FORWARD_16.must_move(keys.LEGACY_GSI4PK, "p-1")
-    assert not FORWARD_16.is_on_source(shard_key)
+    # a forward run sweeps the target's keys too: a row on its person's key stays, a
+    # misrouted one (on another shard key of the target) moves
+    assert FORWARD_16.is_on_source(shard_key)
+    assert not FORWARD_16.must_move(shard_key, "p-1")
+    misrouted = next(k for k in keys.all_shard_gsi4pks(16) if k != shard_key)
+    assert FORWARD_16.must_move(misrouted, "p-1")
+    assert not FORWARD_16.is_on_source(keys.sharded_gsi4pk(16))  # not a key of sharded(16)
+    assert FORWARD_16.swept_partitions() == [keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(16)]
+    assert FORWARD_16.source_partitions() == [keys.LEGACY_GSI4PK]
     assert rollback.must_move(shard_key, "p-1")
     # any of the N shard keys is a rollback's source, even the wrong one for the person
     assert rollback.must_move(keys.shard_gsi4pk_for_person("p-2", 16), "p-1")
@@ -349,3 +360,12 @@ def test_given_a_total_write_cap_outside_the_bounds_then_the_request_is_refused_
         )
 
     assert caught.value.errors()[0]["loc"] == ("maxWritesPerSecond",)
+
+
+def test_the_legacy_clean_up_moves_a_row_on_any_shard_key_of_any_n_home() -> None:
+    clean_up = Move.for_state(state(LEGACY), Direction.ROLLBACK)
+    for stray in (keys.sharded_gsi4pk(3), keys.sharded_gsi4pk(40), keys.sharded_gsi4pk(1023)):
+        assert clean_up.must_move_row({"GSI4PK": stray, "personId": "p-1"})
+    assert not clean_up.must_move_row({"GSI4PK": keys.LEGACY_GSI4PK, "personId": "p-1"})
+    # the row has no usable personId: the legacy key needs none, so it moves too
+    assert clean_up.must_move_row({"GSI4PK": keys.sharded_gsi4pk(3)})

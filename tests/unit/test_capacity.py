@@ -435,5 +435,27 @@ def test_hook_charges_a_failed_conditional_put_to_the_base_table_only() -> None:
 def test_hook_refuses_operations_it_cannot_price() -> None:
     meter = CapacityMeter(SCHEMA, reader=FakeReader({}, []))
     client, _ = stubbed(meter)  # never sent: the meter refuses before the request is built
-    with pytest.raises(MeterError, match="TransactWriteItems"):
-        client.transact_write_items(TransactItems=[])
+    with pytest.raises(MeterError, match="TransactGetItems"):
+        client.transact_get_items(TransactItems=[])
+
+
+def test_hook_lets_a_refused_transaction_through_and_refuses_an_accepted_one() -> None:
+    meter = CapacityMeter(SCHEMA, reader=FakeReader({}, []))
+    client, stub = stubbed(meter)
+    check = {
+        "ConditionCheck": {
+            "TableName": "sagas",
+            "Key": {"PK": {"S": "x"}, "SK": {"S": "y"}},
+            "ConditionExpression": "attribute_exists(PK)",
+        }
+    }
+    stub.add_client_error("transact_write_items", service_error_code="UnknownOperationException")
+    stub.add_response("transact_write_items", {})
+    with stub:
+        # Refused by the server (dynalite has no transactions): nothing written, nothing priced
+        with pytest.raises(client.exceptions.ClientError, match="UnknownOperation"):
+            client.transact_write_items(TransactItems=[check])
+        assert meter.requests == 0
+        # Accepted: the meter cannot price it, and says so rather than undercount
+        with pytest.raises(MeterError, match="accepted by the server"):
+            client.transact_write_items(TransactItems=[check])

@@ -1,4 +1,5 @@
-"""The EventBridge publisher against a fake client: batches of 10, retries, loud failure."""
+"""The EventBridge publisher against a fake client: batches of 10, retries, loud failure, and
+which failures the bus answered (refused) and which got no answer (the bus may have them)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
 from saga_index.sweeps.events import (
     MAX_ENTRIES_PER_CALL,
@@ -94,6 +95,82 @@ def test_given_an_entry_that_keeps_failing_when_published_then_the_rest_go_and_i
     assert [f.event.saga_id for f in raised.value.failed] == ["s12"]
     assert "s12" in str(raised.value)
     assert "ThrottlingException" in str(raised.value)
+    # Answered as failed on every send: the bus does not have it.
+    assert [f.event.saga_id for f in raised.value.refused] == ["s12"]
+    assert raised.value.unanswered == []
+    assert "refused by the bus" in str(raised.value)
+
+
+class ShortAnswerEvents(FakeEvents):
+    """Answers one entry fewer than it was sent (nothing can be matched by position)."""
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = super().put_events(Entries)
+        return {**answer, "Entries": answer["Entries"][:-1]}
+
+
+URL = "https://events.us-east-1.amazonaws.com/"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ReadTimeoutError(endpoint_url=URL),
+        ConnectionClosedError(endpoint_url=URL),
+        # Even an error answer may come after botocore re-sent a request whose answer was lost.
+        ClientError({"Error": {"Code": "InternalException", "Message": "boom"}}, "PutEvents"),
+    ],
+    ids=["read timeout", "connection closed", "client error"],
+)
+def test_given_every_call_raises_when_published_then_the_events_are_unanswered_not_refused(
+    error: Exception,
+) -> None:
+    client = FakeEvents()
+    client.raise_on_call.update({1: error, 2: error, 3: error})
+    pub, _ = publisher(client, max_attempts=3)
+
+    with pytest.raises(EventPublishError) as raised:
+        pub.publish(events(2))
+
+    assert [len(call) for call in client.calls] == [2, 2, 2]
+    assert [f.event.saga_id for f in raised.value.unanswered] == ["s00", "s01"]
+    assert raised.value.refused == []
+    assert not any(f.answered for f in raised.value.failed)
+    assert str(raised.value).count("no answer: the bus may have it") == 2
+
+
+def test_given_a_call_without_answer_then_refusals_when_published_then_it_stays_unanswered() -> (
+    None
+):
+    # The first send may have reached the bus; later refusals do not prove it has not got it.
+    client = FakeEvents(fail=lambda saga, call: THROTTLED if saga == "s01" else None)
+    client.raise_on_call[1] = ConnectionClosedError(endpoint_url=URL)
+    pub, _ = publisher(client, max_attempts=3)
+
+    with pytest.raises(EventPublishError) as raised:
+        pub.publish(events(2))
+
+    assert [len(call) for call in client.calls] == [2, 2, 1]
+    assert raised.value.published == 1
+    (failed,) = raised.value.failed
+    assert (failed.event.saga_id, failed.error_code, failed.answered) == (
+        "s01",
+        "ThrottlingException",
+        False,
+    )
+
+
+def test_given_an_answer_that_cannot_be_matched_when_published_then_the_events_are_unanswered() -> (
+    None
+):
+    client = ShortAnswerEvents()
+    pub, _ = publisher(client, max_attempts=2)
+
+    with pytest.raises(EventPublishError) as raised:
+        pub.publish(events(3))
+
+    assert {f.error_code for f in raised.value.failed} == {"UnexpectedResponse"}
+    assert [f.event.saga_id for f in raised.value.unanswered] == ["s00", "s01", "s02"]
 
 
 def test_given_the_call_itself_fails_when_published_then_its_entries_are_retried() -> None:

@@ -141,9 +141,18 @@ class SagaRepository:
     def _enumerate(self, *, open_only: bool) -> ReadResult:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
+        stages = self.plan.enumeration_stages()
+        # The open filter applies to the MERGED rows: a saga that closes while its row moves is
+        # open under the key read first and closed under the key read later, and the later read
+        # wins only if it returns the row. A server-side filter would drop the closed image and
+        # keep the stale open one, so it is used only when there is one stage (no row is read
+        # twice). It saves transfer, not capacity: DynamoDB charges for the rows it filters.
+        server_filter = open_only and len(stages) == 1
         # Each stage is read to its end before the next starts: see the module docstring.
-        for stage in self.plan.enumeration_stages():
-            requests += self._read_stage_into(merged, stage, open_only=open_only)
+        for stage in stages:
+            requests += self._read_stage_into(merged, stage, open_only=server_filter)
+        if open_only and not server_filter:
+            merged = {k: v for k, v in merged.items() if v.get("state") in OPEN_STATES}
         return self._result(merged, requests, enumeration_keys(self.plan))
 
     def _read_stage_into(

@@ -1,5 +1,6 @@
 """The retry sweep's conditional writes: claim a retry or an exhaustion, record its publication,
-undo a claim whose event was refused.
+undo a claim whose event the bus answered as failed (a claim whose PutEvents got no answer is
+never undone: the bus may have its event, so it stays pending and is published again).
 
 Scheduler delivers at least once, and two deliveries of one firing can run side by side. A retry
 is therefore CLAIMED before its event goes out, with a conditional UpdateItem that only succeeds
@@ -164,7 +165,8 @@ class RetryClaims:
         )
 
     def release_retry(self, decision: RetryDecision, *, token: str) -> bool:
-        """Undo claim_retry (its event was refused), if the claim is still ours and pending."""
+        """Undo claim_retry (the bus answered its event as failed), if the claim is still ours
+        and pending."""
         values: dict[str, Any] = {":token": token}
         sets: list[str] = []
         removes: list[str] = [_CLAIM_FIELDS]
@@ -191,7 +193,8 @@ class RetryClaims:
         )
 
     def release_exhausted(self, decision: RetryDecision, *, token: str) -> bool:
-        """Undo mark_exhausted (its event was refused), if the claim is still ours and pending."""
+        """Undo mark_exhausted (the bus answered its event as failed), if the claim is still ours
+        and pending."""
         return self._update(
             decision.finding.saga,
             f"REMOVE #exhaustedAt, {_CLAIM_FIELDS}",

@@ -4,6 +4,13 @@ PutEvents can succeed as a call while failing some of its entries (FailedEntryCo
 ErrorCode on the entry). Those entries are re-sent, up to `max_attempts` sends in all; whatever
 still fails is raised as EventPublishError naming each saga and error, after every other batch
 has been sent, so one bad entry never holds back the rest and never passes silently.
+
+A failed event is REFUSED only when every send of it was answered with an ErrorCode on its
+entry: then the bus does not have it. A call that raised (a read timeout, a connection reset or
+closed, an endpoint that could not be reached, or a ClientError: botocore retries transport
+failures before it gives up, so even an error answer may follow a send whose request arrived)
+gave no answer for its entries, and the bus may have accepted them; such an event is UNANSWERED,
+and whoever published it must treat it as possibly delivered.
 """
 
 from __future__ import annotations
@@ -66,6 +73,13 @@ class FailedEvent:
     event: SagaEvent
     error_code: str
     error_message: str
+    # True: every send was answered with an ErrorCode on this entry, so the bus does not have
+    # it. False: at least one send got no answer (the call raised); the bus may have it.
+    answered: bool = True
+
+    @property
+    def verdict(self) -> str:
+        return "refused by the bus" if self.answered else "no answer: the bus may have it"
 
 
 class EventPublishError(SagaIndexError):
@@ -75,13 +89,24 @@ class EventPublishError(SagaIndexError):
         self.failed = list(failed)
         self.published = published
         detail = "; ".join(
-            f"{f.event.detail_type} for saga {f.event.saga_id}: {f.error_code}: {f.error_message}"
+            f"{f.event.detail_type} for saga {f.event.saga_id}: {f.error_code}: "
+            f"{f.error_message} ({f.verdict})"
             for f in self.failed
         )
         super().__init__(
             f"{len(self.failed)} event(s) could not be published to EventBridge after retries "
             f"({published} were): {detail}"
         )
+
+    @property
+    def refused(self) -> list[FailedEvent]:
+        """The events the bus answered as failed on every send: it does not have them."""
+        return [f for f in self.failed if f.answered]
+
+    @property
+    def unanswered(self) -> list[FailedEvent]:
+        """The events some send of which got no answer: the bus may have them."""
+        return [f for f in self.failed if not f.answered]
 
 
 def make_events_client(*, region: str | None = None, max_attempts: int = 5) -> Any:
@@ -141,6 +166,9 @@ class EventPublisher:
         pending = batch
         sent = 0
         failures: list[FailedEvent] = []
+        # Events a send of which raised instead of answering: once unanswered, an event that
+        # fails later is still not known to be refused (that first send may have arrived).
+        unanswered: set[int] = set()
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 self.sleep(self.backoff_seconds * 2 ** (attempt - 2))
@@ -148,13 +176,17 @@ class EventPublisher:
             try:
                 response = self.client.put_events(Entries=[self._entry(e) for e in pending])
             except (ClientError, BotoCoreError) as err:
-                # botocore has already retried the call itself; count it as every entry failing.
+                # botocore has already retried the call itself; count it as every entry failing,
+                # with no answer for any of them.
                 code = error_code(err) or type(err).__name__
-                failures = [FailedEvent(e, code, str(err)) for e in pending]
+                unanswered.update(id(e) for e in pending)
+                failures = [FailedEvent(e, code, str(err), answered=False) for e in pending]
             else:
                 results = response.get("Entries", [])
                 if len(results) != len(pending):
-                    # Entries are matched to results by position; without that, nothing is known.
+                    # Entries are matched to results by position; without that, nothing is known,
+                    # not even which entries the bus took.
+                    unanswered.update(id(e) for e in pending)
                     results = [
                         {
                             "ErrorCode": "UnexpectedResponse",
@@ -166,7 +198,10 @@ class EventPublisher:
                     if result.get("ErrorCode"):
                         failures.append(
                             FailedEvent(
-                                event, str(result["ErrorCode"]), str(result.get("ErrorMessage", ""))
+                                event,
+                                str(result["ErrorCode"]),
+                                str(result.get("ErrorMessage", "")),
+                                answered=id(event) not in unanswered,
                             )
                         )
                     else:
@@ -179,7 +214,12 @@ class EventPublisher:
                     "attempt": attempt,
                     "maxAttempts": self.max_attempts,
                     "failed": [
-                        {"sagaId": f.event.saga_id, "errorCode": f.error_code} for f in failures
+                        {
+                            "sagaId": f.event.saga_id,
+                            "errorCode": f.error_code,
+                            "answered": f.answered,
+                        }
+                        for f in failures
                     ],
                 },
             )

@@ -171,9 +171,13 @@ def run_retry_failed_prepare(
     `token` names this run's claims (default: a fresh uuid); `clock` is the wall clock the
     claims are stamped with and the timeout is measured on (`now` is the scheduled time).
     Claims come first so that a duplicate delivery cannot retry a saga twice. An event the bus
-    refuses has its claim released (a later run claims it again) and fails the invocation; an
-    event whose publication could not be recorded stays pending and is published again after
-    the timeout, with the same (sagaId, attempt).
+    answered as failed on every send (EventPublishError.refused) has its claim released (a later
+    run claims it again) and fails the invocation. An event with no answer (the call raised: the
+    bus may have it) keeps its claim pending and fails the invocation: releasing it would let the
+    next run claim the same attempt number again for what is a new retry, and consumers that
+    de-duplicate on (sagaId, attempt) would drop that retry. Pending, it is published again after
+    the timeout with the same (sagaId, attempt), as is an event whose publication could not be
+    recorded; no new attempt is claimed for the saga meanwhile.
     """
     now = require_aware(now)
     policy = policy or RetryPolicy()
@@ -237,11 +241,13 @@ def run_retry_failed_prepare(
             },
         )
     failed: set[int] = set()
+    refused: set[int] = set()
     publish_error: EventPublishError | None = None
     try:
         publisher.publish([*events, *(event for _p, event in again)])
     except EventPublishError as err:
         failed = {id(f.event) for f in err.failed}
+        refused = {id(f.event) for f in err.refused}
         publish_error = err
     _count(report, events, failed=failed)
     report.republished = sum(1 for _p, event in again if id(event) not in failed)
@@ -252,12 +258,23 @@ def run_retry_failed_prepare(
     unrecorded = _record_published(claims, published, utc_iso(require_aware(clock())))
 
     if publish_error is not None:
-        refused = [(d, e) for d, e in claimed if id(e) in failed]
-        unreleased = _release(claims, refused, token)
+        # Only a refusal proves the bus does not have the event; a re-published claim is never
+        # released either way (an earlier run's send of it may have been delivered).
+        unreleased = _release(claims, [(d, e) for d, e in claimed if id(e) in refused], token)
+        unanswered = [
+            f"saga {d.finding.saga.saga_id}"
+            for d, e in claimed
+            if id(e) in failed and id(e) not in refused
+        ]
+        kept: list[str] = []
+        if unanswered:
+            kept.append("the bus gave no answer for the claimed events of " + ", ".join(unanswered))
         if unreleased:
+            kept.append("these claims could not be released: " + "; ".join(unreleased))
+        if kept:
             raise SweepIncompleteError(
-                f"{publish_error}; and these claims could not be released, so they are "
-                f"published again after the timeout: {'; '.join(unreleased)}"
+                f"{publish_error}; and {'; and '.join(kept)}: those claims stay pending and are "
+                "published again after the publish timeout, with the same attempt"
             ) from publish_error
         raise publish_error
     problems = claim_failures + unrecorded
@@ -287,7 +304,8 @@ def _record_published(
 def _release(
     claims: RetryClaims, refused: Sequence[tuple[RetryDecision, SagaEvent]], token: str
 ) -> list[str]:
-    """Undo the claims whose events the bus refused; return what could not be undone."""
+    """Undo the claims whose events the bus answered as failed; return what could not be
+    undone."""
     unreleased: list[str] = []
     for decision, _event in refused:
         saga = decision.finding.saga

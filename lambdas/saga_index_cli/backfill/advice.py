@@ -14,14 +14,18 @@ from collections.abc import Iterator, Mapping
 
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import BACKFILL_THROTTLED_ERROR
+from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.record.errors import (
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
+    LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.state import BackfillDirection, ControlState
 
 CONVERGES = "nothing is half-written: run the backfill again, it converges"
 
@@ -83,8 +87,9 @@ ABORTED_ADVICE = (
     "the console); what it re-stamped stays and nothing is half-written. Run the backfill "
     "again to finish: it converges"
 )
+# The failure line already says "interrupted": the advice names the cause, not the word again.
 INTERRUPTED_ADVICE = (
-    "interrupted (Ctrl-C or SIGTERM): the lease is released and nothing is half-written. Run "
+    "stopped by Ctrl-C or SIGTERM: the lease is released and nothing is half-written. Run "
     "the same command again to finish: it converges"
 )
 # The verify step's failure (infra/backfill.py VERIFICATION_FAILED_ERROR).
@@ -158,6 +163,32 @@ def as_refusal(err: BaseException) -> BackfillRefusedError | None:
     if not isinstance(err, _REFUSALS):
         return None
     return BackfillRefusedError(refusal_message(type(err).__name__, str(err)))
+
+
+def direction_hint(state: ControlState, direction: BackfillDirection) -> str | None:
+    """What to type when `direction` is the wrong one for the record's phase: the flag the
+    phase needs; None when no direction fits (legacy: nothing moves until `phase set`)."""
+    if state.phase is Phase.ROLLING_BACK and direction is BackfillDirection.FORWARD:
+        return "add --direction rollback (the record is rolling back: step R2 of the runbook)"
+    if direction is BackfillDirection.ROLLBACK and state.phase in (
+        Phase.MIGRATING,
+        Phase.SHARDED,
+    ):
+        return "drop --direction rollback (forward is the default while migrating or sharded)"
+    if state.phase is Phase.LEGACY:
+        return "nothing moves while legacy: `saga-index phase set migrating` first (step 2)"
+    return None
+
+
+def move_for(state: ControlState, direction: BackfillDirection) -> Move:
+    """Move.for_state, with the fix named when the direction disagrees with the record."""
+    try:
+        return Move.for_state(state, direction)
+    except LeaseDirectionError as err:
+        hint = direction_hint(state, direction)
+        if hint is None:
+            raise
+        raise LeaseDirectionError(f"{err}: {hint}") from err
 
 
 @contextlib.contextmanager

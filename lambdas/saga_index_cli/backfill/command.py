@@ -20,9 +20,11 @@ from saga_index_cli.backfill.executions import resolve_state_machine, target_exe
 from saga_index_cli.backfill.follow import follow_execution
 from saga_index_cli.backfill.local import run_locally
 from saga_index_cli.backfill.options import backfill_options, check_modes
+from saga_index_cli.backfill.output import report_failures
 from saga_index_cli.backfill.start import run_state_machine
 from saga_index_cli.backfill.stop import stop_command
 from saga_index_cli.context import CliContext
+from saga_index_cli.output import check_output_file
 
 
 def _request(
@@ -50,6 +52,7 @@ def backfill_group(
     dry_run: bool,
     as_json: bool,
     output: Path | None,
+    overwrite: bool,
     deployed: bool,
     state_machine_arn: str | None,
     follow: str | None,
@@ -71,10 +74,14 @@ def backfill_group(
          with its reason
       1  failed, interrupted, not verified, or lost its lease; or refused before anything
          ran: the state is younger than its effectiveAt, another run holds a live lease, or
-         the record is missing or unreadable. The message says what to do for its cause.
+         the record is missing. The message says what to do for its cause.
          --follow/--stop: no execution running, or several (listed: pass one)
-      2  bad usage or input, a --direction the record disagrees with, or a global
-         --phase/--shards the record does not hold
+      2  bad usage or input, a --direction the record disagrees with (the message says
+         which to give), a global --phase/--shards the record does not hold, or an
+         existing --output FILE without --overwrite
+      4  could not complete: DynamoDB, Step Functions or CloudFormation could not be
+         reached, refused the call or does not support it (the message names the service,
+         its endpoint and the operation)
 
     A dry run takes no lease and writes nothing, but its --direction must still agree with the
     record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease (a run
@@ -93,21 +100,29 @@ def backfill_group(
         deployed=deployed,
         output=output,
     )
+    # Every argument is checked before the first call to any service (exit 2).
+    cli.require_table()
+    if output is not None:
+        check_output_file(output, overwrite=overwrite, option="--output")
+    elif overwrite:
+        raise click.UsageError("--overwrite applies to --output FILE only", ctx=ctx)
     if follow is not None or stop is not None:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
         if stop is not None:
             execution = target_execution(cli, sfn, stop, state_machine_arn, stack_name)
             sys.exit(stop_command(cli, sfn, execution, as_json))
         assert follow is not None
-        execution = target_execution(cli, sfn, follow, state_machine_arn, stack_name)
-        sys.exit(follow_execution(cli, sfn, execution, as_json, output, poll_interval))
+        with report_failures(output):
+            execution = target_execution(cli, sfn, follow, state_machine_arn, stack_name)
+            sys.exit(follow_execution(cli, sfn, execution, as_json, output, poll_interval))
     request = _request(direction, segments, max_writes_per_second, dry_run)
-    if state_machine_arn is not None or deployed:
-        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
-        machine = resolve_state_machine(cli, state_machine_arn, stack_name)
-        code = run_state_machine(cli, sfn, request, machine, as_json, output, poll_interval)
-    else:
-        code = run_locally(cli, request, as_json, output)
+    with report_failures(output):
+        if state_machine_arn is not None or deployed:
+            sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+            machine = resolve_state_machine(cli, state_machine_arn, stack_name)
+            code = run_state_machine(cli, sfn, request, machine, as_json, output, poll_interval)
+        else:
+            code = run_locally(cli, request, as_json, output)
     sys.exit(code)
 
 

@@ -8,7 +8,12 @@ from collections.abc import Callable
 import click
 
 from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
-from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.lease.controls import (
+    clear_throttle,
+    pause_backfill,
+    resume_backfill,
+    set_throttle,
+)
 from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
 from saga_index.layout_change.record.state import ControlState
 from saga_index_cli.context import CliContext, pass_cli
@@ -58,30 +63,63 @@ def _control_change(
 @click.option(
     "--max-writes-per-second",
     type=FiniteFloatRange(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
-    required=True,
+    default=None,
     help="The new cap over ALL segments, replacing the run's own --max-writes-per-second.",
+)
+@click.option(
+    "--clear",
+    is_flag=True,
+    help="Remove the cap from the record: a running backfill goes back to its own "
+    "--max-writes-per-second, and the next run starts with its own.",
 )
 @_reason_option
 @json_option
-@pass_cli
+@click.pass_context
 def throttle_command(
-    cli: CliContext, max_writes_per_second: float, reason: str, as_json: bool
+    ctx: click.Context,
+    max_writes_per_second: float | None,
+    clear: bool,
+    reason: str,
+    as_json: bool,
 ) -> None:
-    """Set the running backfill's write cap in the control record (no restart needed).
+    """Set (--max-writes-per-second R) or remove (--clear) the backfill's runtime write cap in
+    the control record (no restart needed). The cap stays in the record after the run that
+    was throttled ends, and caps every later run until cleared: `saga-index status` shows it.
 
-    Exit 0 set; 2 invalid value, or no record yet (never migrated); 1 record missing or
-    unreadable.
+    Exit 0 set or cleared; 2 neither or both of --max-writes-per-second and --clear, an
+    invalid value, or no record yet (never migrated); 1 record missing; 4 DynamoDB could not
+    be reached.
     """
+    if (max_writes_per_second is None) == (not clear):
+        raise click.UsageError(
+            "give exactly one of --max-writes-per-second R (set the cap) and --clear (remove it)",
+            ctx=ctx,
+        )
+    cli = ctx.find_object(CliContext)
+    assert cli is not None
+    if clear:
+        _control_change(
+            cli,
+            lambda who: clear_throttle(
+                cli.control_store(), changed_by=who, reason=reason, clock=cli.hooks.clock
+            ),
+            lambda _: (
+                "backfill write cap cleared: every run runs at its own --max-writes-per-second"
+            ),
+            as_json,
+        )
+        return
+    rate = max_writes_per_second
+    assert rate is not None
     _control_change(
         cli,
         lambda who: set_throttle(
-            cli.control_store(),
-            max_writes_per_second,
-            changed_by=who,
-            reason=reason,
-            clock=cli.hooks.clock,
+            cli.control_store(), rate, changed_by=who, reason=reason, clock=cli.hooks.clock
         ),
-        lambda s: f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s",
+        lambda s: (
+            f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s "
+            "(it stays until `saga-index backfill throttle --clear`)"
+        ),
         as_json,
     )
 

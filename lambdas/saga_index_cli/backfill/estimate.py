@@ -2,7 +2,9 @@
 the dry run's summary and carried in its JSON report under `estimate`.
 
 The rows to move are the dry run's own count (wouldRestamp); their sizes come from a sample
-read through the index (saga_index.layout_change.backfill.estimate).
+read through the index (saga_index.layout_change.backfill.estimate). The cap is the one the real
+run would start at: the record's runtime throttle (`backfill throttle`) when one is set, which
+replaces --max-writes-per-second until `backfill throttle --clear`, else the option's.
 """
 
 from __future__ import annotations
@@ -55,12 +57,44 @@ def move_of(summary: BackfillSummary) -> Move | None:
     return Move(summary.direction, summary.source.layout(), summary.target.layout())
 
 
+# Where the estimate's cap came from (JSON: estimate.capSource).
+CAP_FROM_RECORD, CAP_FROM_OPTION = "record-throttle", "max-writes-per-second"
+
+
+def record_cap(cli: CliContext) -> float | None:
+    """The record's runtime throttle (read once per invocation), None when none is set."""
+    return cli.read_state().backfill_max_writes_per_second
+
+
+def applied_cap_report(summary: BackfillSummary, applied: list[float]) -> dict[str, Any]:
+    """The caps a run really ran at, for its report: `maxWritesPerSecond` the one it started
+    at (the record's throttle when one was set), `appliedMaxWritesPerSecond` that one and every
+    change during the run, in order, and `requestedMaxWritesPerSecond` the option's."""
+    if not applied:
+        return {}
+    return {
+        "maxWritesPerSecond": applied[0],
+        "appliedMaxWritesPerSecond": list(applied),
+        "requestedMaxWritesPerSecond": summary.max_writes_per_second,
+    }
+
+
 def estimate_dry_run(cli: CliContext, summary: BackfillSummary) -> BackfillEstimate | None:
     """The estimate of the run this dry run rehearsed; None when the summary names no move.
     A sample that cannot be read leaves the capacity figures out (logged), not the dry run."""
     move = move_of(summary)
     if move is None or not summary.dry_run:
         return None
+    throttle = record_cap(cli)
+    cap = summary.max_writes_per_second if throttle is None else throttle
+    if throttle is not None and throttle != summary.max_writes_per_second:
+        log.warning(
+            "the estimate is at the record's runtime throttle, %g writes/s, not "
+            "--max-writes-per-second %g: a real run starts at the throttle until "
+            "`saga-index backfill throttle --clear`",
+            throttle,
+            summary.max_writes_per_second,
+        )
     try:
         sample = sample_rows_to_move(
             cli.client, cli.require_table(), index_name=INDEX_NAME, move=move
@@ -70,21 +104,31 @@ def estimate_dry_run(cli: CliContext, summary: BackfillSummary) -> BackfillEstim
         sample = RowSample()
     return BackfillEstimate.of(
         rows_to_move=summary.would_restamp,
-        max_writes_per_second=summary.max_writes_per_second,
+        max_writes_per_second=cap,
         move=move,
         sample=sample,
     )
+
+
+def cap_source(cli: CliContext) -> str:
+    return CAP_FROM_OPTION if record_cap(cli) is None else CAP_FROM_RECORD
 
 
 def _number(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:,.1f}"
 
 
-def estimate_lines(estimate: BackfillEstimate) -> list[str]:
+def estimate_lines(estimate: BackfillEstimate, source: str = CAP_FROM_OPTION) -> list[str]:
     """The estimate as the text summary shows it."""
     cap = estimate.max_writes_per_second
+    whose = (
+        "the record's runtime throttle (`backfill throttle`; `--clear` removes it)"
+        if source == CAP_FROM_RECORD
+        else "--max-writes-per-second"
+    )
     lines = [
-        f"estimate at the cap of {cap:g} writes/s (the Scan and the read-back come on top):",
+        f"estimate at the cap of {cap:g} writes/s, {whose} (the Scan and the read-back come "
+        "on top):",
         f"  rows to move     {estimate.rows_to_move:,}",
         f"  time             {format_duration(estimate.seconds)}   (rows / cap)",
         f"  legacy key       {_LEGACY_KEY_WORDS[estimate.legacy_key]}",
@@ -124,18 +168,19 @@ def print_report(
     as_json: bool,
     output: Path | None,
     estimate: BackfillEstimate | None,
+    source: str = CAP_FROM_OPTION,
 ) -> None:
     """print_summary, with the estimate (when there is one) under `estimate` in the JSON report
-    and as lines after the text summary."""
+    (its `capSource` says whose cap it is at) and as lines after the text summary."""
     if estimate is None:
         print_summary(summary, extra, as_json, output)
         return
-    with_estimate = {**extra, "estimate": estimate.to_json()}
+    with_estimate = {**extra, "estimate": {**estimate.to_json(), "capSource": source}}
     if as_json:
         print_summary(summary, with_estimate, as_json, output)
         return
     print_summary(summary, extra, as_json, None)
-    click.echo("\n".join(estimate_lines(estimate)))
+    click.echo("\n".join(estimate_lines(estimate, source)))
     if output is not None:
         write_report(output, {**summary.to_json(), **with_estimate})
         click.echo(f"report written to {output}")

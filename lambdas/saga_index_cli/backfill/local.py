@@ -20,7 +20,6 @@ from rich.console import Console
 from saga_index.index.names import INDEX_NAME
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
 from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.readback import count_source_rows
 from saga_index.layout_change.backfill.ticket import RunTicket
 from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
@@ -30,9 +29,15 @@ from saga_index_cli.backfill.advice import (
     LEASE_LOST_ADVICE,
     as_refusal,
     local_failure_advice,
+    move_for,
     refusals_explained,
 )
-from saga_index_cli.backfill.estimate import estimate_dry_run, print_report
+from saga_index_cli.backfill.estimate import (
+    applied_cap_report,
+    cap_source,
+    estimate_dry_run,
+    print_report,
+)
 from saga_index_cli.backfill.output import EXIT_FAILED, RunProgress, exit_code, stop_on_signals
 from saga_index_cli.context import CliContext
 from saga_index_cli.identity import local_identity
@@ -93,7 +98,7 @@ def run_locally(
         state = cli.read_state()
         cli.require_overrides_agree(state)
         # Refuse a direction the record's writers would undo before reading anything else.
-        move = Move.for_state(state, request.direction)
+        move = move_for(state, request.direction)
     client = cli.client
     stop = threading.Event()
     total: int | None = None
@@ -150,10 +155,9 @@ def _finish_local(
         extra["interrupted"] = True
     if outcome.lease_lost is not None:
         extra["leaseLost"] = outcome.lease_lost
-    if len(outcome.applied_caps) > 1:
-        extra["appliedMaxWritesPerSecond"] = outcome.applied_caps
+    extra.update(applied_cap_report(summary, outcome.applied_caps))
     estimate = estimate_dry_run(cli, summary) if summary.complete else None
-    print_report(summary, extra, as_json, output, estimate)
+    print_report(summary, extra, as_json, output, estimate, cap_source(cli))
     lost = outcome.lease_lost is not None
     code = exit_code(summary, failed=bool(run.failures) or run.interrupted or lost)
     if lost:

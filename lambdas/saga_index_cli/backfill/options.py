@@ -24,7 +24,7 @@ from saga_index_cli.backfill.executions import (
 )
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.options import FiniteFloatRange
-from saga_index_cli.output import json_option
+from saga_index_cli.output import json_option, overwrite_option
 from saga_index_cli.stack import stack_name_option
 
 
@@ -122,8 +122,9 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         default=BackfillDirection.FORWARD.value,
         show_default=True,
         help="Must agree with the control record: forward while it says migrating (legacy -> "
-        "sharded(N)) or sharded (rows repaired later); rollback while it says rolling-back "
-        "(sharded(N) -> legacy). The layouts are the record's, never a flag's.",
+        "sharded(N)) or sharded (rows repaired later, misrouted rows); rollback while it says "
+        "rolling-back (sharded(N) -> legacy) or legacy after a migration (stray rows on any "
+        "shard key -> legacy). The layouts are the record's, never a flag's.",
     ),
     click.option(
         "--segments",
@@ -152,9 +153,12 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         "--output",
         metavar="FILE",
         callback=_output_path,
-        help="Also write the JSON report to FILE (whatever the exit code): branch on the exit "
-        "code, read the report from the file.",
+        help="Also write the JSON report to FILE (whatever the exit code; a run that ends "
+        "before it started writes {refused, error, message, exitCode}): branch on the exit "
+        "code, read the report from the file. An existing FILE is refused (exit 2) without "
+        "--overwrite.",
     ),
+    overwrite_option,
     click.option(
         "--deployed",
         is_flag=True,

@@ -17,9 +17,13 @@ from types import FrameType
 from typing import Any
 
 import click
+from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill.counts import SegmentCounts
 from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index_cli.backfill.advice import BackfillRefusedError
+from saga_index_cli.failures import exit_code_of
 from saga_index_cli.output import emit
 from saga_index_cli.progress import LiveProgress
 
@@ -37,9 +41,9 @@ def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
     """The JSON report in FILE, written whole or not at all (a runbook reads it after checking
-    the exit code: no pipe through tee hides the code)."""
+    the exit code: no pipe through tee hides the code). FILE was checked before the run
+    (output.check_output_file: its directory exists, it is replaced only with --overwrite)."""
     path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -49,6 +53,29 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def report_failures(output: Path | None) -> Iterator[None]:
+    """Around a run: when it ends in an error before its report was written (refused before it
+    started, the record unreadable, a service that could not be reached), --output FILE still
+    gets one, naming the error and the exit code the command exits with."""
+    try:
+        yield
+    except (SagaIndexError, ClientError, BotoCoreError) as err:
+        if output is not None:
+            write_report(
+                output,
+                {
+                    # Refused: the run was turned down (nothing ran); else it could not run.
+                    "refused": isinstance(err, BackfillRefusedError | InvalidInputError),
+                    "error": type(err).__name__,
+                    "message": str(err),
+                    "exitCode": exit_code_of(err),
+                },
+            )
+            log.info("the refusal is written to %s", output)
         raise
 
 

@@ -15,12 +15,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import SagaIndexError
 from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.record.errors import LeaseHeldError, LeaseNotYetEffectiveError
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.transitions.rules import seconds_until
-from saga_index_cli.backfill.advice import refusals_explained
+from saga_index_cli.backfill.advice import move_for, refusals_explained
 from saga_index_cli.backfill.follow import follow_to_end, report_followed, run_label
 from saga_index_cli.backfill.output import RunProgress
 from saga_index_cli.backfill.stop import stop_execution
@@ -56,7 +55,7 @@ def run_state_machine(
     with refusals_explained():
         state = cli.read_state()
         cli.require_overrides_agree(state)
-        move = Move.for_state(state, request.direction)
+        move = move_for(state, request.direction)
         if not request.dry_run:
             check_startable(state, cli.now())
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

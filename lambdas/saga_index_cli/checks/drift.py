@@ -35,18 +35,22 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     --phase/--shards, against what a reader in that phase would read:
 
     \b
-      unexpected legacy rows   saga rows with a usable personId on the legacy key while no
-                               layout of the state is legacy (phase sharded)
+      unexpected legacy rows   saga rows on the legacy key while no layout of the state is
+                               legacy (phase sharded), whatever their personId: no reader
+                               reads that key, so no sweep sees those sagas
       unexpected sharded rows  rows on a shard key no layout of the state reads (any while
-                               legacy; one outside 0..N-1 of the state's layouts)
+                               legacy; one outside 0..N-1 of the state's layouts; every key
+                               above N is probed with one Limit-1 Query)
       misrouted rows           on a readable shard key that is not the person's key in any
                                layout of the state (mid-move, a row on its source key is not
                                yet moved, not misrouted)
       unindexed rows           no GSI4PK or GSI4SK: in no index partition
-      stray rows               GSI4PK outside the legacy key and the N shard keys
+      stray rows               a GSI4PK that is neither the legacy key nor any shard key
       control record missing   the STATE item is gone while history exists (no override)
 
-    Rows whose personId cannot be routed (anomalous) are counted but are not drift.
+    Rows whose personId cannot be routed (anomalous) on a key the state reads are counted but
+    are not drift (readers return them; repair-anomaly fixes them); on a key no reader reads
+    they are unexpected, as above.
 
     \b
     --json keys: phase, source, target, shardCount, healthy, findings, controlRecordMissing,
@@ -60,8 +64,9 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     about every six hours: approximate. Without one (no count yet, DescribeTable refused) the
     scan shows rows and rows/s without an ETA.
 
-    Exit 0 healthy in the state, 1 drift, 2 bad usage; a read that fails after retries also
-    exits 1 with the error on stderr.
+    Exit 0 healthy in the state, 1 drift (or a missing table), 2 bad usage; 4 could not
+    complete: DynamoDB could not be reached, refused the call or does not support it, after
+    its retries (the message names the endpoint and the operation): nothing was judged.
     """
     table = cli.require_table()
     options = ScanOptions(segments=segments, read_units_per_second=scan_rate)
@@ -96,8 +101,8 @@ def _print_drift(report: DriftReport) -> None:
         f"  unexpected sharded rows:            {report.unexpected_sharded_rows}",
         f"  misrouted rows:                     {report.misrouted_rows}",
         f"  unindexed rows (no GSI4PK/GSI4SK):  {report.unindexed_rows}",
-        f"  stray rows (GSI4PK outside 0..N-1): {report.stray_rows}",
-        f"  anomalous personIds (not drift):    {report.anomalous_rows}",
+        f"  stray rows (GSI4PK not a key):      {report.stray_rows}",
+        f"  anomalous on read keys (not drift): {report.anomalous_rows}",
         f"  saga rows in the base table:        {report.scanned_saga_rows}",
         f"  shard skew (max / mean):            {report.shard_skew:.2f}",
         "  rows per shard: "

@@ -1,5 +1,5 @@
 """`verify`'s snapshot file: read and checked before any read; written whole or not at all, and
-never over an existing file (it may be the pre-migration baseline)."""
+never over an existing file (it may be the pre-migration baseline) unless --overwrite."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.layout_change.checks.parity_snapshot import Snapshot
+from saga_index_cli.output import check_output_file
 
 log = logging.getLogger("saga_index.cli")
 
@@ -35,22 +36,17 @@ def load_snapshot(path: Path, table_name: str) -> Snapshot:
         raise InvalidInputError(f"snapshot {path}: {err}") from None
 
 
-def check_writable(path: Path) -> None:
-    """Fail before any read: never overwrite a snapshot (it may be the pre-migration baseline)."""
-    if path.exists():
-        raise InvalidInputError(
-            f"snapshot {path} already exists: refusing to overwrite it; choose another FILE"
-        )
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InvalidInputError(f"cannot write snapshot {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK):
-        raise InvalidInputError(f"cannot write snapshot {path}: {parent} is not writable")
+def check_writable(path: Path, *, overwrite: bool = False) -> None:
+    """Fail before any read: never replace a snapshot (it may be the pre-migration baseline)
+    unless --overwrite says so (the rule of every file a command writes: output.py)."""
+    check_output_file(path, overwrite=overwrite, option="--snapshot")
 
 
-def write_snapshot(path: Path, snapshot: Snapshot) -> None:
+def write_snapshot(path: Path, snapshot: Snapshot, *, overwrite: bool = False) -> None:
     """Written whole or not at all: a temporary file in the same directory, linked into place
-    (link fails instead of replacing a file that appeared meanwhile)."""
+    (link fails instead of replacing a file that appeared meanwhile), or with --overwrite
+    renamed over it."""
+    path = path.expanduser()
     parent = path.parent if str(path.parent) else Path(".")
     data = json.dumps(snapshot.to_document(), indent=2, sort_keys=True, ensure_ascii=False)
     try:
@@ -64,7 +60,10 @@ def write_snapshot(path: Path, snapshot: Snapshot) -> None:
             handle.write(data + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.link(handle.name, path)
+        if overwrite:
+            os.replace(handle.name, path)
+        else:
+            os.link(handle.name, path)
     except FileExistsError:
         raise InvalidInputError(
             f"snapshot {path} appeared while verifying: refusing to overwrite it"

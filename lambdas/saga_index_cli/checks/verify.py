@@ -25,7 +25,7 @@ from saga_index_cli.checks.scan import (
 from saga_index_cli.checks.snapshot_file import check_writable, load_snapshot, write_snapshot
 from saga_index_cli.context import CliContext
 from saga_index_cli.options import FiniteFloatRange
-from saga_index_cli.output import emit, json_option
+from saga_index_cli.output import emit, json_option, overwrite_option
 from saga_index_cli.progress import LiveProgress
 
 
@@ -43,8 +43,9 @@ from saga_index_cli.progress import LiveProgress
     "--snapshot",
     "snapshot_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Record this run's read results to FILE (never overwrites).",
+    help="Record this run's read results to FILE (an existing FILE only with --overwrite).",
 )
+@overwrite_option
 @click.option(
     "--compare",
     "compare_path",
@@ -68,6 +69,7 @@ def verify_command(
     as_json: bool,
     snapshot_path: Path | None,
     compare_path: Path | None,
+    overwrite: bool,
     recheck_delay: float,
     scan_rate: float,
     segments: int,
@@ -96,7 +98,9 @@ def verify_command(
     DynamoDB updates about every six hours: approximate. Without one (no count yet,
     DescribeTable refused) the scan shows rows and rows/s without an ETA.
 
-    Exit 0 identical, 1 mismatch, 2 bad usage or an unreadable/unsuitable snapshot file.
+    Exit 0 identical, 1 mismatch, 2 bad usage or an unreadable/unsuitable snapshot file (an
+    existing --snapshot FILE without --overwrite), 4 DynamoDB could not be reached, refused
+    the call or does not support it (the message names the operation).
     """
     cli: CliContext = ctx.find_object(CliContext)  # type: ignore[assignment]
     if snapshot_path is not None and compare_path is not None:
@@ -113,7 +117,9 @@ def verify_command(
                 )
         snapshot = load_snapshot(compare_path, cli.require_table())
     if snapshot_path is not None:
-        check_writable(snapshot_path)
+        check_writable(snapshot_path, overwrite=overwrite)
+    elif overwrite:
+        raise click.UsageError("--overwrite applies to --snapshot FILE only", ctx=ctx)
     if seed is None and snapshot is None:
         seed = random.SystemRandom().randrange(2**31)
     table = cli.require_table()
@@ -138,7 +144,7 @@ def verify_command(
         )
     written = None
     if snapshot_path is not None:
-        write_snapshot(snapshot_path, run.snapshot)
+        write_snapshot(snapshot_path, run.snapshot, overwrite=overwrite)
         written = str(snapshot_path)
     if as_json:
         emit({**run.report.to_dict(), "snapshotWritten": written})

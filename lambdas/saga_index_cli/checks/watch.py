@@ -1,6 +1,7 @@
 """`saga-index watch`: ADR-0085's third "done" signal, the watch window: did the renewal-saga
 GSI throttle in the last days? (CloudWatch, through its own endpoint, never --endpoint-url.)
-Prints a human report (or, with --json, ONE JSON object) on stdout; exit 0 clean, 1 not.
+Prints a human report (or, with --json, ONE JSON object) on stdout; exit 0 clean, 1 throttles
+(or no data), 4 CloudWatch could not be reached or refused the call (failures.py).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def watch_command(
     GlobalSecondaryIndexName) and its consumed capacity. Table-level ThrottledRequests (no
     index dimension) is shown as context only.
 
-    Exit 0 no throttle, 1 throttles; also 1 when CloudWatch holds no data at all for the index
-    in the window (wrong table, index or region: the watch cannot vouch for anything).
+    Exit 0 no throttle, 1 throttles found; also 1 when CloudWatch holds no data at all for
+    the index in the window (wrong table, index or region: the watch cannot vouch for
+    anything); 4 CloudWatch could not be reached, refused the call or does not support it
+    (the message names its endpoint and GetMetricData): nothing was judged.
     """
     cloudwatch = cli.aws_client("cloudwatch", endpoint_url=cloudwatch_endpoint_url)
     report = read_throttle_window(cloudwatch, cli.require_table(), names.INDEX_NAME, days=days)

@@ -111,11 +111,19 @@ def completion_checks(
         if count == 0:
             return CheckResult(name, True, f"no saga row left on {where}")
         examples = ", ".join(ref.pk for ref in refs[:5])
+        # To legacy: the rollback run moves them, and once in legacy the same command still
+        # moves any row left on a shard key home (the clean-up of stray rows).
+        again = (
+            "run the backfill again"
+            if requested is Phase.SHARDED
+            else "run `saga-index backfill --direction rollback` again (in legacy too it "
+            "moves every row on a shard key home)"
+        )
         return CheckResult(
             name,
             False,
             f"{count} saga row(s) still on {where}, which readers stop reading after the "
-            f"move{f' (e.g. {examples})' if examples else ''}: run the backfill again",
+            f"move{f' (e.g. {examples})' if examples else ''}: {again}",
         )
 
     def misrouted(state: ControlState) -> CheckResult:

@@ -10,20 +10,30 @@ from __future__ import annotations
 import click
 
 from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.checks.layout_probe import probe_keys, shard_rows_refusal
 from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS
 from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
+from saga_index.layout_change.record.errors import CheckResult, ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition
 from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.executor import PhaseChange, restore_state, set_phase
-from saga_index.layout_change.transitions.rules import plan_move
-from saga_index_cli.context import CliContext, describe_routing, pass_cli
+from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
+from saga_index.layout_change.transitions.rules import Precondition, plan_move
+from saga_index_cli.context import (
+    CliContext,
+    describe_routing,
+    pass_cli,
+)
+from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.checks import CheckOptions, completion_checks
-from saga_index_cli.phase.documents import record_document, record_lines, transition_document
+from saga_index_cli.phase.documents import history_document, record_document, record_lines
+from saga_index_cli.phase.restore import restore_command
+from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
 
 EXIT_OK, EXIT_MISSING = 0, 1
+CHECK_NO_SHARDED_ROWS_YET = "no-rows-on-shard-keys"
 
 
 def _missing_warning(state: ControlState) -> None:
@@ -56,26 +66,29 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
     ({layout, shardCount} or null), changedAt, changedBy, reason, effectiveAt, effective
     (effectiveAt has passed), secondsUntilEffective, previousPhase, checksPassed,
     checksForced, routing ({writes, reads}), allowedMoves; with --history, history (one
-    object per transition: version, from, to, changedAt, changedBy, reason, effectiveAt,
-    checksPassed, checksForced, ...).
+    object per HISTORY item: version, from, to, changedAt, changedBy, reason, effectiveAt,
+    checksPassed, checksForced, applied (a STATE write of it was confirmed), status (applied |
+    intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
+    STATE write failed, never applied), ...).
 
     Exit 0 shown; 1 the record is missing (it is still shown, from its history) or cannot be
     read.
     """
     store = cli.control_store()
-    state = cli.read_state()
+    state = _read_state(cli)
     doc = record_document(state, store.table_name, cli.now())
     if history:
-        doc["history"] = [transition_document(t) for t in store.history()]
+        doc["history"] = [history_document(entry, state) for entry in store.history_entries()]
     if as_json:
         emit(doc)
     else:
-        lines = record_lines(doc)
+        lines = with_effective_line(record_lines(doc), doc)
         for item in doc.get("history", []):
             forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
+            status = "" if item["status"] == "applied" else f" [{item['status'].upper()}]"
             lines.append(
                 f"  v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
-                f"by {item['changedBy']}: {item['reason']}{forced}"
+                f"by {item['changedBy']}: {item['reason']}{forced}{status}"
             )
         click.echo("\n".join(lines))
     _missing_warning(state)
@@ -100,6 +113,8 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
     "--shards",
     type=int,
     default=None,
+    # A power of two 1..1024, refused before the record is read (exit 2).
+    callback=shards_option,
     help="N of legacy -> migrating (default 16), a power of two 1..1024; M of sharded(N) -> "
     "resharding: 2N (split) or N/2 (merge); N of the abort resharding(N -> M) -> "
     "resharding. On other moves N comes from the record; a --shards that disagrees with it "
@@ -171,23 +186,44 @@ def set_command(
 
     \b
     --json: the record as `phase show --json` prints it, plus from ({phase, version}),
-    checks ([{name, passed, detail}]) and historyWritten.
+    checks ([{name, passed, detail}]), historyWritten (the new version's HISTORY item is
+    marked applied) and warnings (what failed after the move was applied).
+
+    \b
+    The HISTORY item of the new version is written first (an intent), then the STATE
+    compare-and-set, then the intent is marked applied. Once the STATE write landed the move
+    is applied and exits 0, whatever fails after it: stderr and --json `warnings` name what
+    failed and how it is repaired.
+
+    \b
+    The first move of a table (legacy -> migrating at version 0) first checks that no saga row
+    carries a shard key (no-rows-on-shard-keys: one Query with Limit 1 per shard key, 1024 in
+    all): rows there mean the control partition was lost, and `phase restore` rebuilds it.
 
     \b
     Exit codes:
-      0  changed
+      0  changed (also when something after the STATE write failed: see warnings); or the
+         record already is exactly PHASE (with --shards, its N): nothing written, --json
+         says "changed": false (a moved record says true)
       1  lost the race (another change landed first: the message names its version), or the
-         record is missing or unreadable
+         record is missing or unreadable (an unparseable STATE item: `phase restore`)
       2  not an allowed move (the message names the allowed ones), a --shards that is not a
          power of two or disagrees with the record, a re-shard --shards that is not one
          factor of two (the message names the allowed values), a global --phase/--shards
          that disagrees
       3  refused: a check failed; stdout {"refused": true, "failed": [{name, passed,
          detail}], "requested": PHASE}; nothing was written
+      4  could not complete: DynamoDB could not be reached, refused the call or does not
+         support it (the message names the endpoint and the operation); when that was the
+         history intent or the STATE write, stderr also says the move was NOT applied
     """
     store = cli.control_store()
-    state = cli.read_state()
+    state = _read_state(cli)
     cli.require_overrides_agree(state)
+    if is_already(state, phase, shards):
+        # A runbook step run again (a script under `set -e`): the record already says it.
+        print_unchanged(cli, store.table_name, state, as_json)
+        return
     # Refuse a move that is not allowed before anything expensive (exit 2).
     move = plan_move(state, phase, shard_count=shards)
     checks = (
@@ -204,6 +240,7 @@ def set_command(
         if move.guarded
         else []
     )
+    guards = [_no_sharded_rows_yet(cli)] if state.version == 0 else []
     change = set_phase(
         store,
         phase,
@@ -212,10 +249,39 @@ def set_command(
         shard_count=shards,
         force=force,
         checks=checks,
+        guards=guards,
         clock=cli.hooks.clock,
         timing=cli.hooks.timing,
     )
     _print_change(cli, store.table_name, change, as_json)
+
+
+def _read_state(cli: CliContext) -> ControlState:
+    try:
+        return cli.read_state()
+    except ControlRecordInvalidError as err:
+        raise ControlRecordInvalidError(
+            f"the control record's STATE item does not parse ({err}): nothing can change it "
+            "until it is repaired. See it with `saga-index status`, repair it with "
+            "`saga-index phase restore` (docs/runbook.md)"
+        ) from err
+
+
+def _no_sharded_rows_yet(cli: CliContext) -> Precondition:
+    """Before the first move: a row on a shard key while the record says never migrated means
+    the control partition was lost after a migration, and starting over would hide it."""
+
+    def run(_: ControlState) -> CheckResult:
+        seen = probe_keys(cli.client, cli.require_table(), include_legacy=False)
+        if seen.any_sharded:
+            return CheckResult(CHECK_NO_SHARDED_ROWS_YET, False, shard_rows_refusal(seen))
+        return CheckResult(
+            CHECK_NO_SHARDED_ROWS_YET,
+            True,
+            f"no saga row on any of the {seen.requests} shard keys ({seen.requests} queries)",
+        )
+
+    return Precondition(CHECK_NO_SHARDED_ROWS_YET, run)
 
 
 def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: bool) -> None:
@@ -229,6 +295,8 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
             },
             "checks": [check.to_json() for check in change.checks],
             "historyWritten": change.history_written,
+            "warnings": list(change.warnings),
+            "changed": True,
         }
     )
     if as_json:
@@ -250,7 +318,11 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
             f"{transition.version}: {', '.join(change.forced)}",
             err=True,
         )
-    routing = routing_for(change.state)
+    for warning in change.warnings:
+        click.echo(
+            f"saga-index: WARNING: move applied (version {transition.version}): {warning}", err=True
+        )
+    routing = routing_for(change.state, cli.now())
     click.echo(
         f"saga-index: every process follows the new routing ({describe_routing(routing)}) by "
         f"{format_time(transition.effective_at)}",
@@ -258,32 +330,4 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
     )
 
 
-@phase_group.command("restore")
-@json_option
-@pass_cli
-def restore_command(cli: CliContext, as_json: bool) -> None:
-    """Re-create a deleted STATE item from the newest history item (same version, layouts).
-
-    The lease, throttle, pause flag and last backfill are not in history: they come back
-    empty, so a completing move needs a new verified backfill. Nothing happens when the STATE
-    item exists. Prints the record as `phase show` does. Exit 0 restored or nothing to do.
-    """
-    store = cli.control_store()
-    before = cli.read_state()
-    cli.require_overrides_agree(before)
-    state = restore_state(store)
-    doc = record_document(state, store.table_name, cli.now())
-    doc["restored"] = before.condition is RecordCondition.MISSING
-    if as_json:
-        emit(doc)
-    else:
-        click.echo("\n".join(record_lines(doc)))
-    click.echo(
-        "saga-index: "
-        + (
-            f"STATE restored from history version {state.version}"
-            if doc["restored"]
-            else "the STATE item exists: nothing to restore"
-        ),
-        err=True,
-    )
+phase_group.add_command(restore_command)

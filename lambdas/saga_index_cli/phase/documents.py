@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from saga_index.index.layout import Layout
+from saga_index.layout_change.record.history import HistoryEntry
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.times import format_time
@@ -39,6 +40,18 @@ def transition_document(transition: Transition) -> dict[str, Any]:
     }
 
 
+def history_document(entry: HistoryEntry, state: ControlState) -> dict[str, Any]:
+    """One HISTORY item with what a reader makes of it: applied (a STATE write of it was
+    confirmed, or the STATE item holds it now), an intent whose STATE write is not confirmed,
+    or abandoned (its STATE write failed; never applied)."""
+    doc = transition_document(entry.transition)
+    held = state.condition is RecordCondition.PRESENT and state.transition == entry.transition
+    applied = entry.applied or held
+    doc["applied"] = applied
+    doc["status"] = "applied" if applied else ("abandoned" if entry.abandoned else "intent")
+    return doc
+
+
 def record_document(state: ControlState, table: str, now: datetime) -> dict[str, Any]:
     """The record as `phase show --json` prints it (the keys are a contract: runbook, demo).
 
@@ -47,7 +60,7 @@ def record_document(state: ControlState, table: str, now: datetime) -> dict[str,
     """
     transition = state.transition
     effective_at = state.effective_at
-    routing = routing_for(state)
+    routing = routing_for(state, now)
     missing = state.condition is RecordCondition.MISSING
     return {
         "table": table,

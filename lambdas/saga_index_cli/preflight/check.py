@@ -1,7 +1,12 @@
 """What a preflight check reports, and how a call that fails becomes a check that FAILED.
 
-A check that cannot be made (access denied, no credentials, no network) is never a pass: it
-fails, saying which permission on which resource it needed (`checked_call`, `unavailable_check`).
+A check that cannot be made is never a pass. Its verdict says why, apart from a check that ran
+and found something wrong (`fail`: not configured, not there): `unsupported` (the server does
+not implement the call, e.g. point-in-time recovery and Contributor Insights on a local
+dynalite), `unreachable` (no network path, no region, a service failing past its retries) or
+`denied` (no credentials, or the caller may not), each naming the service, its endpoint, and the
+permission the check needs (`checked_call`, `unavailable_check`; the kinds are
+saga_index_cli.failures', the one home of exit 4).
 The checks themselves: table.py (DynamoDB), stack.py (the deployed stack);
 the command that runs them all: command.py.
 """
@@ -15,10 +20,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-# Error codes that mean "the caller may not", as opposed to "it is not there".
-_DENIED_CODES = frozenset(
-    {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
-)
+from saga_index_cli.failures import FailureKind, service_failure
+
+# A check's verdict: it passed, it ran and found something wrong, or it could not be made
+# (one of failures.FailureKind's values).
+PASS, FAIL = "pass", "fail"
 
 # IAM actions each check needs.
 PERMISSION_DESCRIBE_TABLE = "dynamodb:DescribeTable"
@@ -47,9 +53,23 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    # Set when the check could not be made (a failures.FailureKind value); else pass/fail.
+    unavailable: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        if self.ok:
+            return PASS
+        return self.unavailable or FAIL
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
 
 
 class Unavailable(Exception):
@@ -85,22 +105,48 @@ def error_text(err: BaseException) -> str:
 
 
 def unavailable_check(name: str, failure: Unavailable) -> Check:
-    """The failure of a check that could not be made, naming the permission it needs."""
-    code = error_code(failure.err)
+    """The failure of a check that could not be made: why (its verdict), naming the service,
+    its endpoint and the permission the check needs."""
     if is_not_found(failure.err):
-        fix = f"{failure.resource} does not exist: check --table, --region and --endpoint-url"
-    elif code in _DENIED_CODES:
-        fix = (
-            f"the caller may not call {failure.permission} on {failure.resource}: grant it "
-            "(preflight needs only read permissions), then run preflight again"
+        return Check(
+            name,
+            False,
+            f"could not check: {error_text(failure.err)}",
+            f"{failure.resource} does not exist: check --table, --region and --endpoint-url",
         )
-    else:
+    kind = service_failure(failure.err)
+    if kind is None:
+        return Check(
+            name,
+            False,
+            f"could not check: {error_text(failure.err)}",
+            f"this check needs {failure.permission} on {failure.resource}; the call failed as "
+            "shown: check --table, --region and the service's endpoint option",
+        )
+    call = kind.call
+    where = f"{call.service}" + (f" at {call.endpoint}" if call.endpoint else "")
+    if kind.kind is FailureKind.UNSUPPORTED:
+        detail = f"not supported by this server: {where} does not implement {call.operation}"
         fix = (
-            f"check the credentials (AWS_PROFILE), --region and the network path to the "
-            f"service (its endpoint option); this check needs {failure.permission} on "
+            f"nothing to fix here: this server (a local DynamoDB-compatible one?) lacks "
+            f"{call.operation}; check it against AWS, where it needs {failure.permission} on "
             f"{failure.resource}"
         )
-    return Check(name, False, f"could not check: {error_text(failure.err)}", fix)
+    elif kind.kind is FailureKind.DENIED:
+        detail = f"denied: {where} refused {call.operation or 'the call'} ({kind.detail})"
+        fix = (
+            f"the caller may not call {failure.permission} on {failure.resource}, or has no "
+            "valid credentials (AWS_PROFILE): grant it (preflight needs only read permissions), "
+            "then run preflight again"
+        )
+    else:
+        detail = f"could not reach {where} ({call.operation or 'the call'}: {kind.detail})"
+        fix = (
+            f"check the network path to {call.service} and --region (its endpoint option, "
+            f"docs/cli.md), then run preflight again; this check needs {failure.permission} "
+            f"on {failure.resource}"
+        )
+    return Check(name, False, detail, fix, unavailable=kind.kind.value)
 
 
 def checked_call(permission: str, resource: str, call: Callable[[], Any]) -> Any:

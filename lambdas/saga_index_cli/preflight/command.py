@@ -20,8 +20,12 @@ Checks, each reported PASS or FAIL with what to do when it fails:
 - `state-machine`: the stack's state machine exists in Step Functions (DescribeStateMachine)
   and is the one the stack output `BackfillStateMachineArn...` names.
 
-A check that cannot be made (access denied, no credentials, no network) fails and names the
-permission it needs; it never passes silently. Every check runs, whatever the others found.
+A check that cannot be made never passes silently: its verdict says why, apart from a check
+that ran and found something wrong (`fail`): `unsupported` (the server does not implement the
+call: dynalite has no point-in-time recovery or Contributor Insights), `unreachable` (no network
+path to the service) or `denied` (no credentials, or the caller may not), naming the service,
+its endpoint and the permission it needs. Every check runs, whatever the others found. Exit 0
+every check passed; 1 a check found something wrong; 4 none did, but some could not be made.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ import click
 from saga_index.index import names
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
+from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE
 from saga_index_cli.output import emit, json_option
-from saga_index_cli.preflight.check import Check
+from saga_index_cli.preflight.check import FAIL, Check
 from saga_index_cli.preflight.stack import (
     StackReport,
     check_functions,
@@ -58,7 +63,7 @@ from saga_index_cli.stack import (
     stack_name_option,
 )
 
-EXIT_PASSED, EXIT_FAILED = 0, 1
+EXIT_PASSED, EXIT_FAILED, EXIT_INCOMPLETE = EXIT_OK, EXIT_FOUND, EXIT_UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,29 @@ class PreflightReport:
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
+    @property
+    def found(self) -> list[Check]:
+        """The checks that ran and found something wrong."""
+        return [c for c in self.checks if c.verdict == FAIL]
+
+    @property
+    def not_made(self) -> list[Check]:
+        """The checks that could not be made (unsupported, unreachable, denied)."""
+        return [c for c in self.checks if not c.ok and c.verdict != FAIL]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a check found something (the more useful answer), else 4 when a check could
+        not be made, else 0."""
+        if self.found:
+            return EXIT_FAILED
+        return EXIT_INCOMPLETE if self.not_made else EXIT_PASSED
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "failed": [c.name for c in self.found],
+            "notChecked": {c.name: c.verdict for c in self.not_made},
             "checks": [c.to_json() for c in self.checks],
             "stack": self.stack.to_json(),
         }
@@ -115,7 +140,8 @@ def run_preflight(clients: Clients, table: str, stack_name: str) -> PreflightRep
 
 
 def render(report: PreflightReport) -> str:
-    lines = [f"{'PASS' if c.ok else 'FAIL'}  {c.name}: {c.detail}" for c in report.checks]
+    width = max(len(c.verdict) for c in report.checks)
+    lines = [f"{c.verdict.upper():<{width}}  {c.name}: {c.detail}" for c in report.checks]
     stack = report.stack
     if any(f.name for f in stack.functions) or stack.state_machine:
         lines += ["", f"stack {stack.name}: which is which"]
@@ -129,7 +155,12 @@ def render(report: PreflightReport) -> str:
     if failed:
         lines += ["", "To fix:"]
         lines += [f"  {c.name}: {c.fix}" for c in failed]
-        lines += ["", f"{len(failed)} of {len(report.checks)} checks failed"]
+        not_made = ", ".join(f"{c.name} ({c.verdict})" for c in report.not_made)
+        lines += [
+            "",
+            f"{len(report.found)} of {len(report.checks)} checks failed"
+            + (f"; {len(report.not_made)} could not be made: {not_made}" if not_made else ""),
+        ]
     else:
         lines += ["", f"all {len(report.checks)} checks passed"]
     return "\n".join(lines)
@@ -170,15 +201,26 @@ def preflight_command(
     Needs dynamodb:DescribeTable, dynamodb:DescribeContinuousBackups,
     dynamodb:DescribeContributorInsights, cloudformation:DescribeStacks,
     cloudformation:ListStackResources, lambda:GetFunctionConfiguration and
-    states:DescribeStateMachine. A check that cannot be made fails, naming the permission.
+    states:DescribeStateMachine.
 
     \b
-    --json: {"ok", "checks": [{"name", "ok", "detail", "fix"}], "stack": {"name", "status",
+    Each check's verdict:
+      PASS         as the runbook needs it
+      FAIL         it ran and found something wrong (not configured, not there)
+      UNSUPPORTED  the server does not implement the call (dynalite: point-in-time
+                   recovery, Contributor Insights)
+      UNREACHABLE  no network path to the service (its endpoint is named)
+      DENIED       no credentials, or the caller may not (the permission is named)
+
+    \b
+    --json: {"ok", "failed": [names], "notChecked": {name: verdict}, "checks": [{"name",
+    "ok", "verdict", "detail", "fix"}], "stack": {"name", "status",
     "outputs", "functions": [{"construct", "service", "name", "logicalId", "resourceStatus",
     "exists", "state", "problem"}], "otherFunctions", "stateMachine": {"construct",
     "logicalId", "arn", "resourceStatus", "exists", "status"}}}
 
-    Exit 0 every check passed, 1 any failed, 2 bad usage.
+    Exit 0 every check passed; 1 a check FAILED; 4 none failed but some could not be made
+    (UNSUPPORTED, UNREACHABLE, DENIED); 2 bad usage.
     """
     table = cli.require_table()
     clients = Clients(
@@ -192,4 +234,4 @@ def preflight_command(
         emit(report.to_json())
     else:
         click.echo(render(report))
-    raise click.exceptions.Exit(EXIT_PASSED if report.ok else EXIT_FAILED)
+    raise click.exceptions.Exit(report.exit_code)

@@ -76,10 +76,12 @@ class FunctionReport:
     state: str | None = None
     problem: str | None = None
     fix: str | None = None
+    # Set when Lambda could not be asked (a failures.FailureKind value), not when it answered.
+    unavailable: str | None = None
 
-    def fail(self, problem: str, fix: str) -> None:
+    def fail(self, problem: str, fix: str, unavailable: str | None = None) -> None:
         if self.problem is None:
-            self.problem, self.fix = problem, fix
+            self.problem, self.fix, self.unavailable = problem, fix, unavailable
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -183,7 +185,7 @@ def _ask_lambda(lambda_client: Any, function: FunctionReport) -> None:
             function.fail("Lambda has no such function (deleted outside CloudFormation?)", _DEPLOY)
         else:
             unavailable = unavailable_check("functions", failure)
-            function.fail(unavailable.detail, unavailable.fix or "")
+            function.fail(unavailable.detail, unavailable.fix or "", unavailable.unavailable)
         return
     function.exists = True
     function.state = config.get("State")
@@ -208,7 +210,7 @@ def check_functions(
     report.functions = [FunctionReport(s, construct_name(s)) for s in EXPECTED_SERVICES]
     if isinstance(deployed, StackLookupError):
         failed = _stack_failure(name, deployed, PERMISSION_LIST_STACK_RESOURCES, report.name)
-        return Check(name, False, f"not checked: {failed.detail}", failed.fix)
+        return Check(name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable)
     resources = {r.construct_name: r for r in deployed.of_type(FUNCTION_TYPE)}
     expected = {f.construct for f in report.functions}
     report.other_functions = [
@@ -238,11 +240,14 @@ def check_functions(
             + ", ".join(f"{f.construct}={f.name}" for f in report.functions),
         )
     detail = "; ".join(f"{f.construct} ({f.service}): {f.problem}" for f in bad)
+    # Could not be made only when no function was found wrong, only not asked.
+    kinds = {f.unavailable for f in bad}
     return Check(
         name,
         False,
         f"{len(bad)} of {len(report.functions)} functions: {detail}",
         "; ".join(dict.fromkeys(f.fix for f in bad if f.fix)),
+        kinds.pop() if len(kinds) == 1 else None,
     )
 
 
@@ -255,7 +260,7 @@ def check_state_machine(
     name = "state-machine"
     if isinstance(deployed, StackLookupError):
         failed = _stack_failure(name, deployed, PERMISSION_LIST_STACK_RESOURCES, report.name)
-        return Check(name, False, f"not checked: {failed.detail}", failed.fix)
+        return Check(name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable)
     machines = deployed.of_type(STATE_MACHINE_TYPE)
     if len(machines) != 1:
         found = ", ".join(m.logical_id for m in machines) or "none"
@@ -278,6 +283,8 @@ def check_state_machine(
     }
     problems: list[str] = []
     fixes: list[str] = []
+    # Set when Step Functions could not be asked; the verdict only when nothing else is wrong.
+    not_asked: str | None = None
     if not isinstance(description, StackLookupError):
         try:
             output_arn = state_machine_arn_from_outputs(description.outputs, report.name)
@@ -312,6 +319,7 @@ def check_state_machine(
             unavailable = unavailable_check(name, failure)
             problems.append(unavailable.detail)
             fixes.append(unavailable.fix or "")
+            not_asked = unavailable.unavailable
     else:
         status = str(described.get("status", "UNKNOWN"))
         report.state_machine.update(exists=True, status=status)
@@ -324,5 +332,6 @@ def check_state_machine(
             False,
             f"state machine {arn}: " + "; ".join(problems),
             "; ".join(dict.fromkeys(f for f in fixes if f)) or None,
+            not_asked if len(problems) == 1 else None,
         )
     return Check(name, True, f"{machine.construct_name} = {arn} (ACTIVE)")

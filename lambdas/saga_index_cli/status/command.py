@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 
 from saga_index.index.names import STACK_NAME
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.state import (
     RecordCondition,
 )
@@ -23,6 +24,7 @@ from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.documents import record_document
 from saga_index_cli.status.report import alarm_states, backfill_document, drift_summary, row_counts
 from saga_index_cli.status.screen import render
+from saga_index_cli.status.unreadable import print_unreadable, unreadable_document
 
 EXIT_OK, EXIT_MISSING = 0, 1
 
@@ -83,10 +85,22 @@ def status_command(
                 actionsEnabled}], error} (null without --alarms)
 
     A part that cannot be read says so (checked/counted false, error) instead of failing.
-    Exit 0 shown; 1 the record is missing (shown from its history) or cannot be read.
+
+    \b
+    A STATE item that does not parse is shown as stored instead: --json {table, condition:
+    "unreadable", error, badAttribute, badValue, stored (its attributes as stored),
+    restoreFrom (the history item `phase restore` would rewrite it from, or null),
+    historyError}.
+
+    Exit 0 shown; 1 the record is missing (shown from its history), does not parse (shown as
+    stored) or cannot be read.
     """
     table = cli.require_table()
-    state = cli.read_state()
+    try:
+        state = cli.read_state()
+    except ControlRecordInvalidError as err:
+        print_unreadable(unreadable_document(cli.control_store(), table, err), as_json)
+        raise click.exceptions.Exit(EXIT_MISSING) from None
     now = cli.now()
     doc = record_document(state, table, now)
     doc["backfill"] = backfill_document(state, now)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
 from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
+from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
@@ -74,6 +75,7 @@ def run_backfill(
     page_size: int | None = None,
     max_concurrency: int = MAX_CONCURRENT_SEGMENTS,
     bucket: TokenBucket | None = None,
+    fence: LeaseFence | None = None,
 ) -> LocalRun:
     """Run every segment in this process, one thread per segment, with no deadline.
 
@@ -84,6 +86,7 @@ def run_backfill(
     stops the others after their in-flight write (a throttle storm or a permission error hits
     them all alike); `stop` does the same from outside. `bucket`: the shared bucket (its cap
     and pause follow the record when a LeaseKeeper drives it); by default one at the run's cap.
+    `fence`: the run's lease fence, shared by every segment (None: an unleased run).
     """
     stop = stop or threading.Event()
     segments = request.segment_requests(run)
@@ -112,6 +115,7 @@ def run_backfill(
                 on_progress=track,
                 page_size=page_size,
                 bucket=bucket,
+                fence=fence,
             ): segment.segment
             for segment in segments
         }
@@ -151,6 +155,9 @@ class LocalBackfill:
     lease_lost: str | None = None
     # The write caps the run followed, in order (its own, then each runtime throttle).
     applied_caps: list[float] = field(default_factory=list)
+    # The lease fence the run ended with (fence.FenceMode: transactional, or clock where the
+    # server has no transactions); None for a dry run.
+    fence_mode: str | None = None
 
     @property
     def move(self) -> Move:
@@ -190,6 +197,7 @@ def backfill_locally(
     on_progress: Callable[[SegmentCounts], None] | None = None,
     while_running: AbstractContextManager[object] | None = None,
     page_size: int | None = None,
+    transactional_fence: bool = True,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
 
@@ -205,6 +213,9 @@ def backfill_locally(
     on_progress receives the run's live totals over all segments (without anomaly keys).
     while_running is entered around the segments' run only, not around the read-back: a
     progress display, or signal handlers that set `stop`.
+    Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
+    transactional unless `transactional_fence` is False or the server has no transactions
+    (then the clock fence only, with a warning).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -218,6 +229,20 @@ def backfill_locally(
     )
     token = ticket.lease_token
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    fence = (
+        fence_for_run(
+            client,
+            table_name,
+            token=token,
+            state_version=ticket.state_version,
+            ttl_seconds=lease_ttl_seconds,
+            poll_seconds=poll_seconds,
+            transactional=transactional_fence,
+            clock=clock,
+        )
+        if token is not None
+        else None
+    )
     keeper = (
         LeaseKeeper(
             store,
@@ -228,6 +253,7 @@ def backfill_locally(
             clock=clock,
             ttl_seconds=lease_ttl_seconds,
             poll_seconds=poll_seconds,
+            fence=fence,
         )
         if token is not None
         else None
@@ -249,6 +275,7 @@ def backfill_locally(
             on_progress=on_progress,
             while_running=while_running,
             page_size=page_size,
+            fence=fence,
         )
     except BaseException:
         if token is not None:
@@ -278,6 +305,7 @@ def _run_and_judge(
     on_progress: Callable[[SegmentCounts], None] | None,
     while_running: AbstractContextManager[object] | None,
     page_size: int | None,
+    fence: LeaseFence | None,
 ) -> LocalBackfill:
     move = ticket.move()
     throttles = attach_throttle_observer(client)
@@ -298,6 +326,7 @@ def _run_and_judge(
             on_progress=_running_totals(on_progress) if on_progress is not None else None,
             page_size=page_size,
             bucket=bucket,
+            fence=fence,
         )
     seconds = time.monotonic() - started
     lost = keeper.lost if keeper is not None else None
@@ -322,4 +351,5 @@ def _run_and_judge(
         ticket=ticket,
         lease_lost=None if lost is None else str(lost),
         applied_caps=list(keeper.applied_caps) if keeper is not None else [],
+        fence_mode=fence.mode.value if fence is not None else None,
     )

@@ -3,8 +3,14 @@
 The row rule, the same for every move (legacy -> sharded(N) forward, sharded(N) -> legacy
 rollback, and sharded(N) -> sharded(M) forward while resharding):
 
-  a saga row moves when it is on one of the SOURCE layout's keys and that key differs from the
-  key the TARGET layout gives its person.
+  a saga row moves when it is on a key the run SWEEPS and that key differs from the key the
+  TARGET layout gives its person.
+
+The swept keys are the SOURCE layout's keys and, when the target is sharded, the target's keys
+too: a row on a target key that is not its person's (misrouted: on `#8` when its person belongs
+on `#3`, e.g. a row repaired before repairs stamped GSI4PK) is then moved like any other, so a
+forward run in `sharded` leaves every saga row with a usable personId on its write key. A move
+to legacy sweeps the source's keys only (every one of them moves to the one legacy key).
 
 A sharded target needs the row's person to pick its key, so a row whose personId is unusable
 (keys.person_anomaly) cannot move there: it is left and reported. The legacy layout gives every
@@ -60,11 +66,17 @@ class Move:
         return cls(wanted, sharded, LEGACY)
 
     def source_partitions(self) -> list[str]:
-        """The GSI4 partitions rows are moved away from."""
+        """The GSI4 partitions rows are moved away from (the progress bar counts these)."""
         return list(self.source.partitions())
 
+    def swept_partitions(self) -> list[str]:
+        """Every GSI4 partition the run judges (module docstring): the source's, then the
+        target's when it is sharded (its misrouted rows), each once, in that order."""
+        return list(dict.fromkeys(self._swept_order))
+
     def is_on_source(self, gsi4pk: object) -> bool:
-        """Is a row with this GSI4PK on a key of the source layout?"""
+        """Is a row with this GSI4PK on a key the run sweeps (source keys; and the target's
+        keys when the target is sharded, for its misrouted rows)?"""
         return isinstance(gsi4pk, str) and gsi4pk in self._source_keys
 
     def target_key(self, person_id: str) -> str:
@@ -98,8 +110,14 @@ class Move:
         return target is not None and gsi4pk != target
 
     @cached_property
+    def _swept_order(self) -> tuple[str, ...]:
+        if self.target.is_sharded:
+            return (*self.source.partitions(), *self.target.partitions())
+        return self.source.partitions()
+
+    @cached_property
     def _source_keys(self) -> frozenset[str]:
-        return frozenset(self.source.partitions())
+        return frozenset(self._swept_order)
 
     def describe(self) -> str:
         return f"{self.direction.value}: {self.source} -> {self.target}"

@@ -63,6 +63,8 @@ class TokenBucket:
         self.hold_seconds = hold_seconds
         self.increase_per_second = self.cap / recovery_seconds
         self.paused = False
+        # Set once the run must stop (its lease is lost): no token is handed out after that.
+        self.refused = False
         self.decrease_interval = decrease_interval
         self.max_sleep = max_sleep
         self.burst_seconds = burst_seconds
@@ -105,6 +107,11 @@ class TokenBucket:
             self._advance(self._clock())
             self.paused = paused
 
+    def refuse(self) -> None:
+        """Hand out no token from now on (the lease keeper's stop): acquire() returns False."""
+        with self._lock:
+            self.refused = True
+
     def acquire(
         self,
         should_stop: Callable[[], bool] = lambda: False,
@@ -114,8 +121,12 @@ class TokenBucket:
         """Take one token, waiting as long as needed (and as long as the bucket is paused);
         False if should_stop() turned true first, or once the wait would outlast `budget()`
         (the seconds it may still wait: a Lambda's remaining time minus its safety margin).
-        At a low cap throttled to its floor one token can take longer than that margin."""
+        At a low cap throttled to its floor one token can take longer than that margin.
+        A stop is checked before every token, not only while waiting: a run told to stop gets
+        no further token even when one is banked."""
         while True:
+            if self.refused or should_stop():
+                return False
             with self._lock:
                 self._advance(self._clock())
                 if self.paused:
@@ -127,8 +138,6 @@ class TokenBucket:
                     return True
                 else:
                     wait = min((1.0 - self._tokens) / self.rate, self.max_sleep)
-            if should_stop():
-                return False
             if budget is not None:
                 left = budget()
                 if left <= 0:

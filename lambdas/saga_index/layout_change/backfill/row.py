@@ -2,16 +2,18 @@
 the Scan):
 
   read   PK, SK, entityType, personId, GSI4PK, GSI4SK from a strongly consistent parallel Scan
-  keep   saga rows (entityType = "RenewalSaga") on a key of the run's SOURCE layout whose key
-         differs from the one the TARGET layout gives their person (the layouts are the
-         control record's: forward legacy -> sharded(N), rollback sharded(N) -> legacy)
+  keep   saga rows (entityType = "RenewalSaga") on a key the run sweeps (its SOURCE layout's,
+         and a sharded TARGET's own: misrouted rows) whose key differs from the one the TARGET
+         layout gives their person (the layouts are the control record's: forward
+         legacy -> sharded(N), rollback sharded(N) -> legacy; move.py)
   leave  when the target is sharded, rows whose personId is unusable (keys.person_anomaly): an
          anomaly, reported by table key and reason, never written (nothing guesses a shard for it;
          checks.repair fixes one). The legacy target gives everyone one key, so a rollback
          moves those rows too and lists them (table key and reason) as moved, not left behind
   write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK is
          still what the Scan read, and (sharded target: the key came from them) personId and
-         GSI4SK are too
+         GSI4SK are too; through the run's lease fence (fence.py): a write the fence refuses
+         (the lease is lost) is not made, and the segment stops before this row
   count  restamped; or skipped when the condition failed (someone else moved, changed or deleted
          the row since the read: never an error, and a deleted row is never re-created)
 """
@@ -27,6 +29,7 @@ from botocore.exceptions import ClientError
 from saga_index.index import keys
 from saga_index.layout_change.backfill.budget import anomaly_key
 from saga_index.layout_change.backfill.counts import SegmentResult
+from saga_index.layout_change.backfill.fence import LeaseFence, RowWrite, is_transaction_throttle
 from saga_index.layout_change.backfill.messages import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
@@ -68,8 +71,12 @@ class RowRestamper:
         *,
         throttles: ThrottleCounter | None,
         bucket: TokenBucket,
+        fence: LeaseFence | None = None,
     ) -> None:
         self.client = client
+        # None: a run outside the control record (RunTicket.unleased: benchmarks, the runner's
+        # own tests), which holds no lease to fence.
+        self.fence = fence
         self.table_name = table_name
         self.request = request
         self.result = result
@@ -108,7 +115,10 @@ class RowRestamper:
             return True
         if not take_token():
             return False
-        if self._restamp(raw, target) and reason is not None:
+        outcome = self._restamp(raw, target)
+        if outcome is RowWrite.LEASE_LOST:
+            return False  # not written: the segment stops before this row
+        if outcome is RowWrite.WRITTEN and reason is not None:
             # Moved to a key that needs no personId (the legacy key): listed, not left behind.
             self._list_anomaly(raw, reason)
             log.warning(
@@ -127,8 +137,8 @@ class RowRestamper:
             return
         self.result.anomaly_keys.append(anomaly_key(raw, reason))
 
-    def _restamp(self, raw: Mapping[str, Any], target: str) -> bool:
-        """The conditional write; True when it landed, False when its condition failed."""
+    def _restamp(self, raw: Mapping[str, Any], target: str) -> RowWrite:
+        """The conditional write, through the fence when the run holds a lease."""
         names = {"#pk": "PK", "#gsi4pk": "GSI4PK"}
         # The values the Scan returned, as typed attribute values: equality is byte-exact.
         values: dict[str, Any] = {":target": {"S": target}, ":readGsi4pk": raw["GSI4PK"]}
@@ -145,26 +155,19 @@ class RowRestamper:
                 condition.append(STILL_THE_SORT_KEY_READ)
             else:
                 condition.append(SORT_KEY_STILL_ABSENT)
+        update: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
+            "UpdateExpression": SET_ONLY_GSI4PK,
+            "ConditionExpression": " AND ".join(condition),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
         before = throttle_count(self.throttles)
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
-                UpdateExpression=SET_ONLY_GSI4PK,
-                ConditionExpression=" AND ".join(condition),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+            outcome = self._write(update)
         except ClientError as err:
-            if is_condition_failed(err):
-                self.result.skipped += 1
-                log.info(
-                    "skipped %s: moved, changed or deleted since it was read",
-                    plain_key(raw),
-                    extra={"key": plain_key(raw)},
-                )
-                return False
-            if is_throttle(err):
+            if is_throttle(err) or is_transaction_throttle(err):
                 self.bucket.on_throttle()
                 raise SegmentThrottledError(
                     f"segment {self.request.segment}: UpdateItem of {plain_key(raw)} still "
@@ -175,5 +178,24 @@ class RowRestamper:
         finally:
             if throttle_count(self.throttles) > before:
                 self.bucket.on_throttle()
-        self.result.restamped += 1
-        return True
+        if outcome is RowWrite.ROW_CHANGED:
+            self.result.skipped += 1
+            log.info(
+                "skipped %s: moved, changed or deleted since it was read",
+                plain_key(raw),
+                extra={"key": plain_key(raw)},
+            )
+        elif outcome is RowWrite.WRITTEN:
+            self.result.restamped += 1
+        return outcome
+
+    def _write(self, update: dict[str, Any]) -> RowWrite:
+        if self.fence is not None:
+            return self.fence.write(update)
+        try:
+            self.client.update_item(**update)
+        except ClientError as err:
+            if is_condition_failed(err):
+                return RowWrite.ROW_CHANGED
+            raise
+        return RowWrite.WRITTEN

@@ -15,7 +15,9 @@ Why this is safe to run beside live writers, to kill, and to run again:
   pause reach the bucket through the run's lease keeper (lease.keeper): a paused
   bucket hands out no token, so the worker waits, writing nothing, until it is resumed, stopped
   or (in Lambda) out of time; it then returns its cursor, not done. Any wait for a token ends
-  at the safety margin too (at a low cap throttled to its floor one token can take longer).
+  at the safety margin too (at a low cap throttled to its floor one token can take longer);
+- a leased run writes through its lease fence (layout_change.backfill.fence): a worker that
+  lost its lease (taken over, released, a transition since) stops before its next row.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from botocore.exceptions import ClientError
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
+from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.messages import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
@@ -62,6 +65,7 @@ class _SegmentWorker:
         on_progress: Callable[[SegmentResult], None] | None,
         page_size: int | None,
         bucket: TokenBucket | None,
+        fence: LeaseFence | None,
     ) -> None:
         self.client = client
         self.table_name = table_name
@@ -78,7 +82,13 @@ class _SegmentWorker:
         self.move = request.move
         self.result = SegmentResult(segment=request.segment)
         self.rows = RowRestamper(
-            client, table_name, request, self.result, throttles=throttles, bucket=self.bucket
+            client,
+            table_name,
+            request,
+            self.result,
+            throttles=throttles,
+            bucket=self.bucket,
+            fence=fence,
         )
         self._throttles_at_start = throttle_count(throttles)
         # Until this invocation has handled one row or one page, the deadline is not honoured:
@@ -229,6 +239,7 @@ def run_segment(
     on_progress: Callable[[SegmentResult], None] | None = None,
     page_size: int | None = None,
     bucket: TokenBucket | None = None,
+    fence: LeaseFence | None = None,
 ) -> SegmentResult:
     """Re-stamp one parallel-Scan segment from request.cursor until it is done or must stop.
 
@@ -236,7 +247,9 @@ def run_segment(
     returns its cursor once less than safety_margin_seconds remain. stop: set to stop after the
     in-flight write (Ctrl-C, SIGTERM, a lost lease). bucket: the pace (and pause) to follow.
     throttles: the counter attached to `client` (attach_throttle_observer); its increments slow
-    the bucket. Returns this invocation's counts
+    the bucket. fence: the run's lease fence (fence.py; None for an unleased run): every
+    re-stamp goes through it, and a refused one stops the segment. Returns this invocation's
+    counts
     plus request.totals, the cursor, and `done` once the segment's Scan reached its end.
     """
     if page_size is not None and page_size < 1:
@@ -252,6 +265,7 @@ def run_segment(
         on_progress=on_progress,
         page_size=page_size,
         bucket=bucket,
+        fence=fence,
     )
     own = worker.run()
     own.invocation = SegmentCounts.model_validate(own.model_dump())

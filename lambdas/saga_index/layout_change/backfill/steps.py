@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.layout_change.backfill.counts import SegmentResult
+from saga_index.layout_change.backfill.fence import fence_for_run
 from saga_index.layout_change.backfill.messages import (
     PlanRequest,
     SegmentPlan,
@@ -32,8 +33,9 @@ from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.lease.grant import heartbeat_lease
+from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, heartbeat_lease
 from saga_index.layout_change.lease.keeper import (
+    CONTROL_POLL_SECONDS,
     LeaseKeeper,
     release_with_completion,
     take_run,
@@ -91,24 +93,40 @@ def run_leased_segment(
 
     The invocation heartbeats when it starts (LeaseLostError propagates: nothing is written),
     every few seconds while it runs and when it ends; each heartbeat applies the record's
-    throttle (this segment's share of it) and pause flag to the token bucket. A lease lost
-    while it runs stops it after the in-flight write: the outcome then carries the error.
+    throttle (this segment's share of it) and pause flag to the token bucket. Every re-stamp is
+    fenced (fence.py: a transaction that condition-checks the lease on STATE): a lease lost
+    while it runs stops it before its next write: the outcome then carries the error.
     remaining_seconds: the Lambda's remaining time.
     """
     stop = threading.Event()
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
     token = request.run.lease_token
+    leased = not request.dry_run and token is not None
+    # DynamoDB on AWS has transactions: every re-stamp proves the lease at write time.
+    fence = (
+        fence_for_run(
+            client,
+            table_name,
+            token=token,
+            state_version=request.run.state_version,
+            ttl_seconds=LEASE_TTL_SECONDS,
+            poll_seconds=CONTROL_POLL_SECONDS,
+        )
+        if leased and token is not None
+        else None
+    )
     keeper = (
-        None
-        if request.dry_run or token is None
-        else LeaseKeeper(
+        LeaseKeeper(
             ControlStore(client, table_name),
             token,
             bucket,
             own_rate=request.max_writes_per_second,
             share=lambda total: segment_share(total, request.total_segments),
             stop=stop,
+            fence=fence,
         )
+        if leased and token is not None
+        else None
     )
     with keeper if keeper is not None else contextlib.nullcontext():
         result = run_segment(
@@ -121,6 +139,7 @@ def run_leased_segment(
             safety_margin_seconds=safety_margin_seconds,
             stop=stop,
             bucket=bucket,
+            fence=fence,
         )
     return SegmentOutcome(result, keeper.lost if keeper is not None else None)
 

@@ -2,12 +2,16 @@
 control record names (its routing), never a deploy phase. The checks, what they cost and the
 metrics they become: docs/observability.md, "The drift guard".
 
-Every run reads the index only: the legacy key (a COUNT; read page by page only while no layout
-of the state is legacy) and the N shard keys (N = the largest shard count the state names, else
-16), judging each row by `Expectations`. Every K-th run (`drift_schedule`) also scans the BASE
-table for what no Query can see: saga rows with no index key (unindexed) or a GSI4PK outside the
-keys read (stray). Anomalous rows (a personId that cannot be routed) are reported, not drift: a
-human repairs them.
+Every run reads the index only (eventually consistent: a row re-stamped in the last moments may
+be counted under its old key or both): the legacy key (a COUNT; read page by page only while no
+layout of the state is legacy), the N shard keys (N = the largest shard count the state names,
+else 16), judging each row by `Expectations`, and one Limit-1 Query per shard key from N to 4N
+(the keys of the next two splits, where a lost record's rows sit), where any row is unexpected
+(no reader of the state reads it). Every K-th run (`drift_schedule`) also scans the BASE table
+for what no such Query sees: saga rows with no index key (unindexed), or with a GSI4PK that is
+no key at all or a shard key at or above 4N (stray). A row on a key no reader of the state
+reads is drift whatever its personId; anomalous rows (a personId that cannot be routed) on a key
+that IS read are reported, not drift: a human repairs them.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import keys, names
 from saga_index.index.errors import EnumerationError, InvalidInputError, InvalidKeyError
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
 from saga_index.layout_change.checks.drift_report import SAMPLE_LIMIT, DriftReport, RowRef
 from saga_index.layout_change.checks.drift_tally import ReadTally, ScanFinding
 from saga_index.layout_change.checks.expectations import Expectations, Verdict
+from saga_index.layout_change.checks.layout_probe import probe_keys
 from saga_index.layout_change.checks.read_progress import ReadCounter, ReadsDone
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
@@ -43,6 +48,12 @@ log = logging.getLogger(__name__)
 JUDGED_PAGE_ROWS = 1000  # rows per page of an index read whose rows are judged
 # What the checks read of a row: judge() and RowRef (the scan's and the index reads' projection).
 _JUDGED_ATTRIBUTES = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
+
+
+def probed_up_to(shard_count: int) -> int:
+    """The every-run reads reach the shard keys below this: the state's N and the 3N keys of
+    the next two splits."""
+    return min(4 * shard_count, MAX_SHARD_COUNT)
 
 
 class DriftChecker:
@@ -138,6 +149,7 @@ class DriftChecker:
         for number, gsi4pk in enumerate(shard_keys):
             rows_per_shard[number] = per_key[gsi4pk].rows
             tally.merge(per_key[gsi4pk])
+        tally.merge(self._beyond(shard_count))
         report = DriftReport(
             table_name=self.table_name,
             index_name=self.index_name,
@@ -159,6 +171,40 @@ class DriftChecker:
         if not scan_unindexed:
             return report
         return self._with_scan(report, deadline, on_scan_page)
+
+    def _beyond(self, shard_count: int) -> ReadTally:
+        """The shard keys N .. 4N-1, which no reader of the state reads (#16..#63 while legacy:
+        where a lost record's rows of sharded(32) or sharded(64) sit): one Query with Limit 1
+        per key, and for a key that has rows its exact COUNT and one page to name them. Every
+        run, so the alarm's 2-of-3 sees them; ~0.5 read unit per key (3N Queries). Rows only on
+        keys at or above 4N (a layout at least 8 times the state's, with very few rows below 4N)
+        are the scan's: it counts them as stray, whose alarm pages on one scan."""
+        tally = ReadTally()
+        if shard_count >= MAX_SHARD_COUNT:
+            return tally
+        seen = probe_keys(
+            self.client,
+            self.table_name,
+            index_name=self.index_name,
+            include_legacy=False,
+            from_shard=shard_count,
+            to_shard=probed_up_to(shard_count),
+            max_workers=self.max_workers,
+        )
+        tally.requests += seen.requests
+        occupied = [keys.sharded_gsi4pk(n) for n in sorted(seen.sharded)]
+        if occupied:
+            found = read_partitions(
+                occupied,
+                self._tally_partition,
+                max_workers=self.max_workers,
+                thread_name_prefix="drift-beyond",
+                logger=log,
+                failure_message="drift read failed on %s: %s",
+            )
+            for gsi4pk in occupied:
+                tally.merge(found[gsi4pk])
+        return tally
 
     def _read_partitions(self, partitions: list[str], reads: ReadCounter) -> dict[str, ReadTally]:
         """Each partition's tally, read in parallel on a bounded pool (each worker holds one
@@ -261,7 +307,10 @@ class DriftChecker:
     def _with_scan(
         self, report: DriftReport, deadline: float | None, on_page: PageListener | None
     ) -> DriftReport:
-        watched = {keys.LEGACY_GSI4PK, *keys.all_shard_gsi4pks(report.shard_count)}
+        watched = {
+            keys.LEGACY_GSI4PK,
+            *keys.all_shard_gsi4pks(MAX_SHARD_COUNT)[: probed_up_to(report.shard_count)],
+        }
         unindexed = ScanFinding()
         stray = ScanFinding()
 
@@ -271,6 +320,8 @@ class DriftChecker:
                 # DynamoDB indexes a row only when both key attributes are present strings.
                 unindexed.add(item)
             elif gsi4pk not in watched:
+                # No key at all, or a shard key no every-run read reaches (at or above 4N; the
+                # keys below were counted by the every-run reads: _beyond).
                 stray.add(item)
 
         stats = self.scanner.scan_each(visit, deadline=deadline, on_page=on_page)

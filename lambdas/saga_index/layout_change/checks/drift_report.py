@@ -132,8 +132,8 @@ class DriftReport:
             )
         if self.stray_rows:
             out.append(
-                f"{self.stray_rows} saga row(s) carry a GSI4PK outside the legacy key and the "
-                f"{self.shard_count} shard keys: no enumeration reads their partition"
+                f"{self.stray_rows} saga row(s) carry a GSI4PK that is neither the legacy key "
+                "nor a shard key: no enumeration reads their partition"
             )
         return out
 

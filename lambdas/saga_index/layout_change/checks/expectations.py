@@ -59,18 +59,17 @@ class Expectations:
     def judge(self, item: Mapping[str, Any]) -> Verdict:
         """What is wrong now with a row on the legacy key or a shard key (InvalidKeyError for
         any other GSI4PK: those are the scan's stray rows). A row on a key no reader of the
-        state reads is unexpected whoever it belongs to; on a key that is read, a row whose
-        personId cannot be routed is anomalous."""
+        state reads is unexpected whoever it belongs to, an unusable personId included; on a
+        key that is read, a row whose personId cannot be routed is anomalous."""
         gsi4pk = item.get(names.INDEX_PARTITION_KEY)
         if not isinstance(gsi4pk, str) or (
             gsi4pk != keys.LEGACY_GSI4PK and keys.parse_gsi4pk(gsi4pk) is None
         ):
             raise InvalidKeyError(f"not a legacy or shard key: {gsi4pk!r}")
         if gsi4pk not in self.readable():
+            # No reader of the state reads this key, so no enumeration returns the row and no
+            # sweep sees its saga, whether or not its personId is usable: that is drift.
             if gsi4pk == keys.LEGACY_GSI4PK:
-                # Only a row the backfill can move must be gone before `sharded`.
-                if keys.person_anomaly(item) is not None:
-                    return Verdict.ANOMALOUS
                 return Verdict.UNEXPECTED_LEGACY
             return Verdict.UNEXPECTED_SHARDED
         if keys.person_anomaly(item) is not None:

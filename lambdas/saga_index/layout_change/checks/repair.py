@@ -1,15 +1,19 @@
-"""The repair of one anomalous saga row: give it its person, and the sort key built from it.
+"""The repair of one anomalous saga row: give it its person, the sort key built from it, and the
+partition key the current state's writers stamp for that person.
 
 A saga row whose personId is unusable (keys.person_anomaly: missing, empty, not a string, or not
 the person its GSI4SK names) cannot be routed to a shard, so the backfill leaves it on its key
 and reports it. The repair sets personId AND GSI4SK = keys.gsi4sk(personId, openedAt): setting
 personId alone leaves a GSI4SK that names another person (or none), and the row stays an anomaly.
+It also sets GSI4PK by the write rule of the record's current state (its routing's write_key):
+an anomaly sits on whatever key it was stamped with (the legacy key, or a shard key that is not
+its person's, e.g. `#8` when the person belongs on `#3`), and only the person's write key is
+one every reader of the person reads, so the repaired row is found by `sagas by-person` at once.
 
 The person is given by the operator, or read from the row's lease (LEASE#<leaseId>/META names
 its tenant in personId). The write holds only if the row is still exactly as read: it exists,
-and personId, GSI4SK and openedAt are unchanged; so a concurrent writer wins and a deleted row is
-never re-created. GSI4PK is not touched: the next backfill run moves the repaired row to its
-shard. A dry run (the default) reads and decides, and writes nothing.
+and personId, GSI4SK, GSI4PK and openedAt are unchanged; so a concurrent writer wins and a deleted
+row is never re-created. A dry run (the default) reads and decides, and writes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from saga_index.index.errors import (
     InvalidPersonIdError,
     SagaIndexError,
 )
+from saga_index.index.keys import Person
 from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.conditions import (
@@ -38,6 +43,7 @@ from saga_index.store.dynamo.conditions import (
     all_of,
     is_condition_failed,
 )
+from saga_index.store.plan import KeyPlan
 
 # The lease row that names a saga's tenant (docs/data-model.md): PK "LEASE#" + leaseId.
 LEASE_PK_PREFIX: Final = "LEASE#"
@@ -51,8 +57,11 @@ PERSON_STILL_ABSENT: Final = "attribute_not_exists(#personId)"
 SORT_KEY_STILL_ABSENT: Final = "attribute_not_exists(#gsi4sk)"
 # The new GSI4SK is built from openedAt: a changed openedAt would make it stale.
 STILL_OPENED_AT_READ: Final = "#openedAt = :readOpenedAt"
+# The key the row was read on: a writer that re-stamped it since wins.
+STILL_THE_PARTITION_KEY_READ: Final = "#gsi4pk = :readGsi4pk"
+PARTITION_KEY_STILL_ABSENT: Final = "attribute_not_exists(#gsi4pk)"
 # The only change a repair makes.
-SET_PERSON_AND_SORT_KEY: Final = "SET #personId = :person, #gsi4sk = :sortKey"
+SET_PERSON_AND_KEYS: Final = "SET #personId = :person, #gsi4sk = :sortKey, #gsi4pk = :writeKey"
 
 _READ_ATTRIBUTES = {
     "#pk": TABLE_PARTITION_KEY,
@@ -108,7 +117,7 @@ class RepairResult(BaseModel):
     anomaly: str | None = None
     # personId, GSI4SK, GSI4PK and openedAt as read (absent attributes left out).
     read: dict[str, Any] = Field(default_factory=dict)
-    # What the repair writes (or would write): personId and GSI4SK.
+    # What the repair writes (or would write): personId, GSI4SK and GSI4PK.
     write: dict[str, str] | None = None
     message: str
 
@@ -129,10 +138,14 @@ def repair_anomaly(
     table_name: str,
     key: Mapping[str, str],
     *,
+    plan: KeyPlan,
     person_id: str | None = None,
     dry_run: bool = True,
 ) -> RepairResult:
-    """Rebuild personId and GSI4SK of the saga row at `key` ({"PK": ..., "SK": ...}).
+    """Rebuild personId and GSI4SK of the saga row at `key` ({"PK": ..., "SK": ...}), and stamp
+    GSI4PK = plan.write_key(person): `plan` is the routing of the record's current state
+    (record.routing.routing_for), so the row lands where that state's writers put the person's
+    rows and its readers look.
 
     person_id None: the tenant named by the row's lease. A row that is not an anomaly is left
     as it is (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when person_id names someone
@@ -209,12 +222,13 @@ def repair_anomaly(
             f"PK={pk} SK={sk} has no usable openedAt ({err}), so its GSI4SK cannot be rebuilt: "
             "repair the row in the application"
         ) from None
-    write = {"personId": person, "GSI4SK": sort_key}
+    write_key = plan.write_key(Person.of(person))
+    write = {"personId": person, "GSI4SK": sort_key, "GSI4PK": write_key}
     if dry_run:
         return result(
             RepairStatus.WOULD_REPAIR,
-            f"dry run, nothing written: the repair sets personId={person!r} and "
-            f"GSI4SK={sort_key!r}",
+            f"dry run, nothing written: the repair sets personId={person!r}, "
+            f"GSI4SK={sort_key!r} and GSI4PK={write_key!r}",
             anomaly=anomaly,
             read=read,
             write=write,
@@ -223,11 +237,13 @@ def repair_anomaly(
         "#pk": TABLE_PARTITION_KEY,
         "#personId": "personId",
         "#gsi4sk": "GSI4SK",
+        "#gsi4pk": "GSI4PK",
         "#openedAt": "openedAt",
     }
     values: dict[str, Any] = {
         ":person": {"S": person},
         ":sortKey": {"S": sort_key},
+        ":writeKey": {"S": write_key},
         # The values read, as typed attribute values: equality is byte-exact.
         ":readOpenedAt": raw["openedAt"],
     }
@@ -242,11 +258,16 @@ def repair_anomaly(
         condition.append(STILL_THE_SORT_KEY_READ)
     else:
         condition.append(SORT_KEY_STILL_ABSENT)
+    if "GSI4PK" in raw:
+        values[":readGsi4pk"] = raw["GSI4PK"]
+        condition.append(STILL_THE_PARTITION_KEY_READ)
+    else:
+        condition.append(PARTITION_KEY_STILL_ABSENT)
     try:
         client.update_item(
             TableName=table_name,
             Key=table_key,
-            UpdateExpression=SET_PERSON_AND_SORT_KEY,
+            UpdateExpression=SET_PERSON_AND_KEYS,
             ConditionExpression=all_of(*condition),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
@@ -264,8 +285,8 @@ def repair_anomaly(
         )
     return result(
         RepairStatus.REPAIRED,
-        f"repaired: personId={person!r}, GSI4SK={sort_key!r}; GSI4PK is still "
-        f"{row.get('GSI4PK')!r}: the next backfill run moves the row to its shard",
+        f"repaired: personId={person!r}, GSI4SK={sort_key!r}, GSI4PK={write_key!r} (was "
+        f"{row.get('GSI4PK')!r}): `sagas by-person` finds it now",
         anomaly=anomaly,
         read=read,
         write=write,

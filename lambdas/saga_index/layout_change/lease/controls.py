@@ -5,7 +5,7 @@ holder follows them on its next heartbeat (lease.keeper); neither bumps `version
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
 from saga_index.layout_change.lease.events import (
@@ -55,6 +55,27 @@ def set_throttle(
     )
 
 
+# The EVENT of `backfill throttle --clear`: the runtime cap removed, the run's own cap applies.
+EVENT_THROTTLE_CLEARED: Final = "throttle-cleared"
+
+
+def clear_throttle(
+    store: ControlStore, *, changed_by: str, reason: str = "", clock: WallClock = utc_now
+) -> ControlState:
+    """Remove the runtime write cap: a running backfill goes back to its own
+    --max-writes-per-second at its next heartbeat, and the next run starts with its own."""
+    return _set_control(
+        store,
+        EVENT_THROTTLE_CLEARED,
+        {},
+        remove=(BACKFILL_MAX_WRITES_PER_SECOND,),
+        details={"cleared": BACKFILL_MAX_WRITES_PER_SECOND},
+        changed_by=changed_by,
+        reason=reason,
+        clock=clock,
+    )
+
+
 def pause_backfill(
     store: ControlStore, *, changed_by: str, reason: str = "", clock: WallClock = utc_now
 ) -> ControlState:
@@ -89,10 +110,12 @@ def _set_control(
     changed_by: str,
     reason: str,
     clock: WallClock,
+    remove: tuple[str, ...] = (),
+    details: dict[str, Any] | None = None,
 ) -> ControlState:
     changed_by = required("changed_by", changed_by)
     now = to_millis(clock())
-    updated = store.update(set_values=values, condition=STATE_EXISTS)
+    updated = store.update(set_values=values, remove=remove, condition=STATE_EXISTS)
     if updated is None:
         state = store.read()
         if state.condition is RecordCondition.MISSING:
@@ -101,5 +124,5 @@ def _set_control(
             "there is no control record yet (phase legacy, never migrated): nothing to "
             f"{event}; the first `phase set` creates it"
         )
-    put_event(store, event, changed_by, now, updated.version, values, reason)
+    put_event(store, event, changed_by, now, updated.version, details or values, reason)
     return updated

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from saga_index.index.layout import Layout
+from saga_index.index.shard import MAX_SHARD_COUNT
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
     EVENT_LEASE_RELEASED,
@@ -99,7 +100,11 @@ def backfill_layouts(state: ControlState, direction: BackfillDirection) -> tuple
 
     forward   migrating: legacy -> sharded(N); sharded: legacy -> sharded(N) (rows repaired
               later); resharding: sharded(N) -> sharded(M)
-    rollback  rolling-back: sharded(N) -> legacy
+    rollback  rolling-back: sharded(N) -> legacy; legacy (after a migration): every shard key
+              -> legacy, the clean-up of stray rows (a row a paused worker, or a writer that
+              had not seen the record, left on a shard key that no reader in legacy reads),
+              the mirror of forward-in-sharded. "Every shard key" is sharded(MAX_SHARD_COUNT):
+              every shard key of every N is one of its keys.
     """
     phase = state.phase
     if direction is BackfillDirection.FORWARD and phase in (
@@ -113,9 +118,15 @@ def backfill_layouts(state: ControlState, direction: BackfillDirection) -> tuple
     if direction is BackfillDirection.ROLLBACK and phase is Phase.ROLLING_BACK:
         assert state.moving_to is not None
         return state.layout, state.moving_to
+    if (
+        direction is BackfillDirection.ROLLBACK
+        and phase is Phase.LEGACY
+        and state.condition is RecordCondition.PRESENT
+    ):
+        return Layout.sharded(MAX_SHARD_COUNT), Layout.legacy()
     wanted = {
         BackfillDirection.FORWARD: "migrating or sharded (or resharding)",
-        BackfillDirection.ROLLBACK: "rolling-back",
+        BackfillDirection.ROLLBACK: "rolling-back, or legacy after a migration (the clean-up)",
     }[direction]
     # A re-shard has no rollback run: its way back is the abort (a swap), then a forward run.
     hint = (
@@ -203,7 +214,7 @@ def heartbeat_lease(
     )
     if updated is not None:
         return updated
-    raise LeaseLostError(_why_lost(store.read(), token))
+    raise LeaseLostError(why_lost(store.read(), token))
 
 
 def release_lease(
@@ -233,7 +244,7 @@ def release_lease(
         recorded = fresh.last_backfill is not None and fresh.last_backfill.lease_token == token
         if completion is None or recorded:
             return fresh
-        raise LeaseLostError(_why_lost(fresh, token) + "; its completion was not recorded")
+        raise LeaseLostError(why_lost(fresh, token) + "; its completion was not recorded")
     details: dict[str, Any] = {LEASE_TOKEN: token}
     if completion is not None:
         details.update(completion_attributes(completion))
@@ -268,7 +279,7 @@ def _check_acquirable(
     return layouts
 
 
-def _why_lost(state: ControlState, token: str) -> str:
+def why_lost(state: ControlState, token: str) -> str:
     lease = state.lease
     if lease is None:
         return "this run no longer holds the backfill lease: it was released"

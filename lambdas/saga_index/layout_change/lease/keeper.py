@@ -14,8 +14,10 @@ backfill throttle|pause|resume`:
 The new cap goes to the token bucket (each Lambda segment gets its share of it), and a pause
 makes the bucket hand out no token: the run stops writing, still heartbeating, until resumed.
 A heartbeat that fails because the lease is gone (taken over after it expired, released, or the
-state's version moved on) sets the stop event: the run ends after its in-flight writes, and
-whoever runs it reports the loss.
+state's version moved on) sets the stop event and makes the bucket refuse every further token:
+the run ends after its in-flight writes, and whoever runs it reports the loss. The writes
+themselves are fenced (layout_change.backfill.fence): checked by DynamoDB at write time where
+the server has transactions, and by the age of the last good heartbeat everywhere.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
@@ -162,6 +165,9 @@ class LeaseKeeper:
 
     share: the run's cap from the record's total (a Lambda segment's share; identity locally).
     own_rate: the cap when the record sets none.
+    fence: the run's lease fence: every good heartbeat marks it, a lost lease closes it (and
+    the bucket), and while it is transactional the run's total cap is held to what the control
+    partition takes (fence.control_partition_cap).
     """
 
     def __init__(
@@ -177,8 +183,12 @@ class LeaseKeeper:
         ttl_seconds: float = LEASE_TTL_SECONDS,
         poll_seconds: float = CONTROL_POLL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        fence: LeaseFence | None = None,
     ) -> None:
         self.store = store
+        self.fence = fence
+        if fence is not None:
+            fence.on_lost = self.lose
         self.token = token
         self.bucket = bucket
         self.own_rate = own_rate
@@ -205,6 +215,8 @@ class LeaseKeeper:
             self.store, token=self.token, clock=self.clock, ttl_seconds=self.ttl_seconds
         )
         self._last_ok = self._monotonic()
+        if self.fence is not None:
+            self.fence.mark_heartbeat(mono=self._last_ok)
         self.apply(state)
         return state
 
@@ -212,6 +224,11 @@ class LeaseKeeper:
         self.state = state
         total = state.backfill_max_writes_per_second
         cap = self.share(total) if total is not None else self.own_rate
+        limit = self.fence.write_cap() if self.fence is not None else None
+        if limit is not None and cap > self.share(limit):
+            # Every fenced re-stamp condition-checks the one STATE item: above this the
+            # control partition would throttle the heartbeats and `phase set` too.
+            cap = self.share(limit)
         if not self.applied_caps or self.applied_caps[-1] != cap:
             if self.applied_caps:
                 log.warning(
@@ -226,9 +243,11 @@ class LeaseKeeper:
         if not self.pauses or self.pauses[-1] != paused:
             if paused or self.pauses:
                 log.warning(
-                    "backfill %s by the control record (saga-index backfill %s)",
-                    "paused: no writes until resumed" if paused else "resumed",
-                    "resume" if paused else "pause",
+                    # Named by the command that made the change, never the one that undoes it.
+                    "backfill %s by the control record (saga-index backfill %s)%s",
+                    "paused" if paused else "resumed",
+                    "pause" if paused else "resume",
+                    ": no writes until `saga-index backfill resume`" if paused else "",
                     extra={"paused": paused},
                 )
             self.bucket.set_paused(paused)
@@ -257,7 +276,7 @@ class LeaseKeeper:
             try:
                 self.heartbeat()
             except LeaseLostError as err:
-                self._lose(err)
+                self.lose(err)
             except (ClientError, BotoCoreError) as err:
                 log.warning("final backfill heartbeat failed: %s", err)
 
@@ -266,7 +285,7 @@ class LeaseKeeper:
             try:
                 self.heartbeat()
             except LeaseLostError as err:
-                self._lose(err)
+                self.lose(err)
                 return
             except (ClientError, BotoCoreError) as err:
                 # A heartbeat may fail now and then (the TTL allows several misses); past half
@@ -274,7 +293,7 @@ class LeaseKeeper:
                 silent = self._monotonic() - self._last_ok
                 log.warning("backfill heartbeat failed (%.0f s since the last): %s", silent, err)
                 if silent > self.ttl_seconds / 2:
-                    self._lose(
+                    self.lose(
                         LeaseLostError(
                             f"no heartbeat reached the control record for {silent:.0f} s "
                             f"(TTL {self.ttl_seconds:.0f} s): the lease may have been taken "
@@ -283,7 +302,14 @@ class LeaseKeeper:
                     )
                     return
 
-    def _lose(self, err: LeaseLostError) -> None:
+    def lose(self, err: LeaseLostError) -> None:
+        """The lease is gone (a heartbeat said so, or the fence refused a write): stop the run,
+        hand out no further write token, and close the fence. Only the first loss counts."""
+        if self.lost is not None:
+            return
         log.error("backfill lease lost, stopping after the in-flight writes: %s", err)
         self.lost = err
         self.stop.set()
+        self.bucket.refuse()
+        if self.fence is not None:
+            self.fence.lose(err)

@@ -54,6 +54,8 @@ from saga_index.layout_change.record.items import (
     PREVIOUS_MOVING_TO_LAYOUT,
     PREVIOUS_MOVING_TO_SHARD_COUNT,
     PREVIOUS_SHARD_COUNT,
+    PRIOR_WRITE_LAYOUT,
+    PRIOR_WRITE_SHARD_COUNT,
     REASON,
     SHARD_COUNT,
     VERSION,
@@ -114,6 +116,9 @@ def parse_transition(item: Mapping[str, Any]) -> Transition:
             effective_at=parse_time(item.get(EFFECTIVE_AT), EFFECTIVE_AT),
             checks_passed=_str_list(item, CHECKS_PASSED),
             checks_forced=_str_list(item, CHECKS_FORCED),
+            # Absent on items written before writers switched at effectiveAt: then writers
+            # stamped the source (moving) or the current layout, which is the default.
+            prior_write=_layout(item, PRIOR_WRITE_LAYOUT, PRIOR_WRITE_SHARD_COUNT),
         )
     except ControlRecordInvalidError:
         raise

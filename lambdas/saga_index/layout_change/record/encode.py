@@ -61,6 +61,8 @@ from saga_index.layout_change.record.items import (
     PREVIOUS_MOVING_TO_SHARD_COUNT,
     PREVIOUS_PHASE,
     PREVIOUS_SHARD_COUNT,
+    PRIOR_WRITE_LAYOUT,
+    PRIOR_WRITE_SHARD_COUNT,
     REASON,
     SHARD_COUNT,
     STATE_VERSION,
@@ -98,6 +100,9 @@ def transition_attributes(transition: Transition) -> dict[str, Any]:
             transition.previous_moving_to,
             PREVIOUS_MOVING_TO_LAYOUT,
             PREVIOUS_MOVING_TO_SHARD_COUNT,
+        ),
+        **layout_attributes(
+            transition.prior_write_layout, PRIOR_WRITE_LAYOUT, PRIOR_WRITE_SHARD_COUNT
         ),
         CHANGED_AT: format_time(transition.changed_at),
         CHANGED_BY: transition.changed_by,

@@ -5,6 +5,9 @@ Not a read per request: a sweep's 16 queries share one read. When the record can
 (a client error, or an item that does not parse) the last good state is served for at most
 `stale_grace_seconds` more, then reads fail loudly: a process never follows a state older than
 T + grace, which is what effectiveAt counts on.
+
+The routing is built on every call from the cached state and this process's wall clock, so a
+cached state switches its writers to the target at effectiveAt without a re-read.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from saga_index.layout_change.record.errors import (
 )
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, MonotonicClock
+from saga_index.layout_change.record.timing import (
+    DEFAULT_TIMING,
+    ControlTiming,
+    MonotonicClock,
+    WallClock,
+    utc_now,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +59,12 @@ class ControlProvider:
         *,
         timing: ControlTiming = DEFAULT_TIMING,
         clock: MonotonicClock = time.monotonic,
+        wall_clock: WallClock = utc_now,
     ) -> None:
         self.store = store
         self.timing = timing
-        self._clock = clock
+        self._clock = clock  # the cache's age: immune to wall-clock steps
+        self._wall_clock = wall_clock  # the writers' switch at effectiveAt (a UTC datetime)
         self._lock = threading.Lock()
         self._state: ControlState | None = None
         self._read_at = 0.0
@@ -66,7 +77,8 @@ class ControlProvider:
             return self._refresh_locked()
 
     def routing(self) -> Routing:
-        return routing_for(self.state())
+        """The routing of the served state at this process's wall clock now."""
+        return routing_for(self.state(), self._wall_clock())
 
     def refresh(self) -> ControlState:
         """Read the record now, whatever the cache holds (a worker between invocations)."""
@@ -123,12 +135,23 @@ class FixedStateSource:
     (the record's state, with the routing a reader in the named phase would follow:
     `Routing.between(*layouts_for_phase(phase, n))`)."""
 
-    def __init__(self, state: ControlState, routing: Routing | None = None) -> None:
+    def __init__(
+        self,
+        state: ControlState,
+        routing: Routing | None = None,
+        *,
+        wall_clock: WallClock = utc_now,
+    ) -> None:
         self._state = state
-        self._routing = routing_for(state) if routing is None else routing
+        self._routing = routing
+        self._wall_clock = wall_clock
 
     def state(self) -> ControlState:
         return self._state
 
     def routing(self) -> Routing:
-        return self._routing
+        """The routing given, else the state's at the wall clock now (writers switch at its
+        effectiveAt, as with ControlProvider)."""
+        if self._routing is not None:
+            return self._routing
+        return routing_for(self._state, self._wall_clock())

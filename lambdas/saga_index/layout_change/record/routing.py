@@ -1,8 +1,16 @@
 """The routing rule, the same for every state (docs/control-contract.md, "Routing").
 
-  writers  stamp the TARGET layout's key (the layout being moved to, else the current one)
+  writers  stamp the state's PRIOR write layout (priorWriteLayout) until its effectiveAt, by
+           the writer's own wall clock, and the TARGET layout's key (the layout being moved to,
+           else the current one) from effectiveAt on
   readers  read the SOURCE (current) layout's partitions first, then the target's, and
            de-duplicate on the table key (PK, SK); each distinct GSI4PK is read once
+
+Why writers wait: a process that has not re-read the record since the move opened still reads
+only the layouts of the state before it. Until effectiveAt such a process may exist (its cache
+is at most T + grace old, plus the in-flight margin), so writers keep stamping the layout that
+state's writers stamped, which every live reader reads. From effectiveAt on every process reads
+the new state's source and target, and writers may stamp the target.
 
 Why source first: a row moves when a writer changes its GSI4PK, and it only ever moves from the
 source layout's key to the target's. A read that finishes the key a row moves away from before
@@ -23,6 +31,7 @@ ENTER it (from key + M), so it is read with the target.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.keys import Person
@@ -31,19 +40,35 @@ from saga_index.index.shard import validate_shard_count
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase, layouts_for_phase, phase_of
 from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index.layout_change.record.timing import utc_now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Routing:
-    """Where a state's writers write and its readers read: the key plan the store reads through
-    (saga_index.store.plan), for one state of the record."""
+    """Where a state's writers write and its readers read, at one moment: the key plan the
+    store reads through (saga_index.store.plan). `writes` is the layout writers stamp now
+    (the target unless given; routing_for gives the prior layout before effectiveAt)."""
 
     source: Layout
     target: Layout
+    writes: Layout
+
+    def __init__(self, source: Layout, target: Layout, writes: Layout | None = None) -> None:
+        chosen = target if writes is None else writes
+        if chosen not in (source, target):
+            raise InvalidInputError(
+                f"writers must stamp the source ({source}) or the target ({target}) layout, "
+                f"not {chosen}: readers of this routing would not see the rows"
+            )
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "writes", chosen)
 
     @classmethod
-    def between(cls, source: Layout, target: Layout | None = None) -> Routing:
-        return cls(source=source, target=target or source)
+    def between(
+        cls, source: Layout, target: Layout | None = None, *, writes: Layout | None = None
+    ) -> Routing:
+        return cls(source, target or source, writes)
 
     @classmethod
     def for_phase(cls, phase: Phase | str, shard_count: int) -> Routing:
@@ -61,9 +86,14 @@ class Routing:
         """The name of the state this routing follows (`resharding` included)."""
         return phase_of(self.source, self.target if self.moving else None)
 
+    @property
+    def switched(self) -> bool:
+        """True once writers stamp the target (always, when not moving)."""
+        return self.writes == self.target
+
     def write_key(self, person: str | Person) -> str:
-        """The GSI4PK a writer stamps on this person's saga rows."""
-        return self.target.key_for(person)
+        """The GSI4PK a writer stamps on this person's saga rows now."""
+        return self.writes.key_for(person)
 
     def read_keys(self, person: str | Person) -> tuple[str, ...]:
         """The GSI4PKs a by-person read queries, in order (one request when both agree)."""
@@ -89,12 +119,18 @@ class Routing:
         return tuple(k for stage in self.enumeration_stages() for k in stage)
 
 
-def routing_for(state: ControlState) -> Routing:
-    """The routing of a state. A MISSING record routes over every layout its newest history
-    item names: writers per the state it resulted in, readers over both sides of that move
-    (source first), so a deleted record can never hide rows that are still on the old side."""
+def routing_for(state: ControlState, now: datetime | None = None) -> Routing:
+    """The routing of a state for a process whose wall clock reads `now` (a timezone-aware
+    datetime; None: this process's clock now): writers stamp the prior write layout while
+    `now` < effectiveAt, the target from then on.
+
+    A MISSING record routes over every layout its newest history item names: writers per that
+    item (its prior write layout until its effectiveAt, then the state it resulted in), readers
+    over both sides of that move (source first), so a deleted record can never hide rows that
+    are still on the old side."""
+    at = _aware(utc_now() if now is None else now)
     if state.condition is not RecordCondition.MISSING or state.transition is None:
-        return Routing.between(state.layout, state.moving_to)
+        return Routing.between(state.layout, state.moving_to, writes=state.writes_at(at))
     transition = state.transition
     target = state.target
     named = (
@@ -110,7 +146,9 @@ def routing_for(state: ControlState) -> Routing:
             f"history version {transition.version} names more than two layouts "
             f"({', '.join(others)} and {target}): no transition produces that"
         )
-    return Routing.between(sources[0] if sources else target, target)
+    return Routing.between(
+        sources[0] if sources else target, target, writes=transition.writes_at(at)
+    )
 
 
 def resolve_routing(
@@ -123,6 +161,14 @@ def resolve_routing(
     if phase is not None and routing is None:
         return Routing.for_phase(phase, shard_count)
     raise InvalidInputError("give exactly one of routing or phase (with shard_count)")
+
+
+def _aware(now: datetime) -> datetime:
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(
+            f"the wall clock must be timezone-aware (UTC), got the naive datetime {now!r}"
+        )
+    return now
 
 
 def _target_is_finer(source: Layout, target: Layout) -> bool:

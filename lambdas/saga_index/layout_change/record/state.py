@@ -48,12 +48,39 @@ class Transition:
     effective_at: datetime
     checks_passed: tuple[str, ...] = ()
     checks_forced: tuple[str, ...] = ()
+    # The layout writers stamp until effective_at; None means `layout` (the source when moving,
+    # else the current layout), which is also what an item written before the writers' switch
+    # existed implies. transitions.rules.prior_write_for computes it.
+    prior_write: Layout | None = None
 
     def __post_init__(self) -> None:
         if self.version < 1:
             raise InvalidInputError(f"a transition's version starts at 1, got {self.version}")
         phase_of(self.layout, self.moving_to)
         phase_of(self.previous_layout, self.previous_moving_to)
+        if self.prior_write == self.layout:
+            # One spelling for "the layout", so a transition equals the same one read back.
+            object.__setattr__(self, "prior_write", None)
+        elif self.prior_write is not None and self.prior_write != self.moving_to:
+            raise InvalidInputError(
+                f"the prior write layout {self.prior_write} is neither the layout "
+                f"({self.layout}) nor movingTo ({self.moving_to}): readers of this state would "
+                "not see what its writers stamp"
+            )
+
+    @property
+    def write_layout(self) -> Layout:
+        """The layout writers stamp from effective_at on: movingTo, else the current one."""
+        return self.moving_to or self.layout
+
+    @property
+    def prior_write_layout(self) -> Layout:
+        """The layout writers stamp until effective_at."""
+        return self.prior_write or self.layout
+
+    def writes_at(self, now: datetime) -> Layout:
+        """The layout a writer whose wall clock reads `now` stamps under this transition."""
+        return self.prior_write_layout if now < self.effective_at else self.write_layout
 
     @property
     def phase(self) -> Phase:
@@ -136,8 +163,18 @@ class ControlState:
 
     @property
     def target(self) -> Layout:
-        """The layout writers stamp: the one being moved to, else the current one."""
+        """The layout writers stamp from effectiveAt on: the one being moved to, else the
+        current one (before effectiveAt they stamp `prior_write`; see `writes_at`)."""
         return self.moving_to or self.layout
+
+    @property
+    def prior_write(self) -> Layout:
+        """The layout writers stamp until effectiveAt (legacy when never migrated)."""
+        return LEGACY if self.transition is None else self.transition.prior_write_layout
+
+    def writes_at(self, now: datetime) -> Layout:
+        """The layout a writer whose wall clock reads `now` stamps in this state."""
+        return LEGACY if self.transition is None else self.transition.writes_at(now)
 
     @property
     def shard_count(self) -> int | None:

@@ -1,7 +1,10 @@
 """The control items in DynamoDB: strongly consistent reads, compare-and-set, history, events.
 
-Every write is a single-item conditional write (no transactions: dynalite has none, and a
-state write that carries its transition's details makes the history write repeatable instead).
+Every write is a single-item conditional write (no transactions: dynalite has none). A
+transition's HISTORY item is written FIRST, as an intent (`applied = false`), then the STATE
+compare-and-set, then the intent is settled (`applied = true`): so no STATE ever exists without
+its history, and a history item whose STATE write lost or failed is told apart from an applied
+one (docs/control-contract.md, "Transitions").
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
+from saga_index.layout_change.record.decode import parse_state_item
 from saga_index.layout_change.record.encode import (
     ControlEvent,
     event_item,
@@ -22,6 +25,14 @@ from saga_index.layout_change.record.encode import (
     transition_attributes,
     wire_value,
 )
+from saga_index.layout_change.record.history import (
+    HISTORY_ABANDONED,
+    HISTORY_APPLIED,
+    NOT_SETTLED,
+    HistoryEntry,
+    parse_history_entry,
+    restore_point,
+)
 from saga_index.layout_change.record.items import (
     ENTITY_STATE,
     ENTITY_TYPE,
@@ -29,6 +40,7 @@ from saga_index.layout_change.record.items import (
     HISTORY_SK_PREFIX,
     LAYOUT,
     VERSION,
+    history_key,
     state_key,
 )
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
@@ -47,7 +59,7 @@ STILL_THE_VERSION_READ: Final = f"#{VERSION} = :expectedVersion"
 # Backfill controls change an existing record only: an update would otherwise create a STATE
 # item without a layout, which no reader could follow.
 STATE_EXISTS: Final = f"attribute_exists(#{LAYOUT})"
-# A HISTORY item is written once per version and never overwritten (repeats are no-ops).
+# An EVENT or restored STATE item is written once and never overwritten (repeats are no-ops).
 NOT_WRITTEN_YET: Final = f"attribute_not_exists(#{TABLE_PARTITION_KEY})"
 
 _PLACEHOLDER = re.compile(r"#([A-Za-z0-9_]+)")
@@ -66,29 +78,47 @@ class ControlStore:
 
     def read(self) -> ControlState:
         """The state as the contract defines it: the STATE item; else, when history exists, a
-        MISSING state built from the newest HISTORY item; else never migrated (legacy, v0).
+        MISSING state built from the history item `restore_point` picks; else never migrated
+        (legacy, v0).
 
         Client errors propagate; a malformed item raises ControlRecordInvalidError.
         """
+        raw = self.read_raw_state()
+        if raw is not None:
+            return parse_state_item(raw)
+        point = restore_point(self.newest_history(2))
+        if point is None:
+            return ControlState.never_migrated()
+        return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
+
+    def read_raw_state(self) -> dict[str, Any] | None:
+        """The STATE item as stored (deserialised, not parsed), or None when there is none."""
         response = self.client.get_item(
             TableName=self.table_name, Key=serialize(state_key()), ConsistentRead=True
         )
         raw = response.get("Item")
-        if raw:
-            return parse_state_item(deserialize(raw))
-        newest = self.newest_history()
-        if newest is None:
-            return ControlState.never_migrated()
-        return ControlState(transition=newest, condition=RecordCondition.MISSING)
+        return deserialize(raw) if raw else None
 
-    def newest_history(self) -> Transition | None:
-        response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=1)
-        items = response.get("Items", [])
-        return parse_history_item(deserialize(items[0])) if items else None
+    def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
+        """The newest `limit` HISTORY items, newest first (one consistent Query)."""
+        response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=limit)
+        return [parse_history_entry(deserialize(raw)) for raw in response.get("Items", [])]
+
+    def history_entry(self, version: int) -> HistoryEntry | None:
+        response = self.client.get_item(
+            TableName=self.table_name, Key=serialize(history_key(version)), ConsistentRead=True
+        )
+        raw = response.get("Item")
+        return parse_history_entry(deserialize(raw)) if raw else None
+
+    def history_entries(self) -> list[HistoryEntry]:
+        """Every HISTORY item with its applied flag, oldest first."""
+        return [parse_history_entry(item) for item in self._query_all(self._history_query())]
 
     def history(self) -> list[Transition]:
-        """Every HISTORY item, oldest first."""
-        return [parse_history_item(item) for item in self._query_all(self._history_query())]
+        """Every HISTORY item's transition, oldest first (intents included: history_entries
+        tells them apart)."""
+        return [entry.transition for entry in self.history_entries()]
 
     def events(self) -> list[dict[str, Any]]:
         """Every EVENT item (deserialised), oldest first."""
@@ -168,9 +198,79 @@ class ControlStore:
             raise
         return parse_state_item(deserialize(response["Attributes"]))
 
+    def put_intent(self, transition: Transition) -> bool:
+        """Write the HISTORY item of a transition about to be tried, as an intent
+        (`applied = false`), unless an item of its version exists; True when written now."""
+        return self._put_once({**history_item(transition), HISTORY_APPLIED: False})
+
+    def take_over_intent(self, seen: HistoryEntry, transition: Transition) -> bool:
+        """Replace an intent nobody confirmed with this transition's. Only the exact item seen
+        is replaced (its changedAt and changedBy), and only while it is still unapplied; False
+        when it changed or was settled meanwhile."""
+        if seen.version != transition.version:
+            raise ValueError("an intent is taken over by a transition of its own version")
+        return self._put(
+            {**history_item(transition), HISTORY_APPLIED: False},
+            condition=(
+                f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :seenAt "
+                "AND #changedBy = :seenBy"
+            ),
+            values={
+                ":notApplied": False,
+                ":seenAt": history_item(seen.transition)["changedAt"],
+                ":seenBy": seen.transition.changed_by,
+            },
+        )
+
+    def settle_history(self, transition: Transition) -> bool:
+        """Make the HISTORY item of the version a STATE item holds say what it holds, applied:
+        write it when missing, replace an intent (ours or another's) that is not yet applied.
+        Call only with a transition read from STATE. True when written now; False when the
+        item was already applied."""
+        return self._put(
+            {**history_item(transition), HISTORY_APPLIED: True},
+            condition=NOT_SETTLED,
+            values={":notApplied": False},
+        )
+
+    def abandon_intent(self, transition: Transition) -> bool:
+        """Mark this transition's own unconfirmed intent abandoned (its STATE write failed and
+        STATE still holds the version before); False when the slot holds something else."""
+        history = history_item(transition)
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=serialize(history_key(transition.version)),
+                UpdateExpression=f"SET #{HISTORY_ABANDONED} = :yes",
+                ConditionExpression=(
+                    f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :mineAt "
+                    "AND #changedBy = :mineBy"
+                ),
+                ExpressionAttributeNames={
+                    f"#{HISTORY_ABANDONED}": HISTORY_ABANDONED,
+                    f"#{HISTORY_APPLIED}": HISTORY_APPLIED,
+                    "#changedAt": "changedAt",
+                    "#changedBy": "changedBy",
+                },
+                ExpressionAttributeValues=serialize(
+                    {
+                        ":yes": True,
+                        ":notApplied": False,
+                        ":mineAt": history["changedAt"],
+                        ":mineBy": transition.changed_by,
+                    }
+                ),
+            )
+        except ClientError as err:
+            if is_condition_failed(err):
+                return False
+            raise
+        return True
+
     def put_history(self, transition: Transition) -> bool:
-        """Write the HISTORY item of a transition unless it exists; True when written now."""
-        return self._put_once(history_item(transition))
+        """Write the HISTORY item of a transition as applied unless one exists; True when
+        written now (a record restored with no history left writes its first item this way)."""
+        return self._put_once({**history_item(transition), HISTORY_APPLIED: True})
 
     def put_event(self, event: ControlEvent) -> bool:
         return self._put_once(event_item(event))
@@ -179,15 +279,40 @@ class ControlStore:
         """Write a whole STATE item where none exists; False when one does."""
         return self._put_once(state_item(state))
 
+    def replace_unreadable_state(self, state: ControlState, raw: Mapping[str, Any]) -> bool:
+        """Overwrite a STATE item that does not parse with a whole one, only while it is still
+        the item read (`raw`: its stored version, or no version at all); False when it changed."""
+        stored = raw.get(VERSION)
+        if stored is None:
+            return self._put(
+                state_item(state), condition=f"attribute_not_exists(#{VERSION})", values={}
+            )
+        return self._put(
+            state_item(state),
+            condition=f"#{VERSION} = :storedVersion",
+            values={":storedVersion": stored},
+        )
+
     # ---- internals -----------------------------------------------------------------------
 
     def _put_once(self, item: Mapping[str, Any]) -> bool:
+        return self._put(item, condition=NOT_WRITTEN_YET, values={})
+
+    def _put(self, item: Mapping[str, Any], *, condition: str, values: Mapping[str, Any]) -> bool:
+        """One conditional PutItem; False when the condition failed."""
+        names = {f"#{a}": a for a in _PLACEHOLDER.findall(condition)}
+        optional: dict[str, Any] = (
+            {"ExpressionAttributeValues": serialize({k: wire_value(v) for k, v in values.items()})}
+            if values
+            else {}
+        )
         try:
             self.client.put_item(
                 TableName=self.table_name,
                 Item=serialize(item),
-                ConditionExpression=NOT_WRITTEN_YET,
-                ExpressionAttributeNames={f"#{TABLE_PARTITION_KEY}": TABLE_PARTITION_KEY},
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                **optional,
             )
         except ClientError as err:
             if is_condition_failed(err):

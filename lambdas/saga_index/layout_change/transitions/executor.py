@@ -1,22 +1,30 @@
-"""`phase set` against the store: plan, check, compare-and-set, history (docs/control-contract.md,
-"Transitions").
+"""`phase set` against the store: plan, check, intent, compare-and-set, settle
+(docs/control-contract.md, "Transitions").
 
-Crash safety without transactions: the compare-and-set writes the whole transition (from, to,
-who, when, why, checks) onto the STATE item, and the HISTORY item is a copy of it keyed by
-version and written only if absent. A crash between the two writes leaves a STATE whose history
-item is missing; the next `set_phase` (or `repair_history`) writes it from the STATE. Repeating
-either write changes nothing.
+Crash safety without transactions: the HISTORY item of version v+1 is written FIRST, as an
+intent (`applied = false`, only into an empty slot or over an intent nobody confirmed), then the
+STATE compare-and-set on version v, then the intent is settled (`applied = true`). No STATE can
+exist without its history item. A crash or failure after the intent leaves an item that is not
+confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
+settled into the slot, and a crash leaves it undecided (record/store.py, `restore_point`, says
+what a restore follows then). The next `set_phase` (or `repair_history`) settles the current
+version's item from the STATE. Repeating any write changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.record.errors import (
     CheckResult,
+    ControlError,
+    ControlRecordInvalidError,
     ControlRecordMissingError,
     PreconditionFailedError,
     VersionConflictError,
@@ -31,9 +39,42 @@ from saga_index.layout_change.transitions.rules import (
     Precondition,
     check_backfill,
     plan_move,
+    prior_write_for,
 )
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+class StateWriteFailedError(ControlError):
+    """The STATE write failed and a read-back shows it did not land: the move was NOT applied
+    (CLI exit 1). Its history intent stays, marked abandoned, and no reader follows it."""
+
+    def __init__(self, version: int, cause: BaseException, abandoned: bool) -> None:
+        self.version = version
+        mark = (
+            "marked abandoned"
+            if abandoned
+            else "left unconfirmed (marking it abandoned failed too; the next phase set takes "
+            "it over)"
+        )
+        super().__init__(
+            f"the STATE write of version {version} failed ({_describe(cause)}) and the record "
+            f"still holds version {version - 1}: the move was NOT applied. Its history intent "
+            f"(HISTORY version {version}) is {mark}. Run the same `phase set` again"
+        )
+
+
+class MoveOutcomeUnknownError(ControlError):
+    """Neither the STATE write nor a read-back of it answered: applied or not is unknown."""
+
+    def __init__(self, version: int, cause: BaseException, read_error: BaseException) -> None:
+        super().__init__(
+            f"the STATE write of version {version} failed ({_describe(cause)}) and reading it "
+            f"back failed too ({_describe(read_error)}): whether the move was applied is "
+            "unknown. Read it (phase show): if it shows this version, it was applied; run the "
+            "same `phase set` otherwise"
+        )
 
 
 @dataclass(frozen=True)
@@ -44,6 +85,8 @@ class PhaseChange:
     transition: Transition
     checks: tuple[CheckResult, ...]
     history_written: bool
+    # What failed AFTER the STATE write landed (the move is applied) and how it is repaired.
+    warnings: tuple[str, ...] = ()
 
     @property
     def forced(self) -> tuple[str, ...]:
@@ -59,6 +102,7 @@ def set_phase(
     shard_count: int | None = None,
     force: bool = False,
     checks: Sequence[Precondition] = (),
+    guards: Sequence[Precondition] = (),
     clock: WallClock = utc_now,
     timing: ControlTiming = DEFAULT_TIMING,
 ) -> PhaseChange:
@@ -66,10 +110,14 @@ def set_phase(
 
     Raises TransitionNotAllowedError (not an allowed move, or a shard count that disagrees),
     PreconditionFailedError (a completing move whose checks failed; nothing written),
-    VersionConflictError (someone else changed the record first; nothing written),
+    VersionConflictError (someone else changed the record first: not applied),
+    StateWriteFailedError (the STATE write failed and STATE still holds the version read: not
+    applied), MoveOutcomeUnknownError (neither the write nor the read-back answered),
     ControlRecordMissingError (the STATE item was deleted: restore it first).
-    `force` skips the checks of a completing move; it needs a reason, and the transition
-    records the names of the checks it skipped.
+    Once the STATE write landed the move is returned as applied, whatever fails after it: what
+    failed is in PhaseChange.warnings. `guards` run before any move (not only completing ones).
+    `force` skips the checks and guards; it needs a reason, and the transition records the
+    names of the checks it skipped.
     """
     changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
     state = store.read()
@@ -80,14 +128,21 @@ def set_phase(
 
     results: tuple[CheckResult, ...] = ()
     forced: tuple[str, ...] = ()
-    if move.completes is not None:
-        names = (BACKFILL_CHECK, *(c.name for c in checks))
+    if move.completes is not None or guards:
+        names = (
+            *((BACKFILL_CHECK, *(c.name for c in checks)) if move.completes else ()),
+            *(g.name for g in guards),
+        )
         if force:
             forced = names
         else:
             results = (
-                check_backfill(state, move.completes),
-                *(c.run(state) for c in checks),
+                *(
+                    (check_backfill(state, move.completes), *(c.run(state) for c in checks))
+                    if move.completes is not None
+                    else ()
+                ),
+                *(g.run(state) for g in guards),
             )
             failed = [r for r in results if not r.passed]
             if failed:
@@ -106,12 +161,9 @@ def set_phase(
         effective_at=now + timing.effective_delay,
         checks_passed=tuple(r.name for r in results if r.passed),
         checks_forced=forced,
+        prior_write=prior_write_for(state, move, now),
     )
-    if not store.compare_and_set(state.version, transition):
-        current = store.read()
-        # A retried request whose first attempt was applied finds its own transition.
-        if current.transition != transition:
-            raise VersionConflictError(state.version, current.version, current.phase.value)
+    warnings = _apply(store, state, transition)
     if forced:
         log.warning(
             "phase %s forced by %s, checks skipped: %s",
@@ -120,46 +172,174 @@ def set_phase(
             ", ".join(forced),
             extra={"version": transition.version, "checksForced": list(forced)},
         )
-    written = store.put_history(transition)
-    new_state = store.read()
+    try:
+        new_state = store.read()
+    except (ClientError, BotoCoreError) as err:
+        # The move is applied: a failed read-back changes nothing but what is shown.
+        warnings.append(f"the record could not be read back ({_describe(err)}): phase show")
+        new_state = ControlState(transition=transition)
     return PhaseChange(
-        state=new_state, transition=transition, checks=results, history_written=written
+        state=new_state,
+        transition=transition,
+        checks=results,
+        history_written=not any(w.startswith(_UNSETTLED) for w in warnings),
+        warnings=tuple(warnings),
     )
 
 
+_UNSETTLED = "applied, but its history item"
+
+
+def _apply(store: ControlStore, state: ControlState, transition: Transition) -> list[str]:
+    """Intent, compare-and-set, settle. Returns warnings about an APPLIED move (exit 0); raises
+    when the move was not applied (lost the race, or the STATE write failed)."""
+    try:
+        _write_intent(store, state, transition)
+    except (ClientError, BotoCoreError) as err:
+        log.error(
+            "the history intent of version %d could not be written (%s): the move was NOT "
+            "applied, nothing changed",
+            transition.version,
+            _describe(err),
+        )
+        raise
+    try:
+        won = store.compare_and_set(state.version, transition)
+    except (ClientError, BotoCoreError) as err:
+        return _after_failed_write(store, state, transition, err)
+    if not won:
+        current = store.read()
+        # A retried request whose first attempt was applied finds its own transition.
+        if current.transition != transition:
+            if current.transition is not None and current.condition is RecordCondition.PRESENT:
+                # The winner settles its own item too; doing it here as well means our
+                # intent, if it took that version's slot, never outlives the race.
+                _try_settle(store, current.transition)
+            raise VersionConflictError(state.version, current.version, current.phase.value)
+    return _settle_applied(store, transition)
+
+
+def _write_intent(store: ControlStore, state: ControlState, transition: Transition) -> None:
+    """HISTORY of version v+1 before STATE: no STATE can exist without its history item."""
+    if store.put_intent(transition):
+        return
+    seen = store.history_entry(transition.version)
+    if seen is not None and seen.transition == transition:
+        return  # a retry of this very change
+    current = store.read()
+    if current.version != state.version:
+        raise VersionConflictError(state.version, current.version, current.phase.value)
+    if seen is not None and seen.applied:
+        raise ControlRecordInvalidError(
+            f"history version {transition.version} is marked applied while the STATE item is "
+            f"at version {state.version}: the record was rolled back by hand. Compare them "
+            "(phase show --history) before changing the phase"
+        )
+    # An intent over the same STATE version that no STATE write confirmed: another operator's
+    # change in flight (the compare-and-set decides between us) or one whose STATE write
+    # failed. Taking over its slot is safe either way: the STATE winner settles the slot.
+    if seen is None or not store.take_over_intent(seen, transition):
+        current = store.read()
+        raise VersionConflictError(state.version, current.version, current.phase.value)
+    log.warning(
+        "history version %d held an unconfirmed intent by %s: taken over",
+        transition.version,
+        seen.transition.changed_by,
+        extra={"version": transition.version},
+    )
+
+
+def _after_failed_write(
+    store: ControlStore, state: ControlState, transition: Transition, err: Exception
+) -> list[str]:
+    """The STATE write raised: its answer is lost, so what STATE holds now decides."""
+    try:
+        current = store.read()
+    except (ClientError, BotoCoreError) as read_err:
+        raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
+    if current.transition == transition:
+        return _settle_applied(store, transition)
+    if current.version != state.version:
+        raise VersionConflictError(state.version, current.version, current.phase.value) from err
+    abandoned = _try(lambda: store.abandon_intent(transition))
+    failed = StateWriteFailedError(transition.version, err, abandoned is True)
+    # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)
+    # still tells the operator that nothing was applied.
+    log.error("%s", failed)
+    raise failed from err
+
+
+def _settle_applied(store: ControlStore, transition: Transition) -> list[str]:
+    if _try_settle(store, transition):
+        return []
+    return [
+        f"{_UNSETTLED} (HISTORY version {transition.version}) is still an unconfirmed intent: "
+        "the next `phase set` or `phase restore` settles it from the STATE item; until then a "
+        "restore after a lost STATE item follows it unless it completes a move"
+    ]
+
+
+def _try_settle(store: ControlStore, transition: Transition) -> bool:
+    """True when the item of the transition's version is settled (written now or before)."""
+    written = _try(lambda: store.settle_history(transition))
+    if written is None:
+        return False
+    if not written:
+        entry = _try(lambda: store.history_entry(transition.version))
+        return entry is not None and entry.applied and entry.transition == transition
+    return True
+
+
+def _try(call: Callable[[], _T]) -> _T | None:
+    try:
+        return call()
+    except (ClientError, BotoCoreError) as err:
+        log.warning("control history write failed: %s", _describe(err))
+        return None
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
 def repair_history(store: ControlStore, state: ControlState | None = None) -> bool:
-    """Write the HISTORY item of the record's current version if it is missing; True when it
-    was. Earlier versions' items cannot be rebuilt (the STATE holds only the newest)."""
+    """Settle the HISTORY item of the record's current version from the STATE item: write it
+    when missing (a record written before intents existed), mark it applied when it is still an
+    intent, replace another's unconfirmed intent in its slot. True when it wrote. Earlier
+    versions' items are settled already: an intent for v+1 is written only after v is."""
     current = store.read() if state is None else state
     if current.condition is not RecordCondition.PRESENT or current.transition is None:
         return False
-    written = store.put_history(current.transition)
+    entry = store.history_entry(current.version)
+    if entry is not None and entry.applied:
+        if entry.transition != current.transition:
+            log.error(
+                "history version %d is applied but differs from the STATE item",
+                current.version,
+                extra={"version": current.version},
+            )
+        return False
+    written = store.settle_history(current.transition)
     if written:
         log.warning(
-            "control history item of version %d was missing: rewritten from the STATE item",
+            "control history item of version %d was %s: settled from the STATE item",
             current.version,
+            "missing" if entry is None else "an unconfirmed intent",
             extra={"version": current.version},
         )
     return written
-
-
-def restore_state(store: ControlStore) -> ControlState:
-    """Re-create a deleted STATE item from the newest HISTORY item (same version, same
-    layouts). Lease, throttle, pause and the last backfill are not in history: they come back
-    empty, so a completing move needs a new verified backfill. No-op when STATE exists."""
-    state = store.read()
-    if state.condition is RecordCondition.MISSING and state.transition is not None:
-        store.restore(ControlState(transition=state.transition))
-        log.warning(
-            "control STATE item restored from history version %d",
-            state.version,
-            extra={"version": state.version},
-        )
-        return store.read()
-    return state
 
 
 def _required(name: str, value: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value.strip()
+
+
+def restore_state(store: ControlStore) -> ControlState:
+    """Rebuild a lost or unparseable STATE item from history (transitions.restore, without
+    the rows: a caller that can read the index passes them there); the state it left."""
+    # Imported here: restore builds on repair_history above.
+    from saga_index.layout_change.transitions.restore import restore_state as restore
+
+    return restore(store).state

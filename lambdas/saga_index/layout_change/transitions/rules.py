@@ -10,10 +10,11 @@
   resharding    -> sharded        completes the re-shard (N becomes M)  checks required
   resharding    -> resharding     abort: --shards N swaps back, M -> N  never blocked
 
-A move toward the layout rows came from (an abort, a rollback) only changes which key writers
-stamp and reads stay dual, so no row can hide: it is never blocked by checks. A move that
-COMPLETES a migration or a re-shard stops reading the source layout, so every row must have
-left it first.
+A move that opens or aborts a migration or a re-shard keeps reads dual and changes which key
+writers stamp only at its effectiveAt (until then they stamp what the state before it stamped:
+prior_write_for), so a reader still following the state before it never misses a fresh write:
+it is never blocked by checks. A move that COMPLETES a migration or a re-shard stops reading
+the source layout, so every row must have left it first.
 
 A re-shard changes N by one factor of two per move: with powers of two, shard(p, 2N) is
 shard(p, N) or shard(p, N) + N (docs/shard-contract.md), so a split moves only the rows whose
@@ -72,6 +73,20 @@ class PlannedMove:
     @property
     def guarded(self) -> bool:
         return self.completes is not None
+
+
+def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datetime) -> Layout:
+    """The layout the new state's writers stamp until its effectiveAt: what the previous
+    state's writers stamp at `changed_at` (its prior layout before its own effectiveAt, else
+    its target), so no writer switches before every process can read the new key.
+
+    It must be a layout the new state reads. Only a completing move forced before the previous
+    effectiveAt breaks that (the previous prior is the source it stops reading); then writers
+    stamp the new state's layout at once, which readers of both states read."""
+    stamped = previous.writes_at(changed_at)  # legacy when never migrated
+    if stamped not in (move.layout, move.moving_to):
+        return move.moving_to or move.layout
+    return stamped
 
 
 def allowed_moves(phase: Phase) -> tuple[str, ...]:

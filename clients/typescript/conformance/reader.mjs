@@ -1,0 +1,137 @@
+// An outside reader of the index: imports the built package (dist/index.js) as a service
+// would, reads through it, writes rows stamped by writeKeys, and prints what it saw as JSON.
+// tests/conformance/test_typescript_client.py compares that with the Python repository.
+//
+//   node conformance/reader.mjs --endpoint URL --table NAME < request.json
+//
+// request.json: {"persons": [personId...], "writes": [{"sagaId", "personId", "openedAt",
+// "state"}...], "stampOnly": TABLE}, or {"routes": {"tables": [...], "persons": [...], "now"}}
+// for the routing each table's record gives those persons (at `now`, else the clock): each write goes to --table and, when stampOnly names a
+// second table in the same state, to that table too (its own SagaIndex). Prints {"state", "all", "open", "byPerson", "byPersons", "written"} and exits
+// 0; exits 1 with the error on stderr when a read fails, 2 on a usage error.
+import { readFileSync } from 'node:fs';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { SagaIndex, SagaIndexError, layoutName } from '../dist/index.js';
+
+function args(argv) {
+  const options = { endpoint: undefined, table: undefined };
+  for (let i = 0; i < argv.length; i += 2) {
+    const name = argv[i]?.replace(/^--/, '');
+    if (!(name in options) || argv[i + 1] === undefined) {
+      console.error('usage: reader.mjs --endpoint URL --table NAME < request.json');
+      process.exit(2);
+    }
+    options[name] = argv[i + 1];
+  }
+  if (!options.endpoint || !options.table) {
+    console.error('usage: reader.mjs --endpoint URL --table NAME < request.json');
+    process.exit(2);
+  }
+  return options;
+}
+
+// Rows hold only JSON-compatible values here except sets and big integers.
+const plain = (_key, value) => {
+  if (typeof value === 'bigint') return value.toString();
+  if (value instanceof Set) return [...value].sort();
+  return value;
+};
+
+const options = args(process.argv.slice(2));
+const request = JSON.parse(readFileSync(0, 'utf8'));
+const client = new DynamoDBClient({
+  region: 'us-east-1',
+  endpoint: options.endpoint,
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+});
+const index = new SagaIndex({ client, tableName: options.table });
+
+// A writer's PutItem of a new saga row, with the two keys writeKeys gives now.
+async function open(table, writer, w) {
+  const keys = await writer.writeKeys(w.personId, w.openedAt);
+  await client.send(
+    new PutItemCommand({
+      TableName: table,
+        Item: {
+        PK: { S: `RSAGA#${w.sagaId}` },
+        SK: { S: 'META' },
+        entityType: { S: 'RenewalSaga' },
+        sagaId: { S: w.sagaId },
+        personId: { S: w.personId },
+        leaseId: { S: `lease-${w.sagaId}` },
+        openedAt: { S: w.openedAt },
+        updatedAt: { S: w.openedAt },
+        state: { S: w.state },
+        GSI4PK: { S: keys.GSI4PK },
+        GSI4SK: { S: keys.GSI4SK },
+      },
+      ConditionExpression: 'attribute_not_exists(PK)',
+    }),
+  );
+  return keys;
+}
+
+// The routing of each table's record, for every person asked: {table: {state, persons,
+// stages} or {error}}.
+async function routes({ tables, persons, now }) {
+  const out = {};
+  for (const tableName of tables) {
+    // `now` (ISO UTC) fixes the writers' wall clock, the test-only option, as Python's
+    // routing_for(state, now) does.
+    const clock = now === undefined ? {} : { wallClock: () => Date.parse(now) };
+    const reader = new SagaIndex({ client, tableName, ...clock });
+    try {
+      const state = await reader.state();
+      out[tableName] = {
+        state: describeState(state),
+        persons: await Promise.all(
+          persons.map(async (personId) => ({ personId, ...(await reader.keysFor(personId)) })),
+        ),
+        stages: await reader.enumerationStages(),
+      };
+    } catch (err) {
+      out[tableName] = { error: `${err.name}: ${err.message}` };
+    }
+  }
+  return out;
+}
+
+const describeState = (s) => ({
+  condition: s.condition,
+  phase: s.phase,
+  version: s.version,
+  layout: layoutName(s.layout),
+  movingTo: s.movingTo === null ? null : layoutName(s.movingTo),
+  source: layoutName(s.source),
+  target: layoutName(s.target),
+});
+
+try {
+  process.stdout.write(JSON.stringify(request.routes ? { routes: await routes(request.routes) } : await readAndWrite(), plain));
+} catch (err) {
+  console.error(err instanceof SagaIndexError ? `${err.name}: ${err.message}` : String(err?.stack ?? err));
+  process.exitCode = 1;
+} finally {
+  client.destroy();
+}
+
+async function readAndWrite() {
+  const written = [];
+  const other = request.stampOnly ? new SagaIndex({ client, tableName: request.stampOnly }) : null;
+  for (const w of request.writes ?? []) {
+    written.push({ sagaId: w.sagaId, ...(await open(options.table, index, w)) });
+    if (other !== null) await open(request.stampOnly, other, w);
+  }
+  const state = await index.state();
+  const byPerson = {};
+  for (const p of request.persons ?? []) byPerson[p] = await index.getSagasByPerson(p);
+  const byPersons = Object.fromEntries(await index.getSagasByPersons(request.persons ?? []));
+  return {
+    state: describeState(state),
+    all: await index.getAllSagas(),
+    open: await index.getAllOpenSagas(),
+    byPerson,
+    byPersons,
+    written,
+  };
+}

@@ -1,0 +1,153 @@
+// Reading the control record (docs/control-contract.md, "Missing or unreadable record") and
+// the per-process cache every read and write of the index goes through ("T and effectiveAt").
+import { GetItemCommand, QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { describeError, RecordUnavailableError } from './errors.js';
+import { CONTROL_PK, HISTORY_SK_PREFIX, parseHistoryItem, parseStateItem, STATE_SK } from './record.js';
+import { missingState, NEVER_MIGRATED, presentState, type ControlState } from './routing.js';
+
+/** T: every process re-reads the record at least this often. */
+export const CACHE_SECONDS = 30;
+/** When a re-read fails, the last good state is served for at most this much longer. */
+export const STALE_GRACE_SECONDS = 30;
+/** changedAt + this = effectiveAt (T + grace + the 15 s in-flight margin). */
+export const EFFECTIVE_DELAY_SECONDS = 75;
+/** A failed read is not retried sooner than this: a failing record is not hammered per call. */
+export const RETRY_AFTER_SECONDS = 1;
+
+type Send = Pick<DynamoDBClient, 'send'>;
+
+/**
+ * One read of the record: a strongly consistent GetItem of the STATE item; when there is none,
+ * one strongly consistent Query of the newest HISTORY item decides "never migrated" (none) or
+ * "missing" (someone deleted the STATE item). Throws when the read fails or an item does not
+ * parse (ControlRecordInvalidError).
+ */
+export async function readControlState(client: Send, tableName: string): Promise<ControlState> {
+  const got = await client.send(
+    new GetItemCommand({
+      TableName: tableName,
+      Key: { PK: { S: CONTROL_PK }, SK: { S: STATE_SK } },
+      ConsistentRead: true,
+    }),
+  );
+  if (got.Item !== undefined) return presentState(parseStateItem(got.Item));
+  const newest = await client.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :prefix)',
+      ExpressionAttributeNames: { '#pk': 'PK', '#sk': 'SK' },
+      ExpressionAttributeValues: { ':pk': { S: CONTROL_PK }, ':prefix': { S: HISTORY_SK_PREFIX } },
+      ScanIndexForward: false,
+      Limit: 1,
+      ConsistentRead: true,
+    }),
+  );
+  const history = newest.Items?.[0];
+  return history === undefined ? NEVER_MIGRATED : missingState(parseHistoryItem(history));
+}
+
+export interface CacheOptions {
+  /** T in seconds (tests only; the contract's T is 30). */
+  readonly cacheSeconds?: number;
+  /** The stale grace in seconds (tests only; the contract's is 30). */
+  readonly staleGraceSeconds?: number;
+  /** Milliseconds of a monotonic clock (tests only; default performance.now). */
+  readonly monotonicClock?: () => number;
+  /** Seconds between a failed read and the next attempt (tests only; default 1). */
+  readonly retryAfterSeconds?: number;
+}
+
+type Outcome = { ok: true } | { ok: false; error: unknown };
+
+/**
+ * The cached state of one table's record. Its age is measured on a monotonic clock, so a
+ * wall-clock step can neither extend nor cut it. One read is in flight at a time and every
+ * caller that arrives meanwhile awaits that read.
+ */
+export class ControlStateCache {
+  private readonly cacheMs: number;
+  private readonly maxServedMs: number;
+  private readonly retryMs: number;
+  private readonly now: () => number;
+  private state: ControlState | null = null;
+  private readAt = 0;
+  private failedAt: number | null = null;
+  private lastError: unknown = null;
+  private inFlight: Promise<Outcome> | null = null;
+
+  constructor(
+    private readonly read: () => Promise<ControlState>,
+    options: CacheOptions = {},
+  ) {
+    const cache = options.cacheSeconds ?? CACHE_SECONDS;
+    const grace = options.staleGraceSeconds ?? STALE_GRACE_SECONDS;
+    const retry = options.retryAfterSeconds ?? RETRY_AFTER_SECONDS;
+    for (const [name, value] of [
+      ['cacheSeconds', cache],
+      ['staleGraceSeconds', grace],
+      ['retryAfterSeconds', retry],
+    ] as const) {
+      if (!Number.isFinite(value) || value < 0) {
+        throw new RangeError(`${name} must be a number >= 0, got ${value}`);
+      }
+    }
+    this.cacheMs = cache * 1000;
+    this.maxServedMs = (cache + grace) * 1000;
+    this.retryMs = retry * 1000;
+    this.now = options.monotonicClock ?? (() => performance.now());
+  }
+
+  /** Seconds since the served state was read; null before the first good read. */
+  get ageSeconds(): number | null {
+    return this.state === null ? null : (this.now() - this.readAt) / 1000;
+  }
+
+  /** The state, read at most T ago; re-read (once, shared) when older. */
+  async get(): Promise<ControlState> {
+    if (this.state !== null && this.now() - this.readAt < this.cacheMs) return this.state;
+    if (this.inFlight === null) {
+      if (this.failedAt !== null && this.now() - this.failedAt < this.retryMs) {
+        return this.serveStale(this.lastError);
+      }
+      this.inFlight = this.refresh().finally(() => {
+        this.inFlight = null;
+      });
+    }
+    const outcome = await this.inFlight;
+    if (outcome.ok && this.state !== null) return this.state;
+    return this.serveStale(outcome.ok ? this.lastError : outcome.error);
+  }
+
+  private async refresh(): Promise<Outcome> {
+    try {
+      const state = await this.read();
+      this.state = state;
+      this.readAt = this.now();
+      this.failedAt = null;
+      this.lastError = null;
+      return { ok: true };
+    } catch (error) {
+      this.failedAt = this.now();
+      this.lastError = error;
+      return { ok: false, error };
+    }
+  }
+
+  private serveStale(error: unknown): ControlState {
+    if (this.state !== null) {
+      const age = this.now() - this.readAt;
+      if (age < this.maxServedMs) return this.state;
+      throw new RecordUnavailableError(
+        `the control record (${CONTROL_PK} / ${STATE_SK}) could not be read and the last ` +
+          `good state is ${(age / 1000).toFixed(1)} s old (limit ` +
+          `${(this.maxServedMs / 1000).toFixed(0)} s): ${describeError(error)}`,
+        { cause: error },
+      );
+    }
+    throw new RecordUnavailableError(
+      `the control record (${CONTROL_PK} / ${STATE_SK}) could not be read and no state was ` +
+        `read before: ${describeError(error)}`,
+      { cause: error },
+    );
+  }
+}

@@ -1,0 +1,131 @@
+// docs/contract-vectors.json: generated from the Python code; the package must agree with every
+// vector, so a change to one language that the other does not follow fails both test suites.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  CACHE_SECONDS,
+  ControlRecordInvalidError,
+  EFFECTIVE_DELAY_SECONDS,
+  NEVER_MIGRATED,
+  OPEN_STATES,
+  STALE_GRACE_SECONDS,
+  enumerationStages,
+  missingState,
+  parseHistoryItem,
+  parseStateItem,
+  presentState,
+  readKeys,
+  writeLayout,
+  type ControlState,
+  type Item,
+} from '../src/index.js';
+import { person } from '../src/keys.js';
+import { keyFor } from '../src/layout.js';
+import { docsJson } from './vectors.js';
+
+interface PersonRouting {
+  personId: string;
+  writeKey: string;
+  readKeys: string[];
+}
+interface Vectors {
+  routing: { name: string; item: Item; now: string; persons: PersonRouting[]; stages: string[][] }[];
+  records: {
+    name: string;
+    item: Item;
+    valid: boolean;
+    error: string | null;
+    phase: string | null;
+    version: number | null;
+  }[];
+  missing: {
+    name: string;
+    history: Item | null;
+    now: string;
+    // Either the state the fallback follows, or the substring of the refusal.
+    expect:
+      | { condition: string; persons: PersonRouting[]; stages: string[][] }
+      | { error: string };
+  }[];
+  openStates: string[];
+  timing: { cacheSeconds: number; staleGraceSeconds: number; effectiveDelaySeconds: number };
+}
+
+const vectors = docsJson<Vectors>('contract-vectors.json');
+
+function routed(state: ControlState, now: string, personIds: string[]): PersonRouting[] {
+  const nowMs = Date.parse(now);
+  return personIds.map((personId) => {
+    const p = person(personId);
+    return { personId, writeKey: keyFor(writeLayout(state, nowMs), p), readKeys: readKeys(state, p) };
+  });
+}
+
+describe('contract vectors: routing (every state, before and from effectiveAt)', () => {
+  assert.ok(vectors.routing.length > 0);
+  for (const v of vectors.routing) {
+    test(v.name, () => {
+      const state = presentState(parseStateItem(v.item));
+      const ids = v.persons.map((p) => p.personId);
+      assert.deepEqual(routed(state, v.now, ids), v.persons);
+      assert.deepEqual(enumerationStages(state), v.stages);
+    });
+  }
+});
+
+describe('contract vectors: records (valid and invalid STATE items)', () => {
+  assert.ok(vectors.records.some((r) => r.valid) && vectors.records.some((r) => !r.valid));
+  for (const v of vectors.records) {
+    test(v.name, () => {
+      if (v.valid) {
+        const { transition } = parseStateItem(v.item);
+        assert.equal(transition.phase, v.phase);
+        assert.equal(transition.version, v.version);
+      } else {
+        assert.throws(
+          () => parseStateItem(v.item),
+          (err: unknown) =>
+            err instanceof ControlRecordInvalidError && err.message.includes(v.error ?? '\u0000'),
+          `expected a refusal containing ${JSON.stringify(v.error)}`,
+        );
+      }
+    });
+  }
+});
+
+describe('contract vectors: the missing-record fallback', () => {
+  for (const v of vectors.missing) {
+    test(v.name, () => {
+      const resolve = (): ControlState =>
+        v.history === null ? NEVER_MIGRATED : missingState(parseHistoryItem(v.history));
+      if ('error' in v.expect) {
+        const wanted = v.expect.error;
+        assert.throws(
+          resolve,
+          (err: unknown) => err instanceof ControlRecordInvalidError && err.message.includes(wanted),
+        );
+        return;
+      }
+      const state = resolve();
+      assert.equal(state.condition, v.expect.condition);
+      const ids = v.expect.persons.map((p) => p.personId);
+      assert.deepEqual(routed(state, v.now, ids), v.expect.persons);
+      assert.deepEqual(enumerationStages(state), v.expect.stages);
+    });
+  }
+});
+
+test('contract vectors: the open states', () => {
+  assert.deepEqual([...OPEN_STATES], vectors.openStates);
+});
+
+test('contract vectors: T, the stale grace and the effective delay', () => {
+  assert.deepEqual(
+    {
+      cacheSeconds: CACHE_SECONDS,
+      staleGraceSeconds: STALE_GRACE_SECONDS,
+      effectiveDelaySeconds: EFFECTIVE_DELAY_SECONDS,
+    },
+    vectors.timing,
+  );
+});

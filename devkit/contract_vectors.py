@@ -1,0 +1,368 @@
+"""Generate docs/contract-vectors.json, the cross-language vectors of the control contract.
+
+    python -m devkit.contract_vectors            rewrite the file
+    python -m devkit.contract_vectors --check    exit 1 if the file is not what this would write
+
+Unlike docs/shard-vectors.json (an independent reading of the shard contract), these vectors are
+what the Python code does: every STATE and HISTORY item is written by
+saga_index.layout_change.record.encode from states the transition rules build, and every
+expected routing is saga_index.layout_change.record.routing's answer at the given wall clock.
+Another implementation (clients/typescript, the TypeScript services' package) that agrees
+with every case parses the record, switches its writers at effectiveAt and reads the same keys
+in the same stages as the Python services.
+
+Top-level keys (kept stable: other packages read them):
+  routing      STATE item + wall clock -> per person the write key and read keys, and the stages
+  records      items that parse (phase, version) and items a strict reader refuses (error)
+  missing      no STATE item: the newest HISTORY item (or none) + wall clock -> the routing
+  openStates   the saga states an open-saga enumeration returns, in order
+  timing       T, the stale grace and changedAt -> effectiveAt, in seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
+from saga_index.layout_change.record.encode import history_item, state_item
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.timing import DEFAULT_TIMING
+from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
+from saga_index.store.dynamo.codec import deserialize, serialize
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "contract-vectors.json"
+
+DESCRIPTION = (
+    "Vectors of the control contract (docs/control-contract.md), generated from the Python "
+    "code by `python -m devkit.contract_vectors`; do not edit by hand. Items are DynamoDB JSON. "
+    "`now` is the wall clock of the process that routes: writers stamp priorWriteLayout while "
+    "now < effectiveAt and the target (movingTo, else the current layout) from effectiveAt on; "
+    "readers read source then target from the moment they read the state. Stages are read in "
+    "order, the keys of one stage in any order."
+)
+
+# From docs/shard-vectors.json. "p-1" is shard 14 of 16 and 30 of 32; "alice" is shard 9 of
+# both 16 and 32, so a re-shard between them gives her one key to write and to read.
+PERSONS: tuple[str, ...] = (
+    "p-1",
+    "alice",
+    "person_01J8ZC6Q3YB0W5N4T7K2M9XRVA",
+    "0b7f5c3e-9a1d-4f62-8e4b-2d5c7a9e1f30",
+    "Jos\u00e9",
+    "tenant#42",
+    "\U0001f600",
+)
+
+OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+DELAY = DEFAULT_TIMING.effective_delay
+MS = timedelta(milliseconds=1)
+S16, S32 = Layout.sharded(16), Layout.sharded(32)
+
+
+# ---- states built as `phase set` builds them ---------------------------------------------------
+
+
+def _move(
+    previous: ControlState, phase: str, at: datetime, shards: int | None = None
+) -> ControlState:
+    plan = plan_move(previous, phase, shard_count=shards)
+    return ControlState(
+        transition=Transition(
+            version=previous.version + 1,
+            layout=plan.layout,
+            moving_to=plan.moving_to,
+            previous_layout=previous.layout,
+            previous_moving_to=previous.moving_to,
+            changed_at=at,
+            changed_by="ops@example",
+            reason=f"to {phase}",
+            effective_at=at + DELAY,
+            checks_passed=("backfill-verified",) if plan.completes else (),
+            prior_write=prior_write_for(previous, plan, at),
+        )
+    )
+
+
+def _path(*steps: tuple[str, float, int | None]) -> ControlState:
+    """The state after `steps` (phase, seconds after OPENED, --shards) from never migrated."""
+    state = ControlState.never_migrated()
+    for phase, seconds, shards in steps:
+        state = _move(state, phase, OPENED + timedelta(seconds=seconds), shards)
+    return state
+
+
+_LATE = 3600.0  # a step taken long after the one before it became effective
+STATES: tuple[tuple[str, Callable[[], ControlState]], ...] = (
+    ("legacy after a rollback", lambda: _path(
+        ("migrating", 0, 16), ("rolling-back", _LATE, None), ("legacy", 2 * _LATE, None))),
+    ("migrating(16)", lambda: _path(("migrating", 0, 16))),
+    ("sharded(16)", lambda: _path(("migrating", 0, 16), ("sharded", _LATE, None))),
+    ("rolling-back(16) from sharded", lambda: _path(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None))),
+    ("resharding 16 -> 32 (split)", lambda: _path(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32))),
+    ("resharding 32 -> 16 (merge)", lambda: _path(
+        ("migrating", 0, 32), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 16))),
+    ("abort: rolling-back 10 s after migrating, before its effectiveAt", lambda: _path(
+        ("migrating", 0, 16), ("rolling-back", 10, None))),
+    ("abort: rolling-back after migrating became effective", lambda: _path(
+        ("migrating", 0, 16), ("rolling-back", _LATE, None))),
+    ("abort: migrating again 5 s after a rolling-back that was effective", lambda: _path(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None),
+        ("migrating", 2 * _LATE + 5, None))),
+    ("abort: resharding 32 -> 16 5 s after a split, before its effectiveAt", lambda: _path(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32),
+        ("resharding", 2 * _LATE + 5, 16))),
+)  # fmt: skip
+
+
+def _dynamo_json(item: dict[str, Any]) -> dict[str, Any]:
+    wire: dict[str, Any] = serialize(item)
+    return wire
+
+
+def _routing_document(routing: Routing) -> dict[str, Any]:
+    return {
+        "persons": [
+            {
+                "personId": person,
+                "writeKey": routing.write_key(person),
+                "readKeys": list(routing.read_keys(person)),
+            }
+            for person in PERSONS
+        ],
+        "stages": [list(stage) for stage in routing.enumeration_stages()],
+    }
+
+
+def _moments(transition: Transition) -> tuple[tuple[str, datetime], ...]:
+    return (
+        ("before effectiveAt", transition.effective_at - MS),
+        ("from effectiveAt", transition.effective_at),
+    )
+
+
+def _routing_case(name: str, item: dict[str, Any], now: datetime) -> dict[str, Any]:
+    state = parse_state_item(item)
+    return {
+        "name": name,
+        "item": _dynamo_json(item),
+        "now": format_time(now),
+        **_routing_document(routing_for(state, now)),
+    }
+
+
+def routing_cases() -> list[dict[str, Any]]:
+    cases = []
+    for name, build in STATES:
+        state = build()
+        assert state.transition is not None
+        for when, now in _moments(state.transition):
+            cases.append(_routing_case(f"{name}: {when}", state_item(state), now))
+    # An item written before the writers' switch existed has no prior pair: the source.
+    old = state_item(_path(("migrating", 0, 16)))
+    del old["priorWriteLayout"]
+    for when, now in (
+        ("before effectiveAt", OPENED + DELAY - MS),
+        ("from effectiveAt", OPENED + DELAY),
+    ):
+        cases.append(_routing_case(f"migrating(16) item without the prior pair: {when}", old, now))
+    return cases
+
+
+# ---- strict parsing --------------------------------------------------------------------------
+
+
+def _item(build: Callable[[], ControlState], **changes: Any) -> dict[str, Any]:
+    item = {**state_item(build()), **changes}
+    return {k: v for k, v in item.items() if v is not None}
+
+
+_MIGRATING = STATES[1][1]
+_RESHARDING = STATES[4][1]
+_ABORT = STATES[6][1]
+# (name, the part of the refusal every implementation should name, the item). The fragment is
+# checked against the Python message when generating, so it stays a substring of it.
+RECORDS: tuple[tuple[str, str | None, Callable[[], dict[str, Any]]], ...] = (
+    ("migrating with its prior pair", None, lambda: _item(_MIGRATING)),
+    ("rolling-back with prior legacy", None, lambda: _item(_ABORT)),
+    ("resharding with prior sharded(16)", None, lambda: _item(_RESHARDING)),
+    ("migrating without the prior pair", None, lambda: _item(_MIGRATING, priorWriteLayout=None)),
+    ("phase disagrees with its layouts", "disagrees with its layouts",
+     lambda: _item(_MIGRATING, phase="sharded")),
+    ("shard count not a power of two", "movingToShardCount",
+     lambda: _item(_MIGRATING, movingToShardCount=12)),
+    ("shard count above 1024", "movingToShardCount",
+     lambda: _item(_MIGRATING, movingToShardCount=2048)),
+    ("unknown layout kind", "layout must be 'legacy' or 'sharded'",
+     lambda: _item(_MIGRATING, layout="hashed")),
+    ("shard count on a legacy layout", "shardCount must be absent",
+     lambda: _item(_MIGRATING, shardCount=16)),
+    ("prior pair: unknown kind", "priorWriteLayout must be 'legacy' or 'sharded'",
+     lambda: _item(_MIGRATING, priorWriteLayout="hashed")),
+    ("prior pair: sharded without a count", "priorWriteShardCount",
+     lambda: _item(_RESHARDING, priorWriteShardCount=None)),
+    ("prior pair: bad shard count", "priorWriteShardCount",
+     lambda: _item(_RESHARDING, priorWriteShardCount=3)),
+    ("prior pair: count on legacy", "priorWriteShardCount must be absent",
+     lambda: _item(_MIGRATING, priorWriteShardCount=16)),
+    ("prior pair: count without a kind", "priorWriteShardCount is set",
+     lambda: _item(_MIGRATING, priorWriteLayout=None, priorWriteShardCount=16)),
+    ("prior pair: a layout the state does not read", "prior write layout",
+     lambda: _item(_MIGRATING, priorWriteLayout="sharded", priorWriteShardCount=32)),
+    ("missing required attribute: layout", "layout is missing",
+     lambda: _item(_MIGRATING, layout=None)),
+    ("missing required attribute: changedBy", "changedBy must be a string",
+     lambda: _item(_MIGRATING, changedBy=None)),
+    ("missing required attribute: effectiveAt", "effectiveAt must be UTC ISO-8601",
+     lambda: _item(_MIGRATING, effectiveAt=None)),
+    ("wrong type: version as a string", "version must be a number",
+     lambda: _item(_MIGRATING, version="2")),
+    ("wrong type: effectiveAt not UTC ISO-8601", "effectiveAt must be UTC ISO-8601",
+     lambda: _item(_MIGRATING, effectiveAt="2026-03-01T09:01:15Z")),
+    ("wrong type: priorWriteLayout as a number", "priorWriteLayout must be 'legacy' or 'sharded'",
+     lambda: _item(_MIGRATING, priorWriteLayout=1)),
+)  # fmt: skip
+
+
+def record_cases() -> list[dict[str, Any]]:
+    cases = []
+    for name, fragment, build in RECORDS:
+        item = build()
+        try:
+            state = parse_state_item(deserialize(_dynamo_json(item)))
+        except ControlRecordInvalidError as err:
+            if fragment is None or fragment not in str(err):
+                detail = f"record {name!r}: refused with {err}, expected {fragment!r}"
+                raise ValueError(detail) from err
+            result = {"valid": False, "error": fragment, "phase": None, "version": None}
+        else:
+            if fragment is not None:
+                raise ValueError(f"record {name!r} parsed; expected a refusal ({fragment!r})")
+            result = {
+                "valid": True,
+                "error": None,
+                "phase": state.phase.value,
+                "version": state.version,
+            }
+        cases.append({"name": name, "item": _dynamo_json(item), **result})
+    return cases
+
+
+# ---- no STATE item ---------------------------------------------------------------------------
+
+
+def _missing_case(name: str, history: Transition | None, now: datetime) -> dict[str, Any]:
+    if history is None:
+        state = ControlState.never_migrated()
+        item = None
+    else:
+        item = _dynamo_json(history_item(history))
+        state = ControlState(
+            transition=parse_history_item(deserialize(item)), condition=RecordCondition.MISSING
+        )
+    expect: dict[str, Any] = {"condition": state.condition.value}
+    try:
+        expect.update(_routing_document(routing_for(state, now)))
+    except ControlRecordInvalidError as err:
+        if "more than two layouts" not in str(err):
+            raise
+        expect = {"error": "more than two layouts"}
+    return {"name": name, "history": item, "now": format_time(now), "expect": expect}
+
+
+def _three_layouts() -> Transition:
+    """A history item no transition writes: resharding 16 -> 32 coming from migrating(16)."""
+    resharding = STATES[4][1]().transition
+    assert resharding is not None
+    return replace(resharding, previous_layout=LEGACY, previous_moving_to=S16)
+
+
+def missing_cases() -> list[dict[str, Any]]:
+    cases = [_missing_case("never migrated: no STATE, no HISTORY", None, OPENED)]
+    deleted = (
+        ("STATE deleted in rolling-back(16) after sharded", STATES[3][1]),
+        ("STATE deleted after the abort before migrating's effectiveAt", STATES[6][1]),
+        ("STATE deleted in resharding 16 -> 32", STATES[4][1]),
+        ("STATE deleted after sharded(16)", STATES[2][1]),
+    )
+    for name, build in deleted:
+        transition = build().transition
+        assert transition is not None
+        for when, now in _moments(transition):
+            cases.append(_missing_case(f"{name}: {when}", transition, now))
+    three = _three_layouts()
+    cases.append(_missing_case("history naming three layouts", three, three.effective_at))
+    return cases
+
+
+def build() -> dict[str, Any]:
+    return {
+        "description": DESCRIPTION,
+        "routing": routing_cases(),
+        "records": record_cases(),
+        "missing": missing_cases(),
+        "openStates": list(OPEN_STATES),
+        "timing": {
+            "cacheSeconds": _seconds(DEFAULT_TIMING.cache_seconds),
+            "staleGraceSeconds": _seconds(DEFAULT_TIMING.stale_grace_seconds),
+            "effectiveDelaySeconds": _seconds(DEFAULT_TIMING.effective_delay.total_seconds()),
+        },
+    }
+
+
+def _seconds(value: float) -> int | float:
+    """Whole seconds as JSON integers (30, not 30.0), so every language reads the same value."""
+    return int(value) if float(value).is_integer() else value
+
+
+def render(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=True, indent=2) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devkit.contract_vectors", description=__doc__)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write; exit 1 if the file differs from what would be generated",
+    )
+    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the vectors file")
+    args = parser.parse_args(argv)
+    path: Path = args.path
+    document = build()
+    expected = render(document)
+    if args.check:
+        try:
+            actual = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            actual = None
+        if actual != expected:
+            state = "is missing" if actual is None else "is out of date"
+            print(
+                f"{path} {state}: run `python -m devkit.contract_vectors` and commit the result",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{path} is current ({len(document['routing'])} routing cases)")
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(expected, encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""HISTORY items as read: a transition, and whether a STATE write of it was confirmed
+(docs/control-contract.md, "Transitions"). Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.layout_change.record.decode import parse_history_item
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.state import Transition
+
+# On HISTORY items: false while the item is an intent (its STATE write not yet confirmed), true
+# once a STATE item of its version was seen holding the same transition. Items written before
+# intents existed lack it: they were written after their STATE write, so they count as applied.
+HISTORY_APPLIED: Final = "applied"
+# On HISTORY intents whose writer saw its STATE write fail while STATE kept the version before:
+# never applied, so no reader follows it (a later change of that version takes the slot over).
+HISTORY_ABANDONED: Final = "abandoned"
+# An intent may be replaced (taken over, or settled to what STATE holds) only while no STATE
+# write confirmed it: an applied history item is never overwritten.
+NOT_SETTLED: Final = (
+    f"attribute_not_exists(#{TABLE_PARTITION_KEY}) OR #{HISTORY_APPLIED} = :notApplied"
+)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One HISTORY item: the transition, and whether a STATE write of it was confirmed."""
+
+    transition: Transition
+    applied: bool
+    abandoned: bool = False
+
+    @property
+    def version(self) -> int:
+        return self.transition.version
+
+    @property
+    def completes(self) -> bool:
+        """A completing move (the state it left was moving, the new one is not): it stops
+        reading a layout, which an unconfirmed intent must never make a restore do."""
+        return self.transition.previous_moving_to is not None and self.transition.moving_to is None
+
+
+def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:
+    """The history item a missing STATE is rebuilt from, given the newest items first.
+
+    Every item below the newest is applied (an intent for v+1 is written only over a STATE at
+    v, after settling v's item). The newest, when still an intent, is undecided: its STATE
+    write may have landed before the settle failed, or never. Follow it unless it completes a
+    move: an opening move or an abort reads every layout the state before it read, so following
+    it hides nothing either way; a completing intent is skipped for the state before it, which
+    reads both layouts and writes the same key. An abandoned intent was never applied: skipped."""
+    entries = [e for e in newest_first if not (e.abandoned and not e.applied)]
+    if not entries:
+        return None
+    newest_first = entries
+    newest = newest_first[0]
+    if newest.applied or not newest.completes or len(newest_first) < 2:
+        return newest
+    return newest_first[1]
+
+
+def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
+    flags = {}
+    for name, default in ((HISTORY_APPLIED, True), (HISTORY_ABANDONED, False)):
+        value = item.get(name, default)
+        if not isinstance(value, bool):
+            raise ControlRecordInvalidError(
+                f"history item {item.get(TABLE_SORT_KEY)!r}: {name} must be a boolean, "
+                f"got {value!r}"
+            )
+        flags[name] = value
+    return HistoryEntry(
+        transition=parse_history_item(item),
+        applied=flags[HISTORY_APPLIED],
+        abandoned=flags[HISTORY_ABANDONED],
+    )

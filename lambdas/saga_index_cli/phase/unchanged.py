@@ -1,0 +1,50 @@
+"""`phase set P` when the record already is exactly P: exit 0, nothing written (a runbook step
+run again under `set -e` goes on); and the `effective: true|false` line of the human record,
+the words the runbook waits for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index_cli.context import CliContext, record_shard_count
+from saga_index_cli.output import emit
+from saga_index_cli.phase.documents import record_document, record_lines
+
+
+def is_already(state: ControlState, phase: Phase, shards: int | None) -> bool:
+    """Whether the record already is exactly `phase` (with `shards`, when given, its N): the
+    move would change nothing. Not for a missing record (restore it first) nor for resharding
+    without --shards, whose `phase set` is the abort and needs its N."""
+    if state.condition is RecordCondition.MISSING or state.phase is not phase:
+        return False
+    if phase is Phase.RESHARDING and shards is None:
+        return False
+    return shards is None or shards == record_shard_count(state)
+
+
+def print_unchanged(cli: CliContext, table: str, state: ControlState, as_json: bool) -> None:
+    """Exit 0 with nothing written: the record as `phase show` prints it, `changed: false`."""
+    doc = {**record_document(state, table, cli.now()), "changed": False}
+    if as_json:
+        emit(doc)
+    else:
+        click.echo("\n".join(with_effective_line(record_lines(doc), doc)))
+    click.echo(
+        f"saga-index: the record already is {state.phase.value} (version {state.version}): "
+        "nothing written",
+        err=True,
+    )
+
+
+def with_effective_line(lines: list[str], doc: dict[str, Any]) -> list[str]:
+    """`effective: true|false` (what the runbook waits for) after the effectiveAt line."""
+    at = next(
+        (i for i, line in enumerate(lines) if line.lstrip().startswith("effectiveAt:")),
+        len(lines) - 2,
+    )
+    effective = f"  effective:    {'true' if doc['effective'] else 'false'}"
+    return [*lines[: at + 1], effective, *lines[at + 1 :]]

@@ -1,0 +1,95 @@
+"""`saga-index status` when the STATE item does not parse: what it can read of it, the attribute
+that fails and its value, and what the newest history item says (docs/runbook.md, "The control
+record is lost or unreadable")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from saga_index.layout_change.record import items
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.history import restore_point
+from saga_index.layout_change.record.store import ControlStore
+from saga_index_cli.output import emit
+from saga_index_cli.phase.documents import transition_document
+
+# Every attribute name the contract gives a control item (camelCase constants of items.py).
+_ATTRIBUTE = re.compile(r"[a-z][A-Za-z0-9]*")
+KNOWN_ATTRIBUTES = frozenset(
+    value
+    for name, value in vars(items).items()
+    if name.isupper() and isinstance(value, str) and _ATTRIBUTE.fullmatch(value)
+)
+
+
+def bad_attribute(message: str, raw: Mapping[str, Any]) -> str | None:
+    """The attribute the parse error names first (the decoder names the attribute it refused
+    in its message); None when it names none."""
+    candidates = KNOWN_ATTRIBUTES | {k for k in raw if isinstance(k, str)}
+    found = [
+        (match.start(), name)
+        for name in candidates
+        if (match := re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", message))
+    ]
+    return min(found)[1] if found else None
+
+
+def unreadable_document(
+    store: ControlStore, table: str, err: ControlRecordInvalidError
+) -> dict[str, Any]:
+    """The STATE item as stored, the attribute that does not parse and its value, and the
+    history item a restore would rewrite it from."""
+    raw = store.read_raw_state() or {}
+    attribute = bad_attribute(str(err), raw)
+    try:
+        point = restore_point(store.newest_history(2))
+        history: dict[str, Any] | None = (
+            None if point is None else transition_document(point.transition)
+        )
+        history_error = None
+    except ControlRecordInvalidError as history_err:
+        history, history_error = None, str(history_err)
+    return {
+        "table": table,
+        "condition": "unreadable",
+        "error": str(err),
+        "badAttribute": attribute,
+        "badValue": raw.get(attribute) if attribute else None,
+        "stored": {k: v for k, v in sorted(raw.items()) if k not in ("PK", "SK")},
+        "restoreFrom": history,
+        "historyError": history_error,
+    }
+
+
+def print_unreadable(doc: Mapping[str, Any], as_json: bool) -> None:
+    click.echo(
+        "saga-index: the control record's STATE item does not parse "
+        f"({doc['badAttribute']}): processes serve their last good state for T + grace (60 s), "
+        "then fail. Repair it: saga-index phase restore (docs/runbook.md)",
+        err=True,
+    )
+    if as_json:
+        emit(doc)
+        return
+    lines = [
+        f"control record of {doc['table']}: UNREADABLE (the STATE item does not parse)",
+        f"  error:         {doc['error']}",
+        f"  bad attribute: {doc['badAttribute']} = {doc['badValue']!r}",
+        "  stored:",
+        *(f"    {name}: {value!r}" for name, value in doc["stored"].items()),
+    ]
+    restore = doc["restoreFrom"]
+    if restore is not None:
+        lines.append(
+            f"  phase restore rewrites it from history version {restore['version']} "
+            f"({restore['from']} -> {restore['to']}, {restore['changedAt']})"
+        )
+    elif doc["historyError"]:
+        lines.append(f"  history does not parse either: {doc['historyError']}")
+    else:
+        lines.append("  no history left: phase restore rebuilds it from the rows")
+    click.echo("\n".join(lines))

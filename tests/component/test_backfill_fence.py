@@ -1,0 +1,253 @@
+"""The lease fence on moto (which has TransactWriteItems): a worker that lost its lease writes
+nothing, however long it was paused; conflicts with heartbeats are retried a bounded number of
+times; a server without transactions falls back to the clock fence once, with a warning."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from saga_index.index import keys
+from saga_index.layout_change.backfill.fence import (
+    CONFLICT_RETRIES,
+    FenceMode,
+    LeaseFence,
+    RowWrite,
+    control_partition_cap,
+    default_max_heartbeat_age,
+)
+from saga_index.layout_change.backfill.pacing import SegmentThrottledError
+from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token
+from saga_index.layout_change.record.store import ControlStore
+from tests.support.backends import Backend, make_backend
+from tests.support.backfill_contract import Clock, plant
+from tests.support.fence_scenario import SAGAS, run_paused_worker_scenario
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("fence", synthesized_template, endpoint_url=None)
+
+
+def restamp_request(dynamo: Backend, saga_id: str) -> dict[str, Any]:
+    """The row re-stamp the worker would send (legacy -> its shard)."""
+    return {
+        "TableName": dynamo.table_name,
+        "Key": {"PK": {"S": f"RSAGA#{saga_id}"}, "SK": {"S": "META"}},
+        "UpdateExpression": "SET #gsi4pk = :target",
+        "ConditionExpression": "attribute_exists(#pk) AND #gsi4pk = :readGsi4pk",
+        "ExpressionAttributeNames": {"#pk": "PK", "#gsi4pk": "GSI4PK"},
+        "ExpressionAttributeValues": {
+            ":target": {"S": keys.sharded_gsi4pk(3)},
+            ":readGsi4pk": {"S": keys.LEGACY_GSI4PK},
+        },
+    }
+
+
+def leased_fence(dynamo: Backend, clock: Clock, **kw: Any) -> tuple[LeaseFence, str]:
+    plant(dynamo, "migrating")
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    token = new_lease_token()
+    acquire_lease(store, holder="t", token=token, direction="forward", clock=clock)
+    fence = LeaseFence(
+        dynamo.client,
+        dynamo.table_name,
+        token=token,
+        state_version=1,
+        max_heartbeat_age=10.0,
+        clock=clock,
+        **kw,
+    )
+    fence.mark_heartbeat()
+    return fence, token
+
+
+def gsi4pk(dynamo: Backend, saga_id: str) -> str:
+    raw = dynamo.get(f"RSAGA#{saga_id}", "META")
+    assert raw is not None
+    return str(raw["GSI4PK"]["S"])
+
+
+def test_a_fenced_write_under_a_held_lease_lands_and_a_changed_row_is_skipped(
+    dynamo: Backend,
+) -> None:
+    dynamo.put_saga("a", "p-1")
+    dynamo.put_saga("b", "p-2", gsi4pk=keys.sharded_gsi4pk(9))
+    fence, _ = leased_fence(dynamo, Clock())
+
+    assert fence.write(restamp_request(dynamo, "a")) is RowWrite.WRITTEN
+    assert fence.write(restamp_request(dynamo, "b")) is RowWrite.ROW_CHANGED
+    assert (gsi4pk(dynamo, "a"), gsi4pk(dynamo, "b")) == (
+        keys.sharded_gsi4pk(3),
+        keys.sharded_gsi4pk(9),
+    )
+    assert fence.mode is FenceMode.TRANSACTIONAL
+    assert fence.lost is None
+
+
+@pytest.mark.parametrize("loss", ["taken-over", "released", "transition", "expired"])
+def test_a_write_after_the_lease_is_lost_is_refused_by_dynamodb_and_writes_nothing(
+    dynamo: Backend, loss: str
+) -> None:
+    # Given a fence whose clock check still passes (a worker paused after it)
+    dynamo.put_saga("a", "p-1")
+    clock = Clock()
+    fence, token = leased_fence(dynamo, clock)
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    lost: list[str] = []
+    fence.on_lost = lambda err: lost.append(str(err))
+    if loss == "taken-over":
+        clock.advance(200)
+        acquire_lease(
+            store, holder="other", token=new_lease_token(), direction="forward", clock=clock
+        )
+    elif loss == "released":
+        store.update(set_values={}, remove=("leaseToken",), condition="attribute_exists(#PK)")
+    elif loss == "transition":
+        store.update(set_values={"version": 2}, condition="attribute_exists(#PK)")
+    else:
+        clock.advance(200)
+    fence.mark_heartbeat()  # the clock fence alone would let it through
+
+    # When it writes
+    outcome = fence.write(restamp_request(dynamo, "a"))
+
+    # Then DynamoDB refused the lease check: nothing moved, and the run is told why
+    assert outcome is RowWrite.LEASE_LOST
+    assert gsi4pk(dynamo, "a") == keys.LEGACY_GSI4PK
+    assert len(lost) == 1
+    assert "refused" in lost[0]
+    assert fence.write(restamp_request(dynamo, "a")) is RowWrite.LEASE_LOST
+    assert token
+
+
+def test_the_clock_fence_refuses_a_write_once_the_last_heartbeat_is_too_old(
+    dynamo: Backend,
+) -> None:
+    dynamo.put_saga("a", "p-1")
+    clock = Clock()
+    mono = [100.0]
+    fence, _ = leased_fence(dynamo, clock, transactional=False, monotonic=lambda: mono[0])
+    fence.mark_heartbeat()
+    mono[0] += 11.0  # the monotonic clock says 11 s, the wall clock says 0 (stepped back)
+    assert fence.write(restamp_request(dynamo, "a")) is RowWrite.LEASE_LOST
+    assert fence.lost is not None
+    assert "no heartbeat" in str(fence.lost)
+    assert gsi4pk(dynamo, "a") == keys.LEGACY_GSI4PK
+
+    fence2, _ = leased_fence(dynamo, clock, transactional=False, monotonic=lambda: mono[0])
+    fence2.mark_heartbeat()
+    clock.advance(11)  # a suspended laptop: the wall clock moved on, the monotonic one did not
+    assert not fence2.check_clock()
+    assert default_max_heartbeat_age(120, 5) == 20.0
+    assert default_max_heartbeat_age(10, 5) == 5.0
+
+
+def _cancel(reasons: list[str]) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+            "CancellationReasons": [{"Code": code} for code in reasons],
+        },
+        "TransactWriteItems",
+    )
+
+
+def test_heartbeat_conflicts_are_retried_a_bounded_number_of_times(dynamo: Backend) -> None:
+    dynamo.put_saga("a", "p-1")
+    fence, _ = leased_fence(dynamo, Clock(), sleep=lambda _: None)
+    calls: list[int] = []
+
+    def conflict_twice(**_: Any) -> None:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise _cancel(["TransactionConflict", "None"])
+
+    dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", conflict_twice)
+    assert fence.write(restamp_request(dynamo, "a")) is RowWrite.WRITTEN
+    assert (len(calls), fence.conflicts) == (3, 2)
+    dynamo.client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", conflict_twice)
+
+    def always(**_: Any) -> None:
+        raise _cancel(["TransactionConflict", "None"])
+
+    dynamo.put_saga("b", "p-2")
+    dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", always)
+    with pytest.raises(SegmentThrottledError, match="TransactionConflict"):
+        fence.write(restamp_request(dynamo, "b"))
+    assert fence.conflicts == 2 + CONFLICT_RETRIES
+
+
+def test_a_server_without_transactions_falls_back_to_the_clock_fence_once_with_a_warning(
+    dynamo: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    dynamo.put_saga("a", "p-1")
+    dynamo.put_saga("b", "p-2")
+    fence, _ = leased_fence(dynamo, Clock())
+    sent: list[int] = []
+
+    def unknown(**_: Any) -> None:
+        sent.append(1)
+        raise ClientError(
+            {"Error": {"Code": "UnknownOperationException", "Message": ""}}, "TransactWriteItems"
+        )
+
+    dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", unknown)
+    with caplog.at_level(logging.WARNING):
+        assert fence.write(restamp_request(dynamo, "a")) is RowWrite.WRITTEN
+        assert fence.write(restamp_request(dynamo, "b")) is RowWrite.WRITTEN
+    assert fence.mode is FenceMode.CLOCK
+    assert len(sent) == 1
+    [warning] = [r for r in caplog.records if "clock fence only" in r.getMessage()]
+    assert "10 s after the last good heartbeat" in warning.getMessage()
+    assert fence.write_cap() is None  # the clock fence adds no write to the control partition
+
+
+def test_the_control_partition_cap_follows_the_state_item_size() -> None:
+    assert control_partition_cap(300) == 400.0
+    assert control_partition_cap(1024) == 400.0
+    assert control_partition_cap(1025) == 200.0
+
+
+def test_given_a_paused_worker_then_the_transactional_fence_lets_no_row_move(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outcome, cli = run_paused_worker_scenario(
+        dynamo, capsys, transactional=True, server_has_transactions=True
+    )
+
+    assert outcome.run.fence_mode == FenceMode.TRANSACTIONAL.value
+    assert outcome.run.lease_lost is not None
+    assert "refused" in outcome.run.lease_lost
+    assert outcome.strays == []
+    assert cli.sagas_all() == sorted(SAGAS)
+    assert cli.drift() == 0
+
+
+def test_given_a_paused_worker_without_a_fence_then_the_same_scenario_hides_a_saga(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deliberately broken variant: no transaction, no clock check (the old worker)
+    monkeypatch.setattr(LeaseFence, "check_clock", lambda self: self.lost is None)
+    outcome, cli = run_paused_worker_scenario(
+        dynamo, capsys, transactional=False, server_has_transactions=True
+    )
+
+    assert outcome.strays != []
+    assert len(cli.sagas_all()) < len(SAGAS)
+    assert cli.drift() == 1
+
+
+def test_timedelta_of_the_injected_clock_is_what_the_fence_measures() -> None:
+    clock = Clock()
+    fence = LeaseFence(None, "t", token="x", state_version=1, max_heartbeat_age=5, clock=clock)
+    fence.mark_heartbeat(mono=0.0)
+    clock.now += timedelta(seconds=3)
+    assert fence.heartbeat_age() >= 3.0

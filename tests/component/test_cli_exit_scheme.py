@@ -1,0 +1,203 @@
+"""The exit codes a script branches on, for every command: bad input is exit 2 before any call
+whatever the state of the table or the network; a service that cannot be reached is exit 4,
+naming it, its endpoint and the operation; a runbook step run again is exit 0 with nothing
+written; a global option after the subcommand says where it goes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from saga_index_cli.context import CliHooks
+from saga_index_cli.main import main
+from tests.support.backends import Backend, make_backend
+from tests.support.backfill_contract import CHANGED_AT, Clock, plant
+
+# Nothing listens on the discard port: a call is refused at once, one attempt only.
+UNREACHABLE = [
+    "--table",
+    "propflow-x",
+    "--endpoint-url",
+    "http://127.0.0.1:9",
+    "--max-attempts",
+    "1",
+]
+
+
+def run(
+    capsys: pytest.CaptureFixture[str], *argv: str, clock: Clock | None = None
+) -> tuple[int, str, str]:
+    hooks = CliHooks(identity=lambda _: "operator@test", clock=clock or Clock())
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv), hooks=hooks)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with mock_aws():
+        yield make_backend("cli-exit-scheme", synthesized_template, endpoint_url=None)
+
+
+# ---- exit 2 before any call ----------------------------------------------------------------
+
+
+def _bad_inputs(existing: Path) -> list[tuple[list[str], str]]:
+    """Each command's bad input, and a word of the error naming it."""
+    return [
+        (["shard", ""], "personId must be a non-empty string"),
+        (["shard", "p-1", ""], "personId must be a non-empty string"),
+        (["sagas", "by-person", ""], "personId must be a non-empty string"),
+        (["phase", "set", "migrating", "--shards", "3", "--reason", "r"], "power of two"),
+        (["phase", "set", "sideways", "--reason", "r"], "sideways"),
+        (["phase", "show", "--bogus"], "--bogus"),
+        (["status", "--bogus"], "--bogus"),
+        (["repair-anomaly", "--saga-id", "s-1", "--person-id", ""], "personId"),
+        (["repair-anomaly", "--pk", "", "--sk", "META", "--person-id", "p"], "--pk and --sk"),
+        (["repair-anomaly", "--saga-id", "s-1"], "--person-id"),
+        (["backfill", "--segments", "0"], "--segments"),
+        (["backfill", "--direction", "sideways"], "--direction"),
+        (["backfill", "--output", str(existing)], "already exists"),
+        (["backfill", "--overwrite"], "--overwrite applies to --output"),
+        (["backfill", "--follow", "nope"], "not an execution ARN"),
+        (["backfill", "throttle"], "exactly one of"),
+        (["backfill", "throttle", "--max-writes-per-second", "0"], "--max-writes-per-second"),
+        (["verify", "--snapshot", str(existing)], "already exists"),
+        (["verify", "--snapshot", "a.json", "--compare", "b.json"], "mutually exclusive"),
+        (["verify", "--compare", str(existing)], "not valid JSON"),
+        (["drift", "--scan-rate", "0"], "--scan-rate"),
+        (["watch", "--days", "0"], "--days"),
+        (["preflight", "--stack-name", "no spaces"], "--stack-name"),
+    ]
+
+
+def test_every_commands_bad_input_is_exit_2_before_any_call(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    existing = tmp_path / "exists.json"
+    existing.write_text("not json")
+    for argv, problem in _bad_inputs(existing):
+        code, out, err = run(capsys, *UNREACHABLE, *argv)
+        # A call made first would meet the unreachable endpoint: exit 4, not 2
+        assert (code, out) == (2, ""), (argv, err)
+        assert problem in err, (argv, err)
+        assert "could not complete" not in err, argv
+
+
+# ---- exit 4: could not complete ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "operation"),
+    [
+        (["phase", "show"], "GetItem"),
+        (["drift"], "GetItem"),
+        (["--phase", "legacy", "--shards", "16", "verify", "--recheck-delay", "0"], "Scan"),
+        (["shard", "p-1"], "GetItem"),
+        (["backfill", "--dry-run"], "GetItem"),
+    ],
+)
+def test_an_unreachable_dynamodb_is_exit_4_naming_the_service_endpoint_and_operation(
+    capsys: pytest.CaptureFixture[str], argv: list[str], operation: str
+) -> None:
+    code, out, err = run(capsys, *UNREACHABLE, *argv)
+    assert code == 4, err
+    assert out == ""
+    assert (
+        f"could not complete: DynamoDB at http://127.0.0.1:9 could not be reached ({operation})"
+        in err
+    )
+
+
+def test_a_found_problem_stays_exit_1(dynamo: Backend, capsys: pytest.CaptureFixture[str]) -> None:
+    # A table that does not exist is an answer, not an unreachable service
+    code, _, err = run(capsys, "--table", "no-such-table", "drift")
+    assert code == 1
+    assert "table 'no-such-table' does not exist" in err
+
+
+# ---- phase set: a step run again ------------------------------------------------------------
+
+
+def test_phase_set_to_the_phase_the_record_holds_is_exit_0_and_writes_nothing(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "sharded")
+    before = dynamo.scan_all()
+
+    for extra in ([], ["--shards", "16"]):
+        code, out, err = run(
+            capsys,
+            "--table",
+            dynamo.table_name,
+            "phase",
+            "set",
+            "sharded",
+            "--reason",
+            "step 7 again",
+            "--json",
+            *extra,
+        )
+        assert code == 0, err
+        doc = json.loads(out)
+        assert (doc["changed"], doc["phase"], doc["shardCount"]) == (False, "sharded", 16)
+        assert "already is sharded (version 1): nothing written" in err
+    assert dynamo.scan_all() == before
+
+    # A different N is not the same state: still exit 2, still nothing written
+    move = ["--table", dynamo.table_name, "phase", "set", "sharded", "--shards", "32"]
+    code, _, err = run(capsys, *move, "--reason", "r")
+    assert code == 2
+    assert dynamo.scan_all() == before
+
+
+def test_a_move_that_changes_the_record_says_changed_true(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "sharded")
+    move = ["--table", dynamo.table_name, "phase", "set", "rolling-back", "--reason", "r"]
+    code, out, err = run(capsys, *move, "--json")
+    assert code == 0, err
+    assert json.loads(out)["changed"] is True
+
+
+def test_phase_show_prints_effective_as_the_runbook_says_to_wait_for_it(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "migrating")
+    show = ("--table", dynamo.table_name, "phase", "show")
+    _, before, _ = run(capsys, *show, clock=Clock(CHANGED_AT + timedelta(seconds=1)))
+    _, after, _ = run(capsys, *show)
+    assert "  effective:    false" in before.splitlines()
+    assert "  effective:    true" in after.splitlines()
+
+
+# ---- global options go first ----------------------------------------------------------------
+
+
+def test_a_global_option_after_the_subcommand_says_where_it_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "drift", "--table", "propflow-x")
+    assert (code, out) == (2, "")
+    assert "--table is a global option of saga-index" in err
+    assert "global options come before the subcommand" in err
+    assert "saga-index --table VALUE drift" in err
+    assert "--endpoint-url" in err  # the global options are listed
+
+
+def test_an_option_no_command_knows_gets_clicks_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, "drift", "--no-such-thing")
+    assert code == 2
+    assert "No such option '--no-such-thing'" in err
+    assert "global option" not in err

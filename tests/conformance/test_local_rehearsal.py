@@ -1,0 +1,170 @@
+"""`python -m devkit.local` (`make local`) as an operator uses it: a real process that starts
+dynalite, creates and seeds the table, prints what to export, serves until Ctrl-C, then stops
+the server. The printed exports alone point `saga-index` at it; preflight there tells a server
+that does not support a call from one that cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.conformance
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Synthesis (when stale), dynalite's start and the seed of ~5,000 rows.
+START_TIMEOUT = 240.0
+
+
+def _read_exports(process: subprocess.Popen[str]) -> dict[str, str]:
+    """The `export NAME=VALUE` lines, up to the `unset` line that ends them (read on a thread:
+    a pipe's buffered lines are invisible to select)."""
+    assert process.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = process.stdout
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    exports: dict[str, str] = {}
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
+            assert process.poll() is None, "devkit.local exited before printing its exports"
+            continue
+        words = shlex.split(line)
+        if words[0] == "unset":
+            assert set(words[1:]) == {"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"}
+            return exports
+        assert words[0] == "export", line
+        name, _, value = words[1].partition("=")
+        exports[name] = value
+    raise AssertionError(f"no exports within {START_TIMEOUT} s")
+
+
+@pytest.fixture
+def local_table() -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devkit.local", "--port", "0", "--table", "propflow-rehearsal"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield process, _read_exports(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def saga_index(exports: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """`saga-index` with the caller's environment, minus AWS settings, plus the exports."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(exports)
+    env["PYTHONPATH"] = str(REPO_ROOT / "lambdas")
+    return subprocess.run(
+        [sys.executable, "-m", "saga_index_cli", "--max-attempts", "1", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_make_local_serves_the_seeded_table_until_ctrl_c(
+    local_table: tuple[subprocess.Popen[str], dict[str, str]],
+) -> None:
+    process, exports = local_table
+    assert exports["SAGA_TABLE_NAME"] == "propflow-rehearsal"
+    endpoint = exports["AWS_ENDPOINT_URL_DYNAMODB"]
+    assert endpoint.startswith("http://127.0.0.1:")
+    assert (exports["AWS_ACCESS_KEY_ID"], exports["AWS_REGION"]) == ("local", "us-east-1")
+
+    # The runbook's step 0: the record, never migrated
+    shown = saga_index(exports, "phase", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["phase"] == "legacy"
+    # The demo's legacy dataset is there: 179 open sagas, read through the repository
+    opened = saga_index(exports, "sagas", "open")
+    assert opened.returncode == 0, opened.stderr
+    assert len(opened.stdout.splitlines()) == 179
+
+    # preflight here: the table passes; dynalite lacks PITR and Contributor Insights
+    # (unsupported), the stack's services are not here (unreachable): exit 4, nothing FAILED
+    preflight = saga_index(
+        exports, "preflight", "--json", "--cloudformation-endpoint-url", "http://127.0.0.1:9"
+    )
+    assert preflight.returncode == 4, preflight.stderr
+    report = json.loads(preflight.stdout)
+    assert report["failed"] == []
+    assert report["notChecked"] == {
+        "point-in-time-recovery": "unsupported",
+        "contributor-insights-table": "unsupported",
+        "contributor-insights-index": "unsupported",
+        "stack": "unreachable",
+        "functions": "unreachable",
+        "state-machine": "unreachable",
+    }
+    pitr = next(c for c in report["checks"] if c["name"] == "point-in-time-recovery")
+    assert pitr["detail"] == (
+        f"not supported by this server: DynamoDB at {endpoint} does not implement "
+        "DescribeContinuousBackups"
+    )
+
+    # Ctrl-C stops the server: exit 0, and nothing listens on its port any more
+    process.send_signal(signal.SIGINT)
+    assert process.stderr is not None
+    process.wait(timeout=30)
+    stderr = process.stderr.read()
+    assert process.returncode == 0, stderr
+    assert "the server is stopped" in stderr
+    port = int(endpoint.rsplit(":", 1)[1])
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def _local(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "devkit.local", *argv],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        check=False,
+    )
+
+
+def test_a_taken_port_is_refused_at_once_naming_the_way_out() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _local("--port", str(port), "--empty")
+    assert done.returncode == 1
+    assert done.stdout == ""  # no exports for a server that never started
+    assert f"port {port} is taken" in done.stderr
+    assert "--port 0" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [(["--table", "x"], "table name 'x'"), (["--port", "70000"], "--port 70000")],
+)
+def test_bad_arguments_exit_2_before_a_server_starts(argv: list[str], problem: str) -> None:
+    done = _local(*argv)
+    assert done.returncode == 2
+    assert problem in done.stderr
+    assert "starting dynalite" not in done.stderr
