@@ -27,7 +27,7 @@ TIMED = timed() { local step=$$1 rc=0 start end; shift; start=$$(date +%s%N); "$
 	return $$rc; }; timed
 SHOW_STEPS = awk '$$1 != "start" { printf "  %-28s %7.1f s\n", $$1, $$2 / 1000 }' $(STEP_TIMES)
 
-.PHONY: help deps demo local test static-checks ts-client lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
+.PHONY: help deps demo local simulate test static-checks ts-client lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
@@ -83,7 +83,8 @@ test:
 	@$(TIMED) static-checks/2-lanes $(MAKE) --no-print-directory -j2 --output-sync=target \
 		static-checks
 	@echo "make test, wall time per step:" && $(SHOW_STEPS)
-	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not simulation_long" \
+		$(PYTEST_ARGS)
 
 # typecheck first: the longest step starts at once and the other steps share the second slot.
 static-checks: step-typecheck step-lint step-importlint step-cfn-lint step-layer step-ts-client
@@ -125,6 +126,7 @@ bench: deps synth
 SEEDS ?= 20
 simulate: deps
 	PYTHONPATH=lambdas:. $(PY) -m tests.sim --seeds $(SEEDS)
+	$(VENV)/bin/pytest tests/sim -m simulation_long $(PYTEST_ARGS)
 
 lock: deps
 	{ echo "# Every transitive dependency, pinned (pip freeze of requirements-dev.txt on Python 3.11)."; \

@@ -1,0 +1,38 @@
+"""What one run found: its violations, its trace (the step list) and how to replay it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tests.sim.checker import Violation
+
+if TYPE_CHECKING:
+    from tests.sim.world import Scenario
+
+
+@dataclass
+class Outcome:
+    seed: int
+    scenario: Scenario
+    violations: list[Violation]
+    trace: list[str]
+    steps: int
+    reads_checked: int
+    phases: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def report(self, tail: int = 60) -> str:
+        lines = [
+            f"simulation seed {self.seed} ({self.scenario.plan}): {len(self.violations)} "
+            f"violation(s) after {self.steps} steps, {self.reads_checked} reads checked; "
+            f"phases {' -> '.join(self.phases)}",
+            *(f"  {v}" for v in self.violations[:10]),
+            f"replay: python -m tests.sim --seed {self.seed} --plan {self.scenario.plan} --trace",
+            f"last {min(tail, len(self.trace))} of {len(self.trace)} steps:",
+            *self.trace[-tail:],
+        ]
+        return "\n".join(lines)

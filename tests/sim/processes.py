@@ -1,0 +1,365 @@
+"""The simulated processes: each runs the REAL code on its own parked thread (scheduler.Task).
+
+  reader    its own ControlProvider cache; by-person reads and both enumerations through the
+            real SagaRepository along the provider's routing (small pages: reads interleave)
+  writer    a SagaWriter following its own provider: creates, and workflow transitions that
+            re-stamp GSI4PK
+  worker    a backfill run: the real lease (take_run), the real segment loop (run_segment, the
+            row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
+            second task of the same process, the real read-back and release
+  drift     the real DriftChecker against the record's state, now and then
+  operator  the real set_phase with the CLI's real completion checks (operator.py)
+
+Each process has its own wall clock (skewed) and monotonic clock, injected where the code takes
+clocks; every wait is a virtual sleep (Task.sleep).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from saga_index.index import keys
+from saga_index.index.errors import SagaIndexError
+from saga_index.index.model import ALL_STATES
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.lease.keeper import LeaseKeeper, release_with_completion, take_run
+from saga_index.layout_change.record.errors import LeaseDirectionError, LeaseLostError
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.repository import SagaRepository
+from saga_index.store.writer import SagaWriter, utc_iso
+from tests.sim.clock import ProcessClock
+from tests.sim.scheduler import Task
+from tests.sim.table import TABLE
+
+if TYPE_CHECKING:
+    from tests.sim.world import Simulation
+
+# What a process may see go wrong and carry on from (a real service logs it and retries later).
+EXPECTED_ERRORS = (SagaIndexError, ClientError, BotoCoreError)
+READ_PAGE_SIZE = 3
+SCAN_PAGE_SIZE = 2
+
+
+@dataclass
+class Process:
+    """One simulated process: its clocks, its own random stream, its tasks."""
+
+    name: str
+    role: str
+    clock: ProcessClock
+    rng: random.Random
+    tasks: list[Task] = field(default_factory=list)
+    paused_until: float = 0.0
+    crashed: bool = False
+    # Role-specific settings (a worker's direction).
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return all(t.done for t in self.tasks)
+
+
+@dataclass(frozen=True)
+class ReadSeen:
+    """What one read returned, for the visibility invariant."""
+
+    process: str
+    kind: str  # person | all | open
+    person: str | None
+    began: float
+    ended: float
+    keys: frozenset[tuple[str, str]]
+    phase: str
+    writes: str
+
+
+def provider_for(sim: Simulation, client: Any, process: Process) -> ControlProvider:
+    return ControlProvider(
+        ControlStore(client, TABLE),
+        timing=sim.timing,
+        clock=process.clock.monotonic,
+        wall_clock=process.clock.wall,
+    )
+
+
+def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        provider = provider_for(sim, client, process)
+        # Processes start at different moments, so their caches expire at different moments.
+        task.sleep(process.rng.uniform(0.0, sim.timing.cache_seconds))
+        while True:
+            kind = process.rng.choice(("person", "person", "all", "open"))
+            person = process.rng.choice(sim.persons) if kind == "person" else None
+            began = sim.time.now
+            try:
+                routing = provider.routing()
+                repository = SagaRepository(
+                    client, TABLE, plan=routing, max_workers=1, page_size=READ_PAGE_SIZE
+                )
+                if person is not None:
+                    result = repository.get_sagas_by_person(person)
+                elif kind == "all":
+                    result = repository.get_all_sagas()
+                else:
+                    result = repository.get_all_open_sagas()
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"read {kind} failed: {type(err).__name__}")
+            else:
+                sim.checker.on_read(
+                    ReadSeen(
+                        process=process.name,
+                        kind=kind,
+                        person=person,
+                        began=began,
+                        ended=sim.time.now,
+                        keys=frozenset(keys.table_key_of(i) for i in result.items),
+                        phase=routing.phase.value,
+                        writes=str(routing.target if _switched(routing) else routing.source),
+                    )
+                )
+            task.sleep(process.rng.uniform(1.0, 6.0))
+
+    return body
+
+
+def writer(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        provider = provider_for(sim, client, process)
+        saga_writer = SagaWriter(client, TABLE, follow=provider.routing)
+        task.sleep(process.rng.uniform(0.0, sim.timing.cache_seconds))
+        while True:
+            now = utc_iso(process.clock.wall())
+            try:
+                if not sim.sagas or process.rng.random() < sim.scenario.create_share:
+                    saga_id, person = sim.new_saga(process.rng)
+                    saga_writer.create_saga(
+                        saga_id=saga_id, person_id=person, lease_id="lease-sim", opened_at=now
+                    )
+                else:
+                    saga_id, person = process.rng.choice(sim.sagas)
+                    saga_writer.transition(
+                        saga_id=saga_id,
+                        person_id=person,
+                        to_state=process.rng.choice(ALL_STATES),
+                        updated_at=now,
+                    )
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"write failed: {type(err).__name__}")
+            task.sleep(process.rng.uniform(2.0, 8.0))
+
+    return body
+
+
+class _VirtualDone:
+    """The keeper's stop signal for its heartbeat loop, waiting on the virtual clock."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self._set:
+            self.task.sleep(timeout or 0.0)
+        return self._set
+
+
+def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    """A local backfill run, the steps of backfill_locally, with its heartbeat on a second task
+    of the same process (so a pause stops both, as SIGSTOP does)."""
+    direction = BackfillDirection.parse(process.settings["direction"])
+    rate = sim.scenario.backfill_rate
+
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        store = ControlStore(client, TABLE)
+        request = BackfillRequest(
+            direction=direction,
+            total_segments=sim.scenario.segments,
+            max_writes_per_second=rate,
+            dry_run=False,
+        )
+        token = f"sim-{process.rng.getrandbits(64):016x}"
+        while True:
+            try:
+                ticket, state = take_run(
+                    store,
+                    request,
+                    holder=process.name,
+                    token=token,
+                    clock=process.clock.wall,
+                    ttl_seconds=sim.lease_ttl,
+                )
+                break
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"lease refused: {type(err).__name__}")
+                if isinstance(err, LeaseDirectionError):
+                    return
+                task.sleep(3.0)
+        sim.note(process.name, f"lease taken: {ticket.move().describe()} v{state.version}")
+        stop = threading.Event()
+        bucket = TokenBucket(rate, clock=process.clock.monotonic, sleep=task.sleep)
+        fence = _fence(sim, process, task, client, token, state.version)
+        beat_task = sim.add_task(process, "heartbeat", lambda t: _heartbeat_loop(sim, process, t))
+        keeper = LeaseKeeper(
+            store,
+            token,
+            bucket,
+            own_rate=rate,
+            stop=stop,
+            clock=process.clock.wall,
+            ttl_seconds=sim.lease_ttl,
+            poll_seconds=sim.poll_seconds,
+            monotonic=process.clock.monotonic,
+            **({} if fence is None else {"fence": fence}),
+        )
+        # The keeper's loop waits on this between heartbeats: the virtual clock, not real time.
+        keeper._done = _VirtualDone(beat_task)  # type: ignore[assignment]
+        try:
+            keeper.heartbeat()  # as entering the keeper does: the run starts on a good one only
+        except (LeaseLostError, *EXPECTED_ERRORS) as err:
+            sim.note(process.name, f"first heartbeat failed, run not started: {err}")
+            keeper._done.set()
+            return
+        process.settings["keeper"] = keeper
+        results = [
+            _segment(sim, process, task, client, segment, stop, bucket, fence)
+            for segment in request.segment_requests(ticket)
+        ]
+        keeper._done.set()
+        if keeper.lost is not None or any(r is None or not r.done for r in results):
+            sim.note(process.name, f"run stopped: {keeper.lost}")
+            return
+        for _attempt in range(5):  # the state machine retries its verify step
+            try:
+                summary = finish_backfill(
+                    client,
+                    TABLE,
+                    request,
+                    [r for r in results if r is not None],
+                    index_name=sim.index_name,
+                    move=ticket.move(),
+                )
+                completion = release_with_completion(
+                    store, ticket, summary, clock=process.clock.wall
+                )
+            except LeaseLostError as err:
+                sim.note(process.name, f"release refused: {err}")
+                return
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"release failed: {type(err).__name__}")
+                task.sleep(5.0)
+                continue
+            sim.note(
+                process.name,
+                f"released: complete={completion.complete} verified={completion.verified} "
+                f"restamped={completion.restamped}",
+            )
+            return
+
+    return body
+
+
+def _fence(
+    sim: Simulation, process: Process, task: Task, client: Any, token: str, version: int
+) -> Any:
+    """The run's lease fence as backfill_locally builds it (None: the fence is switched off,
+    the deliberately broken variant), on the process's clocks."""
+    if sim.scenario.fence == "none":
+        return None
+    from saga_index.layout_change.backfill.fence import fence_for_run
+
+    fence = fence_for_run(
+        client,
+        TABLE,
+        token=token,
+        state_version=version,
+        ttl_seconds=sim.lease_ttl,
+        poll_seconds=sim.poll_seconds,
+        transactional=sim.scenario.fence == "transactional",
+        clock=process.clock.wall,
+    )
+    # fence_for_run takes no monotonic clock or sleep: the process's own are set here.
+    fence.monotonic = process.clock.monotonic
+    fence.sleep = task.sleep
+    return fence
+
+
+def _segment(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    client: Any,
+    segment: Any,
+    stop: threading.Event,
+    bucket: TokenBucket,
+    fence: Any,
+) -> Any:
+    """One segment to its end; a throttled segment is run again (rows it moved are skipped),
+    as the state machine's Retry does."""
+    for _attempt in range(5):
+        if stop.is_set():
+            return None
+        try:
+            return run_segment(
+                client,
+                TABLE,
+                segment,
+                stop=stop,
+                bucket=bucket,
+                page_size=SCAN_PAGE_SIZE,
+                **({} if fence is None else {"fence": fence}),
+            )
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"segment {segment.segment} failed: {type(err).__name__}")
+            task.sleep(5.0)
+    return None
+
+
+def _heartbeat_loop(sim: Simulation, process: Process, task: Task) -> None:
+    keeper = process.settings.get("keeper")
+    while keeper is None:  # the worker hands its keeper over right after creating this task
+        task.sleep(0.1)
+        keeper = process.settings.get("keeper")
+    keeper._beat()  # the real loop: every poll_seconds, LeaseLostError stops the run
+
+
+def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        store = ControlStore(client, TABLE)
+        while True:
+            task.sleep(sim.scenario.drift_every)
+            try:
+                report = DriftChecker(
+                    client, TABLE, state=store.read(), max_workers=1, page_size=SCAN_PAGE_SIZE
+                ).check(scan_unindexed=True)
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"drift run failed: {type(err).__name__}")
+                continue
+            sim.note(process.name, f"drift healthy={report.healthy} {report.findings()}")
+
+    return body
+
+
+def _switched(routing: Any) -> bool:
+    return bool(getattr(routing, "switched", True))

@@ -1,0 +1,163 @@
+"""The operator: `saga-index phase set` as the runbook drives it, through the REAL executor and
+the CLI's REAL completion checks, with backfill runs started in between.
+
+A plan is a list of moves. A move that opens (`migrating`, `rolling-back`, `resharding`) is set
+at once; then the operator waits for the state's effectiveAt by its own (skewed) clock, starts a
+backfill run and waits for the record to show it released; a completing move (`sharded`,
+`legacy`) runs the real checks and is refused when they fail (then the operator runs the
+backfill again, as the runbook says). The "abort" plan opens a move, starts its run and, while
+the run is going, aborts it (`rolling-back`) and rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from saga_index.layout_change.record.errors import PreconditionFailedError
+from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.executor import set_phase
+from saga_index_cli.phase.checks import CheckOptions, completion_checks
+from tests.sim.processes import EXPECTED_ERRORS, Process
+from tests.sim.scheduler import Task
+from tests.sim.table import TABLE
+
+if TYPE_CHECKING:
+    from tests.sim.world import Simulation
+
+COMPLETING = (Phase.SHARDED, Phase.LEGACY)
+# The parity re-check waits on the real clock: the simulation's index does not move between
+# the two passes of one check, so the wait would only cost real time.
+CHECK_OPTIONS = CheckOptions(recheck_delay_seconds=0.0, segments=1, scan_rate=100_000.0)
+
+
+@dataclass
+class _CheckContext:
+    """What completion_checks reads of the CLI's context: the client, the table, the record."""
+
+    client: Any
+    table: str
+
+    def require_table(self) -> str:
+        return self.table
+
+    def read_state(self) -> ControlState:
+        return ControlStore(self.client, self.table).read()
+
+
+PLANS: dict[str, list[tuple[Phase, int | None]]] = {
+    "forward": [(Phase.MIGRATING, 4), (Phase.SHARDED, None)],
+    "reshard": [
+        (Phase.MIGRATING, 4),
+        (Phase.SHARDED, None),
+        (Phase.RESHARDING, 8),
+        (Phase.SHARDED, None),
+    ],
+    "abort": [(Phase.MIGRATING, 4), (Phase.ROLLING_BACK, None), (Phase.LEGACY, None)],
+}
+
+
+def operator(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        store = ControlStore(client, TABLE)
+        plan = PLANS[sim.scenario.plan]
+        task.sleep(process.rng.uniform(5.0, 30.0))
+        for number, (phase, shards) in enumerate(plan):
+            if phase in COMPLETING:
+                _complete(sim, process, task, store, phase)
+                continue
+            _set(sim, process, task, store, phase, shards, checks=())
+            _wait_effective(sim, process, task, store)
+            direction = "rollback" if phase is Phase.ROLLING_BACK else "forward"
+            worker = sim.start_worker(direction)
+            aborting = sim.scenario.plan == "abort" and number == 0
+            if aborting:
+                # Abort while the run is going (once it holds its lease): it must notice and
+                # stop, paused or not.
+                while "keeper" not in worker.settings and not sim.run_finished(worker):
+                    task.sleep(1.0)
+                task.sleep(process.rng.uniform(1.0, 10.0))
+                continue
+            _wait_for_run(sim, task, worker)
+        sim.operator_done = True
+        sim.note(process.name, "plan done")
+
+    return body
+
+
+def _set(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    store: ControlStore,
+    phase: Phase,
+    shards: int | None,
+    *,
+    checks: Any,
+) -> bool:
+    for _attempt in range(20):
+        try:
+            change = set_phase(
+                store,
+                phase,
+                changed_by=process.name,
+                reason="simulated runbook step",
+                shard_count=shards,
+                checks=checks,
+                clock=process.clock.wall,
+                timing=sim.timing,
+            )
+        except PreconditionFailedError as err:
+            sim.note(process.name, f"phase set {phase.value} refused: {err}")
+            return False
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"phase set {phase.value} failed: {type(err).__name__}: {err}")
+            current = _read(store, task)
+            if current is not None and current.phase is phase:
+                sim.on_transition(phase, current)
+                return True
+            task.sleep(5.0)
+            continue
+        sim.note(process.name, f"phase set {phase.value}: version {change.transition.version}")
+        sim.on_transition(phase, change.state)
+        return True
+    raise AssertionError(f"phase set {phase.value} never went through")
+
+
+def _complete(
+    sim: Simulation, process: Process, task: Task, store: ControlStore, phase: Phase
+) -> None:
+    for _attempt in range(6):
+        checks = completion_checks(_CheckContext(store.client, TABLE), phase, CHECK_OPTIONS)  # type: ignore[arg-type]
+        if _set(sim, process, task, store, phase, None, checks=checks):
+            return
+        direction = "rollback" if phase is Phase.LEGACY else "forward"
+        _wait_for_run(sim, task, sim.start_worker(direction))
+    sim.note(process.name, f"gave up on {phase.value}: its checks kept failing")
+
+
+def _wait_effective(sim: Simulation, process: Process, task: Task, store: ControlStore) -> None:
+    state = None
+    while state is None:
+        state = _read(store, task)
+    transition = state.transition
+    if transition is not None:
+        wait = (transition.effective_at - process.clock.wall()).total_seconds()
+        task.sleep(max(0.0, wait) + 1.0)
+
+
+def _wait_for_run(sim: Simulation, task: Task, worker: Process) -> None:
+    while not sim.run_finished(worker):
+        task.sleep(5.0)
+
+
+def _read(store: ControlStore, task: Task) -> ControlState | None:
+    try:
+        return store.read()
+    except EXPECTED_ERRORS:
+        task.sleep(2.0)
+        return None

@@ -1,0 +1,354 @@
+"""The simulated table: moto's in-process DynamoDB for the base table, and an index of our own
+that is eventually consistent.
+
+Why moto for the base table: it evaluates condition and update expressions, TransactWriteItems
+with ConditionCheck, parallel Scan segments and pagination as DynamoDB does (platform notes), so
+the real code's writes are judged by a faithful engine. Why not moto's GSI: it reflects a key
+change at once. Here every index change a base write causes is queued as a DELETE under the old
+index key and a PUT under the new one, each visible after its own seeded delay, and a Query or
+Scan naming the index is answered from what is visible. What is visible is kept in a second moto
+table (the "shadow") whose items are the visible index entries, with the same index on it: moto
+then evaluates the real code's key conditions, filters, projections, COUNT and pagination on the
+visible entries, including a row visible under two keys at once (its PUT landed before its
+DELETE) or under none (the other way round).
+
+Every request of a simulated process goes through `before-call` on that process's own client:
+the thread parks (the scheduler decides when it runs), then a seeded fault may answer instead
+(a throttle before the call; a lost answer after it reached the table), else the request runs
+against the base table (or the visible index) and its answer is returned as DynamoDB's.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from saga_index.index import names
+from tests.sim.clock import VirtualTime
+from tests.sim.requests import TABLE
+from tests.sim.requests import describe as _describe
+from tests.sim.requests import error as _error
+from tests.sim.requests import snake as _snake
+from tests.sim.requests import table_keys as _table_keys
+from tests.sim.scheduler import Task
+
+SHADOW = "sim-visible-index"
+SHADOW_KEY = "SIMVISIBLEKEY"
+_SEP = "\x1f"
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+
+TableKey = tuple[str, str]
+EntryKey = tuple[str, str, str, str]  # GSI4PK, GSI4SK, PK, SK
+
+
+@dataclass
+class _IndexOp:
+    visible_at: float
+    seq: int
+    entry: EntryKey
+    item: dict[str, Any] | None  # None: a delete
+
+
+@dataclass
+class Faults:
+    """What may go wrong with a request, by seed; off while quiescing.
+
+    Throttles come in storms (a hot key for a few seconds), not as independent coin flips: a
+    throttle here is what the caller sees after botocore's retries gave up, and a drift run or
+    a completion check of a thousand requests must be able to pass between storms.
+    """
+
+    storm_throttle: float = 0.5  # per request of a process inside its storm
+    lost_answer: float = 0.0  # per write: it landed, the caller sees an error
+    enabled: bool = True
+    storms: dict[str, float] = field(default_factory=dict)  # process -> storm ends at
+
+
+@dataclass
+class WriteRecord:
+    """One base-table write that landed: when, by whom, and the row after it."""
+
+    at: float
+    process: str
+    operation: str
+    key: TableKey
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass
+class SimTable:
+    time: VirtualTime
+    rng: random.Random
+    max_index_delay: float = 3.0
+    faults: Faults = field(default_factory=Faults)
+    on_write: list[Callable[[WriteRecord], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.raw = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        )
+        for name, key in ((TABLE, ("PK", "SK")), (SHADOW, (SHADOW_KEY, None))):
+            self._create(name, key)
+        self._pending: list[_IndexOp] = []
+        self._seq = 0
+        self._applied: dict[EntryKey, int] = {}
+        # The index entry each base row has per the base table (what the index converges to).
+        self._entry_of: dict[TableKey, EntryKey | None] = {}
+        # When each row's latest index change becomes fully visible.
+        self.settles_at: dict[TableKey, float] = {}
+        self.requests = 0
+        self.control_writes = 0
+        self.writes = 0
+        self._visible: set[EntryKey] = set()
+        # Every base row as the base table holds it (each write's answer keeps it current).
+        self.mirror: dict[TableKey, dict[str, Any]] = {}
+
+    def _create(self, name: str, key: tuple[str, str | None]) -> None:
+        hash_key, range_key = key
+        attributes = {hash_key, names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY}
+        schema = [{"AttributeName": hash_key, "KeyType": "HASH"}]
+        if range_key is not None:
+            attributes.add(range_key)
+            schema.append({"AttributeName": range_key, "KeyType": "RANGE"})
+        self.raw.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": a, "AttributeType": "S"} for a in sorted(attributes)
+            ],
+            KeySchema=schema,
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": names.INDEX_NAME,
+                    "KeySchema": [
+                        {"AttributeName": names.INDEX_PARTITION_KEY, "KeyType": "HASH"},
+                        {"AttributeName": names.INDEX_SORT_KEY, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        )
+
+    # ---- the clients of simulated processes -------------------------------------------------
+
+    def client_for(self, process: str, *, faulty: bool = True) -> Any:
+        """A botocore client whose every request goes through this table, parking the calling
+        task first (a process's tasks share it, as a worker and its heartbeat thread share
+        one). `faulty`: seeded faults may hit its requests."""
+        client = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        )
+
+        def keep_params(params: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
+            context["sim_params"] = copy.deepcopy(dict(params))
+
+        def answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, Any]:
+            operation = model.name
+            params = context["sim_params"]
+            task = Task.current()
+            if task is not None:
+                task.park(f"{operation} {_describe(params)}")
+            return self.dispatch(process, operation, params, faulty=faulty)
+
+        client.meta.events.register("before-parameter-build.dynamodb", keep_params)
+        client.meta.events.register("before-call.dynamodb", answer)
+        return client
+
+    def dispatch(
+        self, process: str, operation: str, params: dict[str, Any], *, faulty: bool
+    ) -> tuple[AWSResponse, Any]:
+        self.requests += 1
+        self.propagate()
+        faults = self.faults if faulty and self.faults.enabled else None
+        storm = faults is not None and faults.storms.get(process, -1.0) > self.time.now
+        if storm and faults is not None and self.rng.random() < faults.storm_throttle:
+            return _error(400, "ThrottlingException", "simulated throttle (before the call)")
+        try:
+            parsed = self._run(process, operation, params)
+        except ClientError as err:
+            status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+            return AWSResponse("https://sim", status, {}, None), err.response
+        if faults is not None and operation in _WRITES and self.rng.random() < faults.lost_answer:
+            return _error(500, "InternalServerError", "simulated lost answer (the write landed)")
+        parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = 200
+        return AWSResponse("https://sim", 200, {}, None), parsed
+
+    def _run(self, process: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        method = getattr(self.raw, _snake(operation))
+        if "IndexName" in params and operation in ("Query", "Scan"):
+            if operation == "Query" and self._visible_under(params) == 0:
+                # Nothing visible under that key: the answer moto would give, without moto.
+                return {"Items": [], "Count": 0, "ScannedCount": 0}
+            shadow = dict(params, TableName=SHADOW)
+            response: dict[str, Any] = method(**shadow)
+            for item in response.get("Items", []):
+                item.pop(SHADOW_KEY, None)
+            return response
+        touched = _table_keys(operation, params) if params.get("TableName") == TABLE else []
+        if operation == "TransactWriteItems":
+            touched = _table_keys(operation, params)
+        if not touched:
+            return dict(method(**params))
+        call = dict(params)
+        # The row after an UpdateItem comes with its answer (asked for here, and removed from
+        # the answer unless the caller asked for it itself), saving a read per write.
+        wants_new = operation == "UpdateItem" and "ReturnValues" not in params
+        if wants_new:
+            call["ReturnValues"] = "ALL_NEW"
+        response = dict(method(**call))
+        for key in touched:
+            if operation == "PutItem":
+                after: dict[str, Any] | None = copy.deepcopy(params["Item"])
+            elif operation == "UpdateItem" and params.get("ReturnValues", "ALL_NEW") == "ALL_NEW":
+                after = copy.deepcopy(response.get("Attributes"))
+            elif operation == "DeleteItem":
+                after = None
+            else:
+                after = self._get(key)
+            self._observe(process, operation, key, self.mirror.get(key), after)
+        if wants_new:
+            response.pop("Attributes", None)
+        return response
+
+    # ---- the base table -----------------------------------------------------------------------
+
+    def _get(self, key: TableKey) -> dict[str, Any] | None:
+        item = self.raw.get_item(
+            TableName=TABLE, Key={"PK": {"S": key[0]}, "SK": {"S": key[1]}}, ConsistentRead=True
+        ).get("Item")
+        return item
+
+    def scan_base(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        request: dict[str, Any] = {"TableName": TABLE, "ConsistentRead": True}
+        while True:
+            page = self.raw.scan(**request)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def seed(self, item: dict[str, Any]) -> None:
+        """A row written long before the simulation starts: its index entry is visible."""
+        self.raw.put_item(TableName=TABLE, Item=item)
+        key = (item["PK"]["S"], item["SK"]["S"])
+        self.mirror[key] = copy.deepcopy(item)
+        entry = _entry(item)
+        self._entry_of[key] = entry
+        self.settles_at[key] = 0.0
+        if entry is not None:
+            self._apply(_IndexOp(0.0, self._next_seq(), entry, item))
+
+    # ---- the index ------------------------------------------------------------------------------
+
+    def _observe(
+        self,
+        process: str,
+        operation: str,
+        key: TableKey,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+    ) -> None:
+        self.writes += 1
+        if key[0] == names.CONTROL_PK:
+            self.control_writes += 1
+        if after is None:
+            self.mirror.pop(key, None)
+        else:
+            self.mirror[key] = after
+        if before == after:
+            return
+        now = self.time.now
+        old = self._entry_of.get(key)
+        new = _entry(after) if after is not None else None
+        settle = now
+        if old is not None and old != new:
+            at = now + self.rng.uniform(0.0, self.max_index_delay)
+            self._pending.append(_IndexOp(at, self._next_seq(), old, None))
+            settle = max(settle, at)
+        if new is not None and after is not None:
+            at = now + self.rng.uniform(0.0, self.max_index_delay)
+            self._pending.append(_IndexOp(at, self._next_seq(), new, after))
+            settle = max(settle, at)
+        self._entry_of[key] = new
+        self.settles_at[key] = settle
+        record = WriteRecord(now, process, operation, key, before, after)
+        for listener in self.on_write:
+            listener(record)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def propagate(self) -> None:
+        """Make visible every index write whose delay has passed (in the order they became
+        due; per index entry, a later write always wins over an earlier one)."""
+        due = sorted(
+            (op for op in self._pending if op.visible_at <= self.time.now),
+            key=lambda op: (op.visible_at, op.seq),
+        )
+        if not due:
+            return
+        self._pending = [op for op in self._pending if op.visible_at > self.time.now]
+        for op in due:
+            self._apply(op)
+
+    def _apply(self, op: _IndexOp) -> None:
+        if self._applied.get(op.entry, 0) > op.seq:
+            return
+        self._applied[op.entry] = op.seq
+        shadow_key = {SHADOW_KEY: {"S": _SEP.join(op.entry)}}
+        if op.item is None:
+            self.raw.delete_item(TableName=SHADOW, Key=shadow_key)
+            self._visible.discard(op.entry)
+        else:
+            self.raw.put_item(TableName=SHADOW, Item={**op.item, **shadow_key})
+            self._visible.add(op.entry)
+
+    def _visible_under(self, params: Mapping[str, Any]) -> int | None:
+        """How many visible entries the Query's partition key has (None: not a plain `= :v`
+        on GSI4PK, so moto decides)."""
+        condition = params.get("KeyConditionExpression", "")
+        names_ = params.get("ExpressionAttributeNames", {})
+        head = condition.split(" AND ")[0].split("=")
+        if len(head) != 2:
+            return None
+        name, value = head[0].strip(), head[1].strip()
+        if names_.get(name, name) != names.INDEX_PARTITION_KEY:
+            return None
+        gsi4pk = params.get("ExpressionAttributeValues", {}).get(value, {}).get("S")
+        if gsi4pk is None:
+            return None
+        return sum(1 for entry in self._visible if entry[0] == gsi4pk)
+
+    def settle(self) -> None:
+        """Make every queued index write visible now (the end of a scenario)."""
+        for op in sorted(self._pending, key=lambda op: (op.visible_at, op.seq)):
+            self._apply(op)
+        self._pending = []
+        for key in self.settles_at:
+            self.settles_at[key] = min(self.settles_at[key], self.time.now)
+
+    @property
+    def index_caught_up(self) -> bool:
+        return not self._pending
+
+
+def _entry(item: Mapping[str, Any]) -> EntryKey | None:
+    pk, sk = item.get(names.INDEX_PARTITION_KEY), item.get(names.INDEX_SORT_KEY)
+    if not (pk and sk and "S" in pk and "S" in sk):
+        return None
+    return (pk["S"], sk["S"], item["PK"]["S"], item["SK"]["S"])
