@@ -21,15 +21,13 @@ Top-level keys (kept stable: other packages read them):
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from devkit.vectors_file import vectors_main
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.model import OPEN_STATES
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
@@ -328,40 +326,15 @@ def _seconds(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def render(document: dict[str, Any]) -> str:
-    return json.dumps(document, ensure_ascii=True, indent=2) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devkit.contract_vectors", description=__doc__)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="do not write; exit 1 if the file differs from what would be generated",
+    return vectors_main(
+        argv,
+        module="devkit.contract_vectors",
+        description=__doc__,
+        default_path=DEFAULT_PATH,
+        build=build,
+        summary=lambda document: f"{len(document['routing'])} routing cases",
     )
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the vectors file")
-    args = parser.parse_args(argv)
-    path: Path = args.path
-    document = build()
-    expected = render(document)
-    if args.check:
-        try:
-            actual = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            actual = None
-        if actual != expected:
-            state = "is missing" if actual is None else "is out of date"
-            print(
-                f"{path} {state}: run `python -m devkit.contract_vectors` and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{path} is current ({len(document['routing'])} routing cases)")
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(expected, encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

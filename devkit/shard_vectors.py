@@ -10,14 +10,13 @@ the Node checker against this file are a real cross-check and not the code compa
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
-import sys
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from devkit.vectors_file import vectors_main
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "shard-vectors.json"
 
@@ -147,40 +146,15 @@ def build() -> dict[str, Any]:
     return {"description": DESCRIPTION, "algorithm": ALGORITHM, "vectors": vectors}
 
 
-def render(document: dict[str, Any]) -> str:
-    return json.dumps(document, ensure_ascii=True, indent=2) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devkit.shard_vectors", description=__doc__)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="do not write; exit 1 if the file differs from what would be generated",
+    return vectors_main(
+        argv,
+        module="devkit.shard_vectors",
+        description=__doc__,
+        default_path=DEFAULT_PATH,
+        build=build,
+        summary=lambda document: f"{len(document['vectors'])} vectors",
     )
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the vectors file")
-    args = parser.parse_args(argv)
-    path: Path = args.path
-    document = build()
-    expected = render(document)
-    if args.check:
-        try:
-            actual = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            actual = None
-        if actual != expected:
-            state = "is missing" if actual is None else "is out of date"
-            print(
-                f"{path} {state}: run `python -m devkit.shard_vectors` and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{path} is current ({len(document['vectors'])} vectors)")
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(expected, encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

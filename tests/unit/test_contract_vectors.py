@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from devkit import contract_vectors
+from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def test_given_a_stale_vectors_file_then_the_check_fails_naming_the_command(
     document = _load()
     document["timing"]["effectiveDelaySeconds"] = 60
     stale = tmp_path / "contract-vectors.json"
-    stale.write_text(contract_vectors.render(document), encoding="utf-8")
+    stale.write_text(render(document), encoding="utf-8")
 
     assert contract_vectors.main(["--check", "--path", str(stale)]) == 1
     assert contract_vectors.main(["--check", "--path", str(tmp_path / "absent.json")]) == 1
