@@ -18,8 +18,10 @@ it reads the key the row moves to narrows the window in which it misses that row
 close it: GSI reads are eventually consistent, and DynamoDB propagates a GSI key change as a
 delete under the old key and a put under the new one, asynchronously and with no promise that
 both become visible together. A read can therefore miss a row that is moving during it; the
-next read (the next sweep, the next page load) sees it on one key or the other. The drift guard
-and the backfill's read-back use the base table, which has no such window.
+next read (the next sweep, the next page load) sees it on one key or the other. The drift
+guard's every-run checks and the backfill's read-back query the index too (the read-back
+re-reads a row from the base table before it counts it as left behind); the drift guard's
+periodic scan reads the base table, which has no such window (docs/control-contract.md).
 
 Enumerations are read in stages: every key of a stage may be read in parallel, and a stage is
 read to its end before the next starts. A key both layouts name (only a re-shard has such keys:
