@@ -20,6 +20,7 @@ from saga_index.index import keys, names
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS
 from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.routing import routing_for
@@ -264,7 +265,9 @@ class Simulation:
         if version != self._record_seen[0]:
             try:
                 self._record_seen = (version, self.audit.read())
-            except Exception:  # noqa: BLE001 - an unreadable record is judged elsewhere; the step goes on
+            except ControlRecordInvalidError:
+                # The audit client is the table's own, unfaulted: the only failure is an item
+                # that does not parse, which the checker judges as no readable state.
                 self._record_seen = (version, None)
         return self._record_seen[1]
 
