@@ -66,6 +66,7 @@ from constructs import Construct
 from infra.functions import SagaFunctions
 from infra.table import CONTROL_PARTITION_CONDITION
 from saga_index.index.names import (
+    BACKFILL_SEGMENT_TEMPLATE_FIELDS,
     BACKFILL_THROTTLED_ERROR,
     ENV_BACKFILL_SAFETY_MARGIN,
     ENV_MAX_ATTEMPTS,
@@ -263,19 +264,13 @@ class SagaBackfill(Construct):
         template = "$.template"
         segment_input: dict[str, Any] = {
             field: sfn.JsonPath.string_at(f"{template}.{field}")
-            for field in ("totalSegments", "maxWritesPerSecond", "dryRun", "anomalyKeyLimit")
+            for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS
         }
         segment_input["segment"] = sfn.JsonPath.string_at("$$.Map.Item.Value")
         segment_input["run"] = sfn.JsonPath.object_at("$.run")
         next_input: dict[str, Any] = {
             field: sfn.JsonPath.string_at(f"$.{field}")
-            for field in (
-                "segment",
-                "totalSegments",
-                "maxWritesPerSecond",
-                "dryRun",
-                "anomalyKeyLimit",
-            )
+            for field in ("segment", *BACKFILL_SEGMENT_TEMPLATE_FIELDS)
         }
         next_input["run"] = sfn.JsonPath.object_at("$.run")
         next_input["cursor"] = sfn.JsonPath.object_at("$.invocation.output.cursor")

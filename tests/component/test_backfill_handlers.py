@@ -18,7 +18,7 @@ from saga_index.index import keys, names
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.ticket import RunTicket
-from saga_index.layout_change.lease.controls import pause_backfill
+from saga_index.layout_change.lease.controls import clear_throttle, pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.errors import (
@@ -152,6 +152,35 @@ def test_given_little_time_left_when_the_worker_runs_then_it_stops_with_a_cursor
     assert published == len(VALID)
 
 
+def test_given_a_throttle_between_invocations_then_the_result_carries_the_runs_caps_in_order(
+    dynamo: Backend,
+) -> None:
+    # Given a segment of a 4-segment run at 40 writes/s in all (10/s each), worked by several
+    # invocations, and a throttle set (then cleared) between them
+    seed(dynamo)
+    run = leased(dynamo)
+    event = worker_event(run, totalSegments=4, maxWritesPerSecond=10.0, runMaxWritesPerSecond=40.0)
+    controls = [
+        lambda: set_throttle(store(dynamo), 8, changed_by="operator"),
+        lambda: clear_throttle(store(dynamo), changed_by="operator"),
+    ]
+    caps_after: list[list[float]] = []
+    while True:
+        result = backfill_worker.handler(event, FakeLambdaContext(remaining_ms=61_500, step_ms=500))
+        caps_after.append(result["appliedCaps"])
+        if result["done"]:
+            break
+        if controls:
+            controls.pop(0)()
+        event = {**event, "cursor": result["cursor"], "totals": result}
+    # Then each result carries the caps so far in the run's total units (not the segment's
+    # share), each change once, whatever the number of invocations at one cap
+    assert caps_after[0] == [40.0]
+    assert caps_after[1] == [40.0, 8.0]
+    assert caps_after[-1] == [40.0, 8.0, 40.0]
+    assert len(caps_after) > 3
+
+
 def test_given_the_record_paused_then_the_worker_writes_nothing_and_returns_not_done(
     dynamo: Backend,
 ) -> None:
@@ -243,8 +272,10 @@ def test_given_a_run_when_planned_then_the_lease_is_taken_and_each_segment_gets_
     assert plan["template"] == {
         "totalSegments": 40,
         "maxWritesPerSecond": 5.0,
+        "runMaxWritesPerSecond": 80.0,  # the unit the report names the caps in
         "dryRun": False,
         "anomalyKeyLimit": 10,  # 400 keys over 40 segments keeps the Map state small
+        "appliedCapLimit": 16,  # 2,000 caps over 40 segments: every segment's full 16
     }
     assert plan["request"]["maxWritesPerSecond"] == 80
     # the move is the record's, the lease the execution's

@@ -330,7 +330,11 @@ def test_given_a_throttle_from_another_process_then_the_run_follows_the_new_cap(
     outcome: LocalBackfill = box["outcome"]
     # 1,000/s asked, held to what the control partition takes while every re-stamp
     # condition-checks the STATE item (a STATE item up to 1 KB: 400/s)
-    assert outcome.applied_caps == [5.0, control_partition_cap(1024)] == [5.0, 400.0]
+    assert (
+        outcome.summary.applied_max_writes_per_second
+        == [5.0, control_partition_cap(1024)]
+        == [5.0, 400.0]
+    )
     assert time.monotonic() - started < 2.5
     assert outcome.summary.verified
     assert outcome.completion is not None
@@ -350,7 +354,7 @@ def test_given_a_record_throttled_and_paused_before_the_run_then_it_starts_that_
     resume_backfill(operator(dynamo), changed_by="operator")
     thread.join(timeout=30)
     assert "error" not in box, box
-    assert box["outcome"].applied_caps == [7.0]
+    assert box["outcome"].summary.applied_max_writes_per_second == [7.0]
     assert box["outcome"].summary.restamped == 6
 
 

@@ -44,6 +44,8 @@ from infra.backfill import (
 )
 from saga_index.index import keys
 from saga_index.layout_change.backfill.counts import SegmentResult
+from saga_index.layout_change.backfill.fence import control_partition_cap
+from saga_index.layout_change.lease.controls import set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
@@ -453,6 +455,55 @@ def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_sum
         summary
     )
     assert_every_valid_saga_on_its_shard(world.dynamo)
+
+
+def test_given_a_throttle_during_a_deployed_run_then_its_report_names_the_caps_it_ran_at(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a run asked for at 1,000 writes/s, and an operator who throttles it to 200/s once
+    # its first worker invocation has run
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+
+    def throttle_after_the_first_invocation() -> None:
+        if world.invocations["handlers.backfill_worker.handler"] == 2:
+            set_throttle(
+                ControlStore(world.dynamo.new_client(), world.dynamo.table_name),
+                200,
+                changed_by="operator",
+            )
+
+    world.before_invoke["handlers.backfill_worker.handler"] = throttle_after_the_first_invocation
+    # When the CLI runs it through the state machine
+    code, [report], err = run_cli(
+        capsys,
+        "--table",
+        world.dynamo.table_name,
+        "backfill",
+        "--state-machine-arn",
+        world.arn,
+        "--segments",
+        "2",
+        "--max-writes-per-second",
+        "1000",
+        "--json",
+        "--poll-interval",
+        "0.05",
+    )
+    # Then the report names the cap the run started at (1,000/s held to the 400/s the control
+    # partition takes while every re-stamp condition-checks STATE), the throttle it then ran
+    # at, and what was asked for, as a local run's report does
+    assert code == 3, err
+    assert report["status"] == "SUCCEEDED"
+    assert report["maxWritesPerSecond"] == control_partition_cap(1024) == 400.0
+    assert report["appliedMaxWritesPerSecond"] == [400.0, 200.0]
+    assert report["requestedMaxWritesPerSecond"] == 1000.0
+    # and the state machine's own output carries the caps too (for whoever reads it)
+    [execution] = world.sfn.list_executions(stateMachineArn=world.arn)["executions"]
+    output = json.loads(
+        world.sfn.describe_execution(executionArn=execution["executionArn"])["output"]
+    )
+    assert output["appliedMaxWritesPerSecond"] == [400.0, 200.0]
 
 
 def test_given_the_arn_when_the_execution_fails_then_the_cli_exits_1_with_the_cause(

@@ -152,8 +152,8 @@ def test_every_anomaly_key_carries_its_reason_cut_to_the_limit() -> None:
 
 @pytest.mark.parametrize("segments", [1, 4, 100, 399, 400, 401, 1000])
 def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
-    # Given segments whose results each carry their full share of anomaly keys, each key with
-    # the longest reason it can carry, of characters that escape to six bytes each
+    # Given segments whose results each carry their full share of anomaly keys and caps, each
+    # key with the longest reason it can carry, of characters that escape to six bytes each
     request = BackfillRequest(direction=Direction.FORWARD, total_segments=segments, dry_run=False)
     plan = plan_segments(request, ticket())
     limit = plan.template["anomalyKeyLimit"]
@@ -170,6 +170,8 @@ def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
             would_restamp=10**7,
             throttles=10**7,
             anomaly_keys=[long_key] * limit,
+            # and its full share of applied caps, each as long as a rounded cap can print
+            applied_caps=[999.999] * plan.template["appliedCapLimit"],
         ).to_json()
         for n in range(segments)
     ]

@@ -137,6 +137,17 @@ INDEX_SORT_KEY: Final = "GSI4SK"
 # The backfill runs at most this many segments at once (the state machine's Map MaxConcurrency and
 # the local thread pool): each segment's share of the write cap is total / min(segments, this).
 MAX_CONCURRENT_SEGMENTS: Final = 16
+# The fields of a backfill worker's input that every segment of a run shares (camelCase JSON):
+# the plan step's `template`, which the state machine copies into each worker input and each
+# next invocation's (the rest: segment, run, cursor, totals).
+BACKFILL_SEGMENT_TEMPLATE_FIELDS: Final[tuple[str, ...]] = (
+    "totalSegments",
+    "maxWritesPerSecond",
+    "runMaxWritesPerSecond",
+    "dryRun",
+    "anomalyKeyLimit",
+    "appliedCapLimit",
+)
 # The error the backfill worker raises when DynamoDB keeps throttling; the state machine retries
 # it by this name (the exception's class name).
 BACKFILL_THROTTLED_ERROR: Final = "SegmentThrottledError"

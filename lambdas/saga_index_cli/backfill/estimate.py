@@ -66,10 +66,12 @@ def record_cap(cli: CliContext) -> float | None:
     return cli.read_state().backfill_max_writes_per_second
 
 
-def applied_cap_report(summary: BackfillSummary, applied: list[float]) -> dict[str, Any]:
-    """The caps a run really ran at, for its report: `maxWritesPerSecond` the one it started
-    at (the record's throttle when one was set), `appliedMaxWritesPerSecond` that one and every
-    change during the run, in order, and `requestedMaxWritesPerSecond` the option's."""
+def applied_cap_report(summary: BackfillSummary) -> dict[str, Any]:
+    """The caps a run really ran at, for its report (local or deployed): `maxWritesPerSecond`
+    the one it started at (the record's throttle when one was set), `appliedMaxWritesPerSecond`
+    that one and every change during the run, in order, and `requestedMaxWritesPerSecond` the
+    option's. Nothing for a run that applied none (a dry run)."""
+    applied = summary.applied_max_writes_per_second
     if not applied:
         return {}
     return {

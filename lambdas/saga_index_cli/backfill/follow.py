@@ -21,7 +21,12 @@ from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index_cli.backfill.advice import execution_advice, is_refusal, refusal_message
-from saga_index_cli.backfill.estimate import cap_source, estimate_dry_run, print_report
+from saga_index_cli.backfill.estimate import (
+    applied_cap_report,
+    cap_source,
+    estimate_dry_run,
+    print_report,
+)
 from saga_index_cli.backfill.execution_progress import ExecutionFollower, SegmentFailure
 from saga_index_cli.backfill.executions import describe, request_of
 from saga_index_cli.backfill.output import EXIT_FAILED, RunProgress, exit_code, stop_on_signals
@@ -132,6 +137,7 @@ def report_followed(
             extra["segmentCause"] = failure.cause
     if followed.detached:
         extra["detached"] = True
+    extra.update(applied_cap_report(summary))
     estimate = estimate_dry_run(cli, summary) if final == "SUCCEEDED" else None
     print_report(summary, extra, as_json, output, estimate, cap_source(cli))
     if followed.detached:

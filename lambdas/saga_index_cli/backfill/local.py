@@ -155,7 +155,7 @@ def _finish_local(
         extra["interrupted"] = True
     if outcome.lease_lost is not None:
         extra["leaseLost"] = outcome.lease_lost
-    extra.update(applied_cap_report(summary, outcome.applied_caps))
+    extra.update(applied_cap_report(summary))
     estimate = estimate_dry_run(cli, summary) if summary.complete else None
     print_report(summary, extra, as_json, output, estimate, cap_source(cli))
     lost = outcome.lease_lost is not None

@@ -34,3 +34,13 @@ def anomaly_key(raw: Mapping[str, Any], reason: str) -> TableKey:
     if len(reason) > MAX_ANOMALY_REASON_CHARS:
         reason = reason[: MAX_ANOMALY_REASON_CHARS - 3] + "..."
     return {**plain_key(raw), ANOMALY_REASON: reason}
+
+
+# The write caps a Lambda segment applied (layout_change.backfill.caps) travel in its result too,
+# so the run's report can say what it ran at: at most MAX_APPLIED_CAPS per segment, and the
+# whole run at most APPLIED_CAP_BUDGET across its segments (2 each at 1,000 segments: the
+# first and the latest), each rounded to APPLIED_CAP_DECIMALS (a handful of bytes).
+MAX_APPLIED_CAPS = 16
+MIN_APPLIED_CAPS = 2
+APPLIED_CAP_BUDGET = 2000
+APPLIED_CAP_DECIMALS = 3

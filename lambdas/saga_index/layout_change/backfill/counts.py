@@ -31,6 +31,10 @@ class SegmentCounts(Payload):
     would_restamp: int = Field(default=0, ge=0)
     throttles: int = Field(default=0, ge=0)
     anomaly_keys: list[TableKey] = Field(default_factory=list)
+    # The run's total write cap, each time this segment's lease keeper changed it, in order
+    # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
+    # no control record followed) and in a local run, whose one keeper reports the run's.
+    applied_caps: list[float] = Field(default_factory=list)
 
     @property
     def handled(self) -> int:
@@ -49,6 +53,8 @@ class SegmentCounts(Payload):
         }
 
     def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
+        """Add `other`'s counts and anomaly keys (not its caps: how caps add up depends on
+        whether the two ran one after the other or side by side; caps.py has both)."""
         self.scanned += other.scanned
         self.restamped += other.restamped
         self.skipped += other.skipped

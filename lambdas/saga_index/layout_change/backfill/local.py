@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -153,8 +153,6 @@ class LocalBackfill:
     completion: BackfillCompletion | None = None
     # Why the run stopped when it lost its lease (then nothing was recorded).
     lease_lost: str | None = None
-    # The write caps the run followed, in order (its own, then each runtime throttle).
-    applied_caps: list[float] = field(default_factory=list)
     # The lease fence the run ended with (fence.FenceMode: transactional, or clock where the
     # server has no transactions); None for a dry run.
     fence_mode: str | None = None
@@ -330,6 +328,8 @@ def _run_and_judge(
         )
     seconds = time.monotonic() - started
     lost = keeper.lost if keeper is not None else None
+    # One keeper followed the record for every segment: its caps are the run's.
+    caps = list(keeper.run_caps) if keeper is not None else []
     if run.complete and lost is None:
         summary = finish_backfill(
             client,
@@ -339,10 +339,16 @@ def _run_and_judge(
             index_name=index_name,
             move=move,
             throttles=run.throttles,
+            applied_caps=caps,
         )
     else:
         summary = summarise(
-            request, run.results, complete=False, throttles=run.throttles, move=move
+            request,
+            run.results,
+            complete=False,
+            throttles=run.throttles,
+            move=move,
+            applied_caps=caps,
         )
     return LocalBackfill(
         run=run,
@@ -350,6 +356,5 @@ def _run_and_judge(
         seconds=seconds,
         ticket=ticket,
         lease_lost=None if lost is None else str(lost),
-        applied_caps=list(keeper.applied_caps) if keeper is not None else [],
         fence_mode=fence.mode.value if fence is not None else None,
     )

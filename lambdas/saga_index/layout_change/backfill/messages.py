@@ -13,15 +13,20 @@ from pydantic import Field, field_validator, model_validator
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.names import (
+    BACKFILL_SEGMENT_TEMPLATE_FIELDS,
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
     MIN_WRITES_PER_SECOND,
 )
 from saga_index.layout_change.backfill.budget import (
     ANOMALY_KEY_BUDGET,
+    APPLIED_CAP_BUDGET,
     MAX_ANOMALY_KEYS,
+    MAX_APPLIED_CAPS,
     MAX_TOTAL_SEGMENTS,
+    MIN_APPLIED_CAPS,
 )
+from saga_index.layout_change.backfill.caps import applied_cap_limit
 from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.payload import Cursor, Payload, check_cursor
@@ -46,6 +51,11 @@ class SegmentRequest(Payload):
     cursor: Cursor | None = None
     # This segment's share of the run's own cap (the record's throttle, when set, replaces it).
     max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)]
+    # The run's own TOTAL cap, the unit its report names caps in (None: the share times the
+    # segments running at once).
+    run_max_writes_per_second: (
+        Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)] | None
+    ) = None
     dry_run: Annotated[bool, Field(strict=True)]
     # The segment's running totals from the previous invocations (the state machine's loop
     # hands the last result back in), so the final result is the whole segment's.
@@ -53,6 +63,10 @@ class SegmentRequest(Payload):
     anomaly_key_limit: Annotated[int, Field(strict=True, ge=0, le=MAX_ANOMALY_KEYS)] = (
         MAX_ANOMALY_KEYS
     )
+    # How many applied caps the result carries (caps.applied_cap_limit).
+    applied_cap_limit: Annotated[
+        int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
+    ] = MAX_APPLIED_CAPS
 
     @field_validator("cursor")
     @classmethod
@@ -73,6 +87,13 @@ class SegmentRequest(Payload):
     @property
     def move(self) -> Move:
         return self.run.move()
+
+    def run_cap(self) -> float:
+        """The run's own total cap (what the report calls the cap when no throttle is set)."""
+        if self.run_max_writes_per_second is not None:
+            return self.run_max_writes_per_second
+        running = min(self.total_segments, MAX_CONCURRENT_SEGMENTS)
+        return round(self.max_writes_per_second * running, 6)
 
 
 class BackfillRequest(Payload):
@@ -100,8 +121,13 @@ class BackfillRequest(Payload):
         return min(MAX_ANOMALY_KEYS, budget // self.total_segments)
 
     def segment_requests(
-        self, run: RunTicket, anomaly_key_budget: int | None = None
+        self,
+        run: RunTicket,
+        anomaly_key_budget: int | None = None,
+        applied_cap_budget: int | None = None,
     ) -> list[SegmentRequest]:
+        """Every segment's first request. The budgets bound what the results carry (the state
+        machine's; None: no bound, as in a local run)."""
         if run.direction is not self.direction:
             raise InvalidInputError(
                 f"the run's ticket is {run.direction.value}, the request {self.direction.value}"
@@ -113,8 +139,10 @@ class BackfillRequest(Payload):
                 segment=segment,
                 total_segments=self.total_segments,
                 max_writes_per_second=rate,
+                run_max_writes_per_second=self.max_writes_per_second,
                 dry_run=self.dry_run,
                 anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
+                applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
             )
             for segment in range(self.total_segments)
         ]
@@ -138,11 +166,11 @@ class SegmentPlan(Payload):
 
 
 def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
-    """Lay out the segments of a run the record (and its lease) allowed."""
-    first = request.segment_requests(run, ANOMALY_KEY_BUDGET)[0]
-    template = first.to_json()
-    for per_segment in ("segment", "cursor", "totals", "run"):
-        template.pop(per_segment)
+    """Lay out the segments of a run the record (and its lease) allowed. The template holds
+    every SegmentRequest field the segments share (names.BACKFILL_SEGMENT_TEMPLATE_FIELDS, which
+    the state machine copies into each worker input)."""
+    first = request.segment_requests(run, ANOMALY_KEY_BUDGET, APPLIED_CAP_BUDGET)[0].to_json()
+    template = {field: first[field] for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS}
     return SegmentPlan(
         request=request, run=run, segments=list(range(request.total_segments)), template=template
     )

@@ -168,8 +168,10 @@ def finish_backfill(
     index_name: str,
     move: Move,
     throttles: int | None = None,
+    applied_caps: Sequence[float] | None = None,
 ) -> BackfillSummary:
-    """Aggregate the segments' results and verify what is left on the source keys.
+    """Aggregate the segments' results and verify what is left on the source keys
+    (throttles, applied_caps: as summary.summarise takes them).
 
     A run is complete when every segment says it is done; an incomplete run fails the
     verification whatever the index shows (rows past the missing cursors were never read).
@@ -193,4 +195,5 @@ def finish_backfill(
         verification=verification,
         throttles=throttles,
         move=move,
+        applied_caps=applied_caps,
     )

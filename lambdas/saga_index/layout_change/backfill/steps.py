@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from saga_index.layout_change.backfill.caps import extend_caps
 from saga_index.layout_change.backfill.counts import SegmentResult
 from saga_index.layout_change.backfill.fence import fence_for_run
 from saga_index.layout_change.backfill.messages import (
@@ -93,9 +94,10 @@ def run_leased_segment(
 
     The invocation heartbeats when it starts (LeaseLostError propagates: nothing is written),
     every few seconds while it runs and when it ends; each heartbeat applies the record's
-    throttle (this segment's share of it) and pause flag to the token bucket. Every re-stamp is
-    fenced (fence.py: a transaction that condition-checks the lease on STATE): a lease lost
-    while it runs stops it before its next write: the outcome then carries the error.
+    throttle (this segment's share of it) and pause flag to the token bucket, and the result
+    carries the caps applied (in the run's total units, after the earlier invocations'). Every
+    re-stamp is fenced (fence.py: a transaction that condition-checks the lease on STATE): a
+    lease lost while it runs stops it before its next write: the outcome then carries the error.
     remaining_seconds: the Lambda's remaining time.
     """
     stop = threading.Event()
@@ -122,6 +124,7 @@ def run_leased_segment(
             bucket,
             own_rate=request.max_writes_per_second,
             share=lambda total: segment_share(total, request.total_segments),
+            run_rate=request.run_cap(),
             stop=stop,
             fence=fence,
         )
@@ -141,6 +144,10 @@ def run_leased_segment(
             bucket=bucket,
             fence=fence,
         )
+    if keeper is not None:
+        # The caps this invocation ran at, after the earlier invocations' (the report's).
+        carried = request.totals.applied_caps if request.totals is not None else []
+        result.applied_caps = extend_caps(carried, keeper.run_caps, limit=request.applied_cap_limit)
     return SegmentOutcome(result, keeper.lost if keeper is not None else None)
 
 

@@ -4,8 +4,12 @@ CLI's --json object and the state machine's output)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field
 
 from saga_index.index.names import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KEY_ROWS
+from saga_index.layout_change.backfill.caps import merge_caps
 from saga_index.layout_change.backfill.counts import SegmentCounts
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
@@ -54,6 +58,16 @@ class BackfillSummary(Payload):
     # The layouts the record named (absent only in summaries built without a run).
     source: LayoutSpec | None = None
     target: LayoutSpec | None = None
+    # The run's total write cap as it ran: the one it started at and every change after
+    # (caps.merge_caps of its segments' in the state machine; the run's one keeper locally).
+    # Empty, and left out of the JSON, when the run applied none (a dry run follows no record).
+    applied_max_writes_per_second: list[float] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if not self.applied_max_writes_per_second:
+            data.pop("appliedMaxWritesPerSecond")
+        return data
 
     @property
     def anomalies_remain(self) -> bool:
@@ -73,9 +87,12 @@ def summarise(
     verification: VerificationResult | None = None,
     throttles: int | None = None,
     move: Move | None = None,
+    applied_caps: Sequence[float] | None = None,
 ) -> BackfillSummary:
     """throttles: the run's total when the segments shared one client (their own counts
-    overlap then); None sums the segments' counts (one client per segment, as in Lambda)."""
+    overlap then); None sums the segments' counts (one client per segment, as in Lambda).
+    applied_caps: the caps the run ran at when one keeper followed the record for all its
+    segments (a local run); None merges the segments' own (caps.merge_caps)."""
     total = SegmentCounts()
     for result in results:
         total.add(result)
@@ -97,4 +114,9 @@ def summarise(
         verification=verification,
         source=None if move is None else LayoutSpec.of(move.source),
         target=None if move is None else LayoutSpec.of(move.target),
+        applied_max_writes_per_second=(
+            merge_caps(r.applied_caps for r in results)
+            if applied_caps is None
+            else list(applied_caps)
+        ),
     )

@@ -165,6 +165,7 @@ class LeaseKeeper:
 
     share: the run's cap from the record's total (a Lambda segment's share; identity locally).
     own_rate: the cap when the record sets none.
+    run_rate: own_rate in the run's total units (what `run_caps` report; default own_rate).
     fence: the run's lease fence: every good heartbeat marks it, a lost lease closes it (and
     the bucket), and while it is transactional the run's total cap is held to what the control
     partition takes (fence.control_partition_cap).
@@ -178,6 +179,7 @@ class LeaseKeeper:
         *,
         own_rate: float,
         share: Callable[[float], float] = lambda total: total,
+        run_rate: float | None = None,
         stop: threading.Event | None = None,
         clock: WallClock = utc_now,
         ttl_seconds: float = LEASE_TTL_SECONDS,
@@ -192,6 +194,7 @@ class LeaseKeeper:
         self.token = token
         self.bucket = bucket
         self.own_rate = own_rate
+        self.run_rate = own_rate if run_rate is None else run_rate
         self.share = share
         self.stop = stop or threading.Event()
         self.clock = clock
@@ -200,8 +203,10 @@ class LeaseKeeper:
         self._monotonic = monotonic
         self.lost: LeaseLostError | None = None
         self.state: ControlState | None = None
-        # Every cap and pause flag applied, in order (the run's report; tests).
+        # Every cap and pause flag applied, in order (the run's report; tests): the caps as the
+        # bucket got them, and as the run's total (the same locally, where share is identity).
         self.applied_caps: list[float] = []
+        self.run_caps: list[float] = []
         self.pauses: list[bool] = []
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -223,12 +228,14 @@ class LeaseKeeper:
     def apply(self, state: ControlState) -> None:
         self.state = state
         total = state.backfill_max_writes_per_second
-        cap = self.share(total) if total is not None else self.own_rate
+        run_cap, cap = (
+            (total, self.share(total)) if total is not None else (self.run_rate, self.own_rate)
+        )
         limit = self.fence.write_cap() if self.fence is not None else None
-        if limit is not None and cap > self.share(limit):
+        if limit is not None and run_cap > limit:
             # Every fenced re-stamp condition-checks the one STATE item: above this the
             # control partition would throttle the heartbeats and `phase set` too.
-            cap = self.share(limit)
+            run_cap, cap = limit, self.share(limit)
         if not self.applied_caps or self.applied_caps[-1] != cap:
             if self.applied_caps:
                 log.warning(
@@ -239,6 +246,7 @@ class LeaseKeeper:
                 )
             self.bucket.set_cap(cap)
             self.applied_caps.append(cap)
+            self.run_caps.append(run_cap)
         paused = state.backfill_paused
         if not self.pauses or self.pauses[-1] != paused:
             if paused or self.pauses:
