@@ -10,6 +10,12 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Bytecode is compiled when a module is first imported and cached under build/pycache, outside
+# the source tree (no __pycache__ beside lambdas/, whose files are the functions' asset), even
+# where the environment sets PYTHONDONTWRITEBYTECODE: every test process and synth imports
+# aws-cdk-lib, and compiling its __init__ alone takes most of a second each time.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
 TEMPLATE := cdk.out/RenewalSagaIndex.template.json
 # The Powertools layer and the runtime's boto3, as directories (devkit/layer.py): the deploy
 # rehearsal (tests/rehearsal) starts every function with its asset plus exactly these.
@@ -36,12 +42,17 @@ help:
 	@echo "make synth  synthesise the stack offline into cdk.out/"
 	@echo "make bench  run the benchmarks in bench/"
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# pip installs uv (requirements-bootstrap.txt), uv everything else, from constraints.txt's pins:
+# ~10 s where pip took ~100 s (it resolved twice and compiled all of aws-cdk-lib's 428 MB to
+# bytecode). uv reads no pip.conf: a pip index or certificate set in the environment is passed on.
+UV_ENV := $(if $(PIP_INDEX_URL),UV_DEFAULT_INDEX=$(PIP_INDEX_URL)) $(if $(PIP_CERT),SSL_CERT_FILE=$(PIP_CERT))
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bootstrap.txt constraints.txt pyproject.toml
 	@test -x "$(PYTHON)" || { echo "Python 3.11 is required (python3.11 or python3 on PATH)"; exit 1; }
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Python >= 3.11 required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[demo]'
+	$(PY) -m pip install --quiet -r requirements-bootstrap.txt
+	$(UV_ENV) $(VENV)/bin/uv pip install --python $(PY) --quiet -c constraints.txt \
+		-r requirements-dev.txt -e '.[demo]'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_shard_keys
 from saga_index.layout_change.record.errors import ControlRecordUnavailableError
 from saga_index.layout_change.record.phase import Phase, layouts_for_phase
 from saga_index.layout_change.record.routing import Routing, routing_for
@@ -69,12 +70,15 @@ def is_table_missing(err: BaseException) -> bool:
 @dataclass(frozen=True)
 class CliHooks:
     """What tests and the demo inject through `main(argv, hooks=...)`: who changes the record,
-    the wall clock, and T (effectiveAt = changedAt + T + grace + margin). Production keeps the
-    defaults: a shorter T here than the deployed functions' would make effectiveAt a lie."""
+    the wall clock, T (effectiveAt = changedAt + T + grace + margin) and the shard-key probe of
+    the first `phase set` (one Query per possible shard key: tests that are not about it probe
+    fewer). Production keeps the defaults: a shorter T here than the deployed functions' would
+    make effectiveAt a lie, a narrower probe could miss a shard key."""
 
     identity: Callable[[CliContext], str] = caller_identity
     clock: WallClock = utc_now
     timing: ControlTiming = DEFAULT_TIMING
+    shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
 
 
 @dataclass

@@ -32,6 +32,7 @@ from tests.support.backfill_contract import (
     plant,
     seed,
 )
+from tests.support.control_fixtures import probe_64_shard_keys
 
 CONTRACT_KEYS = {
     "direction",
@@ -59,7 +60,11 @@ def run(
 ) -> tuple[int, str, str]:
     """The CLI in-process, following the record (no --phase/--shards unless argv has them)."""
     table = ["--table", dynamo.table_name] if dynamo is not None else []
-    hooks = CliHooks(identity=lambda _: "operator@test", clock=clock or Clock())
+    hooks = CliHooks(
+        identity=lambda _: "operator@test",
+        clock=clock or Clock(),
+        shard_key_probe=probe_64_shard_keys,
+    )
     with pytest.raises(SystemExit) as exited:
         main([*table, *argv], hooks=hooks)
     out, err = capsys.readouterr()

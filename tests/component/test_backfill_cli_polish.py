@@ -20,6 +20,7 @@ from tests.support.backends import Backend, make_backend
 
 # seed() plants VALID sagas and the contract's anomaly rows: a complete run exits 3.
 from tests.support.backfill_contract import CHANGED_AT, VALID, Clock, plant, seed
+from tests.support.control_fixtures import probe_64_shard_keys
 
 
 @pytest.fixture
@@ -31,7 +32,11 @@ def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
 def run(
     capsys: pytest.CaptureFixture[str], dynamo: Backend, *argv: str, clock: Clock | None = None
 ) -> tuple[int, str, str]:
-    hooks = CliHooks(identity=lambda _: "operator@test", clock=clock or Clock())
+    hooks = CliHooks(
+        identity=lambda _: "operator@test",
+        clock=clock or Clock(),
+        shard_key_probe=probe_64_shard_keys,
+    )
     with pytest.raises(SystemExit) as exited:
         main(["--table", dynamo.table_name, *argv], hooks=hooks)
     out, err = capsys.readouterr()

@@ -18,6 +18,7 @@ from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import CHANGED_AT, Clock, plant
+from tests.support.control_fixtures import probe_64_shard_keys
 
 # Nothing listens on the discard port: a call is refused at once, one attempt only.
 UNREACHABLE = [
@@ -33,7 +34,11 @@ UNREACHABLE = [
 def run(
     capsys: pytest.CaptureFixture[str], *argv: str, clock: Clock | None = None
 ) -> tuple[int, str, str]:
-    hooks = CliHooks(identity=lambda _: "operator@test", clock=clock or Clock())
+    hooks = CliHooks(
+        identity=lambda _: "operator@test",
+        clock=clock or Clock(),
+        shard_key_probe=probe_64_shard_keys,
+    )
     with pytest.raises(SystemExit) as exited:
         main(list(argv), hooks=hooks)
     out, err = capsys.readouterr()

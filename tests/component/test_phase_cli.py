@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from saga_index.index import keys
 from saga_index.index.layout import Layout
 from saga_index.index.shard import shard
+from saga_index.layout_change.checks.layout_probe import probe_shard_keys
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
 from saga_index.layout_change.record.items import history_key, state_key
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
@@ -25,7 +27,7 @@ from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.identity import caller_identity, local_identity
 from saga_index_cli.main import main
 from tests.support.backends import Backend
-from tests.support.control_fixtures import START, Clock, moto_backend
+from tests.support.control_fixtures import START, Clock, moto_backend, probe_64_shard_keys
 from tests.support.control_seed import seed_state
 
 RECORD_KEYS = {"phase", "shardCount", "version", "changedAt", "effectiveAt", "movingTo", "reason"}
@@ -51,7 +53,9 @@ class Cli:
     def __init__(self, capsys: pytest.CaptureFixture[str], dynamo: Backend, clock: Clock) -> None:
         self.capsys = capsys
         self.table = dynamo.table_name
-        self.hooks = CliHooks(identity=lambda _: "tester@host", clock=clock)
+        self.hooks = CliHooks(
+            identity=lambda _: "tester@host", clock=clock, shard_key_probe=probe_64_shard_keys
+        )
 
     def __call__(self, *argv: str, table: bool = True) -> tuple[int, str, str]:
         args = (["--table", self.table] if table else []) + list(argv)
@@ -142,6 +146,8 @@ def test_show_of_a_never_migrated_table_is_legacy_version_0(cli: Cli) -> None:
 def test_legacy_to_migrating_writes_version_1_with_n_16_and_its_history(
     cli: Cli, store: ControlStore
 ) -> None:
+    # the real probe, every possible shard key
+    cli.hooks = replace(cli.hooks, shard_key_probe=probe_shard_keys)
     code, doc, err = cli.set("migrating")
     assert code == 0
     assert doc["phase"] == "migrating"

@@ -10,9 +10,18 @@ from typing import Any
 
 from moto import mock_aws
 
+from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_keys
 from tests.support.backends import Backend, make_backend
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def probe_64_shard_keys(client: Any, table_name: str) -> RowsSeen:
+    """The first `phase set`'s shard-key probe over the keys of every layout up to sharded(64)
+    (64 Queries, not 1,024): for the CLI tests whose tables hold no row past them. The probe's
+    own tests (test_phase_record_safety.py, and the full count in test_phase_cli.py) keep
+    CliHooks' default, every key."""
+    return probe_keys(client, table_name, include_legacy=False, to_shard=64)
 
 
 class Clock:

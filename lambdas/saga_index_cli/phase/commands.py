@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.layout_probe import probe_keys, shard_rows_refusal
+from saga_index.layout_change.checks.layout_probe import shard_rows_refusal
 from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS
 from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
 from saga_index.layout_change.record.errors import CheckResult, ControlRecordInvalidError
@@ -272,7 +272,7 @@ def _no_sharded_rows_yet(cli: CliContext) -> Precondition:
     the control partition was lost after a migration, and starting over would hide it."""
 
     def run(_: ControlState) -> CheckResult:
-        seen = probe_keys(cli.client, cli.require_table(), include_legacy=False)
+        seen = cli.hooks.shard_key_probe(cli.client, cli.require_table())
         if seen.any_sharded:
             return CheckResult(CHECK_NO_SHARDED_ROWS_YET, False, shard_rows_refusal(seen))
         return CheckResult(

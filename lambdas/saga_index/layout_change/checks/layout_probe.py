@@ -177,3 +177,9 @@ def shard_rows_refusal(seen: RowsSeen) -> str:
         "partition was probably deleted. Restore it (saga-index phase restore) instead of "
         f"starting over ({seen.requests} queries read)"
     )
+
+
+def probe_shard_keys(client: DynamoDBClient, table_name: str) -> RowsSeen:
+    """One row of each of the 1,024 shard keys that has any, the legacy key left out: what the
+    first `phase set` checks (a row on a shard key while the record says never migrated)."""
+    return probe_keys(client, table_name, include_legacy=False)
