@@ -181,7 +181,11 @@ class DependencyDir:
             *(["--quiet"] if quiet else []),
             *self.requirements,
         ]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        # pip compiles what it installs to bytecode beside it, as the deployed layer ships it
+        # (the functions start with -B, never writing any), unless a cache prefix in this
+        # environment (the Makefile's PYTHONPYCACHEPREFIX) sends the bytecode elsewhere.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+        result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
         if result.returncode != 0:
             shutil.rmtree(self.root.parent, ignore_errors=True)
             raise LayerBuildError(
