@@ -317,6 +317,7 @@ def build() -> dict[str, Any]:
             "cacheSeconds": _seconds(DEFAULT_TIMING.cache_seconds),
             "staleGraceSeconds": _seconds(DEFAULT_TIMING.stale_grace_seconds),
             "effectiveDelaySeconds": _seconds(DEFAULT_TIMING.effective_delay.total_seconds()),
+            "retryAfterSeconds": _seconds(DEFAULT_TIMING.retry_after_seconds),
         },
     }
 

@@ -48,6 +48,7 @@ from saga_index.layout_change.backfill.fence import control_partition_cap
 from saga_index.layout_change.lease.controls import set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.lease.keeper import token_for_execution
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill
@@ -133,6 +134,21 @@ class StateMachineWorld:
 
     def record(self) -> ControlState:
         return ControlStore(self.dynamo.new_client(), self.dynamo.table_name).read()
+
+    def wait_for_lease(self, timeout: float = 20.0) -> ControlState:
+        """The record once a run holds the lease. While the plan step takes it, moto applies
+        its UpdateItem's SET actions one at a time, so a read between them can see half a lease
+        (DynamoDB never shows one: an UpdateItem is atomic); such a read is read again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                state = self.record()
+            except ControlRecordInvalidError:
+                state = None
+            if state is not None and state.lease is not None:
+                return state
+            time.sleep(0.05)
+        raise AssertionError(f"no lease taken within {timeout} s")
 
     def start(self, execution_input: dict[str, Any]) -> dict[str, Any]:
         """Run one execution to its end under the planted record; describe_execution."""
@@ -1089,10 +1105,7 @@ def test_given_a_running_execution_when_stopped_then_it_is_aborted_and_its_lease
     plant(world.dynamo, "migrating")
     held = gate(world, "backfill_worker")
     execution_arn = start_async(world, forward(segments=1))
-    deadline = time.monotonic() + 20
-    while world.record().lease is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    lease = world.record().lease
+    lease = world.wait_for_lease().lease
     assert lease is not None
     assert lease.holder == execution_arn
     # (moto's interpreter keeps an execution RUNNING after StopExecution: the call is checked)

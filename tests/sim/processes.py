@@ -288,7 +288,7 @@ def _fence(
         return None
     from saga_index.layout_change.backfill.fence import fence_for_run
 
-    fence = fence_for_run(
+    return fence_for_run(
         client,
         TABLE,
         token=token,
@@ -297,11 +297,9 @@ def _fence(
         poll_seconds=sim.poll_seconds,
         transactional=sim.scenario.fence == "transactional",
         clock=process.clock.wall,
+        monotonic=process.clock.monotonic,
+        sleep=task.sleep,
     )
-    # fence_for_run takes no monotonic clock or sleep: the process's own are set here.
-    fence.monotonic = process.clock.monotonic
-    fence.sleep = task.sleep
-    return fence
 
 
 def _segment(

@@ -51,6 +51,7 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
         "cacheSeconds": 30,
         "staleGraceSeconds": 30,
         "effectiveDelaySeconds": 75,
+        "retryAfterSeconds": 1,
     }
     names = [case["name"] for case in document["routing"]]
     assert any("before effectiveAt" in n for n in names)

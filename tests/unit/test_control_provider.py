@@ -149,6 +149,39 @@ def test_given_an_unreadable_record_and_no_state_yet_then_reads_fail(
         provider.routing()
 
 
+def test_given_a_failing_record_then_it_is_read_again_once_a_second_not_per_call(
+    world: tuple[FakeRecord, FakeClock, ControlProvider],
+) -> None:
+    # Given a good state past T and a record that now fails (a throttled control partition)
+    fake, clock, provider = world
+    provider.state()
+    fake.fail = ClientError({"Error": {"Code": "ThrottlingException", "Message": "x"}}, "GetItem")
+    clock.now += TIMING.cache_seconds
+    # When 100 requests arrive within the next second, then 100 more a second later
+    first = [provider.state() for _ in range(100)]
+    reads_in_the_first_second = fake.reads - 1
+    clock.now += TIMING.retry_after_seconds
+    second = [provider.state() for _ in range(100)]
+    # Then each second re-reads the record once, serving the last good state meanwhile
+    assert (reads_in_the_first_second, fake.reads - 1) == (1, 2)
+    assert {s.version for s in first + second} == {0}
+
+
+def test_given_a_failing_record_and_no_state_yet_then_calls_fail_without_a_read_each(
+    world: tuple[FakeRecord, FakeClock, ControlProvider],
+) -> None:
+    fake, _, provider = world
+    fake.fail = EndpointConnectionError(endpoint_url="http://dynamodb")
+    for _ in range(10):
+        with pytest.raises(ControlRecordUnavailableError, match="Could not connect"):
+            provider.routing()
+    assert fake.reads == 1
+    # and a refresh (a worker between invocations) reads at once, whatever the last failure
+    fake.fail = None
+    assert provider.refresh().version == 0
+    assert fake.reads == 2
+
+
 def test_given_the_record_readable_again_then_serving_resumes_from_a_fresh_read(
     world: tuple[FakeRecord, FakeClock, ControlProvider],
 ) -> None:

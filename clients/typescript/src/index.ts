@@ -46,6 +46,7 @@ export {
   CACHE_SECONDS,
   STALE_GRACE_SECONDS,
   EFFECTIVE_DELAY_SECONDS,
+  RETRY_AFTER_SECONDS,
   ControlStateCache,
   readControlState,
 } from './control.js';

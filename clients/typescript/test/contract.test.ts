@@ -8,6 +8,7 @@ import {
   EFFECTIVE_DELAY_SECONDS,
   NEVER_MIGRATED,
   OPEN_STATES,
+  RETRY_AFTER_SECONDS,
   STALE_GRACE_SECONDS,
   enumerationStages,
   missingState,
@@ -48,7 +49,12 @@ interface Vectors {
       | { error: string };
   }[];
   openStates: string[];
-  timing: { cacheSeconds: number; staleGraceSeconds: number; effectiveDelaySeconds: number };
+  timing: {
+    cacheSeconds: number;
+    staleGraceSeconds: number;
+    effectiveDelaySeconds: number;
+    retryAfterSeconds: number;
+  };
 }
 
 const vectors = docsJson<Vectors>('contract-vectors.json');
@@ -119,12 +125,13 @@ test('contract vectors: the open states', () => {
   assert.deepEqual([...OPEN_STATES], vectors.openStates);
 });
 
-test('contract vectors: T, the stale grace and the effective delay', () => {
+test('contract vectors: T, the stale grace, the effective delay and the retry after a failed read', () => {
   assert.deepEqual(
     {
       cacheSeconds: CACHE_SECONDS,
       staleGraceSeconds: STALE_GRACE_SECONDS,
       effectiveDelaySeconds: EFFECTIVE_DELAY_SECONDS,
+      retryAfterSeconds: RETRY_AFTER_SECONDS,
     },
     vectors.timing,
   );

@@ -345,9 +345,13 @@ def fence_for_run(
     poll_seconds: float,
     transactional: bool = True,
     clock: WallClock = utc_now,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> LeaseFence:
-    """The fence of a run holding `token` under `state_version`. Transactional: the STATE
-    item is read once (strongly consistent) to size its ConditionCheck, which sets the cap."""
+    """The fence of a run holding `token` under `state_version`, on the given clocks (the wall
+    clock, the monotonic clock, and the sleep between conflict retries). Transactional: the
+    STATE item is read once (strongly consistent) to size its ConditionCheck, which sets the
+    cap."""
     fence = LeaseFence(
         client,
         table_name,
@@ -356,6 +360,8 @@ def fence_for_run(
         max_heartbeat_age=default_max_heartbeat_age(ttl_seconds, poll_seconds),
         transactional=transactional,
         clock=clock,
+        monotonic=monotonic,
+        sleep=sleep,
     )
     if transactional:
         raw = client.get_item(

@@ -4,7 +4,9 @@
 Not a read per request: a sweep's 16 queries share one read. When the record cannot be read
 (a client error, or an item that does not parse) the last good state is served for at most
 `stale_grace_seconds` more, then reads fail loudly: a process never follows a state older than
-T + grace, which is what effectiveAt counts on.
+T + grace, which is what effectiveAt counts on. After a failed read the next is not tried for
+`retry_after_seconds` (1 s): meanwhile calls are answered from the last good state, or fail,
+as that read's failure was, so a failing record is not re-read by every request.
 
 The routing is built on every call from the cached state and this process's wall clock, so a
 cached state switches its writers to the target at effectiveAt without a re-read.
@@ -68,12 +70,19 @@ class ControlProvider:
         self._lock = threading.Lock()
         self._state: ControlState | None = None
         self._read_at = 0.0
+        # The last failed read: when (this clock), and why (what a call is answered with until
+        # the next attempt is due).
+        self._failed_at: float | None = None
+        self._failure: Exception | None = None
 
     def state(self) -> ControlState:
-        """The state, read at most T seconds ago (re-read when older)."""
+        """The state, read at most T seconds ago (re-read when older, and no sooner than
+        retry_after_seconds after a failed read)."""
         with self._lock:
             if self._state is not None and self._age() < self.timing.cache_seconds:
                 return self._state
+            if self._failure is not None and self._retry_not_due():
+                return self._serve_stale(self._failure)
             return self._refresh_locked()
 
     def routing(self) -> Routing:
@@ -81,7 +90,8 @@ class ControlProvider:
         return routing_for(self.state(), self._wall_clock())
 
     def refresh(self) -> ControlState:
-        """Read the record now, whatever the cache holds (a worker between invocations)."""
+        """Read the record now, whatever the cache holds or the last failure (a worker between
+        invocations)."""
         with self._lock:
             return self._refresh_locked()
 
@@ -94,11 +104,19 @@ class ControlProvider:
     def _age(self) -> float:
         return self._clock() - self._read_at
 
+    def _retry_not_due(self) -> bool:
+        return (
+            self._failed_at is not None
+            and self._clock() - self._failed_at < self.timing.retry_after_seconds
+        )
+
     def _refresh_locked(self) -> ControlState:
         try:
             state = self.store.read()
         except (ClientError, BotoCoreError, ControlRecordInvalidError) as err:
+            self._failed_at, self._failure = self._clock(), err
             return self._serve_stale(err)
+        self._failed_at, self._failure = None, None
         if state.condition is RecordCondition.MISSING:
             log.error(
                 "control record missing: history ends at version %d; routing over every layout "

@@ -9,6 +9,9 @@ reached every process (docs/control-contract.md, "T and effectiveAt").
                          with it for a little while (a Lambda invocation, a slow retry), and
                          clocks differ by a few seconds
   effectiveAt            = changedAt + T + stale grace + in-flight margin
+  retry after            a failed read is not tried again sooner than this: the record is one
+                         item on one partition, and a process whose every request re-read it
+                         while it fails (throttled, say) would add load where it hurts most
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from saga_index.index.errors import InvalidInputError
 CACHE_SECONDS: Final = 30.0
 STALE_GRACE_SECONDS: Final = 30.0
 IN_FLIGHT_MARGIN_SECONDS: Final = 15.0
+RETRY_AFTER_SECONDS: Final = 1.0
 
 WallClock = Callable[[], datetime]
 MonotonicClock = Callable[[], float]
@@ -40,9 +44,15 @@ class ControlTiming:
     cache_seconds: float = CACHE_SECONDS
     stale_grace_seconds: float = STALE_GRACE_SECONDS
     in_flight_margin_seconds: float = IN_FLIGHT_MARGIN_SECONDS
+    retry_after_seconds: float = RETRY_AFTER_SECONDS
 
     def __post_init__(self) -> None:
-        for name in ("cache_seconds", "stale_grace_seconds", "in_flight_margin_seconds"):
+        for name in (
+            "cache_seconds",
+            "stale_grace_seconds",
+            "in_flight_margin_seconds",
+            "retry_after_seconds",
+        ):
             if getattr(self, name) < 0:
                 raise InvalidInputError(f"{name} must be >= 0, got {getattr(self, name)}")
 
