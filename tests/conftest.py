@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import defaultdict
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import botocore.session
 import pytest
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
@@ -22,6 +24,14 @@ os.environ.update(
     CDK_DISABLE_VERSION_CHECK="1",
     CDK_DISABLE_CLI_TELEMETRY="1",
 )
+
+# One botocore data loader for the whole run. Every boto3/botocore Session creates its own, and
+# a loader reads each service model, endpoint ruleset and the partitions file from JSON the
+# first time it is asked (~16 ms a file); moto gives every test a fresh default session
+# (`reset_boto3_session`), so every test read the same files again, ~100 ms of each moto test.
+# The loader's cache is per instance and holds only what the installed botocore ships: sharing
+# it changes nothing a client does.
+botocore.session.create_loader = functools.cache(botocore.session.create_loader)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,12 @@
-"""The slow packaging test (~15 s; pip's cache and the package index): `saga-index` installed
-from the checkout into a FRESH virtual environment outside it, as `pipx install .` would, and run
-with a clean environment (no PYTHONPATH, cwd outside the checkout).
+"""The slow packaging test: `saga-index` installed from the checkout into a FRESH virtual
+environment outside it, as `uv tool install .` or `pipx install .` would, and run with a clean
+environment (no PYTHONPATH, cwd outside the checkout).
 
-pip builds a local directory in place (it writes build/ and *.egg-info there), so the test
-installs from a copy of the checkout's working tree: the checkout stays untouched, and what is
-installed is exactly what the working tree holds.
+The installer is the development environment's uv (`make deps` installs it; a few seconds from
+its cache of that install) or, without one, pip (~25 s, from the package index). The build
+writes build/ and *.egg-info into the directory it builds, so the test installs from a copy of
+the checkout's working tree: the checkout stays untouched, and what is installed is exactly
+what the working tree holds.
 """
 
 from __future__ import annotations
@@ -55,20 +57,31 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     source = base / "checkout"
     shutil.copytree(ROOT, source, ignore=_NOT_SOURCE, symlinks=True)
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    # pip keeps its own configuration (index, cache) from HOME and PIP_*; nothing of this
-    # interpreter's path leaks in.
-    pip_env = {
+    uv = Path(sys.executable).parent / "uv"
+    # The installer keeps its own configuration (index, cache) from HOME and PIP_*/UV_*;
+    # nothing of this interpreter's path leaks in.
+    installer_env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
     }
-    pip_env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    installer_env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    python = str(venv / "bin" / "python")
+    if uv.exists():
+        subprocess.run(
+            [str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)],
+            check=True,
+            timeout=120,
+            env=installer_env,
+        )
+        install_command = [str(uv), "pip", "install", "--quiet", "--python", python]
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        install_command = [python, "-m", "pip", "install", "--quiet"]
     install = _run(
-        [*pip, "-c", str(ROOT / "constraints.txt"), str(source)],
+        [*install_command, "-c", str(ROOT / "constraints.txt"), str(source)],
         cwd=base,
-        env=pip_env,
+        env=installer_env,
         timeout=300,
     )
     assert install.returncode == 0, install.stderr
