@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Generator, Iterator
@@ -11,6 +12,7 @@ from typing import Any
 
 import botocore.session
 import pytest
+from moto.core.botocore_stubber import BotocoreStubber
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_SESSION_TOKEN"):
@@ -32,6 +34,23 @@ os.environ.update(
 # The loader's cache is per instance and holds only what the installed botocore ships: sharing
 # it changes nothing a client does.
 botocore.session.create_loader = functools.cache(botocore.session.create_loader)  # type: ignore[attr-defined]
+
+# moto in-process answers each request on the calling thread and is not thread-safe: an
+# UpdateItem applies its actions one at a time and a TransactWriteItems deep-copies the tables
+# it may roll back, so a request from another thread in between saw half an update or failed
+# ("dictionary changed size during iteration"). DynamoDB answers every request atomically; one
+# lock around moto's handling of a request gives the tests' threads (a local backfill's segments
+# and heartbeat, an operator's client) that, and nothing else. Re-entrant: a handler may call.
+_moto_process_request = BotocoreStubber.process_request
+_moto_request_lock = threading.RLock()
+
+
+def _one_request_at_a_time(self: BotocoreStubber, request: Any) -> Any:
+    with _moto_request_lock:
+        return _moto_process_request(self, request)
+
+
+BotocoreStubber.process_request = _one_request_at_a_time  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

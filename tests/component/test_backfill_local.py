@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -265,6 +266,8 @@ def run_in_thread(
             box["outcome"] = target()
         except BaseException as err:  # noqa: BLE001 - handed back to the test
             box["error"] = err
+            # What the test's assertion shows: where it was raised, not only what.
+            box["traceback"] = traceback.format_exc()
 
     thread = threading.Thread(target=work)
     thread.start()

@@ -48,7 +48,6 @@ from saga_index.layout_change.backfill.fence import control_partition_cap
 from saga_index.layout_change.lease.controls import set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.lease.keeper import token_for_execution
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill
@@ -136,16 +135,12 @@ class StateMachineWorld:
         return ControlStore(self.dynamo.new_client(), self.dynamo.table_name).read()
 
     def wait_for_lease(self, timeout: float = 20.0) -> ControlState:
-        """The record once a run holds the lease. While the plan step takes it, moto applies
-        its UpdateItem's SET actions one at a time, so a read between them can see half a lease
-        (DynamoDB never shows one: an UpdateItem is atomic); such a read is read again."""
+        """The record once a run holds the lease (the plan step takes it while the test polls:
+        tests/conftest.py makes each moto request atomic, as DynamoDB's are)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                state = self.record()
-            except ControlRecordInvalidError:
-                state = None
-            if state is not None and state.lease is not None:
+            state = self.record()
+            if state.lease is not None:
                 return state
             time.sleep(0.05)
         raise AssertionError(f"no lease taken within {timeout} s")
