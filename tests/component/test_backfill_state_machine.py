@@ -434,13 +434,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[A
     return int(exited.value.code or 0), cli_lines, err
 
 
-def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_summary_and_exits_3(
-    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
-) -> None:
-    seed(world.dynamo)
-    plant(world.dynamo, "migrating")
-
-    code, lines, err = run_cli(
+def run_deployed(
+    capsys: pytest.CaptureFixture[str], world: StateMachineWorld
+) -> tuple[int, list[Any], str]:
+    """`saga-index backfill` through the state machine: 2 segments at 1,000 writes/s, --json,
+    followed to its end."""
+    return run_cli(
         capsys,
         "--table",
         world.dynamo.table_name,
@@ -455,6 +454,15 @@ def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_sum
         "--poll-interval",
         "0.05",
     )
+
+
+def test_given_the_arn_when_the_cli_follows_the_execution_then_it_prints_the_summary_and_exits_3(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(world.dynamo)
+    plant(world.dynamo, "migrating")
+
+    code, lines, err = run_deployed(capsys, world)
 
     assert code == 3, err  # complete, but the anomalies remain
     [summary] = lines
@@ -486,21 +494,7 @@ def test_given_a_throttle_during_a_deployed_run_then_its_report_names_the_caps_i
 
     world.before_invoke["handlers.backfill_worker.handler"] = throttle_after_the_first_invocation
     # When the CLI runs it through the state machine
-    code, [report], err = run_cli(
-        capsys,
-        "--table",
-        world.dynamo.table_name,
-        "backfill",
-        "--state-machine-arn",
-        world.arn,
-        "--segments",
-        "2",
-        "--max-writes-per-second",
-        "1000",
-        "--json",
-        "--poll-interval",
-        "0.05",
-    )
+    code, [report], err = run_deployed(capsys, world)
     # Then the report names the cap the run started at (1,000/s held to the 400/s the control
     # partition takes while every re-stamp condition-checks STATE), the throttle it then ran
     # at, and what was asked for, as a local run's report does
