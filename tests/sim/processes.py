@@ -239,6 +239,9 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         except (LeaseLostError, *EXPECTED_ERRORS) as err:
             sim.note(process.name, f"first heartbeat failed, run not started: {err}")
             keeper._done.set()
+            # No keeper is handed over: the heartbeat task ends too, so the process ends (as
+            # backfill_locally raises out of its `with keeper:` and the command exits).
+            process.settings["run_not_started"] = True
             return
         process.settings["keeper"] = keeper
         results = [
@@ -336,6 +339,8 @@ def _segment(
 def _heartbeat_loop(sim: Simulation, process: Process, task: Task) -> None:
     keeper = process.settings.get("keeper")
     while keeper is None:  # the worker hands its keeper over right after creating this task
+        if process.settings.get("run_not_started"):
+            return
         task.sleep(0.1)
         keeper = process.settings.get("keeper")
     keeper._beat()  # the real loop: every poll_seconds, LeaseLostError stops the run
