@@ -90,6 +90,18 @@ class DynaliteServer:
             time.sleep(0.05)
         return False
 
+    def status(self) -> str:
+        """Whether the server still runs (its pid, or how it exited) and the end of its output:
+        what a test that lost its server reports."""
+        process = self._process
+        if process is None:
+            state = "not running (stopped, or never started)"
+        elif process.poll() is None:
+            state = f"running (pid {process.pid})"
+        else:
+            state = f"EXITED with code {process.returncode} (pid {process.pid})"
+        return f"dynalite on port {self.port}: {state}; its last output:\n{self._output()}"
+
     def _output(self) -> str:
         if self._log is None:
             return ""

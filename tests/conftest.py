@@ -61,12 +61,32 @@ def synthesized_template() -> dict[str, Any]:
     return load_template()
 
 
+# The session's dynalite server (one per worker), for the report of a test that failed on it.
+_DYNALITE: list[Any] = []
+
+
 @pytest.fixture(scope="session")
 def dynalite_endpoint() -> Iterator[str]:
     from devkit.dynalite import DynaliteServer
 
     with DynaliteServer() as server:
-        yield server.endpoint_url
+        _DYNALITE.append(server)
+        try:
+            yield server.endpoint_url
+        finally:
+            _DYNALITE.remove(server)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that used the session's dynalite says whether the server still runs and
+    what it last printed (a server that died fails every later test of its worker with
+    "Connection refused", which alone does not say why)."""
+    report = yield
+    if report.failed and "dynalite_endpoint" in getattr(item, "fixturenames", ()):
+        for server in _DYNALITE:
+            report.sections.append(("dynalite server", server.status()))
+    return report
 
 
 # ---- pytest-xdist: which tests share a worker ------------------------------------------------
