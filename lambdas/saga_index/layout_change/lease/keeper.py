@@ -203,10 +203,10 @@ class LeaseKeeper:
         self._monotonic = monotonic
         self.lost: LeaseLostError | None = None
         self.state: ControlState | None = None
-        # Every cap and pause flag applied, in order (the run's report; tests): the caps as the
-        # bucket got them, and as the run's total (the same locally, where share is identity).
-        self.applied_caps: list[float] = []
+        # Every cap applied, in the run's total units (the run's report), and every pause flag,
+        # in order; the cap the bucket has now (the run's share of the latest).
         self.run_caps: list[float] = []
+        self._bucket_cap: float | None = None
         self.pauses: list[bool] = []
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -236,8 +236,8 @@ class LeaseKeeper:
             # Every fenced re-stamp condition-checks the one STATE item: above this the
             # control partition would throttle the heartbeats and `phase set` too.
             run_cap, cap = limit, self.share(limit)
-        if not self.applied_caps or self.applied_caps[-1] != cap:
-            if self.applied_caps:
+        if self._bucket_cap != cap:
+            if self._bucket_cap is not None:
                 log.warning(
                     "backfill write cap now %.3f/s (%s)",
                     cap,
@@ -245,7 +245,7 @@ class LeaseKeeper:
                     extra={"writesPerSecond": cap, "recordThrottle": total},
                 )
             self.bucket.set_cap(cap)
-            self.applied_caps.append(cap)
+            self._bucket_cap = cap
             self.run_caps.append(run_cap)
         paused = state.backfill_paused
         if not self.pauses or self.pauses[-1] != paused:

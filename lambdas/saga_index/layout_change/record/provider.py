@@ -70,10 +70,9 @@ class ControlProvider:
         self._lock = threading.Lock()
         self._state: ControlState | None = None
         self._read_at = 0.0
-        # The last failed read: when (this clock), and why (what a call is answered with until
-        # the next attempt is due).
-        self._failed_at: float | None = None
-        self._failure: Exception | None = None
+        # The last failed read, since the last good one: when (this clock) and why (what a call
+        # is answered with until the next attempt is due).
+        self._failure: tuple[float, Exception] | None = None
 
     def state(self) -> ControlState:
         """The state, read at most T seconds ago (re-read when older, and no sooner than
@@ -81,8 +80,10 @@ class ControlProvider:
         with self._lock:
             if self._state is not None and self._age() < self.timing.cache_seconds:
                 return self._state
-            if self._failure is not None and self._retry_not_due():
-                return self._serve_stale(self._failure)
+            if self._failure is not None:
+                failed_at, err = self._failure
+                if self._clock() - failed_at < self.timing.retry_after_seconds:
+                    return self._serve_stale(err)
             return self._refresh_locked()
 
     def routing(self) -> Routing:
@@ -104,19 +105,13 @@ class ControlProvider:
     def _age(self) -> float:
         return self._clock() - self._read_at
 
-    def _retry_not_due(self) -> bool:
-        return (
-            self._failed_at is not None
-            and self._clock() - self._failed_at < self.timing.retry_after_seconds
-        )
-
     def _refresh_locked(self) -> ControlState:
         try:
             state = self.store.read()
         except (ClientError, BotoCoreError, ControlRecordInvalidError) as err:
-            self._failed_at, self._failure = self._clock(), err
+            self._failure = (self._clock(), err)
             return self._serve_stale(err)
-        self._failed_at, self._failure = None, None
+        self._failure = None
         if state.condition is RecordCondition.MISSING:
             log.error(
                 "control record missing: history ends at version %d; routing over every layout "
