@@ -240,7 +240,9 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             sim.note(process.name, f"first heartbeat failed, run not started: {err}")
             keeper._done.set()
             # No keeper is handed over: the heartbeat task ends too, so the process ends (as
-            # backfill_locally raises out of its `with keeper:` and the command exits).
+            # backfill_locally raises out of its `with keeper:` and the command exits). A flag,
+            # not creating the task after the first heartbeat: that would reorder every seed's
+            # schedule, and the seeds the tests pin would no longer replay what they check.
             process.settings["run_not_started"] = True
             return
         process.settings["keeper"] = keeper
