@@ -1,5 +1,5 @@
 """The operator: `saga-index phase set` as the runbook drives it, through the REAL executor and
-the CLI's REAL completion checks, with backfill runs started in between.
+the REAL completion checks (the ones `phase set` builds), with backfill runs started in between.
 
 A plan is a list of moves. A move that opens (`migrating`, `rolling-back`, `resharding`) is set
 at once; then the operator waits for the state's effectiveAt by its own (skewed) clock, starts a
@@ -11,16 +11,16 @@ the run is going, aborts it (`rolling-back`) and rolls back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from saga_index.layout_change.record.errors import PreconditionFailedError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.executor import set_phase
-from saga_index_cli.phase.checks import CheckOptions, completion_checks
+from saga_index.layout_change.transitions.requirements import CheckOptions, completion_checks
+from saga_index.layout_change.transitions.rules import Precondition
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -32,20 +32,6 @@ COMPLETING = (Phase.SHARDED, Phase.LEGACY)
 # The parity re-check waits on the real clock: the simulation's index does not move between
 # the two passes of one check, so the wait would only cost real time.
 CHECK_OPTIONS = CheckOptions(recheck_delay_seconds=0.0, segments=1, scan_rate=100_000.0)
-
-
-@dataclass
-class _CheckContext:
-    """What completion_checks reads of the CLI's context: the client, the table, the record."""
-
-    client: Any
-    table: str
-
-    def require_table(self) -> str:
-        return self.table
-
-    def read_state(self) -> ControlState:
-        return ControlStore(self.client, self.table).read()
 
 
 PLANS: dict[str, list[tuple[Phase, int | None]]] = {
@@ -97,7 +83,7 @@ def _set(
     phase: Phase,
     shards: int | None,
     *,
-    checks: Any,
+    checks: Sequence[Precondition],
 ) -> bool:
     for _attempt in range(20):
         try:
@@ -132,7 +118,7 @@ def _complete(
     sim: Simulation, process: Process, task: Task, store: ControlStore, phase: Phase
 ) -> None:
     for _attempt in range(6):
-        checks = completion_checks(_CheckContext(store.client, TABLE), phase, CHECK_OPTIONS)  # type: ignore[arg-type]
+        checks = completion_checks(store, store.read(), phase, CHECK_OPTIONS)
         if _set(sim, process, task, store, phase, None, checks=checks):
             return
         direction = "rollback" if phase is Phase.LEGACY else "forward"

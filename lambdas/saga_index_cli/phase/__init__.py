@@ -1,2 +1,2 @@
 """`saga-index phase show|set|restore` (commands.py): the control record (documents.py) and its
-guarded transitions, with the checks of a completing move (checks.py)."""
+guarded transitions, whose checks the domain builds (layout_change/transitions/requirements.py)."""

@@ -2,7 +2,8 @@
 
 A completing move (migrating -> sharded, resharding -> sharded, rolling-back -> legacy) stops
 reading the layout rows moved away from: before it, `phase set` checks that readers AFTER the
-change see every saga (checks.py says which checks, and why against the TARGET state).
+change see every saga (layout_change/transitions/requirements.py says which checks, and why
+against the TARGET state).
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ from __future__ import annotations
 import click
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.layout_probe import shard_rows_refusal
-from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS
-from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
-from saga_index.layout_change.record.errors import CheckResult, ControlRecordInvalidError
+from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
-from saga_index.layout_change.transitions.rules import Precondition, plan_move
+from saga_index.layout_change.transitions.requirements import (
+    CheckOptions,
+    completion_checks,
+    first_move_guard,
+)
+from saga_index.layout_change.transitions.rules import plan_move
 from saga_index_cli.context import (
     CliContext,
     describe_routing,
@@ -27,13 +30,11 @@ from saga_index_cli.context import (
 )
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
-from saga_index_cli.phase.checks import CheckOptions, completion_checks
 from saga_index_cli.phase.documents import history_document, record_document, record_lines
 from saga_index_cli.phase.restore import restore_command
 from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
 
 EXIT_OK, EXIT_MISSING = 0, 1
-CHECK_NO_SHARDED_ROWS_YET = "no-rows-on-shard-keys"
 
 
 def _missing_warning(state: ControlState) -> None:
@@ -129,26 +130,30 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
 @click.option(
     "--sample",
     type=click.IntRange(0, 100_000),
-    default=DEFAULT_SAMPLE,
+    default=CheckOptions.sample,
     show_default=True,
     help="Parity check: persons whose by-person reads are compared.",
 )
 @click.option(
     "--recheck-delay",
     type=click.FloatRange(0, 300),
-    default=DEFAULT_RECHECK_DELAY_SECONDS,
+    default=CheckOptions.recheck_delay_seconds,
     show_default=True,
     help="Parity check: seconds before mismatches are re-checked once (GSI propagation).",
 )
 @click.option(
     "--scan-rate",
     type=click.FloatRange(min=1, max=40_000),
-    default=400.0,
+    default=CheckOptions.scan_rate,
     show_default=True,
     help="Parity check: read units per second its base-table scan may use.",
 )
 @click.option(
-    "--segments", type=click.IntRange(1, 64), default=4, show_default=True, help="Scan segments."
+    "--segments",
+    type=click.IntRange(1, 64),
+    default=CheckOptions.segments,
+    show_default=True,
+    help="Scan segments.",
 )
 @pass_cli
 def set_command(
@@ -226,21 +231,11 @@ def set_command(
         return
     # Refuse a move that is not allowed before anything expensive (exit 2).
     move = plan_move(state, phase, shard_count=shards)
-    checks = (
-        completion_checks(
-            cli,
-            phase,
-            CheckOptions(
-                sample=sample,
-                recheck_delay_seconds=recheck_delay,
-                scan_rate=scan_rate,
-                segments=segments,
-            ),
-        )
-        if move.guarded
-        else []
+    options = CheckOptions(
+        sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
-    guards = [_no_sharded_rows_yet(cli)] if state.version == 0 else []
+    checks = completion_checks(store, state, phase, options) if move.guarded else []
+    guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
     change = set_phase(
         store,
         phase,
@@ -265,23 +260,6 @@ def _read_state(cli: CliContext) -> ControlState:
             "until it is repaired. See it with `saga-index status`, repair it with "
             "`saga-index phase restore` (docs/runbook.md)"
         ) from err
-
-
-def _no_sharded_rows_yet(cli: CliContext) -> Precondition:
-    """Before the first move: a row on a shard key while the record says never migrated means
-    the control partition was lost after a migration, and starting over would hide it."""
-
-    def run(_: ControlState) -> CheckResult:
-        seen = cli.hooks.shard_key_probe(cli.client, cli.require_table())
-        if seen.any_sharded:
-            return CheckResult(CHECK_NO_SHARDED_ROWS_YET, False, shard_rows_refusal(seen))
-        return CheckResult(
-            CHECK_NO_SHARDED_ROWS_YET,
-            True,
-            f"no saga row on any of the {seen.requests} shard keys ({seen.requests} queries)",
-        )
-
-    return Precondition(CHECK_NO_SHARDED_ROWS_YET, run)
 
 
 def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: bool) -> None:
