@@ -6,13 +6,10 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-
-if TYPE_CHECKING:
-    from saga_index_cli.context import CliContext
 
 log = logging.getLogger("saga_index.cli")
 
@@ -20,6 +17,18 @@ log = logging.getLogger("saga_index.cli")
 _STS_CONFIG = Config(
     connect_timeout=2, read_timeout=2, retries={"total_max_attempts": 1, "mode": "standard"}
 )
+
+
+class AwsCaller(Protocol):
+    """What the identity needs of the CLI's context (context.py, whose hook calls it): the
+    DynamoDB endpoint given, and a client of another service."""
+
+    @property
+    def endpoint_url(self) -> str | None: ...
+
+    def aws_client(
+        self, service: str, *, endpoint_url: str | None = None, config: Config | None = None
+    ) -> Any: ...
 
 
 def local_identity() -> str:
@@ -31,7 +40,7 @@ def local_identity() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def caller_identity(cli: CliContext) -> str:
+def caller_identity(cli: AwsCaller) -> str:
     """The caller's STS ARN when AWS answers; $USER@host otherwise (a local endpoint, no
     credentials, no network). The record's `changedBy`."""
     if cli.endpoint_url:

@@ -7,8 +7,8 @@ STATE compare-and-set on version v, then the intent is settled (`applied = true`
 exist without its history item. A crash or failure after the intent leaves an item that is not
 confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
 settled into the slot, and a crash leaves it undecided (record/store.py, `restore_point`, says
-what a restore follows then). The next `set_phase` (or `repair_history`) settles the current
-version's item from the STATE. Repeating any write changes nothing.
+what a restore follows then). The next `set_phase` (or `repair_history`, settle.py) settles the
+current version's item from the STATE. Repeating any write changes nothing.
 """
 
 from __future__ import annotations
@@ -34,13 +34,25 @@ from saga_index.layout_change.record.state import ControlState, RecordCondition,
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+from saga_index.layout_change.transitions import restore
 from saga_index.layout_change.transitions.rules import (
     BACKFILL_CHECK,
+    PlannedMove,
     Precondition,
     check_backfill,
     plan_move,
     prior_write_for,
 )
+from saga_index.layout_change.transitions.settle import repair_history
+
+__all__ = [
+    "MoveOutcomeUnknownError",
+    "PhaseChange",
+    "StateWriteFailedError",
+    "repair_history",
+    "restore_state",
+    "set_phase",
+]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -126,28 +138,7 @@ def set_phase(
     repair_history(store, state)
     move = plan_move(state, requested, shard_count=shard_count)
 
-    results: tuple[CheckResult, ...] = ()
-    forced: tuple[str, ...] = ()
-    if move.completes is not None or guards:
-        names = (
-            *((BACKFILL_CHECK, *(c.name for c in checks)) if move.completes else ()),
-            *(g.name for g in guards),
-        )
-        if force:
-            forced = names
-        else:
-            results = (
-                *(
-                    (check_backfill(state, move.completes), *(c.run(state) for c in checks))
-                    if move.completes is not None
-                    else ()
-                ),
-                *(g.run(state) for g in guards),
-            )
-            failed = [r for r in results if not r.passed]
-            if failed:
-                raise PreconditionFailedError(move.to_phase.value, failed)
-
+    results, forced = _judge(state, move, checks, guards, force=force)
     now = to_millis(clock())
     transition = Transition(
         version=state.version + 1,
@@ -185,6 +176,38 @@ def set_phase(
         history_written=not any(w.startswith(_UNSETTLED) for w in warnings),
         warnings=tuple(warnings),
     )
+
+
+def _judge(
+    state: ControlState,
+    move: PlannedMove,
+    checks: Sequence[Precondition],
+    guards: Sequence[Precondition],
+    *,
+    force: bool,
+) -> tuple[tuple[CheckResult, ...], tuple[str, ...]]:
+    """Run what the move requires against `state`: (the results, the names `force` skipped).
+    Raises PreconditionFailedError, before anything is written, when one of them failed."""
+    if move.completes is None and not guards:
+        return (), ()
+    names = (
+        *((BACKFILL_CHECK, *(c.name for c in checks)) if move.completes else ()),
+        *(g.name for g in guards),
+    )
+    if force:
+        return (), names
+    results = (
+        *(
+            (check_backfill(state, move.completes), *(c.run(state) for c in checks))
+            if move.completes is not None
+            else ()
+        ),
+        *(g.run(state) for g in guards),
+    )
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise PreconditionFailedError(move.to_phase.value, failed)
+    return results, ()
 
 
 _UNSETTLED = "applied, but its history item"
@@ -302,34 +325,6 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def repair_history(store: ControlStore, state: ControlState | None = None) -> bool:
-    """Settle the HISTORY item of the record's current version from the STATE item: write it
-    when missing (a record written before intents existed), mark it applied when it is still an
-    intent, replace another's unconfirmed intent in its slot. True when it wrote. Earlier
-    versions' items are settled already: an intent for v+1 is written only after v is."""
-    current = store.read() if state is None else state
-    if current.condition is not RecordCondition.PRESENT or current.transition is None:
-        return False
-    entry = store.history_entry(current.version)
-    if entry is not None and entry.applied:
-        if entry.transition != current.transition:
-            log.error(
-                "history version %d is applied but differs from the STATE item",
-                current.version,
-                extra={"version": current.version},
-            )
-        return False
-    written = store.settle_history(current.transition)
-    if written:
-        log.warning(
-            "control history item of version %d was %s: settled from the STATE item",
-            current.version,
-            "missing" if entry is None else "an unconfirmed intent",
-            extra={"version": current.version},
-        )
-    return written
-
-
 def _required(name: str, value: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{name} must be a non-empty string")
@@ -339,7 +334,4 @@ def _required(name: str, value: str) -> str:
 def restore_state(store: ControlStore) -> ControlState:
     """Rebuild a lost or unparseable STATE item from history (transitions.restore, without
     the rows: a caller that can read the index passes them there); the state it left."""
-    # Imported here: restore builds on repair_history above.
-    from saga_index.layout_change.transitions.restore import restore_state as restore
-
-    return restore(store).state
+    return restore.restore_state(store).state

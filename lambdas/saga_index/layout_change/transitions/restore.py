@@ -34,7 +34,7 @@ from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.layout_change.transitions.executor import repair_history
+from saga_index.layout_change.transitions.settle import repair_history
 
 log = logging.getLogger(__name__)
 
