@@ -57,14 +57,16 @@ T = TypeVar("T")
 
 def parse_state_item(item: Mapping[str, Any]) -> ControlState:
     _expect_entity(item, ENTITY_STATE)
+    transition = parse_transition(item)
     lease = read_part(item, LEASE)
+    controls = read_part(item, CONTROLS) or {}
     completion = read_part(item, COMPLETION)
     return ControlState(
-        transition=parse_transition(item),
+        transition=transition,
         condition=RecordCondition.PRESENT,
         lease=None if lease is None else Lease(**lease),
         last_backfill=None if completion is None else BackfillCompletion(**completion),
-        **(read_part(item, CONTROLS) or {}),
+        **controls,
     )
 
 

@@ -92,7 +92,9 @@ class Attribute:
 
 @dataclass(frozen=True)
 class Part:
-    """Attributes written and read together: a transition, a lease, a completed backfill.
+    """Attributes written and read together: a transition, a lease, a completed backfill. A
+    reader checks them in this order and refuses at the first that breaks the contract, so
+    the layouts come first: an item that names no usable layout is refused for that.
 
     `present_if`: the attribute whose presence puts the whole part on the item (each of its
     attributes is then required); None for a part every item of its kind carries."""
@@ -125,12 +127,6 @@ TRANSITION: Final = Part(
     "transition",
     (STATE, HISTORY),
     (
-        Attribute(
-            n.VERSION,
-            Value.INTEGER,
-            "+1 on every layout transition, and only then; 1 is the first transition",
-            "version",
-        ),
         *_layout(
             n.LAYOUT,
             n.SHARD_COUNT,
@@ -173,6 +169,12 @@ TRANSITION: Final = Part(
             "that state's phase (derived from its layouts; readers do not read it)",
             None,
             written_from="previous_phase",
+        ),
+        Attribute(
+            n.VERSION,
+            Value.INTEGER,
+            "+1 on every layout transition, and only then; 1 is the first transition",
+            "version",
         ),
         Attribute(n.CHANGED_AT, Value.TIME, "when the transition was written", "changed_at"),
         Attribute(n.CHANGED_BY, Value.STRING, "who (operator identity)", "changed_by"),
