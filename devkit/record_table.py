@@ -57,7 +57,11 @@ def render_doc(text: str) -> str:
         if pattern.search(text) is None:
             raise ValueError(f"the doc has no <!-- record-table:{name} --> block")
         table = render_table(parts)
-        text = pattern.sub(lambda m, table=table: m.group(1) + table + m.group(3), text)
+
+        def replaced(match: re.Match[str], table: str = table) -> str:
+            return match.group(1) + table + match.group(3)
+
+        text = pattern.sub(replaced, text)
     return text
 
 
