@@ -231,6 +231,10 @@ function shown(value: AttributeValue | undefined): string {
 const absentOrWrong = (value: AttributeValue | undefined): RefusalKind =>
   value === undefined ? 'missing' : 'wrong-type';
 
+/** Absent, or another DynamoDB type than the attribute's. */
+const wrongValue = (value: AttributeValue | undefined, name: string, what: string): never =>
+  refuse(absentOrWrong(value), name, `${name} must be ${what}, got ${shown(value)}`);
+
 /** A part's values by attribute name; null when the part is not on the item. */
 type Values = ReadonlyMap<string, unknown>;
 
@@ -254,13 +258,13 @@ function readAttribute(item: Item, a: AttributeSpec, required: boolean): unknown
   if (value === undefined && !required) return a.absent ?? null;
   switch (a.value) {
     case 'string':
-      return value?.S ?? refuse(absentOrWrong(value), a.name, `${a.name} must be a string, got ${shown(value)}`);
+      return value?.S ?? wrongValue(value, a.name, 'a string');
     case 'integer':
       return int(value, a.name);
     case 'number':
       return number(value, a.name);
     case 'boolean':
-      return value?.BOOL ?? refuse(absentOrWrong(value), a.name, `${a.name} must be a boolean, got ${shown(value)}`);
+      return value?.BOOL ?? wrongValue(value, a.name, 'a boolean');
     case 'time':
       return time(value, a.name);
     case 'strings':
@@ -325,7 +329,11 @@ export function parseTransition(item: Item): Transition {
   if (version < 1) refuse('invalid-value', 'version', `version must be at least 1, got ${version}`);
   const phase =
     phaseOf(layout, movingTo) ??
-    refuse('inconsistent', 'movingToLayout', `movingToLayout: a state cannot move from ${layoutName(layout)} to itself`);
+    refuse(
+      'inconsistent',
+      'movingToLayout',
+      `movingToLayout: a state cannot move from ${layoutName(layout)} to itself`,
+    );
   if (phaseOf(previousLayout, previousMovingTo) === null) {
     refuse(
       'inconsistent',
@@ -333,7 +341,11 @@ export function parseTransition(item: Item): Transition {
       `previousMovingToLayout: a state cannot move from ${layoutName(previousLayout)} to itself`,
     );
   }
-  if (priorWritten !== null && !sameLayout(priorWritten, layout) && !sameLayout(priorWritten, movingTo)) {
+  if (
+    priorWritten !== null &&
+    !sameLayout(priorWritten, layout) &&
+    !sameLayout(priorWritten, movingTo)
+  ) {
     refuse(
       'inconsistent',
       'priorWriteLayout',
@@ -385,11 +397,15 @@ function parseLayout(item: Item, kindName: string, countName: string): Layout | 
   const kind = get(item, kindName);
   const count = get(item, countName);
   if (kind === undefined) {
-    if (count !== undefined) refuse('unexpected', countName, `${countName} is set but ${kindName} is not`);
+    if (count !== undefined) {
+      refuse('unexpected', countName, `${countName} is set but ${kindName} is not`);
+    }
     return null;
   }
   if (kind.S === 'legacy') {
-    if (count !== undefined) refuse('unexpected', countName, `${countName} must be absent for a legacy layout`);
+    if (count !== undefined) {
+      refuse('unexpected', countName, `${countName} must be absent for a legacy layout`);
+    }
     return LEGACY;
   }
   if (kind.S === 'sharded') {
@@ -397,7 +413,9 @@ function parseLayout(item: Item, kindName: string, countName: string): Layout | 
     try {
       return sharded(n);
     } catch (err) {
-      if (err instanceof InvalidShardCountError) refuse('invalid-value', countName, `${countName}: ${err.message}`);
+      if (err instanceof InvalidShardCountError) {
+        refuse('invalid-value', countName, `${countName}: ${err.message}`);
+      }
       throw err;
     }
   }
@@ -409,7 +427,7 @@ function parseLayout(item: Item, kindName: string, countName: string): Layout | 
 }
 
 function number(value: AttributeValue | undefined, name: string): number {
-  if (value?.N === undefined) return refuse(absentOrWrong(value), name, `${name} must be a number, got ${shown(value)}`);
+  if (value?.N === undefined) return wrongValue(value, name, 'a number');
   return Number(value.N);
 }
 
@@ -422,7 +440,7 @@ function int(value: AttributeValue | undefined, name: string): number {
 function strings(value: AttributeValue | undefined, name: string): string[] {
   const list = value?.L;
   if (list === undefined || !list.every((v) => v.S !== undefined)) {
-    return refuse(absentOrWrong(value), name, `${name} must be a list of strings, got ${shown(value)}`);
+    return wrongValue(value, name, 'a list of strings');
   }
   return list.map((v) => v.S as string);
 }
@@ -442,11 +460,11 @@ function direction(value: AttributeValue | undefined, name: string): 'forward' |
 function time(value: AttributeValue | undefined, name: string): string {
   const text = value?.S;
   if (text === undefined) {
-    return refuse(absentOrWrong(value), name, `${name} must be a UTC ISO-8601 time, got ${shown(value)}`);
+    return wrongValue(value, name, 'a UTC ISO-8601 time');
   }
   const at = new Date(text);
   if (!TIME.test(text) || Number.isNaN(at.getTime()) || at.toISOString() !== text) {
-    refuse('invalid-value', name, `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got ${shown(value)}`);
+    refuse('invalid-value', name, `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got ${text}`);
   }
   return text;
 }
