@@ -12,6 +12,7 @@ from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
+from saga_index.layout_change.record.history import parse_history_entry
 from saga_index.layout_change.record.schema import PARTS
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
@@ -166,3 +167,31 @@ def test_given_the_schema_then_a_full_state_writes_every_state_attribute_it_decl
 def test_given_a_naive_time_then_it_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         format_time(datetime(2026, 1, 1))
+
+
+def test_given_a_history_item_under_another_version_then_it_is_refused_at_its_sort_key() -> None:
+    item = {**_wire_round_trip(history_item(_transition())), "SK": "HISTORY#0000000008"}
+
+    with pytest.raises(ControlItemInvalidError, match="holds version 7") as refused:
+        parse_history_item(item)
+    assert (refused.value.kind, refused.value.attribute) == (Refusal.INCONSISTENT, "SK")
+
+
+@pytest.mark.parametrize(
+    ("flags", "applied", "abandoned"),
+    [({}, True, False), ({"applied": False}, False, False), ({"abandoned": True}, True, True)],
+)
+def test_given_history_flags_then_absent_ones_read_as_the_table_says(
+    flags: dict[str, bool], applied: bool, abandoned: bool
+) -> None:
+    entry = parse_history_entry({**_wire_round_trip(history_item(_transition())), **flags})
+
+    assert (entry.applied, entry.abandoned) == (applied, abandoned)
+
+
+def test_given_a_history_flag_of_another_type_then_the_refusal_names_the_item() -> None:
+    item = {**_wire_round_trip(history_item(_transition())), "applied": "yes"}
+
+    with pytest.raises(ControlItemInvalidError, match="'HISTORY#0000000007': applied") as refused:
+        parse_history_entry(item)
+    assert (refused.value.kind, refused.value.attribute) == (Refusal.WRONG_TYPE, "applied")

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from saga_index.index.names import TABLE_PARTITION_KEY
+from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.decode import parse_history_flags, parse_history_item
+from saga_index.layout_change.record.errors import ControlItemInvalidError
 from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
 from saga_index.layout_change.record.state import Transition
 
@@ -67,7 +68,15 @@ def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
-    flags = parse_history_flags(item)
+    try:
+        flags = parse_history_flags(item)
+    except ControlItemInvalidError as err:
+        # Name the item: history is read many items at a time.
+        raise ControlItemInvalidError(
+            f"history item {item.get(TABLE_SORT_KEY)!r}: {err}",
+            kind=err.kind,
+            attribute=err.attribute,
+        ) from err
     return HistoryEntry(
         transition=parse_history_item(item),
         applied=flags["applied"],

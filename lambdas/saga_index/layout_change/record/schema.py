@@ -4,8 +4,10 @@ Each row names an attribute, what it holds, whether an item may lack it, what it
 field of the state's dataclass it is written from and read into. encode writes the rows,
 decode reads them back strictly, devkit.record_table renders the docs' attribute tables from
 them, and devkit.contract_vectors puts them into docs/contract-vectors.json, against which the
-TypeScript package checks its own list. Adding an attribute is one row here (plus the field on
-the dataclass, and a name in items when other code names it).
+TypeScript package checks its own list (clients/typescript/src/record.ts: its tests fail until
+it follows). Adding an attribute is one row here (plus the field on the dataclass, and a name in
+items when other code names it), then `python -m devkit.contract_vectors` and
+`python -m devkit.record_table`.
 
 What the rows cannot say, and decode and encode therefore spell out:
   - a layout is two attributes (its kind and its shard count) read and written as one value;
