@@ -12,8 +12,12 @@ with every case parses the record, switches its writers at effectiveAt and reads
 in the same stages as the Python services.
 
 Top-level keys (kept stable: other packages read them):
+  attributes   every STATE / HISTORY attribute (record/schema.py): name, part, items, DynamoDB
+               type, what it holds, whether an item may lack it (requiredWith: the attribute
+               whose presence makes it required)
   routing      STATE item + wall clock -> per person the write key and read keys, and the stages
-  records      items that parse (phase, version) and items a strict reader refuses (error)
+  records      items that parse (phase, version) and items a strict reader refuses: the
+               refusal's kind and the attribute it names (errors.Refusal), never its wording
   missing      no STATE item: the newest HISTORY item (or none) + wall clock -> the routing
   openStates   the saga states an open-saga enumeration returns, in order
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
@@ -21,24 +25,26 @@ Top-level keys (kept stable: other packages read them):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from devkit.contract_records import record_cases
+from devkit.contract_states import DELAY, MS, OPENED, S16, STATES, dynamo_json, path_through
 from devkit.vectors_file import vectors_main
-from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.layout import LEGACY
 from saga_index.index.model import OPEN_STATES
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.schema import attributes_document
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import DEFAULT_TIMING
-from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
-from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.codec import deserialize
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "contract-vectors.json"
 
@@ -62,73 +68,6 @@ PERSONS: tuple[str, ...] = (
     "tenant#42",
     "\U0001f600",
 )
-
-OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-DELAY = DEFAULT_TIMING.effective_delay
-MS = timedelta(milliseconds=1)
-S16, S32 = Layout.sharded(16), Layout.sharded(32)
-
-
-# ---- states built as `phase set` builds them ---------------------------------------------------
-
-
-def _move(
-    previous: ControlState, phase: str, at: datetime, shards: int | None = None
-) -> ControlState:
-    plan = plan_move(previous, phase, shard_count=shards)
-    return ControlState(
-        transition=Transition(
-            version=previous.version + 1,
-            layout=plan.layout,
-            moving_to=plan.moving_to,
-            previous_layout=previous.layout,
-            previous_moving_to=previous.moving_to,
-            changed_at=at,
-            changed_by="ops@example",
-            reason=f"to {phase}",
-            effective_at=at + DELAY,
-            checks_passed=("backfill-verified",) if plan.completes else (),
-            prior_write=prior_write_for(previous, plan, at),
-        )
-    )
-
-
-def _path(*steps: tuple[str, float, int | None]) -> ControlState:
-    """The state after `steps` (phase, seconds after OPENED, --shards) from never migrated."""
-    state = ControlState.never_migrated()
-    for phase, seconds, shards in steps:
-        state = _move(state, phase, OPENED + timedelta(seconds=seconds), shards)
-    return state
-
-
-_LATE = 3600.0  # a step taken long after the one before it became effective
-STATES: tuple[tuple[str, Callable[[], ControlState]], ...] = (
-    ("legacy after a rollback", lambda: _path(
-        ("migrating", 0, 16), ("rolling-back", _LATE, None), ("legacy", 2 * _LATE, None))),
-    ("migrating(16)", lambda: _path(("migrating", 0, 16))),
-    ("sharded(16)", lambda: _path(("migrating", 0, 16), ("sharded", _LATE, None))),
-    ("rolling-back(16) from sharded", lambda: _path(
-        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None))),
-    ("resharding 16 -> 32 (split)", lambda: _path(
-        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32))),
-    ("resharding 32 -> 16 (merge)", lambda: _path(
-        ("migrating", 0, 32), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 16))),
-    ("abort: rolling-back 10 s after migrating, before its effectiveAt", lambda: _path(
-        ("migrating", 0, 16), ("rolling-back", 10, None))),
-    ("abort: rolling-back after migrating became effective", lambda: _path(
-        ("migrating", 0, 16), ("rolling-back", _LATE, None))),
-    ("abort: migrating again 5 s after a rolling-back that was effective", lambda: _path(
-        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None),
-        ("migrating", 2 * _LATE + 5, None))),
-    ("abort: resharding 32 -> 16 5 s after a split, before its effectiveAt", lambda: _path(
-        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32),
-        ("resharding", 2 * _LATE + 5, 16))),
-)  # fmt: skip
-
-
-def _dynamo_json(item: dict[str, Any]) -> dict[str, Any]:
-    wire: dict[str, Any] = serialize(item)
-    return wire
 
 
 def _routing_document(routing: Routing) -> dict[str, Any]:
@@ -156,7 +95,7 @@ def _routing_case(name: str, item: dict[str, Any], now: datetime) -> dict[str, A
     state = parse_state_item(item)
     return {
         "name": name,
-        "item": _dynamo_json(item),
+        "item": dynamo_json(item),
         "now": format_time(now),
         **_routing_document(routing_for(state, now)),
     }
@@ -170,92 +109,13 @@ def routing_cases() -> list[dict[str, Any]]:
         for when, now in _moments(state.transition):
             cases.append(_routing_case(f"{name}: {when}", state_item(state), now))
     # An item written before the writers' switch existed has no prior pair: the source.
-    old = state_item(_path(("migrating", 0, 16)))
+    old = state_item(path_through(("migrating", 0, 16)))
     del old["priorWriteLayout"]
     for when, now in (
         ("before effectiveAt", OPENED + DELAY - MS),
         ("from effectiveAt", OPENED + DELAY),
     ):
         cases.append(_routing_case(f"migrating(16) item without the prior pair: {when}", old, now))
-    return cases
-
-
-# ---- strict parsing --------------------------------------------------------------------------
-
-
-def _item(build: Callable[[], ControlState], **changes: Any) -> dict[str, Any]:
-    item = {**state_item(build()), **changes}
-    return {k: v for k, v in item.items() if v is not None}
-
-
-_MIGRATING = STATES[1][1]
-_RESHARDING = STATES[4][1]
-_ABORT = STATES[6][1]
-# (name, the part of the refusal every implementation should name, the item). The fragment is
-# checked against the Python message when generating, so it stays a substring of it.
-RECORDS: tuple[tuple[str, str | None, Callable[[], dict[str, Any]]], ...] = (
-    ("migrating with its prior pair", None, lambda: _item(_MIGRATING)),
-    ("rolling-back with prior legacy", None, lambda: _item(_ABORT)),
-    ("resharding with prior sharded(16)", None, lambda: _item(_RESHARDING)),
-    ("migrating without the prior pair", None, lambda: _item(_MIGRATING, priorWriteLayout=None)),
-    ("phase disagrees with its layouts", "disagrees with its layouts",
-     lambda: _item(_MIGRATING, phase="sharded")),
-    ("shard count not a power of two", "movingToShardCount",
-     lambda: _item(_MIGRATING, movingToShardCount=12)),
-    ("shard count above 1024", "movingToShardCount",
-     lambda: _item(_MIGRATING, movingToShardCount=2048)),
-    ("unknown layout kind", "layout must be 'legacy' or 'sharded'",
-     lambda: _item(_MIGRATING, layout="hashed")),
-    ("shard count on a legacy layout", "shardCount must be absent",
-     lambda: _item(_MIGRATING, shardCount=16)),
-    ("prior pair: unknown kind", "priorWriteLayout must be 'legacy' or 'sharded'",
-     lambda: _item(_MIGRATING, priorWriteLayout="hashed")),
-    ("prior pair: sharded without a count", "priorWriteShardCount",
-     lambda: _item(_RESHARDING, priorWriteShardCount=None)),
-    ("prior pair: bad shard count", "priorWriteShardCount",
-     lambda: _item(_RESHARDING, priorWriteShardCount=3)),
-    ("prior pair: count on legacy", "priorWriteShardCount must be absent",
-     lambda: _item(_MIGRATING, priorWriteShardCount=16)),
-    ("prior pair: count without a kind", "priorWriteShardCount is set",
-     lambda: _item(_MIGRATING, priorWriteLayout=None, priorWriteShardCount=16)),
-    ("prior pair: a layout the state does not read", "prior write layout",
-     lambda: _item(_MIGRATING, priorWriteLayout="sharded", priorWriteShardCount=32)),
-    ("missing required attribute: layout", "layout is missing",
-     lambda: _item(_MIGRATING, layout=None)),
-    ("missing required attribute: changedBy", "changedBy must be a string",
-     lambda: _item(_MIGRATING, changedBy=None)),
-    ("missing required attribute: effectiveAt", "effectiveAt must be UTC ISO-8601",
-     lambda: _item(_MIGRATING, effectiveAt=None)),
-    ("wrong type: version as a string", "version must be a number",
-     lambda: _item(_MIGRATING, version="2")),
-    ("wrong type: effectiveAt not UTC ISO-8601", "effectiveAt must be UTC ISO-8601",
-     lambda: _item(_MIGRATING, effectiveAt="2026-03-01T09:01:15Z")),
-    ("wrong type: priorWriteLayout as a number", "priorWriteLayout must be 'legacy' or 'sharded'",
-     lambda: _item(_MIGRATING, priorWriteLayout=1)),
-)  # fmt: skip
-
-
-def record_cases() -> list[dict[str, Any]]:
-    cases = []
-    for name, fragment, build in RECORDS:
-        item = build()
-        try:
-            state = parse_state_item(deserialize(_dynamo_json(item)))
-        except ControlRecordInvalidError as err:
-            if fragment is None or fragment not in str(err):
-                detail = f"record {name!r}: refused with {err}, expected {fragment!r}"
-                raise ValueError(detail) from err
-            result = {"valid": False, "error": fragment, "phase": None, "version": None}
-        else:
-            if fragment is not None:
-                raise ValueError(f"record {name!r} parsed; expected a refusal ({fragment!r})")
-            result = {
-                "valid": True,
-                "error": None,
-                "phase": state.phase.value,
-                "version": state.version,
-            }
-        cases.append({"name": name, "item": _dynamo_json(item), **result})
     return cases
 
 
@@ -267,7 +127,7 @@ def _missing_case(name: str, history: Transition | None, now: datetime) -> dict[
         state = ControlState.never_migrated()
         item = None
     else:
-        item = _dynamo_json(history_item(history))
+        item = dynamo_json(history_item(history))
         state = ControlState(
             transition=parse_history_item(deserialize(item)), condition=RecordCondition.MISSING
         )
@@ -309,6 +169,7 @@ def missing_cases() -> list[dict[str, Any]]:
 def build() -> dict[str, Any]:
     return {
         "description": DESCRIPTION,
+        "attributes": attributes_document(),
         "routing": routing_cases(),
         "records": record_cases(),
         "missing": missing_cases(),

@@ -13,6 +13,8 @@ import pytest
 from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.record.errors import Refusal
+from saga_index.layout_change.record.schema import PARTS
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "contract-vectors.json"
@@ -45,7 +47,15 @@ def test_given_a_stale_vectors_file_then_the_check_fails_naming_the_command(
 def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_read() -> None:
     document = _load()
 
-    assert set(document) == {"description", "routing", "records", "missing", "openStates", "timing"}
+    assert set(document) == {
+        "description",
+        "attributes",
+        "routing",
+        "records",
+        "missing",
+        "openStates",
+        "timing",
+    }
     assert document["openStates"] == list(OPEN_STATES)
     assert document["timing"] == {
         "cacheSeconds": 30,
@@ -62,3 +72,35 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
     assert migrating["migrating(16): from effectiveAt"] == "RenewalSaga#14"
     assert {c["valid"] for c in document["records"]} == {True, False}
     assert any("error" in c["expect"] for c in document["missing"])
+
+
+def test_given_the_vectors_then_every_refusal_is_a_kind_and_an_attribute_of_the_schema() -> None:
+    document = _load()
+    declared = {a["name"] for a in document["attributes"]}
+
+    refusals = [c["refusal"] for c in document["records"] if not c["valid"]]
+
+    assert all(set(r) == {"kind", "attribute"} for r in refusals)
+    # Every kind of refusal is exercised, each naming an attribute of the item.
+    assert {r["kind"] for r in refusals} == {k.value for k in Refusal}
+    assert {r["attribute"] for r in refusals} <= declared | {"PK", "SK", "entityType"}
+    assert all(c["refusal"] is None for c in document["records"] if c["valid"])
+
+
+def test_given_the_vectors_then_their_attributes_are_the_schema_in_its_order() -> None:
+    attributes = _load()["attributes"]
+
+    assert [a["name"] for a in attributes] == [a.name for part in PARTS for a in part.attributes]
+    by_name = {a["name"]: a for a in attributes}
+    assert by_name["version"] == {
+        "name": "version",
+        "part": "transition",
+        "items": ["STATE", "HISTORY"],
+        "type": "N",
+        "value": "integer",
+        "optional": False,
+        "requiredWith": None,
+    }
+    assert by_name["leaseHolder"]["optional"] is True
+    assert by_name["leaseHolder"]["requiredWith"] == "leaseToken"
+    assert by_name["applied"]["items"] == ["HISTORY"]

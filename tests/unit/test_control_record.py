@@ -11,7 +11,9 @@ import pytest
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
+from saga_index.layout_change.record.history import parse_history_entry
+from saga_index.layout_change.record.schema import PARTS
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
@@ -94,34 +96,102 @@ def test_given_times_then_they_are_fixed_width_utc_with_milliseconds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "problem"),
+    ("change", "problem", "kind", "attribute"),
     [
-        ({"phase": "sharded"}, "disagrees with its layouts"),
-        ({"shardCount": Decimal(12)}, "power of two"),
-        ({"layout": None}, "shardCount is set but layout is not"),
-        ({"layout": "hashed"}, "must be 'legacy' or 'sharded'"),
-        ({"movingToShardCount": Decimal(4)}, "must be absent for a legacy layout"),
-        ({"changedAt": "2026-03-01T12:00:00Z"}, "changedAt must be UTC ISO-8601"),
-        ({"version": "7"}, "version must be a number"),
-        ({"entityType": "RenewalSaga"}, "not a RenewalSagaIndexControl item"),
-        ({"leaseDirection": "sideways"}, "leaseDirection"),
-        ({"checksForced": "all"}, "checksForced must be a list"),
+        ({"phase": "sharded"}, "disagrees with its layouts", "inconsistent", "phase"),
+        ({"shardCount": Decimal(12)}, "power of two", "invalid-value", "shardCount"),
+        ({"layout": None}, "shardCount is set but layout is not", "unexpected", "shardCount"),
+        ({"layout": "hashed"}, "must be 'legacy' or 'sharded'", "invalid-value", "layout"),
+        (
+            {"movingToShardCount": Decimal(4)},
+            "must be absent for a legacy layout",
+            "unexpected",
+            "movingToShardCount",
+        ),
+        (
+            {"changedAt": "2026-03-01T12:00:00Z"},
+            "changedAt must be UTC ISO-8601",
+            "invalid-value",
+            "changedAt",
+        ),
+        ({"version": "7"}, "version must be a number", "wrong-type", "version"),
+        ({"version": None}, "version must be a number", "missing", "version"),
+        (
+            {"entityType": "RenewalSaga"},
+            "not a RenewalSagaIndexControl item",
+            "wrong-item",
+            "entityType",
+        ),
+        ({"leaseDirection": "sideways"}, "leaseDirection", "invalid-value", "leaseDirection"),
+        ({"leaseHolder": None}, "leaseHolder must be a string", "missing", "leaseHolder"),
+        ({"checksForced": "all"}, "checksForced must be a list", "wrong-type", "checksForced"),
+        (
+            {"lastBackfillTargetLayout": None, "lastBackfillTargetShardCount": None},
+            "lastBackfillTargetLayout is missing",
+            "missing",
+            "lastBackfillTargetLayout",
+        ),
+        (
+            {"backfillPaused": "yes"},
+            "backfillPaused must be a boolean",
+            "wrong-type",
+            "backfillPaused",
+        ),
     ],
 )
 def test_given_a_malformed_state_item_then_it_is_refused_naming_the_attribute(
-    change: dict[str, Any], problem: str
+    change: dict[str, Any], problem: str, kind: str, attribute: str
 ) -> None:
     item = _wire_round_trip(state_item(_full_state()))
     for name, value in change.items():
         if value is None:
-            item.pop(name)
+            item.pop(name, None)
         else:
             item[name] = value
 
-    with pytest.raises(ControlRecordInvalidError, match=problem):
+    with pytest.raises(ControlItemInvalidError, match=problem) as refused:
         parse_state_item(item)
+    assert (refused.value.kind, refused.value.attribute) == (Refusal(kind), attribute)
+
+
+def test_given_the_schema_then_a_full_state_writes_every_state_attribute_it_declares() -> None:
+    item = state_item(_full_state())
+
+    declared = {a.name for part in PARTS if "STATE" in part.items for a in part.attributes}
+    # A full state leaves out only the shard counts of its legacy layouts.
+    legacy_counts = {"movingToShardCount", "previousShardCount", "lastBackfillSourceShardCount"}
+    assert declared - set(item) == legacy_counts
+    assert set(item) - declared == {"PK", "SK", "entityType"}
 
 
 def test_given_a_naive_time_then_it_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         format_time(datetime(2026, 1, 1))
+
+
+def test_given_a_history_item_under_another_version_then_it_is_refused_at_its_sort_key() -> None:
+    item = {**_wire_round_trip(history_item(_transition())), "SK": "HISTORY#0000000008"}
+
+    with pytest.raises(ControlItemInvalidError, match="holds version 7") as refused:
+        parse_history_item(item)
+    assert (refused.value.kind, refused.value.attribute) == (Refusal.INCONSISTENT, "SK")
+
+
+@pytest.mark.parametrize(
+    ("flags", "applied", "abandoned"),
+    [({}, True, False), ({"applied": False}, False, False), ({"abandoned": True}, True, True)],
+)
+def test_given_history_flags_then_absent_ones_read_as_the_table_says(
+    flags: dict[str, bool], applied: bool, abandoned: bool
+) -> None:
+    entry = parse_history_entry({**_wire_round_trip(history_item(_transition())), **flags})
+
+    assert (entry.applied, entry.abandoned) == (applied, abandoned)
+
+
+def test_given_a_history_flag_of_another_type_then_the_refusal_names_the_item() -> None:
+    item = {**_wire_round_trip(history_item(_transition())), "applied": "yes"}
+
+    with pytest.raises(ControlItemInvalidError, match="'HISTORY#0000000007': applied") as refused:
+        parse_history_entry(item)
+    assert (refused.value.kind, refused.value.attribute) == (Refusal.WRONG_TYPE, "applied")

@@ -11,7 +11,7 @@
 // 0; exits 1 with the error on stderr when a read fails, 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { SagaIndex, SagaIndexError, layoutName } from '../dist/index.js';
+import { ControlItemInvalidError, SagaIndex, SagaIndexError, layoutName } from '../dist/index.js';
 
 function args(argv) {
   const options = { endpoint: undefined, table: undefined };
@@ -72,7 +72,7 @@ async function open(table, writer, w) {
 }
 
 // The routing of each table's record, for every person asked: {table: {state, persons,
-// stages} or {error}}.
+// stages} or {error, refusal}}.
 async function routes({ tables, persons, now }) {
   const out = {};
   for (const tableName of tables) {
@@ -90,7 +90,12 @@ async function routes({ tables, persons, now }) {
         stages: await reader.enumerationStages(),
       };
     } catch (err) {
-      out[tableName] = { error: `${err.name}: ${err.message}` };
+      // A refused item: the kind and attribute the Python decoder reports for it.
+      const refused = err.cause instanceof ControlItemInvalidError ? err.cause : null;
+      out[tableName] = {
+        error: err.name,
+        refusal: refused && { kind: refused.kind, attribute: refused.attribute },
+      };
     }
   }
   return out;

@@ -1,5 +1,6 @@
-// The errors a caller can tell apart with `instanceof`. Each message names what failed, in the
-// same words as the Python library (lambdas/saga_index) where both refuse the same input.
+// The errors a caller can tell apart with `instanceof`. Each message names what failed (a
+// personId is refused in the Python library's words); a refused control item also carries the
+// kind and the attribute the Python library reports for it.
 
 /** Base class of every error this package throws on purpose. */
 export class SagaIndexError extends Error {
@@ -20,6 +21,34 @@ export class InvalidKeyError extends SagaIndexError {}
 
 /** The control record exists but breaks docs/control-contract.md (treated as unreadable). */
 export class ControlRecordInvalidError extends SagaIndexError {}
+
+/**
+ * How a control item breaks the contract (docs/control-contract.md, "STATE attributes"): the
+ * same words as the Python library's `Refusal`, which docs/contract-vectors.json pairs with
+ * every refused item.
+ */
+export type RefusalKind =
+  | 'wrong-item'
+  | 'missing'
+  | 'unexpected'
+  | 'wrong-type'
+  | 'invalid-value'
+  | 'inconsistent';
+
+/**
+ * One control item a strict reader refuses: `kind` says how, `attribute` names where. Both
+ * agree with the Python library for the same item; the message is this package's own.
+ */
+export class ControlItemInvalidError extends ControlRecordInvalidError {
+  readonly kind: RefusalKind;
+  readonly attribute: string;
+
+  constructor(kind: RefusalKind, attribute: string, message: string) {
+    super(message);
+    this.kind = kind;
+    this.attribute = attribute;
+  }
+}
 
 /**
  * The control record could not be read (or did not parse) and no state read recently enough

@@ -5,7 +5,7 @@ import { ControlStateCache, readControlState, type CacheOptions } from './contro
 import { IncompleteEnumerationError } from './errors.js';
 import { gsi4sk, person, type Person } from './keys.js';
 import { layoutName } from './layout.js';
-import { reprStr } from './pyrepr.js';
+import { quoted } from './person.js';
 import {
   boundedAll,
   orderRows,
@@ -19,6 +19,7 @@ import { enumerationStages, readKeys, writeKey, type ControlState } from './rout
 import { unmarshallItem, type Row } from './unmarshall.js';
 
 export {
+  ControlItemInvalidError,
   ControlRecordInvalidError,
   IncompleteEnumerationError,
   InvalidKeyError,
@@ -26,6 +27,7 @@ export {
   InvalidShardCountError,
   RecordUnavailableError,
   SagaIndexError,
+  type RefusalKind,
 } from './errors.js';
 export { shardOf, validateShardCount, DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT } from './shard.js';
 export { validatePersonId, MAX_SORT_KEY_BYTES } from './person.js';
@@ -180,7 +182,7 @@ export class SagaIndex {
       // Each person's Queries run one after the other, so this bounds the Queries in flight.
       this.limit,
       (p) => this.readPerson(state, p),
-      (p) => `personId ${reprStr(p.id)}`,
+      (p) => `personId ${quoted(p.id)}`,
     );
     return new Map(ids.map((id, n) => [id, (rows[n] ?? []).map(unmarshallItem)]));
   }

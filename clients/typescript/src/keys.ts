@@ -3,8 +3,7 @@
 //   sharded GSI4PK  "RenewalSaga#" + shard        (decimal, no padding)
 //   GSI4SK          personId + "#" + openedAt     (unchanged by sharding)
 import { InvalidKeyError } from './errors.js';
-import { shown, validatePersonId } from './person.js';
-import { reprStr } from './pyrepr.js';
+import { quoted, shown, validatePersonId } from './person.js';
 import { MAX_SHARD_COUNT, shardHashOfValid } from './shard.js';
 
 export const LEGACY_GSI4PK = 'RenewalSaga';
@@ -38,8 +37,8 @@ export function parseGsi4pk(value: string): number | null {
     if (SHARD_SUFFIX.test(suffix) && Number(suffix) < MAX_SHARD_COUNT) return Number(suffix);
   }
   throw new InvalidKeyError(
-    `GSI4PK ${reprStr(value)} is neither the legacy key ${reprStr(LEGACY_GSI4PK)} ` +
-      `nor a sharded key ${reprStr(SHARD_PREFIX)} + decimal shard number`,
+    `GSI4PK ${quoted(value)} is neither the legacy key ${quoted(LEGACY_GSI4PK)} ` +
+      `nor a sharded key ${quoted(SHARD_PREFIX)} + decimal shard number`,
   );
 }
 
@@ -47,7 +46,7 @@ export function parseGsi4pk(value: string): number | null {
 export function gsi4sk(personId: string, openedAt: string): string {
   if (typeof openedAt !== 'string' || openedAt.length === 0 || openedAt.includes('#')) {
     throw new InvalidKeyError(
-      `openedAt must be a non-empty ISO-8601 string, got ${typeof openedAt === 'string' ? reprStr(openedAt) : shown(openedAt)}`,
+      `openedAt must be a non-empty ISO-8601 string, got ${typeof openedAt === 'string' ? quoted(openedAt) : shown(openedAt)}`,
     );
   }
   return `${validatePersonId(personId, openedAt)}#${openedAt}`;
@@ -57,7 +56,7 @@ export function gsi4sk(personId: string, openedAt: string): string {
 export function parseGsi4sk(value: string): { personId: string; openedAt: string } {
   const at = value.lastIndexOf('#');
   if (at <= 0 || at === value.length - 1) {
-    throw new InvalidKeyError(`GSI4SK ${reprStr(value)} is not personId + '#' + openedAt`);
+    throw new InvalidKeyError(`GSI4SK ${quoted(value)} is not personId + '#' + openedAt`);
   }
   return { personId: value.slice(0, at), openedAt: value.slice(at + 1) };
 }

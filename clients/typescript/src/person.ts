@@ -61,3 +61,9 @@ export function shown(value: unknown): string {
     return String(value);
   }
 }
+
+/** Text in single quotes, with what JSON escapes escaped: how a message shows a string. */
+export function quoted(text: string): string {
+  const body = JSON.stringify(text).slice(1, -1).replace(/\\"/g, '"').replace(/'/g, "\\'");
+  return `'${body}'`;
+}

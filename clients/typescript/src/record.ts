@@ -1,11 +1,12 @@
 // The control record's items, parsed strictly (docs/control-contract.md, "STATE attributes").
-// A reader refuses what does not parse: the reference is the Python decoder
-// (lambdas/saga_index/layout_change/record/decode.py), checked in the same order and refused
-// with the same messages, so both languages refuse the same items for the same reason.
+// A reader refuses what does not parse. The attributes are one table (PARTS, below), the same
+// list as the Python library's record/schema.py: the tests check it against the `attributes`
+// of docs/contract-vectors.json, and every refused item there against the kind and attribute
+// of this parser's ControlItemInvalidError. Checked in the Python decoder's order: each part's
+// attributes in the table's order, then the rules across attributes, then `phase`.
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
-import { ControlRecordInvalidError, InvalidShardCountError } from './errors.js';
+import { ControlItemInvalidError, InvalidShardCountError, type RefusalKind } from './errors.js';
 import { LEGACY, layoutName, phaseOf, sameLayout, sharded, type Layout, type Phase } from './layout.js';
-import { reprAttribute, reprStr } from './pyrepr.js';
 
 export type Item = Record<string, AttributeValue>;
 
@@ -15,6 +16,163 @@ export const HISTORY_SK_PREFIX = 'HISTORY#';
 const ENTITY_STATE = 'RenewalSagaIndexControl';
 const ENTITY_HISTORY = 'RenewalSagaIndexControlHistory';
 const TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** What an attribute holds: its DynamoDB type and the rule a reader checks. */
+export type ValueKind =
+  | 'string'
+  | 'integer'
+  | 'number'
+  | 'boolean'
+  | 'time'
+  | 'strings'
+  | 'layout'
+  | 'shardCount'
+  | 'phase'
+  | 'direction';
+
+const DYNAMO_TYPES: Readonly<Record<ValueKind, 'S' | 'N' | 'BOOL' | 'L'>> = {
+  string: 'S',
+  integer: 'N',
+  number: 'N',
+  boolean: 'BOOL',
+  time: 'S',
+  strings: 'L',
+  layout: 'S',
+  shardCount: 'N',
+  phase: 'S',
+  direction: 'S',
+};
+
+interface AttributeSpec {
+  readonly name: string;
+  readonly value: ValueKind;
+  readonly optional?: boolean;
+  /** What an absent optional attribute reads as (null unless given). */
+  readonly absent?: unknown;
+  /** A layout's shard-count attribute. */
+  readonly count?: string;
+}
+
+interface PartSpec {
+  readonly name: string;
+  readonly items: readonly ('STATE' | 'HISTORY')[];
+  /** The attribute whose presence puts the whole part on the item; each is then required. */
+  readonly presentIf: string | null;
+  readonly attributes: readonly AttributeSpec[];
+}
+
+const layoutPair = (kind: string, count: string, optional: boolean): AttributeSpec[] => [
+  { name: kind, value: 'layout', optional, count },
+  { name: count, value: 'shardCount', optional: true },
+];
+
+const TRANSITION: PartSpec = {
+  name: 'transition',
+  items: ['STATE', 'HISTORY'],
+  presentIf: null,
+  attributes: [
+    ...layoutPair('layout', 'shardCount', false),
+    ...layoutPair('movingToLayout', 'movingToShardCount', true),
+    // Derived from the layouts: `phase` is checked against them, `previousPhase` is not read.
+    { name: 'phase', value: 'phase' },
+    ...layoutPair('previousLayout', 'previousShardCount', false),
+    ...layoutPair('previousMovingToLayout', 'previousMovingToShardCount', true),
+    { name: 'previousPhase', value: 'phase' },
+    { name: 'version', value: 'integer' },
+    { name: 'changedAt', value: 'time' },
+    { name: 'changedBy', value: 'string' },
+    { name: 'reason', value: 'string' },
+    { name: 'effectiveAt', value: 'time' },
+    // Absent only on items written before it existed: then writers stamp `layout`.
+    ...layoutPair('priorWriteLayout', 'priorWriteShardCount', true),
+    { name: 'checksPassed', value: 'strings', optional: true, absent: [] },
+    { name: 'checksForced', value: 'strings', optional: true, absent: [] },
+  ],
+};
+
+const LEASE: PartSpec = {
+  name: 'lease',
+  items: ['STATE'],
+  presentIf: 'leaseToken',
+  attributes: [
+    { name: 'leaseHolder', value: 'string' },
+    { name: 'leaseToken', value: 'string' },
+    { name: 'leaseDirection', value: 'direction' },
+    { name: 'leaseAcquiredAt', value: 'time' },
+    { name: 'leaseHeartbeatAt', value: 'time' },
+    { name: 'leaseExpiresAt', value: 'time' },
+    { name: 'leaseStateVersion', value: 'integer' },
+  ],
+};
+
+const CONTROLS: PartSpec = {
+  name: 'backfill controls',
+  items: ['STATE'],
+  presentIf: null,
+  attributes: [
+    { name: 'backfillMaxWritesPerSecond', value: 'number', optional: true },
+    { name: 'backfillPaused', value: 'boolean', optional: true, absent: false },
+  ],
+};
+
+const COMPLETION: PartSpec = {
+  name: 'last backfill',
+  items: ['STATE'],
+  presentIf: 'lastBackfillDirection',
+  attributes: [
+    { name: 'lastBackfillDirection', value: 'direction' },
+    ...layoutPair('lastBackfillSourceLayout', 'lastBackfillSourceShardCount', false),
+    ...layoutPair('lastBackfillTargetLayout', 'lastBackfillTargetShardCount', false),
+    { name: 'lastBackfillStateVersion', value: 'integer' },
+    { name: 'lastBackfillStartedAt', value: 'time' },
+    { name: 'lastBackfillCompletedAt', value: 'time' },
+    { name: 'lastBackfillScanned', value: 'integer' },
+    { name: 'lastBackfillRestamped', value: 'integer' },
+    { name: 'lastBackfillAnomalies', value: 'integer' },
+    { name: 'lastBackfillComplete', value: 'boolean' },
+    { name: 'lastBackfillVerified', value: 'boolean' },
+    { name: 'lastBackfillHolder', value: 'string' },
+    { name: 'lastBackfillLeaseToken', value: 'string' },
+  ],
+};
+
+// HISTORY intents (docs/control-contract.md, "The record"): this package follows the newest
+// HISTORY item when STATE is missing and does not read them, but they are part of the record.
+const HISTORY_FLAGS: PartSpec = {
+  name: 'history flags',
+  items: ['HISTORY'],
+  presentIf: null,
+  attributes: [
+    { name: 'applied', value: 'boolean', optional: true, absent: true },
+    { name: 'abandoned', value: 'boolean', optional: true, absent: false },
+  ],
+};
+
+const PARTS: readonly PartSpec[] = [TRANSITION, LEASE, CONTROLS, COMPLETION, HISTORY_FLAGS];
+
+/** One attribute as docs/contract-vectors.json lists it. */
+export interface RecordAttribute {
+  readonly name: string;
+  readonly part: string;
+  readonly items: readonly string[];
+  readonly type: 'S' | 'N' | 'BOOL' | 'L';
+  readonly value: ValueKind;
+  readonly optional: boolean;
+  readonly requiredWith: string | null;
+}
+
+/** Every attribute of a STATE or HISTORY item this parser knows, in the table's order. */
+export const RECORD_ATTRIBUTES: readonly RecordAttribute[] = PARTS.flatMap((part) =>
+  part.attributes.map((a) => ({
+    name: a.name,
+    part: part.name,
+    items: [...part.items],
+    type: DYNAMO_TYPES[a.value],
+    value: a.value,
+    optional: a.optional === true || part.presentIf !== null,
+    requiredWith: part.presentIf !== a.name ? part.presentIf : null,
+  })),
+);
 
 /** One layout transition: the STATE item carries the newest, each HISTORY item one. */
 export interface Transition {
@@ -55,28 +213,93 @@ export interface StateRecord {
   readonly lastBackfillDirection: 'forward' | 'rollback' | null;
 }
 
-const fail = (message: string): never => {
-  throw new ControlRecordInvalidError(message);
+const refuse = (kind: RefusalKind, attribute: string, message: string): never => {
+  throw new ControlItemInvalidError(kind, attribute, message);
 };
 
-// A NULL attribute deserialises to None, as an absent one does.
+// A NULL attribute counts as absent (the contract never writes one).
 function get(item: Item, name: string): AttributeValue | undefined {
   const value = item[name];
   return value === undefined || value.NULL !== undefined ? undefined : value;
 }
 
+/** An attribute as shown in a refusal: its DynamoDB JSON, or "nothing" when absent. */
+function shown(value: AttributeValue | undefined): string {
+  return value === undefined ? 'nothing' : JSON.stringify(value);
+}
+
+const absentOrWrong = (value: AttributeValue | undefined): RefusalKind =>
+  value === undefined ? 'missing' : 'wrong-type';
+
+/** Absent, or another DynamoDB type than the attribute's. */
+const wrongValue = (value: AttributeValue | undefined, name: string, what: string): never =>
+  refuse(absentOrWrong(value), name, `${name} must be ${what}, got ${shown(value)}`);
+
+/** A part's values by attribute name; null when the part is not on the item. */
+type Values = ReadonlyMap<string, unknown>;
+
+function readPart(item: Item, part: PartSpec): Values | null {
+  if (part.presentIf !== null && get(item, part.presentIf) === undefined) return null;
+  const values = new Map<string, unknown>();
+  for (const a of part.attributes) {
+    if (a.value === 'shardCount' || a.value === 'phase') continue;
+    values.set(a.name, readAttribute(item, a, part.presentIf !== null || a.optional !== true));
+  }
+  return values;
+}
+
+function readAttribute(item: Item, a: AttributeSpec, required: boolean): unknown {
+  if (a.value === 'layout') {
+    const layout = parseLayout(item, a.name, a.count ?? '');
+    if (layout === null && required) refuse('missing', a.name, `${a.name} is missing`);
+    return layout;
+  }
+  const value = get(item, a.name);
+  if (value === undefined && !required) return a.absent ?? null;
+  switch (a.value) {
+    case 'string':
+      return value?.S ?? wrongValue(value, a.name, 'a string');
+    case 'integer':
+      return int(value, a.name);
+    case 'number':
+      return number(value, a.name);
+    case 'boolean':
+      return value?.BOOL ?? wrongValue(value, a.name, 'a boolean');
+    case 'time':
+      return time(value, a.name);
+    case 'strings':
+      return strings(value, a.name);
+    case 'direction':
+      return direction(value, a.name);
+    default:
+      throw new Error(`no reader for ${a.value}`);
+  }
+}
+
 export function parseStateItem(item: Item): StateRecord {
   expectEntity(item, ENTITY_STATE);
   const transition = parseTransition(item);
-  const lease = parseLease(item);
-  const rate = optionalRate(item);
-  const paused = bool(item, 'backfillPaused', false);
+  const lease = readPart(item, LEASE);
+  const controls = readPart(item, CONTROLS);
+  const completion = readPart(item, COMPLETION);
   return {
     transition,
-    lease,
-    backfillMaxWritesPerSecond: rate,
-    backfillPaused: paused,
-    lastBackfillDirection: parseCompletion(item),
+    lease:
+      lease === null
+        ? null
+        : {
+            holder: lease.get('leaseHolder') as string,
+            token: lease.get('leaseToken') as string,
+            direction: lease.get('leaseDirection') as Lease['direction'],
+            acquiredAt: lease.get('leaseAcquiredAt') as string,
+            heartbeatAt: lease.get('leaseHeartbeatAt') as string,
+            expiresAt: lease.get('leaseExpiresAt') as string,
+            stateVersion: lease.get('leaseStateVersion') as number,
+          },
+    backfillMaxWritesPerSecond: controls?.get('backfillMaxWritesPerSecond') as number | null,
+    backfillPaused: controls?.get('backfillPaused') as boolean,
+    lastBackfillDirection:
+      completion === null ? null : (completion.get('lastBackfillDirection') as Lease['direction']),
   };
 }
 
@@ -84,50 +307,62 @@ export function parseHistoryItem(item: Item): Transition {
   expectEntity(item, ENTITY_HISTORY);
   const transition = parseTransition(item);
   const expected = HISTORY_SK_PREFIX + String(transition.version).padStart(10, '0');
-  if (item.SK?.S !== expected) {
-    fail(`history item ${reprAttribute(item.SK)} holds version ${transition.version}`);
+  if (get(item, 'SK')?.S !== expected) {
+    refuse(
+      'inconsistent',
+      'SK',
+      `history item SK ${shown(get(item, 'SK'))} holds version ${transition.version}, not ${expected}`,
+    );
   }
   return transition;
 }
 
 /** The transition attributes, shared by the STATE item and every HISTORY item. */
 export function parseTransition(item: Item): Transition {
-  const layout = parseLayout(item, 'layout', 'shardCount') ?? fail('layout is missing');
-  const previousLayout =
-    parseLayout(item, 'previousLayout', 'previousShardCount') ?? fail('previousLayout is missing');
-  const version = int(item, 'version');
-  const movingTo = parseLayout(item, 'movingToLayout', 'movingToShardCount');
-  const previousMovingTo = parseLayout(item, 'previousMovingToLayout', 'previousMovingToShardCount');
-  const changedAt = time(item, 'changedAt');
-  const changedBy = str(item, 'changedBy');
-  const reason = str(item, 'reason');
-  const effectiveAt = time(item, 'effectiveAt');
-  const checksPassed = strList(item, 'checksPassed');
-  const checksForced = strList(item, 'checksForced');
-  const priorWritten = parseLayout(item, 'priorWriteLayout', 'priorWriteShardCount');
-  const invalid = (detail: string): never => fail(`control item does not parse: ${detail}`);
-  if (version < 1) invalid(`a transition's version starts at 1, got ${version}`);
+  const values = readPart(item, TRANSITION) as Values;
+  const version = values.get('version') as number;
+  const layout = values.get('layout') as Layout;
+  const movingTo = values.get('movingToLayout') as Layout | null;
+  const previousLayout = values.get('previousLayout') as Layout;
+  const previousMovingTo = values.get('previousMovingToLayout') as Layout | null;
+  const priorWritten = values.get('priorWriteLayout') as Layout | null;
+  if (version < 1) refuse('invalid-value', 'version', `version must be at least 1, got ${version}`);
   const phase =
     phaseOf(layout, movingTo) ??
-    invalid(`a state cannot move from ${layoutName(layout)} to itself`);
+    refuse(
+      'inconsistent',
+      'movingToLayout',
+      `movingToLayout: a state cannot move from ${layoutName(layout)} to itself`,
+    );
   if (phaseOf(previousLayout, previousMovingTo) === null) {
-    invalid(`a state cannot move from ${layoutName(previousLayout)} to itself`);
+    refuse(
+      'inconsistent',
+      'previousMovingToLayout',
+      `previousMovingToLayout: a state cannot move from ${layoutName(previousLayout)} to itself`,
+    );
   }
   if (
     priorWritten !== null &&
     !sameLayout(priorWritten, layout) &&
     !sameLayout(priorWritten, movingTo)
   ) {
-    invalid(
-      `the prior write layout ${layoutName(priorWritten)} is neither the layout ` +
-        `(${layoutName(layout)}) nor movingTo (${movingTo === null ? 'None' : layoutName(movingTo)}): ` +
-        'readers of this state would not see what its writers stamp',
+    refuse(
+      'inconsistent',
+      'priorWriteLayout',
+      `priorWriteLayout ${layoutName(priorWritten)} is neither the layout (${layoutName(layout)}) ` +
+        `nor movingTo (${movingTo === null ? 'none' : layoutName(movingTo)}): readers of this ` +
+        'state would not see what its writers stamp',
     );
   }
   const stored = get(item, 'phase');
   if (stored?.S !== phase) {
-    fail(`phase ${reprAttribute(stored)} disagrees with its layouts (${reprStr(phase)})`);
+    refuse(
+      stored === undefined ? 'missing' : 'inconsistent',
+      'phase',
+      `phase ${shown(stored)} disagrees with its layouts, which make it ${phase}`,
+    );
   }
+  const effectiveAt = values.get('effectiveAt') as string;
   return {
     version,
     phase,
@@ -136,150 +371,100 @@ export function parseTransition(item: Item): Transition {
     previousLayout,
     previousMovingTo,
     priorWrite: priorWritten ?? layout,
-    changedAt,
-    changedBy,
-    reason,
+    changedAt: values.get('changedAt') as string,
+    changedBy: values.get('changedBy') as string,
+    reason: values.get('reason') as string,
     effectiveAt,
     effectiveAtMs: Date.parse(effectiveAt),
-    checksPassed,
-    checksForced,
+    checksPassed: values.get('checksPassed') as string[],
+    checksForced: values.get('checksForced') as string[],
   };
-}
-
-function parseLease(item: Item): Lease | null {
-  if (get(item, 'leaseToken') === undefined) return null;
-  const value = get(item, 'leaseDirection');
-  const direction = parseDirection(value) ?? fail(`leaseDirection: ${directionError(value)}`);
-  return {
-    holder: str(item, 'leaseHolder'),
-    token: str(item, 'leaseToken'),
-    direction,
-    acquiredAt: time(item, 'leaseAcquiredAt'),
-    heartbeatAt: time(item, 'leaseHeartbeatAt'),
-    expiresAt: time(item, 'leaseExpiresAt'),
-    stateVersion: int(item, 'leaseStateVersion'),
-  };
-}
-
-function parseCompletion(item: Item): 'forward' | 'rollback' | null {
-  const value = get(item, 'lastBackfillDirection');
-  if (value === undefined) return null;
-  const direction =
-    parseDirection(value) ?? fail(`last backfill does not parse: ${directionError(value)}`);
-  const source = parseLayout(item, 'lastBackfillSourceLayout', 'lastBackfillSourceShardCount');
-  const target = parseLayout(item, 'lastBackfillTargetLayout', 'lastBackfillTargetShardCount');
-  if (source === null || target === null) fail('last backfill lacks its source or target layout');
-  int(item, 'lastBackfillStateVersion');
-  time(item, 'lastBackfillStartedAt');
-  time(item, 'lastBackfillCompletedAt');
-  int(item, 'lastBackfillScanned');
-  int(item, 'lastBackfillRestamped');
-  int(item, 'lastBackfillAnomalies');
-  bool(item, 'lastBackfillComplete');
-  bool(item, 'lastBackfillVerified');
-  str(item, 'lastBackfillHolder');
-  str(item, 'lastBackfillLeaseToken');
-  return direction;
-}
-
-// BackfillDirection.parse: str(value).strip().lower(); only a string can ever match.
-function parseDirection(value: AttributeValue | undefined): 'forward' | 'rollback' | null {
-  const text = value?.S?.trim().toLowerCase();
-  return text === 'forward' || text === 'rollback' ? text : null;
-}
-
-function directionError(value: AttributeValue | undefined): string {
-  return `direction must be 'forward' or 'rollback'; got ${reprAttribute(value)}`;
 }
 
 function expectEntity(item: Item, entity: string): void {
-  if (get(item, 'PK')?.S !== CONTROL_PK || get(item, 'entityType')?.S !== entity) {
-    fail(
-      `not a ${entity} item: PK=${reprAttribute(get(item, 'PK'))}, ` +
-        `entityType=${reprAttribute(get(item, 'entityType'))}`,
+  const pk = get(item, 'PK');
+  const entityType = get(item, 'entityType');
+  if (pk?.S !== CONTROL_PK || entityType?.S !== entity) {
+    refuse(
+      'wrong-item',
+      pk?.S !== CONTROL_PK ? 'PK' : 'entityType',
+      `not a ${entity} item: PK ${shown(pk)}, entityType ${shown(entityType)}`,
     );
   }
 }
 
 function parseLayout(item: Item, kindName: string, countName: string): Layout | null {
   const kind = get(item, kindName);
+  const count = get(item, countName);
   if (kind === undefined) {
-    if (get(item, countName) !== undefined) fail(`${countName} is set but ${kindName} is not`);
+    if (count !== undefined) {
+      refuse('unexpected', countName, `${countName} is set but ${kindName} is not`);
+    }
     return null;
   }
   if (kind.S === 'legacy') {
-    if (get(item, countName) !== undefined) {
-      fail(`${countName} must be absent for a legacy layout`);
+    if (count !== undefined) {
+      refuse('unexpected', countName, `${countName} must be absent for a legacy layout`);
     }
     return LEGACY;
   }
   if (kind.S === 'sharded') {
-    const count = int(item, countName);
+    const n = int(count, countName);
     try {
-      return sharded(count);
+      return sharded(n);
     } catch (err) {
-      if (err instanceof InvalidShardCountError) fail(`${countName}: ${err.message}`);
+      if (err instanceof InvalidShardCountError) {
+        refuse('invalid-value', countName, `${countName}: ${err.message}`);
+      }
       throw err;
     }
   }
-  return fail(`${kindName} must be 'legacy' or 'sharded', got ${reprAttribute(kind)}`);
+  return refuse(
+    kind.S === undefined ? 'wrong-type' : 'invalid-value',
+    kindName,
+    `${kindName} must be 'legacy' or 'sharded', got ${shown(kind)}`,
+  );
 }
 
-function int(item: Item, name: string): number {
-  const value = get(item, name);
-  if (value?.N === undefined) return fail(`${name} must be a number, got ${reprAttribute(value)}`);
-  const n = Number(value.N);
-  if (!Number.isInteger(n)) fail(`${name} must be an integer, got ${value.N}`);
-  return n;
-}
-
-function optionalRate(item: Item): number | null {
-  const value = get(item, 'backfillMaxWritesPerSecond');
-  if (value === undefined) return null;
-  if (value.N === undefined) {
-    fail(`backfillMaxWritesPerSecond must be a number, got ${reprAttribute(value)}`);
-  }
+function number(value: AttributeValue | undefined, name: string): number {
+  if (value?.N === undefined) return wrongValue(value, name, 'a number');
   return Number(value.N);
 }
 
-function str(item: Item, name: string): string {
-  const value = get(item, name);
-  if (value?.S === undefined) return fail(`${name} must be a string, got ${reprAttribute(value)}`);
-  return value.S;
+function int(value: AttributeValue | undefined, name: string): number {
+  const n = number(value, name);
+  if (!Number.isInteger(n)) refuse('invalid-value', name, `${name} must be an integer, got ${value?.N}`);
+  return n;
 }
 
-function bool(item: Item, name: string, fallback?: boolean): boolean {
-  const value = get(item, name);
-  if (value === undefined && fallback !== undefined) return fallback;
-  if (value?.BOOL === undefined) {
-    return fail(`${name} must be a boolean, got ${reprAttribute(value)}`);
-  }
-  return value.BOOL;
-}
-
-// item.get(name, []): absent is an empty list, but a NULL attribute is None and refused.
-function strList(item: Item, name: string): string[] {
-  const value = item[name];
-  if (value === undefined) return [];
-  const list = value.L;
+function strings(value: AttributeValue | undefined, name: string): string[] {
+  const list = value?.L;
   if (list === undefined || !list.every((v) => v.S !== undefined)) {
-    return fail(`${name} must be a list of strings, got ${reprAttribute(value)}`);
+    return wrongValue(value, name, 'a list of strings');
   }
   return list.map((v) => v.S as string);
 }
 
+// Python's BackfillDirection.parse: trimmed, any case; only a string can name one.
+function direction(value: AttributeValue | undefined, name: string): 'forward' | 'rollback' {
+  const text = value?.S?.trim().toLowerCase();
+  if (text === 'forward' || text === 'rollback') return text;
+  return refuse(
+    value?.S !== undefined ? 'invalid-value' : absentOrWrong(value),
+    name,
+    `${name} must be 'forward' or 'rollback', got ${shown(value)}`,
+  );
+}
+
 /** A record time: UTC ISO-8601 with milliseconds and "Z", fixed width, and a real instant. */
-export function time(item: Item, name: string): string {
-  const value = get(item, name);
+function time(value: AttributeValue | undefined, name: string): string {
   const text = value?.S;
-  if (text === undefined || !TIME.test(text)) {
-    return fail(
-      `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got ${reprAttribute(value)}`,
-    );
+  if (text === undefined) {
+    return wrongValue(value, name, 'a UTC ISO-8601 time');
   }
   const at = new Date(text);
-  if (Number.isNaN(at.getTime()) || at.toISOString() !== text) {
-    fail(`${name} is not a time: ${reprStr(text)}`);
+  if (!TIME.test(text) || Number.isNaN(at.getTime()) || at.toISOString() !== text) {
+    refuse('invalid-value', name, `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got ${text}`);
   }
   return text;
 }

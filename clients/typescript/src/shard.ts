@@ -4,8 +4,7 @@
 // agrees with the Python Lambdas and every other writer of the table (docs/shard-vectors.json).
 import { createHash } from 'node:crypto';
 import { InvalidShardCountError } from './errors.js';
-import { reprStr } from './pyrepr.js';
-import { validatePersonId } from './person.js';
+import { quoted, validatePersonId } from './person.js';
 
 export const DEFAULT_SHARD_COUNT = 16;
 export const MAX_SHARD_COUNT = 1024;
@@ -14,7 +13,7 @@ export const MAX_SHARD_COUNT = 1024;
 export function validateShardCount(n: unknown): number {
   if (typeof n !== 'number' || !Number.isInteger(n)) {
     const shown =
-      typeof n === 'string' ? reprStr(n) : typeof n === 'boolean' ? (n ? 'True' : 'False') : String(n);
+      typeof n === 'string' ? quoted(n) : typeof n === 'boolean' ? (n ? 'True' : 'False') : String(n);
     throw new InvalidShardCountError(
       `shard count must be an integer power of two from 1 to ${MAX_SHARD_COUNT}, got ${shown}`,
     );

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  ControlItemInvalidError,
   ControlRecordInvalidError,
   ControlStateCache,
   NEVER_MIGRATED,
@@ -150,7 +151,9 @@ describe('the control record cache', () => {
     const index = new SagaIndex({ client: fake, tableName: 't', cacheSeconds: 30 });
     await assert.rejects(index.getAllSagas(), (err: unknown) => {
       assert.ok(err instanceof RecordUnavailableError);
-      assert.match(err.message, /layout must be 'legacy' or 'sharded', got 'diagonal'/);
+      assert.ok(err.cause instanceof ControlItemInvalidError);
+      assert.deepEqual([err.cause.kind, err.cause.attribute], ['invalid-value', 'layout']);
+      assert.match(err.message, /layout must be 'legacy' or 'sharded', got \{"S":"diagonal"\}/);
       return true;
     });
     assert.deepEqual(fake.queriesOf(), []);

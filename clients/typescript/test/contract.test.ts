@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   CACHE_SECONDS,
+  ControlItemInvalidError,
   ControlRecordInvalidError,
   EFFECTIVE_DELAY_SECONDS,
   NEVER_MIGRATED,
@@ -19,9 +20,11 @@ import {
   writeLayout,
   type ControlState,
   type Item,
+  type RefusalKind,
 } from '../src/index.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
+import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';
 import { docsJson } from './vectors.js';
 
 interface PersonRouting {
@@ -31,11 +34,12 @@ interface PersonRouting {
 }
 interface Vectors {
   routing: { name: string; item: Item; now: string; persons: PersonRouting[]; stages: string[][] }[];
+  attributes: RecordAttribute[];
   records: {
     name: string;
     item: Item;
     valid: boolean;
-    error: string | null;
+    refusal: { kind: string; attribute: string } | null;
     phase: string | null;
     version: number | null;
   }[];
@@ -90,13 +94,26 @@ describe('contract vectors: records (valid and invalid STATE items)', () => {
       } else {
         assert.throws(
           () => parseStateItem(v.item),
-          (err: unknown) =>
-            err instanceof ControlRecordInvalidError && err.message.includes(v.error ?? '\u0000'),
-          `expected a refusal containing ${JSON.stringify(v.error)}`,
+          (err: unknown) => {
+            assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
+            assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
+            assert.ok(err.message.includes(err.attribute), err.message);
+            return true;
+          },
         );
       }
     });
   }
+});
+
+test('contract vectors: the record attributes this parser knows are the Python table', () => {
+  assert.deepEqual(RECORD_ATTRIBUTES, vectors.attributes);
+});
+
+test('contract vectors: every refusal kind is exercised', () => {
+  const kinds = new Set(vectors.records.flatMap((r) => (r.refusal === null ? [] : [r.refusal.kind])));
+  const all: RefusalKind[] = ['wrong-item', 'missing', 'unexpected', 'wrong-type', 'invalid-value', 'inconsistent'];
+  assert.deepEqual([...kinds].sort(), [...all].sort());
 });
 
 describe('contract vectors: the missing-record fallback', () => {

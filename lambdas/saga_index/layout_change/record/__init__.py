@@ -4,6 +4,7 @@ that every reader and writer follows, changed only through guarded transitions.
   phase     the operator's name for a state
   state     what one read of the record says, as values (pure)
   errors    the record's errors, each naming what the operator can do next
+  schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes

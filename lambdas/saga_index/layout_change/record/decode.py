@@ -1,65 +1,44 @@
 """The control items as read: deserialised items back into states and transitions, strictly
-(docs/control-contract.md: a reader refuses what does not parse); anything malformed is
-ControlRecordInvalidError.
+(docs/control-contract.md: a reader refuses what does not parse). The attributes and what each
+holds come from record/schema.py; anything malformed is ControlItemInvalidError, naming the
+attribute and the kind of refusal (the contract vectors hold both for every refused item).
+
+The attributes of a part are read in the table's order; then the checks across attributes
+(the version, each state's two layouts, the prior write layout), then `phase` against its
+layouts. A NULL attribute deserialises to None and counts as absent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import LEGACY_KIND, SHARDED_KIND, Layout
 from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
 from saga_index.layout_change.record.items import (
-    BACKFILL_MAX_WRITES_PER_SECOND,
-    BACKFILL_PAUSED,
-    CHANGED_AT,
-    CHANGED_BY,
-    CHECKS_FORCED,
-    CHECKS_PASSED,
-    EFFECTIVE_AT,
     ENTITY_HISTORY,
     ENTITY_STATE,
     ENTITY_TYPE,
-    LAST_BACKFILL_ANOMALIES,
-    LAST_BACKFILL_COMPLETE,
-    LAST_BACKFILL_COMPLETED_AT,
-    LAST_BACKFILL_DIRECTION,
-    LAST_BACKFILL_HOLDER,
-    LAST_BACKFILL_LEASE_TOKEN,
-    LAST_BACKFILL_RESTAMPED,
-    LAST_BACKFILL_SCANNED,
-    LAST_BACKFILL_SOURCE_LAYOUT,
-    LAST_BACKFILL_SOURCE_SHARD_COUNT,
-    LAST_BACKFILL_STARTED_AT,
-    LAST_BACKFILL_STATE_VERSION,
-    LAST_BACKFILL_TARGET_LAYOUT,
-    LAST_BACKFILL_TARGET_SHARD_COUNT,
-    LAST_BACKFILL_VERIFIED,
-    LAYOUT,
-    LEASE_ACQUIRED_AT,
-    LEASE_DIRECTION,
-    LEASE_EXPIRES_AT,
-    LEASE_HEARTBEAT_AT,
-    LEASE_HOLDER,
-    LEASE_STATE_VERSION,
-    LEASE_TOKEN,
     MOVING_TO_LAYOUT,
-    MOVING_TO_SHARD_COUNT,
     PHASE,
-    PREVIOUS_LAYOUT,
     PREVIOUS_MOVING_TO_LAYOUT,
-    PREVIOUS_MOVING_TO_SHARD_COUNT,
-    PREVIOUS_SHARD_COUNT,
     PRIOR_WRITE_LAYOUT,
-    PRIOR_WRITE_SHARD_COUNT,
-    REASON,
-    SHARD_COUNT,
     VERSION,
     history_sk,
+)
+from saga_index.layout_change.record.phase import phase_of
+from saga_index.layout_change.record.schema import (
+    COMPLETION,
+    CONTROLS,
+    HISTORY_FLAGS,
+    LEASE,
+    TRANSITION,
+    Attribute,
+    Part,
+    Value,
 )
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
@@ -68,19 +47,26 @@ from saga_index.layout_change.record.state import (
     Lease,
     RecordCondition,
     Transition,
+    check_prior_write,
+    check_version,
 )
 from saga_index.layout_change.record.times import parse_time
+
+T = TypeVar("T")
 
 
 def parse_state_item(item: Mapping[str, Any]) -> ControlState:
     _expect_entity(item, ENTITY_STATE)
+    transition = parse_transition(item)
+    lease = read_part(item, LEASE)
+    controls = read_part(item, CONTROLS) or {}
+    completion = read_part(item, COMPLETION)
     return ControlState(
-        transition=parse_transition(item),
+        transition=transition,
         condition=RecordCondition.PRESENT,
-        lease=_parse_lease(item),
-        backfill_max_writes_per_second=_optional_rate(item),
-        backfill_paused=_bool(item, BACKFILL_PAUSED, default=False),
-        last_backfill=_parse_completion(item),
+        lease=None if lease is None else Lease(**lease),
+        last_backfill=None if completion is None else BackfillCompletion(**completion),
+        **controls,
     )
 
 
@@ -88,101 +74,81 @@ def parse_history_item(item: Mapping[str, Any]) -> Transition:
     _expect_entity(item, ENTITY_HISTORY)
     transition = parse_transition(item)
     if item.get(TABLE_SORT_KEY) != history_sk(transition.version):
-        raise ControlRecordInvalidError(
-            f"history item {item.get(TABLE_SORT_KEY)!r} holds version {transition.version}"
+        _refuse(
+            f"history item {item.get(TABLE_SORT_KEY)!r} holds version {transition.version}",
+            Refusal.INCONSISTENT,
+            TABLE_SORT_KEY,
         )
     return transition
+
+
+def parse_history_flags(item: Mapping[str, Any]) -> dict[str, bool]:
+    """A HISTORY item's `applied` and `abandoned` (record/history.py)."""
+    return read_part(item, HISTORY_FLAGS) or {}
 
 
 def parse_transition(item: Mapping[str, Any]) -> Transition:
-    try:
-        layout = _layout(item, LAYOUT, SHARD_COUNT)
-        if layout is None:
-            raise ControlRecordInvalidError(f"{LAYOUT} is missing")
-        previous = _layout(item, PREVIOUS_LAYOUT, PREVIOUS_SHARD_COUNT)
-        if previous is None:
-            raise ControlRecordInvalidError(f"{PREVIOUS_LAYOUT} is missing")
-        transition = Transition(
-            version=_int(item, VERSION),
-            layout=layout,
-            moving_to=_layout(item, MOVING_TO_LAYOUT, MOVING_TO_SHARD_COUNT),
-            previous_layout=previous,
-            previous_moving_to=_layout(
-                item, PREVIOUS_MOVING_TO_LAYOUT, PREVIOUS_MOVING_TO_SHARD_COUNT
-            ),
-            changed_at=parse_time(item.get(CHANGED_AT), CHANGED_AT),
-            changed_by=_str(item, CHANGED_BY),
-            reason=_str(item, REASON),
-            effective_at=parse_time(item.get(EFFECTIVE_AT), EFFECTIVE_AT),
-            checks_passed=_str_list(item, CHECKS_PASSED),
-            checks_forced=_str_list(item, CHECKS_FORCED),
-            # Absent on items written before writers switched at effectiveAt: then writers
-            # stamped the source (moving) or the current layout, which is the default.
-            prior_write=_layout(item, PRIOR_WRITE_LAYOUT, PRIOR_WRITE_SHARD_COUNT),
-        )
-    except ControlRecordInvalidError:
-        raise
-    except InvalidInputError as err:
-        raise ControlRecordInvalidError(f"control item does not parse: {err}") from err
+    fields = read_part(item, TRANSITION)
+    assert fields is not None  # the transition has no presence attribute: always read
+    _check(lambda: check_version(fields["version"]), VERSION, Refusal.INVALID_VALUE)
+    _check(lambda: phase_of(fields["layout"], fields["moving_to"]), MOVING_TO_LAYOUT)
+    _check(
+        lambda: phase_of(fields["previous_layout"], fields["previous_moving_to"]),
+        PREVIOUS_MOVING_TO_LAYOUT,
+    )
+    _check(
+        lambda: check_prior_write(fields["prior_write"], fields["layout"], fields["moving_to"]),
+        PRIOR_WRITE_LAYOUT,
+    )
+    transition = Transition(**fields)
     stored_phase = item.get(PHASE)
     if stored_phase != transition.phase.value:
-        raise ControlRecordInvalidError(
-            f"{PHASE} {stored_phase!r} disagrees with its layouts ({transition.phase.value!r})"
+        _refuse(
+            f"{PHASE} {stored_phase!r} disagrees with its layouts ({transition.phase.value!r})",
+            Refusal.MISSING if stored_phase is None else Refusal.INCONSISTENT,
+            PHASE,
         )
     return transition
 
 
-def _parse_lease(item: Mapping[str, Any]) -> Lease | None:
-    if item.get(LEASE_TOKEN) is None:
+def read_part(item: Mapping[str, Any], part: Part) -> dict[str, Any] | None:
+    """The part's fields as its dataclass takes them; None when the part is not on the item.
+
+    Derived attributes (the phases) are not read; a shard count is read with its layout."""
+    if part.present_if is not None and item.get(part.present_if) is None:
         return None
-    try:
-        direction = BackfillDirection.parse(item.get(LEASE_DIRECTION))
-    except InvalidInputError as err:
-        raise ControlRecordInvalidError(f"{LEASE_DIRECTION}: {err}") from err
-    return Lease(
-        holder=_str(item, LEASE_HOLDER),
-        token=_str(item, LEASE_TOKEN),
-        direction=direction,
-        acquired_at=parse_time(item.get(LEASE_ACQUIRED_AT), LEASE_ACQUIRED_AT),
-        heartbeat_at=parse_time(item.get(LEASE_HEARTBEAT_AT), LEASE_HEARTBEAT_AT),
-        expires_at=parse_time(item.get(LEASE_EXPIRES_AT), LEASE_EXPIRES_AT),
-        state_version=_int(item, LEASE_STATE_VERSION),
-    )
+    fields: dict[str, Any] = {}
+    for attribute in part.attributes:
+        if attribute.field is None or attribute.value is Value.SHARD_COUNT:
+            continue
+        required = part.present_if is not None or not attribute.optional
+        fields[attribute.field] = _read(item, attribute, required=required)
+    return fields
 
 
-def _parse_completion(item: Mapping[str, Any]) -> BackfillCompletion | None:
-    if item.get(LAST_BACKFILL_DIRECTION) is None:
-        return None
-    try:
-        direction = BackfillDirection.parse(item.get(LAST_BACKFILL_DIRECTION))
-        source = _layout(item, LAST_BACKFILL_SOURCE_LAYOUT, LAST_BACKFILL_SOURCE_SHARD_COUNT)
-        target = _layout(item, LAST_BACKFILL_TARGET_LAYOUT, LAST_BACKFILL_TARGET_SHARD_COUNT)
-    except InvalidInputError as err:
-        raise ControlRecordInvalidError(f"last backfill does not parse: {err}") from err
-    if source is None or target is None:
-        raise ControlRecordInvalidError("last backfill lacks its source or target layout")
-    return BackfillCompletion(
-        direction=direction,
-        source=source,
-        target=target,
-        state_version=_int(item, LAST_BACKFILL_STATE_VERSION),
-        started_at=parse_time(item.get(LAST_BACKFILL_STARTED_AT), LAST_BACKFILL_STARTED_AT),
-        completed_at=parse_time(item.get(LAST_BACKFILL_COMPLETED_AT), LAST_BACKFILL_COMPLETED_AT),
-        scanned=_int(item, LAST_BACKFILL_SCANNED),
-        restamped=_int(item, LAST_BACKFILL_RESTAMPED),
-        anomalies=_int(item, LAST_BACKFILL_ANOMALIES),
-        complete=_bool(item, LAST_BACKFILL_COMPLETE),
-        verified=_bool(item, LAST_BACKFILL_VERIFIED),
-        holder=_str(item, LAST_BACKFILL_HOLDER),
-        lease_token=_str(item, LAST_BACKFILL_LEASE_TOKEN),
-    )
+def _read(item: Mapping[str, Any], attribute: Attribute, *, required: bool) -> Any:
+    name = attribute.name
+    if attribute.value is Value.LAYOUT:
+        assert attribute.count is not None
+        layout = _layout(item, name, attribute.count)
+        if layout is None and required:
+            _refuse(f"{name} is missing", Refusal.MISSING, name)
+        return layout
+    value = item.get(name)
+    if value is None and not required:
+        return attribute.absent
+    reader = _READERS[attribute.value]
+    return reader(value, name)
 
 
 def _expect_entity(item: Mapping[str, Any], entity: str) -> None:
     if item.get(TABLE_PARTITION_KEY) != CONTROL_PK or item.get(ENTITY_TYPE) != entity:
-        raise ControlRecordInvalidError(
+        wrong = TABLE_PARTITION_KEY if item.get(TABLE_PARTITION_KEY) != CONTROL_PK else ENTITY_TYPE
+        _refuse(
             f"not a {entity} item: PK={item.get(TABLE_PARTITION_KEY)!r}, "
-            f"{ENTITY_TYPE}={item.get(ENTITY_TYPE)!r}"
+            f"{ENTITY_TYPE}={item.get(ENTITY_TYPE)!r}",
+            Refusal.WRONG_ITEM,
+            wrong,
         )
 
 
@@ -190,58 +156,93 @@ def _layout(item: Mapping[str, Any], kind_name: str, count_name: str) -> Layout 
     kind = item.get(kind_name)
     if kind is None:
         if item.get(count_name) is not None:
-            raise ControlRecordInvalidError(f"{count_name} is set but {kind_name} is not")
+            _refuse(f"{count_name} is set but {kind_name} is not", Refusal.UNEXPECTED, count_name)
         return None
     if kind == LEGACY_KIND:
         if item.get(count_name) is not None:
-            raise ControlRecordInvalidError(f"{count_name} must be absent for a legacy layout")
+            _refuse(
+                f"{count_name} must be absent for a legacy layout", Refusal.UNEXPECTED, count_name
+            )
         return Layout.legacy()
     if kind == SHARDED_KIND:
+        count = _int(item.get(count_name), count_name)
         try:
-            return Layout.sharded(_int(item, count_name))
+            return Layout.sharded(count)
         except InvalidInputError as err:
-            raise ControlRecordInvalidError(f"{count_name}: {err}") from err
-    raise ControlRecordInvalidError(f"{kind_name} must be 'legacy' or 'sharded', got {kind!r}")
+            _refuse(f"{count_name}: {err}", Refusal.INVALID_VALUE, count_name, err)
+    _refuse(
+        f"{kind_name} must be 'legacy' or 'sharded', got {kind!r}",
+        Refusal.INVALID_VALUE if isinstance(kind, str) else Refusal.WRONG_TYPE,
+        kind_name,
+    )
 
 
-def _int(item: Mapping[str, Any], name: str) -> int:
-    value = item.get(name)
+def _int(value: Any, name: str) -> int:
+    number = _number(value, name)
+    if isinstance(number, Decimal) and number != number.to_integral_value():
+        _refuse(f"{name} must be an integer, got {number}", Refusal.INVALID_VALUE, name)
+    return int(number)
+
+
+def _number(value: Any, name: str) -> int | Decimal:
     if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        raise ControlRecordInvalidError(f"{name} must be a number, got {value!r}")
-    if isinstance(value, Decimal) and value != value.to_integral_value():
-        raise ControlRecordInvalidError(f"{name} must be an integer, got {value}")
-    return int(value)
-
-
-def _optional_rate(item: Mapping[str, Any]) -> float | None:
-    value = item.get(BACKFILL_MAX_WRITES_PER_SECOND)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        raise ControlRecordInvalidError(
-            f"{BACKFILL_MAX_WRITES_PER_SECOND} must be a number, got {value!r}"
-        )
-    return float(value)
-
-
-def _str(item: Mapping[str, Any], name: str) -> str:
-    value = item.get(name)
-    if not isinstance(value, str):
-        raise ControlRecordInvalidError(f"{name} must be a string, got {value!r}")
+        _refuse(f"{name} must be a number, got {value!r}", _absent_or_wrong(value), name)
     return value
 
 
-def _bool(item: Mapping[str, Any], name: str, *, default: bool | None = None) -> bool:
-    value = item.get(name)
-    if value is None and default is not None:
-        return default
-    if not isinstance(value, bool):
-        raise ControlRecordInvalidError(f"{name} must be a boolean, got {value!r}")
-    return value
+def _rate(value: Any, name: str) -> float:
+    return float(_number(value, name))
 
 
-def _str_list(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    value = item.get(name, [])
+def _typed(expected: type[T], what: str) -> Callable[[Any, str], T]:
+    def read(value: Any, name: str) -> T:
+        if not isinstance(value, expected):
+            _refuse(f"{name} must be {what}, got {value!r}", _absent_or_wrong(value), name)
+        return value
+
+    return read
+
+
+def _strings(value: Any, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ControlRecordInvalidError(f"{name} must be a list of strings, got {value!r}")
+        _refuse(f"{name} must be a list of strings, got {value!r}", _absent_or_wrong(value), name)
     return tuple(value)
+
+
+def _direction(value: Any, name: str) -> BackfillDirection:
+    try:
+        return BackfillDirection.parse(value)
+    except InvalidInputError as err:
+        kind = Refusal.INVALID_VALUE if isinstance(value, str) else _absent_or_wrong(value)
+        _refuse(f"{name}: {err}", kind, name, err)
+
+
+_READERS: dict[Value, Callable[[Any, str], Any]] = {
+    Value.STRING: _typed(str, "a string"),
+    Value.INTEGER: _int,
+    Value.NUMBER: _rate,
+    Value.BOOLEAN: _typed(bool, "a boolean"),
+    Value.TIME: parse_time,
+    Value.STRINGS: _strings,
+    Value.DIRECTION: _direction,
+}
+
+
+def _absent_or_wrong(value: Any) -> Refusal:
+    return Refusal.MISSING if value is None else Refusal.WRONG_TYPE
+
+
+def _check(
+    check: Callable[[], object], attribute: str, kind: Refusal = Refusal.INCONSISTENT
+) -> None:
+    """A rule the state's dataclass enforces, refused as a contract breach at `attribute`."""
+    try:
+        check()
+    except InvalidInputError as err:
+        _refuse(f"control item does not parse: {err}", kind, attribute, err)
+
+
+def _refuse(
+    message: str, kind: Refusal, attribute: str, cause: BaseException | None = None
+) -> NoReturn:
+    raise ControlItemInvalidError(message, kind=kind, attribute=attribute) from cause

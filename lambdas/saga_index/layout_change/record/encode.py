@@ -17,59 +17,28 @@ from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import Layout
 from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.items import (
-    BACKFILL_MAX_WRITES_PER_SECOND,
-    BACKFILL_PAUSED,
     CHANGED_AT,
     CHANGED_BY,
-    CHECKS_FORCED,
-    CHECKS_PASSED,
-    EFFECTIVE_AT,
     ENTITY_EVENT,
     ENTITY_HISTORY,
     ENTITY_STATE,
     ENTITY_TYPE,
     EVENT,
     EVENT_ID,
-    LAST_BACKFILL_ANOMALIES,
-    LAST_BACKFILL_COMPLETE,
-    LAST_BACKFILL_COMPLETED_AT,
-    LAST_BACKFILL_DIRECTION,
-    LAST_BACKFILL_HOLDER,
-    LAST_BACKFILL_LEASE_TOKEN,
-    LAST_BACKFILL_RESTAMPED,
-    LAST_BACKFILL_SCANNED,
-    LAST_BACKFILL_SOURCE_LAYOUT,
-    LAST_BACKFILL_SOURCE_SHARD_COUNT,
-    LAST_BACKFILL_STARTED_AT,
-    LAST_BACKFILL_STATE_VERSION,
-    LAST_BACKFILL_TARGET_LAYOUT,
-    LAST_BACKFILL_TARGET_SHARD_COUNT,
-    LAST_BACKFILL_VERIFIED,
-    LAYOUT,
-    LEASE_ACQUIRED_AT,
-    LEASE_DIRECTION,
-    LEASE_EXPIRES_AT,
-    LEASE_HEARTBEAT_AT,
-    LEASE_HOLDER,
-    LEASE_STATE_VERSION,
-    LEASE_TOKEN,
-    MOVING_TO_LAYOUT,
-    MOVING_TO_SHARD_COUNT,
-    PHASE,
-    PREVIOUS_LAYOUT,
-    PREVIOUS_MOVING_TO_LAYOUT,
-    PREVIOUS_MOVING_TO_SHARD_COUNT,
-    PREVIOUS_PHASE,
-    PREVIOUS_SHARD_COUNT,
-    PRIOR_WRITE_LAYOUT,
-    PRIOR_WRITE_SHARD_COUNT,
     REASON,
-    SHARD_COUNT,
     STATE_VERSION,
-    VERSION,
     event_sk,
     history_key,
     state_key,
+)
+from saga_index.layout_change.record.schema import (
+    COMPLETION,
+    CONTROLS,
+    LEASE,
+    TRANSITION,
+    Attribute,
+    Part,
+    Value,
 )
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
@@ -87,64 +56,46 @@ def layout_attributes(layout: Layout | None, kind_name: str, count_name: str) ->
     return {kind_name: layout.kind, count_name: layout.shard_count}
 
 
+def part_attributes(part: Part, source: object) -> dict[str, Any]:
+    """Every attribute of `part` as written from `source` (its dataclass), in the table's order;
+    None means absent."""
+    written: dict[str, Any] = {}
+    for attribute in part.attributes:
+        if attribute.value is Value.SHARD_COUNT:
+            continue  # written with its layout
+        assert attribute.source is not None
+        value = getattr(source, attribute.source)
+        if attribute.value is Value.LAYOUT:
+            assert attribute.count is not None
+            written.update(layout_attributes(value, attribute.name, attribute.count))
+        else:
+            written[attribute.name] = _encoded(attribute, value)
+    return written
+
+
+def _encoded(attribute: Attribute, value: Any) -> Any:
+    if value is None:
+        return None
+    if attribute.value is Value.TIME:
+        return format_time(value)
+    if attribute.value is Value.STRINGS:
+        return list(value)
+    if attribute.value in (Value.PHASE, Value.DIRECTION):
+        return value.value
+    return value
+
+
 def transition_attributes(transition: Transition) -> dict[str, Any]:
     """Every attribute a transition writes, on the STATE item and on its HISTORY item."""
-    return {
-        VERSION: transition.version,
-        PHASE: transition.phase.value,
-        **layout_attributes(transition.layout, LAYOUT, SHARD_COUNT),
-        **layout_attributes(transition.moving_to, MOVING_TO_LAYOUT, MOVING_TO_SHARD_COUNT),
-        PREVIOUS_PHASE: transition.previous_phase.value,
-        **layout_attributes(transition.previous_layout, PREVIOUS_LAYOUT, PREVIOUS_SHARD_COUNT),
-        **layout_attributes(
-            transition.previous_moving_to,
-            PREVIOUS_MOVING_TO_LAYOUT,
-            PREVIOUS_MOVING_TO_SHARD_COUNT,
-        ),
-        **layout_attributes(
-            transition.prior_write_layout, PRIOR_WRITE_LAYOUT, PRIOR_WRITE_SHARD_COUNT
-        ),
-        CHANGED_AT: format_time(transition.changed_at),
-        CHANGED_BY: transition.changed_by,
-        REASON: transition.reason,
-        EFFECTIVE_AT: format_time(transition.effective_at),
-        CHECKS_PASSED: list(transition.checks_passed),
-        CHECKS_FORCED: list(transition.checks_forced),
-    }
+    return part_attributes(TRANSITION, transition)
 
 
 def lease_attributes(lease: Lease) -> dict[str, Any]:
-    return {
-        LEASE_HOLDER: lease.holder,
-        LEASE_TOKEN: lease.token,
-        LEASE_DIRECTION: lease.direction.value,
-        LEASE_ACQUIRED_AT: format_time(lease.acquired_at),
-        LEASE_HEARTBEAT_AT: format_time(lease.heartbeat_at),
-        LEASE_EXPIRES_AT: format_time(lease.expires_at),
-        LEASE_STATE_VERSION: lease.state_version,
-    }
+    return part_attributes(LEASE, lease)
 
 
 def completion_attributes(completion: BackfillCompletion) -> dict[str, Any]:
-    return {
-        LAST_BACKFILL_DIRECTION: completion.direction.value,
-        **layout_attributes(
-            completion.source, LAST_BACKFILL_SOURCE_LAYOUT, LAST_BACKFILL_SOURCE_SHARD_COUNT
-        ),
-        **layout_attributes(
-            completion.target, LAST_BACKFILL_TARGET_LAYOUT, LAST_BACKFILL_TARGET_SHARD_COUNT
-        ),
-        LAST_BACKFILL_STATE_VERSION: completion.state_version,
-        LAST_BACKFILL_STARTED_AT: format_time(completion.started_at),
-        LAST_BACKFILL_COMPLETED_AT: format_time(completion.completed_at),
-        LAST_BACKFILL_SCANNED: completion.scanned,
-        LAST_BACKFILL_RESTAMPED: completion.restamped,
-        LAST_BACKFILL_ANOMALIES: completion.anomalies,
-        LAST_BACKFILL_COMPLETE: completion.complete,
-        LAST_BACKFILL_VERIFIED: completion.verified,
-        LAST_BACKFILL_HOLDER: completion.holder,
-        LAST_BACKFILL_LEASE_TOKEN: completion.lease_token,
-    }
+    return part_attributes(COMPLETION, completion)
 
 
 def wire_value(value: Any) -> Any:
@@ -167,8 +118,7 @@ def state_item(state: ControlState) -> dict[str, Any]:
         **state_key(),
         ENTITY_TYPE: ENTITY_STATE,
         **transition_attributes(state.transition),
-        BACKFILL_PAUSED: state.backfill_paused,
-        BACKFILL_MAX_WRITES_PER_SECOND: state.backfill_max_writes_per_second,
+        **part_attributes(CONTROLS, state),
     }
     if state.lease is not None:
         attributes.update(lease_attributes(state.lease))

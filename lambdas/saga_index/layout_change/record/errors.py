@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from saga_index.index.errors import InvalidInputError, SagaIndexError
@@ -19,6 +20,27 @@ class ControlError(SagaIndexError):
 
 class ControlRecordInvalidError(ControlError):
     """The control item exists but does not parse under the contract (treated as unreadable)."""
+
+
+class Refusal(StrEnum):
+    """Why a reader refuses a control item, in words every implementation shares (the contract
+    vectors pair each refused item with its kind and the attribute it names)."""
+
+    WRONG_ITEM = "wrong-item"  # not the STATE / HISTORY item (PK, entityType, SK)
+    MISSING = "missing"  # a required attribute is absent (or NULL)
+    UNEXPECTED = "unexpected"  # present where the contract says absent (a count without sharded)
+    WRONG_TYPE = "wrong-type"  # present with another DynamoDB type
+    INVALID_VALUE = "invalid-value"  # the right type, a value the contract does not allow
+    INCONSISTENT = "inconsistent"  # allowed alone, contradicted by other attributes
+
+
+class ControlItemInvalidError(ControlRecordInvalidError):
+    """One control item breaks the contract: `kind` says how, `attribute` names where."""
+
+    def __init__(self, message: str, *, kind: Refusal, attribute: str) -> None:
+        self.kind = kind
+        self.attribute = attribute
+        super().__init__(message)
 
 
 class ControlRecordUnavailableError(ControlError):

@@ -8,17 +8,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record.decode import parse_history_item
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.decode import parse_history_flags, parse_history_item
+from saga_index.layout_change.record.errors import ControlItemInvalidError
+from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
 from saga_index.layout_change.record.state import Transition
 
-# On HISTORY items: false while the item is an intent (its STATE write not yet confirmed), true
-# once a STATE item of its version was seen holding the same transition. Items written before
-# intents existed lack it: they were written after their STATE write, so they count as applied.
-HISTORY_APPLIED: Final = "applied"
-# On HISTORY intents whose writer saw its STATE write fail while STATE kept the version before:
-# never applied, so no reader follows it (a later change of that version takes the slot over).
-HISTORY_ABANDONED: Final = "abandoned"
+__all__ = [
+    "HISTORY_ABANDONED",
+    "HISTORY_APPLIED",
+    "NOT_SETTLED",
+    "HistoryEntry",
+    "parse_history_entry",
+    "restore_point",
+]
+
 # An intent may be replaced (taken over, or settled to what STATE holds) only while no STATE
 # write confirmed it: an applied history item is never overwritten.
 NOT_SETTLED: Final = (
@@ -65,17 +68,17 @@ def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
-    flags = {}
-    for name, default in ((HISTORY_APPLIED, True), (HISTORY_ABANDONED, False)):
-        value = item.get(name, default)
-        if not isinstance(value, bool):
-            raise ControlRecordInvalidError(
-                f"history item {item.get(TABLE_SORT_KEY)!r}: {name} must be a boolean, "
-                f"got {value!r}"
-            )
-        flags[name] = value
+    try:
+        flags = parse_history_flags(item)
+    except ControlItemInvalidError as err:
+        # Name the item: history is read many items at a time.
+        raise ControlItemInvalidError(
+            f"history item {item.get(TABLE_SORT_KEY)!r}: {err}",
+            kind=err.kind,
+            attribute=err.attribute,
+        ) from err
     return HistoryEntry(
         transition=parse_history_item(item),
-        applied=flags[HISTORY_APPLIED],
-        abandoned=flags[HISTORY_ABANDONED],
+        applied=flags["applied"],
+        abandoned=flags["abandoned"],
     )

@@ -6,7 +6,7 @@
 
 The PK does not start with "RSAGA#", so nothing that looks for sagas sees these items. Every
 attribute is flat (strings, numbers, booleans, lists of strings) so any language reads it
-without a schema library.
+without a schema library; record/schema.py declares what each STATE and HISTORY attribute holds.
 """
 
 from __future__ import annotations
@@ -84,6 +84,11 @@ LAST_BACKFILL_COMPLETE: Final = "lastBackfillComplete"
 LAST_BACKFILL_VERIFIED: Final = "lastBackfillVerified"
 LAST_BACKFILL_HOLDER: Final = "lastBackfillHolder"
 LAST_BACKFILL_LEASE_TOKEN: Final = "lastBackfillLeaseToken"  # noqa: S105 (attribute name)
+
+# On HISTORY items (record/history.py): whether the item's STATE write was confirmed, and
+# whether its writer saw that write fail.
+HISTORY_APPLIED: Final = "applied"
+HISTORY_ABANDONED: Final = "abandoned"
 
 EVENT: Final = "event"
 STATE_VERSION: Final = "stateVersion"

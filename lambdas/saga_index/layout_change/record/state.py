@@ -33,6 +33,21 @@ class BackfillDirection(StrEnum):
             ) from None
 
 
+def check_version(version: int) -> None:
+    if version < 1:
+        raise InvalidInputError(f"a transition's version starts at 1, got {version}")
+
+
+def check_prior_write(prior_write: Layout | None, layout: Layout, moving_to: Layout | None) -> None:
+    """The layout writers stamp until effectiveAt must be one this state's readers read."""
+    if prior_write is not None and prior_write not in (layout, moving_to):
+        raise InvalidInputError(
+            f"the prior write layout {prior_write} is neither the layout "
+            f"({layout}) nor movingTo ({moving_to}): readers of this state would "
+            "not see what its writers stamp"
+        )
+
+
 @dataclass(frozen=True)
 class Transition:
     """One layout transition: the STATE item carries the newest, a HISTORY item each one."""
@@ -54,19 +69,13 @@ class Transition:
     prior_write: Layout | None = None
 
     def __post_init__(self) -> None:
-        if self.version < 1:
-            raise InvalidInputError(f"a transition's version starts at 1, got {self.version}")
+        check_version(self.version)
         phase_of(self.layout, self.moving_to)
         phase_of(self.previous_layout, self.previous_moving_to)
+        check_prior_write(self.prior_write, self.layout, self.moving_to)
         if self.prior_write == self.layout:
             # One spelling for "the layout", so a transition equals the same one read back.
             object.__setattr__(self, "prior_write", None)
-        elif self.prior_write is not None and self.prior_write != self.moving_to:
-            raise InvalidInputError(
-                f"the prior write layout {self.prior_write} is neither the layout "
-                f"({self.layout}) nor movingTo ({self.moving_to}): readers of this state would "
-                "not see what its writers stamp"
-            )
 
     @property
     def write_layout(self) -> Layout:

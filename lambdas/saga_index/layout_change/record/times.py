@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
 
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
@@ -29,10 +29,23 @@ def format_time(at: datetime) -> str:
 
 def parse_time(value: object, attribute: str = "time") -> datetime:
     if not isinstance(value, str) or not _TIME.fullmatch(value):
-        raise ControlRecordInvalidError(
-            f"{attribute} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got {value!r}"
+        kind = (
+            Refusal.MISSING
+            if value is None
+            else Refusal.INVALID_VALUE
+            if isinstance(value, str)
+            else Refusal.WRONG_TYPE
+        )
+        raise ControlItemInvalidError(
+            f"{attribute} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got {value!r}",
+            kind=kind,
+            attribute=attribute,
         )
     try:
         return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
     except ValueError as err:
-        raise ControlRecordInvalidError(f"{attribute} is not a time: {value!r}") from err
+        raise ControlItemInvalidError(
+            f"{attribute} is not a time: {value!r}",
+            kind=Refusal.INVALID_VALUE,
+            attribute=attribute,
+        ) from err

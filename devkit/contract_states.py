@@ -1,0 +1,82 @@
+"""The control states the contract vectors are built from (devkit.contract_vectors,
+devkit.contract_records): each one as `phase set` builds it, through the transition rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from saga_index.index.layout import Layout
+from saga_index.layout_change.record.state import ControlState, Transition
+from saga_index.layout_change.record.timing import DEFAULT_TIMING
+from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
+from saga_index.store.dynamo.codec import serialize
+
+OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+DELAY = DEFAULT_TIMING.effective_delay
+MS = timedelta(milliseconds=1)
+S16, S32 = Layout.sharded(16), Layout.sharded(32)
+
+
+# ---- states built as `phase set` builds them ---------------------------------------------------
+
+
+def _move(
+    previous: ControlState, phase: str, at: datetime, shards: int | None = None
+) -> ControlState:
+    plan = plan_move(previous, phase, shard_count=shards)
+    return ControlState(
+        transition=Transition(
+            version=previous.version + 1,
+            layout=plan.layout,
+            moving_to=plan.moving_to,
+            previous_layout=previous.layout,
+            previous_moving_to=previous.moving_to,
+            changed_at=at,
+            changed_by="ops@example",
+            reason=f"to {phase}",
+            effective_at=at + DELAY,
+            checks_passed=("backfill-verified",) if plan.completes else (),
+            prior_write=prior_write_for(previous, plan, at),
+        )
+    )
+
+
+def path_through(*steps: tuple[str, float, int | None]) -> ControlState:
+    """The state after `steps` (phase, seconds after OPENED, --shards) from never migrated."""
+    state = ControlState.never_migrated()
+    for phase, seconds, shards in steps:
+        state = _move(state, phase, OPENED + timedelta(seconds=seconds), shards)
+    return state
+
+
+_LATE = 3600.0  # a step taken long after the one before it became effective
+STATES: tuple[tuple[str, Callable[[], ControlState]], ...] = (
+    ("legacy after a rollback", lambda: path_through(
+        ("migrating", 0, 16), ("rolling-back", _LATE, None), ("legacy", 2 * _LATE, None))),
+    ("migrating(16)", lambda: path_through(("migrating", 0, 16))),
+    ("sharded(16)", lambda: path_through(("migrating", 0, 16), ("sharded", _LATE, None))),
+    ("rolling-back(16) from sharded", lambda: path_through(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None))),
+    ("resharding 16 -> 32 (split)", lambda: path_through(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32))),
+    ("resharding 32 -> 16 (merge)", lambda: path_through(
+        ("migrating", 0, 32), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 16))),
+    ("abort: rolling-back 10 s after migrating, before its effectiveAt", lambda: path_through(
+        ("migrating", 0, 16), ("rolling-back", 10, None))),
+    ("abort: rolling-back after migrating became effective", lambda: path_through(
+        ("migrating", 0, 16), ("rolling-back", _LATE, None))),
+    ("abort: migrating again 5 s after a rolling-back that was effective", lambda: path_through(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("rolling-back", 2 * _LATE, None),
+        ("migrating", 2 * _LATE + 5, None))),
+    ("abort: resharding 32 -> 16 5 s after a split, before its effectiveAt", lambda: path_through(
+        ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32),
+        ("resharding", 2 * _LATE + 5, 16))),
+)  # fmt: skip
+
+
+def dynamo_json(item: dict[str, Any]) -> dict[str, Any]:
+    """A Python item as DynamoDB JSON, the form the vectors hold."""
+    wire: dict[str, Any] = serialize(item)
+    return wire
