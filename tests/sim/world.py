@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from saga_index.index import keys, names
+from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS
-from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.provider import ControlProvider
