@@ -33,9 +33,8 @@ from bench.server import local_server
 from devkit.schema import create_table, load_template
 from saga_index.index import keys
 from saga_index.layout_change.backfill.local import run_backfill
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.dynamo.codec import serialize

@@ -30,12 +30,11 @@ from bench.output import emit, num, progress, save
 from saga_index.index import keys
 from saga_index.index.names import INDEX_NAME
 from saga_index.index.shard import shard
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import verify_source_drained
 from saga_index.layout_change.backfill.segment import run_segment
-from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.store.dynamo.scan import ScanOptions

@@ -28,10 +28,10 @@ from saga_index.index import keys
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.model import ALL_STATES
 from saga_index.layout_change.backfill.keeper import LeaseKeeper, release_with_completion, take_run
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.backfill.wire import BackfillRequest
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.errors import LeaseDirectionError, LeaseLostError
 from saga_index.layout_change.record.provider import ControlProvider

@@ -11,10 +11,10 @@ import click
 from click.core import ParameterSource
 
 from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
-from saga_index.layout_change.backfill.budget import MAX_TOTAL_SEGMENTS
-from saga_index.layout_change.backfill.messages import (
+from saga_index.layout_change.backfill.wire import (
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
+    MAX_TOTAL_SEGMENTS,
 )
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index_cli.backfill.executions import (

@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import SagaIndexError
-from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.wire import BackfillRequest
 from saga_index.layout_change.record.errors import LeaseHeldError, LeaseNotYetEffectiveError
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.times import format_time

@@ -6,13 +6,11 @@ One module per idea:
   move       which rows a run moves: the record's source and target layouts and the row rule
              (forward legacy -> sharded(N), rollback sharded(N) -> legacy, the same machinery
              for sharded(N) -> sharded(M))
-  payload    the wire shapes of every payload: the camelCase JSON model (the Step Functions and
-             CLI contracts), a table key, a Scan cursor, a layout
-  budget     the size budget that keeps every payload within Step Functions' 256 KB state
-  ticket     the run's ticket: its move and its lease, carried by every step
-  counts     what a segment did: its counts, and the worker's result (cursor, done)
-  messages   the steps' inputs: the request, the plan step's input and its segment plan, a
-             worker's and the verification's input
+  wire       the wire shapes of every payload: the camelCase JSON model (the Step Functions and
+             CLI contracts), a table key, a Scan cursor, a layout, the size budget that keeps
+             every payload within Step Functions' 256 KB state, the run's ticket, a segment's
+             counts and result, and the steps' inputs
+  caps       the write caps a run applied: how many a result carries, how they merge (pure)
   summary    what a run did: the read-back's verification and the summary of all segments
   pacing     the token bucket that caps the writes, backs off on throttles and pauses
   row        what happens to one row: the row rule applied, the conditional re-stamp
@@ -27,7 +25,10 @@ One module per idea:
   steps      the same run as the Step Functions state machine takes it: one function per
              state (plan, worker, verify), the one call of that state's Lambda handler
 
-A run's lease (taken, heartbeated, released with its completion) is layout_change.lease.
+  keeper     a run under its lease: taken, heartbeated (applying the record's throttle and
+             pause to the run's pacing), released with the run's completion
+
+The lease's writes in the control record are layout_change.lease (the room below this one).
 
 The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill/) are thin
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.

@@ -32,16 +32,20 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
 from saga_index.layout_change.backfill.fence import LeaseFence
-from saga_index.layout_change.backfill.messages import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
-from saga_index.layout_change.backfill.payload import Cursor, cursor_of
 from saga_index.layout_change.backfill.row import RowRestamper
+from saga_index.layout_change.backfill.wire import (
+    Cursor,
+    SegmentCounts,
+    SegmentRequest,
+    SegmentResult,
+    cursor_of,
+)
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
 
 log = logging.getLogger(__name__)
