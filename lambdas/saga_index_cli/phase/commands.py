@@ -11,8 +11,7 @@ import click
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.checks.layout_probe import shard_rows_refusal
-from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS
-from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
+from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE
 from saga_index.layout_change.record.errors import CheckResult, ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import routing_for
