@@ -20,8 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import clients, entry_point
 from handlers.settings import HandlerSettings
-from saga_index.layout_change.backfill.steps import plan_run
-from saga_index.layout_change.backfill.wire import PlanRequest
+from saga_index.layout_change.backfill import PlanRequest, plan_run
 
 
 @entry_point(PlanRequest, log_event=True, publishes_metrics=False)

@@ -19,8 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, logger, metrics
 from handlers.settings import HandlerSettings
-from saga_index.layout_change.backfill.steps import verify_run
-from saga_index.layout_change.backfill.wire import VerifyRequest
+from saga_index.layout_change.backfill import VerifyRequest, verify_run
 
 
 @entry_point(VerifyRequest)

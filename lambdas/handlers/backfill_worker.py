@@ -22,8 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, metrics
 from handlers.settings import WorkerSettings
-from saga_index.layout_change.backfill.steps import run_leased_segment
-from saga_index.layout_change.backfill.wire import SegmentRequest
+from saga_index.layout_change.backfill import SegmentRequest, run_leased_segment
 
 
 @entry_point(SegmentRequest)

@@ -27,7 +27,7 @@ from handlers.drift_guard_messages import DriftGuardEvent, DriftGuardResult, pub
 from handlers.runtime import clients, control_provider, entry_point, logger
 from handlers.settings import DriftGuardSettings
 from saga_index.layout_change.checks.drift import DriftChecker, scan_due
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.store.dynamo import ScanOptions
 
 # Leave time to publish the metrics and log the report before Lambda's own timeout.
 SAFETY_MARGIN_SECONDS = 20.0

@@ -15,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from saga_index.layout_change.record.errors import PreconditionFailedError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.executor import set_phase
+from saga_index.layout_change.record import (
+    ControlState,
+    ControlStore,
+    Phase,
+    PreconditionFailedError,
+)
+from saga_index.layout_change.transitions import set_phase
 from saga_index_cli.phase.checks import CheckOptions, completion_checks
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task

@@ -7,7 +7,7 @@ import click
 
 from saga_index.index import keys
 from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.store.dynamo import ScanOptions
 from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
 from saga_index_cli.checks.scan import (
     IndexReadsProgress,

@@ -17,7 +17,7 @@ from saga_index.layout_change.checks.parity import (
     ParityVerifier,
     Snapshot,
 )
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.store.dynamo import ScanOptions
 from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
 from saga_index_cli.checks.scan import (
     RepositoryReadsProgress,

@@ -15,22 +15,17 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.layout import Layout
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.index import DEFAULT_SHARD_COUNT, Layout, SagaIndexError
 from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
 from saga_index.layout_change.checks.parity import (
     DEFAULT_RECHECK_DELAY_SECONDS,
     DEFAULT_SAMPLE,
     ParityVerifier,
 )
-from saga_index.layout_change.record.errors import CheckResult
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.transitions.rules import Precondition, plan_move
-from saga_index.store.dynamo.scan import ScanOptions
-from saga_index.store.partitions import count_partition
+from saga_index.layout_change.record import CheckResult, ControlState, Phase, Routing
+from saga_index.layout_change.transitions import Precondition, plan_move
+from saga_index.store import count_partition
+from saga_index.store.dynamo import ScanOptions
 from saga_index_cli.context import CliContext
 
 CHECK_NO_LEGACY_ROWS = "no-legacy-rows"

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import click
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.layout_probe import shard_rows_refusal
+from saga_index.index import InvalidInputError
+from saga_index.layout_change.checks import shard_rows_refusal
 from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS, DEFAULT_SAMPLE
-from saga_index.layout_change.record.errors import CheckResult, ControlRecordInvalidError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
-from saga_index.layout_change.transitions.rules import Precondition, plan_move
+from saga_index.layout_change.record import (
+    CheckResult,
+    ControlRecordInvalidError,
+    ControlState,
+    Phase,
+    RecordCondition,
+    format_time,
+    routing_for,
+)
+from saga_index.layout_change.transitions import PhaseChange, Precondition, plan_move, set_phase
 from saga_index_cli.context import (
     CliContext,
     describe_routing,
