@@ -20,12 +20,11 @@ from typing import Any
 from bench.output import emit, num, progress, save
 from bench.server import Tables, backfill_at_cap, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.index.names import MAX_WRITES_PER_SECOND
-from saga_index.layout_change.backfill.move import Move
+from saga_index.index import MAX_WRITES_PER_SECOND
+from saga_index.layout_change.backfill import Move
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.store.dynamo.client import make_client
+from saga_index.layout_change.record import BackfillDirection, Phase
+from saga_index.store.dynamo import make_client
 
 NAME = "backfill_scale"
 

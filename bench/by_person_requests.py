@@ -24,11 +24,10 @@ from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.capacity.meter import CapacityMeter
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.dynamo.client import make_client
-from saga_index.store.repository import SagaRepository
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.record import Phase, Routing
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import make_client
 
 NAME = "by_person_requests"
 

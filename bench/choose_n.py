@@ -28,12 +28,10 @@ from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.index.names import INDEX_NAME
-from saga_index.index.shard import validate_shard_count
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.dynamo.client import make_client
-from saga_index.store.repository import SagaRepository
+from saga_index.index import INDEX_NAME, validate_shard_count
+from saga_index.layout_change.record import Phase, Routing
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import make_client
 
 NAME = "choose_n"
 DEFAULT_COUNTS = (1, 2, 4, 8, 16, 32, 64)

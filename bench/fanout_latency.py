@@ -23,11 +23,10 @@ from bench.figures import median, percentile
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
 from devkit.seed import SeedSpec, build_dataset
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.dynamo.client import make_client
-from saga_index.store.repository import SagaRepository
+from saga_index.index import DEFAULT_SHARD_COUNT
+from saga_index.layout_change.record import Phase, Routing
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import make_client
 
 NAME = "fanout_latency"
 WARMUP_ROUNDS = 2

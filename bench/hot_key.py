@@ -26,8 +26,8 @@ from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.record.phase import Phase
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.record import Phase
 
 NAME = "hot_key"
 

@@ -53,7 +53,7 @@ from devkit.capacity.ledger import LoadLedger
 from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
-from saga_index.store.dynamo.client import make_client
+from saga_index.store.dynamo import make_client
 
 NAME = "layouts"
 DEFAULT_SCALES = (1, 100, 1000)

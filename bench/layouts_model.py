@@ -36,12 +36,16 @@ from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.events import CohortOpen, InboundMessage, ListPageLoad, Sweep, Transition
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.plan import Plan
-from saga_index.index import keys
-from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
-from saga_index.index.model import OPEN_STATES
-from saga_index.index.names import INDEX_NAME
-from saga_index.index.shard import shard
-from saga_index.store.dynamo.sizing import item_size
+from saga_index.index import (
+    INDEX_NAME,
+    JOBS_BY_NAME,
+    OPEN_STATES,
+    SCHEDULED_JOBS,
+    SWEEP_NAMES,
+    keys,
+    shard,
+)
+from saga_index.store.dynamo import item_size
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -31,15 +31,10 @@ from devkit.schema import table_create_kwargs
 from devkit.seed import PAD_ATTRIBUTE, Dataset, pad_to_size, saga_item, write_items
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import Replayer, ReplayStats
-from saga_index.index import keys
-from saga_index.index.keys import Person
-from saga_index.index.layout import Layout as IndexLayout
-from saga_index.index.model import OPEN_STATES
-from saga_index.index.names import INDEX_NAME
-from saga_index.store.dynamo.client import make_client
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.repository import ReadResult, SagaRepository
-from saga_index.store.writer import SagaWriter
+from saga_index.index import INDEX_NAME, OPEN_STATES, Person, keys
+from saga_index.index import Layout as IndexLayout
+from saga_index.store import ReadResult, SagaRepository, SagaWriter
+from saga_index.store.dynamo import deserialize, make_client, serialize
 
 _OPEN_FILTER_VALUES = {f":s{n}": {"S": state} for n, state in enumerate(OPEN_STATES)}
 _OPEN_FILTER = f"#state IN ({', '.join(_OPEN_FILTER_VALUES)})"

@@ -27,18 +27,18 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from bench.output import emit, num, progress, save
-from saga_index.index import keys
-from saga_index.index.names import INDEX_NAME
-from saga_index.index.shard import shard
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.readback import verify_source_drained
-from saga_index.layout_change.backfill.segment import run_segment
-from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.index import INDEX_NAME, keys, shard
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    Move,
+    RunTicket,
+    TokenBucket,
+    run_segment,
+    verify_source_drained,
+)
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.layout_change.record import BackfillDirection
+from saga_index.store.dynamo import ScanOptions
 
 NAME = "memory"
 ROWS_AT_1X = 1681  # the seed's saga rows (SeedSpec()): 100x is the 168,100

@@ -32,13 +32,11 @@ from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
 from devkit.traffic.replay import metered_replay
 from devkit.traffic.synthetic import SyntheticTable
-from saga_index.index.layout import Layout
-from saga_index.index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
-from saga_index.layout_change.backfill.move import Move
+from saga_index.index import INDEX_NAME, MAX_WRITES_PER_SECOND, Layout
+from saga_index.layout_change.backfill import Move
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.store.dynamo.client import make_client
+from saga_index.layout_change.record import BackfillDirection, Phase
+from saga_index.store.dynamo import make_client
 
 NAME = "reshard"
 

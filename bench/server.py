@@ -16,15 +16,17 @@ from devkit.dynalite import DynaliteServer
 from devkit.local_env import local_credentials
 from devkit.schema import create_table, load_template
 from devkit.seed import Dataset, seed_table
-from saga_index.index.names import INDEX_NAME, MAX_WRITES_PER_SECOND
-from saga_index.layout_change.backfill.local import run_backfill
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.ticket import RunTicket
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.store.dynamo.client import make_client
+from saga_index.index import INDEX_NAME, MAX_WRITES_PER_SECOND
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    BackfillSummary,
+    Move,
+    RunTicket,
+    finish_backfill,
+    run_backfill,
+)
+from saga_index.layout_change.record import BackfillDirection
+from saga_index.store.dynamo import make_client
 
 _tables = itertools.count()
 

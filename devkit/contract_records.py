@@ -9,11 +9,13 @@ from decimal import Decimal
 from typing import Any
 
 from devkit.contract_states import STATES, dynamo_json
-from saga_index.layout_change.record.decode import parse_state_item
-from saga_index.layout_change.record.encode import state_item
-from saga_index.layout_change.record.errors import ControlItemInvalidError
-from saga_index.layout_change.record.state import ControlState
-from saga_index.store.dynamo.codec import deserialize
+from saga_index.layout_change.record import (
+    ControlItemInvalidError,
+    ControlState,
+    parse_state_item,
+    state_item,
+)
+from saga_index.store.dynamo import deserialize
 
 
 def _item(build: Callable[[], ControlState], **changes: Any) -> dict[str, Any]:

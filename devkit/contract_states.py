@@ -7,11 +7,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from saga_index.index.layout import Layout
-from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.layout_change.record.timing import DEFAULT_TIMING
-from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
-from saga_index.store.dynamo.codec import serialize
+from saga_index.index import Layout
+from saga_index.layout_change.record import DEFAULT_TIMING, ControlState, Transition
+from saga_index.layout_change.transitions import plan_move, prior_write_for
+from saga_index.store.dynamo import serialize
 
 OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 DELAY = DEFAULT_TIMING.effective_delay

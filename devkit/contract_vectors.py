@@ -34,17 +34,23 @@ from typing import Any
 from devkit.contract_records import record_cases
 from devkit.contract_states import DELAY, MS, OPENED, S16, STATES, dynamo_json, path_through
 from devkit.vectors_file import vectors_main
-from saga_index.index.layout import LEGACY
-from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
-from saga_index.layout_change.record.encode import history_item, state_item
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.routing import Routing, routing_for
-from saga_index.layout_change.record.schema import attributes_document
-from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.record.timing import DEFAULT_TIMING
-from saga_index.store.dynamo.codec import deserialize
+from saga_index.index import LEGACY, OPEN_STATES
+from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
+    ControlRecordInvalidError,
+    ControlState,
+    RecordCondition,
+    Routing,
+    Transition,
+    attributes_document,
+    format_time,
+    history_item,
+    parse_history_item,
+    parse_state_item,
+    routing_for,
+    state_item,
+)
+from saga_index.store.dynamo import deserialize
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "contract-vectors.json"
 

@@ -27,8 +27,8 @@ from devkit.dynalite import DynaliteServer, free_port
 from devkit.local_env import LOCAL_ENVIRONMENT, UNSET_ENVIRONMENT, local_credentials
 from devkit.schema import SchemaError, create_table, load_template
 from devkit.seed import build_dataset, seed_table
-from saga_index.index.errors import InvalidInputError
-from saga_index.store.dynamo.client import make_client
+from saga_index.index import InvalidInputError
+from saga_index.store.dynamo import make_client
 from saga_index_cli.options import validate_table_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from saga_index.layout_change.record.schema import (
+from saga_index.layout_change.record import (
     COMPLETION,
     CONTROLS,
     HISTORY_FLAGS,

@@ -27,12 +27,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.model import OPEN_STATES, TERMINAL_STATES
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.dynamo.sizing import item_size
-from saga_index.store.writer import utc_iso
+from saga_index.index import OPEN_STATES, TERMINAL_STATES, InvalidInputError, keys
+from saga_index.store import utc_iso
+from saga_index.store.dynamo import item_size, serialize
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ from devkit.capacity.pricing import (
 )
 from devkit.capacity.table_schema import TableSchema, key_text
 from devkit.capacity.units import read_units
-from saga_index.store.dynamo.conditions import CONDITION_FAILED
-from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.dynamo import CONDITION_FAILED, item_size
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any
 from devkit.capacity.errors import MeterError
 from devkit.capacity.table_schema import IndexSchema, TableSchema, key_text
 from devkit.capacity.units import read_units, write_units
-from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.dynamo import item_size
 
 
 @dataclass(frozen=True)

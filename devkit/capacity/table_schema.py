@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devkit.capacity.errors import MeterError
-from saga_index.store.dynamo.sizing import raw_bytes
+from saga_index.store.dynamo import raw_bytes
 
 
 @dataclass(frozen=True)

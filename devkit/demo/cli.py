@@ -31,9 +31,7 @@ from devkit.schema import SchemaError, load_template
 from devkit.seed import SeedSpec
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.replay import ReplayError
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.index.jobs import SWEEP_NAMES
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.index import DEFAULT_SHARD_COUNT, SWEEP_NAMES, InvalidInputError, SagaIndexError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The numbered steps of run_demo (devkit.demo.pipeline).

@@ -9,10 +9,14 @@ from typing import Any
 from devkit.dynalite import REPO_ROOT
 from devkit.seed import SeedSpec
 from devkit.traffic.mix import TrafficMix
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import MAX_WRITES_PER_SECOND
-from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
-from saga_index.layout_change.backfill.budget import MAX_TOTAL_SEGMENTS
+from saga_index.index import (
+    DEFAULT_SHARD_COUNT,
+    MAX_SHARD_COUNT,
+    MAX_WRITES_PER_SECOND,
+    InvalidInputError,
+    validate_shard_count,
+)
+from saga_index.layout_change.backfill import MAX_TOTAL_SEGMENTS
 
 ENGINE = "dynalite"
 DEFAULT_RESULTS = REPO_ROOT / "results" / "demo"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from devkit.demo.ui import Stages
-from saga_index.layout_change.record.timing import ControlTiming
+from saga_index.layout_change.record import ControlTiming
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main as saga_index
 

@@ -31,12 +31,9 @@ from devkit.results import write_json
 from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import build_plan
-from saga_index.index import keys
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming
-from saga_index.store.dynamo.client import make_client
+from saga_index.index import INDEX_NAME, keys
+from saga_index.layout_change.record import DEFAULT_TIMING, ControlStore, ControlTiming, Phase
+from saga_index.store.dynamo import make_client
 from saga_index_cli.backfill.local import control_poll_seconds
 
 # The pre-migration parity snapshot, in the results directory (`verify --snapshot`).

@@ -38,9 +38,8 @@ from devkit.demo.steps import (
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import ReplayStats
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.record import ControlStore, Phase
 from saga_index_cli.backfill.local import control_poll_seconds
 
 # The sharded(N) parity snapshot, in the results directory (`verify --snapshot`).

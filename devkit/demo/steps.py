@@ -18,17 +18,17 @@ from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import ReplayStats, metered_replay
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.backfill.counts import SegmentCounts
-from saga_index.layout_change.backfill.local import backfill_locally
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.readback import count_source_rows
-from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.checks.repair import RepairStatus
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    BackfillSummary,
+    Move,
+    SegmentCounts,
+    backfill_locally,
+    count_source_rows,
+)
+from saga_index.layout_change.checks import RepairStatus
+from saga_index.layout_change.record import BackfillDirection, ControlStore, Phase
 from saga_index_cli.backfill.local import local_holder
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from devkit.seed import EPOCH, SagaRecord
-from saga_index.store.writer import utc_iso
+from saga_index.store import utc_iso
 
 
 @dataclass(frozen=True)

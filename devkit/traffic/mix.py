@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.jobs import SWEEP_NAMES
+from saga_index.index import SWEEP_NAMES, InvalidInputError
 
 
 @dataclass(frozen=True)

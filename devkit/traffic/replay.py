@@ -30,14 +30,10 @@ from devkit.traffic.events import (
     new_saga_record,
 )
 from devkit.traffic.plan import Plan
-from saga_index.index import keys
-from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.dynamo.client import make_client
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.repository import SagaRepository
-from saga_index.store.writer import SagaWriter, utc_iso
+from saga_index.index import InvalidInputError, keys
+from saga_index.layout_change.record import Phase, Routing
+from saga_index.store import SagaRepository, SagaWriter, utc_iso
+from saga_index.store.dynamo import make_client, serialize
 
 
 class ReplayError(RuntimeError):

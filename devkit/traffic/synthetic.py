@@ -26,11 +26,9 @@ from devkit.traffic.events import (
     new_saga_record,
 )
 from devkit.traffic.plan import Plan
-from saga_index.index import keys
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.record.phase import Phase, layouts_for_phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.dynamo.sizing import item_size
+from saga_index.index import INDEX_NAME, keys
+from saga_index.layout_change.record import Phase, Routing, layouts_for_phase
+from saga_index.store.dynamo import item_size
 
 # A DynamoDB Query page ends at 1 MB of data read.
 QUERY_PAGE_BYTES = 1024 * 1024

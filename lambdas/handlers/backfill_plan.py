@@ -1,7 +1,7 @@
 """Backfill plan step: takes the run's lease in the control record and lays out the segments
 the Map iterates (saga_index.layout_change.backfill.steps.plan_run).
 
-Input: layout_change.backfill.messages.PlanRequest, {"request": BackfillRequest, "holder": the
+Input: layout_change.backfill.wire.PlanRequest, {"request": BackfillRequest, "holder": the
 execution's id ($$.Execution.Id)}; output: SegmentPlan, whose `run` ticket (the record's source
 and target layouts, the lease token) every later step carries. The token is derived from the
 execution id, so a retried plan step finds its own lease.
@@ -20,8 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import clients, entry_point
 from handlers.settings import HandlerSettings
-from saga_index.layout_change.backfill.messages import PlanRequest
-from saga_index.layout_change.backfill.steps import plan_run
+from saga_index.layout_change.backfill import PlanRequest, plan_run
 
 
 @entry_point(PlanRequest, log_event=True, publishes_metrics=False)

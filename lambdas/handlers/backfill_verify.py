@@ -3,7 +3,7 @@ move on the source keys, and releases the run's lease with its completion (count
 verified: what `phase set` checks), through layout_change.backfill.steps.verify_run. The state
 machine then fails the run when a row that should have moved did not.
 
-Input: saga_index.layout_change.backfill.messages.VerifyRequest, {"request": BackfillRequest, "run":
+Input: saga_index.layout_change.backfill.wire.VerifyRequest, {"request": BackfillRequest, "run":
 RunTicket, "segments": [SegmentResult, ...]}; output: BackfillSummary. Metrics: SourceKeyRows
 and UnexpectedSourceKeyRows. The lease is heartbeated before the read-back (LeaseLostError when
 it is gone: nothing is recorded); a dry run has none. A retry after the release landed re-reads
@@ -19,8 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, logger, metrics
 from handlers.settings import HandlerSettings
-from saga_index.layout_change.backfill.messages import VerifyRequest
-from saga_index.layout_change.backfill.steps import verify_run
+from saga_index.layout_change.backfill import VerifyRequest, verify_run
 
 
 @entry_point(VerifyRequest)

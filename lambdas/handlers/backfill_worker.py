@@ -2,7 +2,7 @@
 Lambda's deadline is near, and returns the cursor the state machine loops on
 (saga_index.layout_change.backfill.steps.run_leased_segment).
 
-Input: layout_change.backfill.messages.SegmentRequest (camelCase JSON); output: SegmentResult.
+Input: layout_change.backfill.wire.SegmentRequest (camelCase JSON); output: SegmentResult.
 Metrics: names.BACKFILL_WORKER_METRICS, this invocation's own counts (never the carried totals).
 
 Under the run's lease (not for a dry run): the invocation heartbeats when it starts, every few
@@ -22,8 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.runtime import add_index_dimensions, clients, entry_point, metrics
 from handlers.settings import WorkerSettings
-from saga_index.layout_change.backfill.messages import SegmentRequest
-from saga_index.layout_change.backfill.steps import run_leased_segment
+from saga_index.layout_change.backfill import SegmentRequest, run_leased_segment
 
 
 @entry_point(SegmentRequest)

@@ -26,9 +26,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from handlers.drift_guard_messages import DriftGuardEvent, DriftGuardResult, publish
 from handlers.runtime import clients, control_provider, entry_point, logger
 from handlers.settings import DriftGuardSettings
-from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.checks.drift_schedule import scan_due
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.layout_change.checks.drift import DriftChecker, scan_due
+from saga_index.store.dynamo import ScanOptions
 
 # Leave time to publish the metrics and log the report before Lambda's own timeout.
 SAFETY_MARGIN_SECONDS = 20.0

@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from handlers.runtime import ScheduledPayload, add_index_dimensions, metrics, publish_apart
 from handlers.settings import HandlerSettings
 from saga_index.index import names
-from saga_index.layout_change.checks.drift_report import DriftReport
+from saga_index.layout_change.checks.drift import DriftReport
 
 
 class DriftGuardEvent(ScheduledPayload):

@@ -26,11 +26,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo
 
 from handlers.settings import HandlerSettings
 from saga_index.index import names
-from saga_index.layout_change.record.provider import ControlProvider
-from saga_index.layout_change.record.routing import Routing
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.store.dynamo.client import make_client
-from saga_index.sweeps.events import make_events_client
+from saga_index.layout_change.record import ControlProvider, ControlStore, Routing
+from saga_index.store.dynamo import make_client
+from saga_index.sweeps import make_events_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

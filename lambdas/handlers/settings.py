@@ -18,13 +18,12 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from saga_index.index import names
-from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS
-from saga_index.layout_change.checks.drift_schedule import DEFAULT_SCAN_EVERY
-from saga_index.layout_change.record.routing import Routing
-from saga_index.store.repository import SagaRepository
-from saga_index.sweeps.policies import (
+from saga_index.index import OPEN_STATES, names
+from saga_index.layout_change.backfill import DEFAULT_SAFETY_MARGIN_SECONDS
+from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
+from saga_index.layout_change.record import Routing
+from saga_index.store import SagaRepository
+from saga_index.sweeps import (
     DEFAULT_HEARTBEAT_THRESHOLD,
     DEFAULT_MAX_PREPARE_ATTEMPTS,
     DEFAULT_PREPARE_BACKOFF,

@@ -29,12 +29,9 @@ from handlers.runtime import (
     publish_apart,
 )
 from handlers.settings import EventSweepSettings, SweepSettings
-from saga_index.index import jobs, names
-from saga_index.index.errors import InvalidInputError
-from saga_index.store.repository import SagaRepository
-from saga_index.sweeps import runner
-from saga_index.sweeps.claims import RetryClaims
-from saga_index.sweeps.events import EventPublisher
+from saga_index.index import InvalidInputError, jobs, names
+from saga_index.store import SagaRepository
+from saga_index.sweeps import EventPublisher, RetryClaims, runner
 
 S = TypeVar("S", bound=SweepSettings)
 

@@ -2,3 +2,5 @@
 
 Pure where it can be; every AWS client is injected by the caller. Nothing here reads os.environ.
 """
+
+__all__: list[str] = []

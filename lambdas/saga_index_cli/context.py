@@ -20,17 +20,23 @@ import click
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_shard_keys
-from saga_index.layout_change.record.errors import ControlRecordUnavailableError
-from saga_index.layout_change.record.phase import Phase, layouts_for_phase
-from saga_index.layout_change.record.routing import Routing, routing_for
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.store.dynamo.client import make_client, retry_config
-from saga_index.store.repository import SagaRepository
+from saga_index.index import DEFAULT_SHARD_COUNT, InvalidInputError, SagaIndexError
+from saga_index.layout_change.checks import RowsSeen, probe_shard_keys
+from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
+    ControlRecordUnavailableError,
+    ControlState,
+    ControlStore,
+    ControlTiming,
+    Phase,
+    Routing,
+    WallClock,
+    layouts_for_phase,
+    routing_for,
+    utc_now,
+)
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import make_client, retry_config
 from saga_index_cli.failures import mark_client
 from saga_index_cli.identity import caller_identity
 

@@ -15,7 +15,7 @@ import click
 from botocore.utils import ensure_boolean, is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 from click.core import ParameterSource
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 
 log = logging.getLogger("saga_index.cli")
 

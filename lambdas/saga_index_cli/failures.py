@@ -249,8 +249,8 @@ def service_failure(err: BaseException) -> ServiceFailure | None:
 def exit_code_of(err: BaseException) -> int:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
-    from saga_index.index.errors import InvalidInputError
-    from saga_index.layout_change.record.errors import PreconditionFailedError
+    from saga_index.index import InvalidInputError
+    from saga_index.layout_change.record import PreconditionFailedError
 
     if isinstance(err, InvalidInputError):
         return EXIT_USAGE

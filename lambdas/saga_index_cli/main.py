@@ -22,9 +22,8 @@ from typing import Any, TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.layout_change.record.errors import PreconditionFailedError
-from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase
+from saga_index.index import InvalidInputError, SagaIndexError
+from saga_index.layout_change.record import SINGLE_COUNT_PHASES, Phase, PreconditionFailedError
 from saga_index_cli.backfill.command import backfill_group
 from saga_index_cli.checks.drift import drift_command
 from saga_index_cli.checks.verify import verify_command

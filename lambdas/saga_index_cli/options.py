@@ -9,8 +9,7 @@ from typing import Any
 
 import click
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.shard import validate_shard_count
+from saga_index.index import InvalidInputError, validate_shard_count
 
 # DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.store.dynamo.codec import to_plain_json
+from saga_index.index import InvalidInputError
+from saga_index.store.dynamo import to_plain_json
 
 # Every command's --json: stdout then carries one JSON object, the same data as the human report.
 json_option = click.option(

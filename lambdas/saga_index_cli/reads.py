@@ -7,7 +7,7 @@ import logging
 import click
 
 from saga_index.index import keys
-from saga_index.store.repository import ReadResult
+from saga_index.store import ReadResult
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.output import emit
 

@@ -18,8 +18,7 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.names import STACK_NAME
+from saga_index.index import STACK_NAME, SagaIndexError
 
 FUNCTION_TYPE = "AWS::Lambda::Function"
 STATE_MACHINE_TYPE = "AWS::StepFunctions::StateMachine"

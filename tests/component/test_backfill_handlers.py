@@ -16,11 +16,11 @@ from pydantic import ValidationError
 from handlers import backfill_plan, backfill_verify, backfill_worker
 from saga_index.index import keys, names
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill.keeper import token_for_execution
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.lease.controls import clear_throttle, pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.errors import (
     LeaseDirectionError,
     LeaseHeldError,

@@ -1,4 +1,4 @@
-"""Planning a run under its lease (lease.keeper.take_run, backfill.steps.plan_run) on moto: the
+"""Planning a run under its lease (backfill.keeper.take_run, backfill.steps.plan_run) on moto: the
 control record is read ONCE, and the lease is taken under that very state."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from moto import mock_aws
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import CONTROL_PK
-from saga_index.layout_change.backfill.messages import BackfillRequest, PlanRequest
+from saga_index.layout_change.backfill.keeper import take_run, token_for_execution
 from saga_index.layout_change.backfill.steps import plan_run
+from saga_index.layout_change.backfill.wire import BackfillRequest, PlanRequest
 from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.lease.keeper import take_run, token_for_execution
 from saga_index.layout_change.record.errors import VersionConflictError
 from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.state import BackfillDirection

@@ -43,11 +43,11 @@ from infra.backfill import (
     WORKER_TIMEOUT,
 )
 from saga_index.index import keys
-from saga_index.layout_change.backfill.counts import SegmentResult
 from saga_index.layout_change.backfill.fence import control_partition_cap
+from saga_index.layout_change.backfill.keeper import token_for_execution
+from saga_index.layout_change.backfill.wire import SegmentResult
 from saga_index.layout_change.lease.controls import set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.lease.keeper import token_for_execution
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill

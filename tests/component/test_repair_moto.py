@@ -12,7 +12,7 @@ from moto import mock_aws
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
 from saga_index.layout_change.backfill.local import backfill_locally
-from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.wire import BackfillRequest
 from saga_index.layout_change.checks.repair import (
     PersonSource,
     RepairError,

@@ -13,9 +13,7 @@ from moto import mock_aws
 
 from saga_index.index import keys, names
 from saga_index.index.layout import Layout
-from saga_index.layout_change.checks.parity import ParityVerifier
-from saga_index.layout_change.checks.parity_report import ParityReport
-from saga_index.layout_change.checks.parity_snapshot import Snapshot
+from saga_index.layout_change.checks.parity import ParityReport, ParityVerifier, Snapshot
 from saga_index.layout_change.record.routing import Routing
 from saga_index_cli import progress
 from saga_index_cli.main import main

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 
 from infra.observability import queries
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.checks.drift_report import DriftReport, RowRef
+from saga_index.layout_change.checks.drift import DriftReport, RowRef
 from saga_index.layout_change.record.routing import Routing
 from tests.infra.template_tools import resources
 

@@ -17,12 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidKeyError
-from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState
-from saga_index.store.dynamo.codec import deserialize
+from saga_index.index import OPEN_STATES, InvalidKeyError, keys
+from saga_index.layout_change.record import ControlState, routing_for
+from saga_index.store.dynamo import deserialize
 from tests.sim.processes import ReadSeen
 from tests.sim.table import SimTable, TableKey, WriteRecord
 

@@ -24,21 +24,25 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import keys
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.model import ALL_STATES
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.index import ALL_STATES, SagaIndexError, keys
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    LeaseKeeper,
+    TokenBucket,
+    finish_backfill,
+    release_with_completion,
+    run_segment,
+    take_run,
+)
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.lease.keeper import LeaseKeeper, release_with_completion, take_run
-from saga_index.layout_change.record.errors import LeaseDirectionError, LeaseLostError
-from saga_index.layout_change.record.provider import ControlProvider
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.store.repository import SagaRepository
-from saga_index.store.writer import SagaWriter, utc_iso
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    ControlProvider,
+    ControlStore,
+    LeaseDirectionError,
+    LeaseLostError,
+)
+from saga_index.store import SagaRepository, SagaWriter, utc_iso
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -291,7 +295,7 @@ def _fence(
     the deliberately broken variant), on the process's clocks."""
     if sim.scenario.fence == "none":
         return None
-    from saga_index.layout_change.backfill.fence import fence_for_run
+    from saga_index.layout_change.backfill import fence_for_run
 
     return fence_for_run(
         client,

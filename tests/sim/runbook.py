@@ -14,13 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from saga_index.layout_change.record.errors import PreconditionFailedError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.executor import set_phase
-from saga_index.layout_change.transitions.requirements import CheckOptions, completion_checks
-from saga_index.layout_change.transitions.rules import Precondition
+from saga_index.layout_change.record import (
+    ControlState,
+    ControlStore,
+    Phase,
+    PreconditionFailedError,
+)
+from saga_index.layout_change.transitions import (
+    CheckOptions,
+    Precondition,
+    completion_checks,
+    set_phase,
+)
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE

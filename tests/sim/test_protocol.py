@@ -19,7 +19,7 @@ from unittest import mock
 
 import pytest
 
-from saga_index.layout_change.record.state import Transition
+from saga_index.layout_change.record import Transition
 from tests.sim.harness import simulated_aws
 from tests.sim.world import Outcome, Scenario, simulate
 

@@ -17,18 +17,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from saga_index.index import keys, names
+from saga_index.layout_change.backfill import CONTROL_POLL_SECONDS
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS
-from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.provider import ControlProvider
-from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import ControlTiming
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.repository import SagaRepository
+from saga_index.layout_change.lease import LEASE_TTL_SECONDS
+from saga_index.layout_change.record import (
+    ControlProvider,
+    ControlRecordInvalidError,
+    ControlState,
+    ControlStore,
+    ControlTiming,
+    Phase,
+    routing_for,
+)
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import serialize
 from tests.sim import processes, runbook
 from tests.sim.checker import Checker
 from tests.sim.clock import EPOCH, ProcessClock, VirtualTime

@@ -6,12 +6,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saga_index.layout_change.backfill.budget import (
+from saga_index.layout_change.backfill.caps import (
     APPLIED_CAP_BUDGET,
     MAX_APPLIED_CAPS,
     MIN_APPLIED_CAPS,
+    applied_cap_limit,
+    extend_caps,
+    merge_caps,
 )
-from saga_index.layout_change.backfill.caps import applied_cap_limit, extend_caps, merge_caps
 
 
 def is_subsequence(short: list[float], long: list[float]) -> bool:

@@ -10,7 +10,7 @@ import pytest
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import shard
-from saga_index.layout_change.checks.drift_report import RowRef
+from saga_index.layout_change.checks.drift import RowRef
 from saga_index.layout_change.checks.layout_probe import RowsSeen, infer_layout
 from saga_index.layout_change.record.history import HistoryEntry, restore_point
 from saga_index.layout_change.record.state import Transition

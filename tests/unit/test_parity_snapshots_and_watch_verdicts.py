@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.parity_sample import sample_persons
-from saga_index.layout_change.checks.parity_snapshot import (
+from saga_index.layout_change.checks.parity import (
     CHECK_ALL,
     CHECK_OPEN,
     CHECK_PERSON,
     InvalidSnapshotError,
     Read,
     Snapshot,
+    sample_persons,
 )
 from saga_index.layout_change.checks.watch import (
     MetricReadError,

@@ -9,3 +9,47 @@
 
 Nothing here knows that layouts change: that is saga_index.layout_change.
 """
+
+from saga_index.index import jobs, keys, names
+from saga_index.index.errors import InvalidInputError, InvalidKeyError, SagaIndexError
+from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
+from saga_index.index.keys import Person
+from saga_index.index.layout import LEGACY, Layout
+from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES
+from saga_index.index.names import (
+    BACKFILL_THROTTLED_ERROR,
+    INDEX_NAME,
+    MAX_CONCURRENT_SEGMENTS,
+    MAX_WRITES_PER_SECOND,
+    MIN_WRITES_PER_SECOND,
+    STACK_NAME,
+)
+from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, shard, validate_shard_count
+
+__all__ = [
+    "ALL_STATES",
+    "BACKFILL_THROTTLED_ERROR",
+    "DEFAULT_SHARD_COUNT",
+    "INDEX_NAME",
+    "JOBS_BY_NAME",
+    "LEGACY",
+    "MAX_CONCURRENT_SEGMENTS",
+    "MAX_SHARD_COUNT",
+    "MAX_WRITES_PER_SECOND",
+    "MIN_WRITES_PER_SECOND",
+    "OPEN_STATES",
+    "SCHEDULED_JOBS",
+    "STACK_NAME",
+    "SWEEP_NAMES",
+    "TERMINAL_STATES",
+    "InvalidInputError",
+    "InvalidKeyError",
+    "Layout",
+    "Person",
+    "SagaIndexError",
+    "jobs",
+    "keys",
+    "names",
+    "shard",
+    "validate_shard_count",
+]

@@ -6,3 +6,15 @@
 
 The store never imports saga_index.layout_change: the machinery provides the plan.
 """
+
+from saga_index.store.partitions import count_partition
+from saga_index.store.repository import ReadResult, SagaRepository
+from saga_index.store.writer import SagaWriter, utc_iso
+
+__all__ = [
+    "ReadResult",
+    "SagaRepository",
+    "SagaWriter",
+    "count_partition",
+    "utc_iso",
+]

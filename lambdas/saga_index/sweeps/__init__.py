@@ -17,3 +17,30 @@ claims.py    the retry sweep's conditional UpdateItems (claim a retry, record ex
 events.py    the EventBridge publisher (batches of 10, failed entries retried, loud on failure)
 runner.py    one domain function per sweep: read every open saga, apply the rule, act
 """
+
+from saga_index.sweeps import runner
+from saga_index.sweeps.claims import RetryClaims
+from saga_index.sweeps.events import EventPublisher, make_events_client
+from saga_index.sweeps.policies import (
+    DEFAULT_HEARTBEAT_THRESHOLD,
+    DEFAULT_MAX_PREPARE_ATTEMPTS,
+    DEFAULT_PREPARE_BACKOFF,
+    DEFAULT_STUCK_THRESHOLD,
+    HealthPolicy,
+    RetryPolicy,
+    StuckPolicy,
+)
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_THRESHOLD",
+    "DEFAULT_MAX_PREPARE_ATTEMPTS",
+    "DEFAULT_PREPARE_BACKOFF",
+    "DEFAULT_STUCK_THRESHOLD",
+    "EventPublisher",
+    "HealthPolicy",
+    "RetryClaims",
+    "RetryPolicy",
+    "StuckPolicy",
+    "make_events_client",
+    "runner",
+]

@@ -12,20 +12,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.names import BACKFILL_THROTTLED_ERROR
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.record.errors import (
+from saga_index.index import BACKFILL_THROTTLED_ERROR, SagaIndexError
+from saga_index.layout_change.backfill import Move
+from saga_index.layout_change.record import (
+    BackfillDirection,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
+    ControlState,
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
+    Phase,
 )
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import BackfillDirection, ControlState
 
 CONVERGES = "nothing is half-written: run the backfill again, it converges"
 

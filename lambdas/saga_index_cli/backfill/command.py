@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.index import InvalidInputError
+from saga_index.layout_change.backfill import BackfillRequest
+from saga_index.layout_change.record import BackfillDirection
 from saga_index_cli.backfill.control import pause_command, resume_command, throttle_command
 from saga_index_cli.backfill.executions import resolve_state_machine, target_execution
 from saga_index_cli.backfill.follow import follow_execution

@@ -7,15 +7,15 @@ from collections.abc import Callable
 
 import click
 
-from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
-from saga_index.layout_change.lease.controls import (
+from saga_index.index import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.backfill import CONTROL_POLL_SECONDS
+from saga_index.layout_change.lease import (
     clear_throttle,
     pause_backfill,
     resume_backfill,
     set_throttle,
 )
-from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
-from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record import ControlState
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.options import FiniteFloatRange
 from saga_index_cli.output import emit, json_option

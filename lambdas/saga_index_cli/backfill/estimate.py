@@ -16,16 +16,16 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.backfill.estimate import (
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.backfill import (
     PARTITION_WCU_PER_SECOND,
     BackfillEstimate,
+    BackfillSummary,
     LegacyKeyEffect,
+    Move,
     RowSample,
     sample_rows_to_move,
 )
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index_cli.backfill.output import print_summary, write_report
 from saga_index_cli.context import CliContext
 

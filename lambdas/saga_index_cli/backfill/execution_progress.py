@@ -16,10 +16,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
-from saga_index.layout_change.backfill.counts import SegmentResult
-from saga_index.layout_change.backfill.messages import SegmentPlan
-from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.index import MAX_CONCURRENT_SEGMENTS
+from saga_index.layout_change.backfill import BackfillSummary, SegmentPlan, SegmentResult
 
 log = logging.getLogger("saga_index.cli.backfill")
 _T = TypeVar("_T")

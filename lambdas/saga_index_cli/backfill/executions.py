@@ -11,8 +11,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.index import InvalidInputError, SagaIndexError
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index_cli.context import CliContext
 from saga_index_cli.stack import StackLookupError, read_outputs, state_machine_arn_from_outputs
 

@@ -15,11 +15,14 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
-from saga_index.layout_change.lease.keeper import token_for_execution
+from saga_index.index import SagaIndexError
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    BackfillSummary,
+    Move,
+    summarise,
+    token_for_execution,
+)
 from saga_index_cli.backfill.advice import execution_advice, is_refusal, refusal_message
 from saga_index_cli.backfill.estimate import (
     applied_cap_report,

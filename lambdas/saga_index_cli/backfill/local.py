@@ -17,14 +17,16 @@ import click
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from saga_index.index.names import INDEX_NAME
-from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.readback import count_source_rows
-from saga_index.layout_change.backfill.ticket import RunTicket
-from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.timing import ControlTiming
+from saga_index.index import INDEX_NAME
+from saga_index.layout_change.backfill import (
+    CONTROL_POLL_SECONDS,
+    BackfillRequest,
+    LocalBackfill,
+    RunTicket,
+    backfill_locally,
+    count_source_rows,
+)
+from saga_index.layout_change.record import ControlState, ControlTiming
 from saga_index_cli.backfill.advice import (
     LEASE_LOST_ADVICE,
     as_refusal,

@@ -10,13 +10,13 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
-from saga_index.layout_change.backfill.budget import MAX_TOTAL_SEGMENTS
-from saga_index.layout_change.backfill.messages import (
+from saga_index.index import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.layout_change.backfill import (
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
+    MAX_TOTAL_SEGMENTS,
 )
-from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record import BackfillDirection
 from saga_index_cli.backfill.executions import (
     EXECUTION_ARN,
     STATE_MACHINE_ARN,

@@ -19,9 +19,8 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.layout_change.backfill.counts import SegmentCounts
-from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.index import InvalidInputError, SagaIndexError
+from saga_index.layout_change.backfill import BackfillSummary, SegmentCounts
 from saga_index_cli.backfill.advice import BackfillRefusedError
 from saga_index_cli.failures import exit_code_of
 from saga_index_cli.output import emit

@@ -13,12 +13,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.record.errors import LeaseHeldError, LeaseNotYetEffectiveError
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.rules import seconds_until
+from saga_index.index import SagaIndexError
+from saga_index.layout_change.backfill import BackfillRequest
+from saga_index.layout_change.record import (
+    ControlState,
+    LeaseHeldError,
+    LeaseNotYetEffectiveError,
+    format_time,
+)
+from saga_index.layout_change.transitions import seconds_until
 from saga_index_cli.backfill.advice import move_for, refusals_explained
 from saga_index_cli.backfill.follow import follow_to_end, report_followed, run_label
 from saga_index_cli.backfill.output import RunProgress

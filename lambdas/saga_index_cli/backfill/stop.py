@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from saga_index.layout_change.lease.grant import release_lease
-from saga_index.layout_change.lease.keeper import token_for_execution
+from saga_index.layout_change.backfill import token_for_execution
+from saga_index.layout_change.lease import release_lease
 from saga_index_cli.backfill.executions import describe, request_of
 from saga_index_cli.backfill.output import EXIT_CLEAN
 from saga_index_cli.context import CliContext

@@ -6,9 +6,8 @@ from __future__ import annotations
 import click
 
 from saga_index.index import keys
-from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.checks.drift_report import DriftReport
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
+from saga_index.store.dynamo import ScanOptions
 from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
 from saga_index_cli.checks.scan import (
     IndexReadsProgress,

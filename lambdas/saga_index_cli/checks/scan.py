@@ -9,7 +9,7 @@ import logging
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.store.dynamo.scan import PageRead
+from saga_index.store.dynamo import PageRead
 from saga_index_cli.context import CliContext, is_table_missing
 from saga_index_cli.options import FiniteFloatRange
 from saga_index_cli.progress import LiveProgress, ProgressStep

@@ -9,9 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from saga_index.index import names
-from saga_index.index.errors import InvalidInputError, SagaIndexError
-from saga_index.layout_change.checks.parity_snapshot import Snapshot
+from saga_index.index import InvalidInputError, SagaIndexError, names
+from saga_index.layout_change.checks.parity import Snapshot
 from saga_index_cli.output import check_output_file
 
 log = logging.getLogger("saga_index.cli")

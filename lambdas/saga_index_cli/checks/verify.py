@@ -9,11 +9,15 @@ from pathlib import Path
 
 import click
 
-from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS, ParityVerifier
-from saga_index.layout_change.checks.parity_report import Finding, ParityReport
-from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
-from saga_index.layout_change.checks.parity_snapshot import Snapshot
-from saga_index.store.dynamo.scan import ScanOptions
+from saga_index.layout_change.checks.parity import (
+    DEFAULT_RECHECK_DELAY_SECONDS,
+    DEFAULT_SAMPLE,
+    Finding,
+    ParityReport,
+    ParityVerifier,
+    Snapshot,
+)
+from saga_index.store.dynamo import ScanOptions
 from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
 from saga_index_cli.checks.scan import (
     RepositoryReadsProgress,

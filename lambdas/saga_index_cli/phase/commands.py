@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import click
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
-from saga_index.layout_change.transitions.requirements import (
+from saga_index.index import InvalidInputError
+from saga_index.layout_change.record import (
+    ControlRecordInvalidError,
+    ControlState,
+    Phase,
+    RecordCondition,
+    format_time,
+    routing_for,
+)
+from saga_index.layout_change.transitions import (
     CheckOptions,
+    PhaseChange,
     completion_checks,
     first_move_guard,
+    plan_move,
+    set_phase,
 )
-from saga_index.layout_change.transitions.rules import plan_move
 from saga_index_cli.context import (
     CliContext,
     describe_routing,

@@ -6,12 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from saga_index.index.layout import Layout
-from saga_index.layout_change.record.history import HistoryEntry
-from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.rules import allowed_moves, seconds_until
+from saga_index.index import Layout
+from saga_index.layout_change.record import (
+    ControlState,
+    HistoryEntry,
+    RecordCondition,
+    Transition,
+    format_time,
+    routing_for,
+)
+from saga_index.layout_change.transitions import allowed_moves, seconds_until
 
 
 def layout_document(layout: Layout | None) -> dict[str, Any] | None:

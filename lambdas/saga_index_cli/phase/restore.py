@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import click
 
-from saga_index.layout_change.checks.layout_probe import probe_keys
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.transitions.restore import Restored, restore_state
+from saga_index.layout_change.checks import probe_keys
+from saga_index.layout_change.record import ControlRecordInvalidError
+from saga_index.layout_change.transitions import Restored, restore_state
 from saga_index_cli.context import CliContext, OverrideDisagreesError, pass_cli
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.documents import record_document, record_lines

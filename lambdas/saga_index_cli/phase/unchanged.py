@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import ControlState, RecordCondition
+from saga_index.layout_change.record import ControlState, Phase, RecordCondition
 from saga_index_cli.context import CliContext, record_shard_count
 from saga_index_cli.output import emit
 from saga_index_cli.phase.documents import record_document, record_lines

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from saga_index.index import names
-from saga_index.index.jobs import SWEEP_NAMES
+from saga_index.index import SWEEP_NAMES, names
 from saga_index_cli.preflight.check import (
     PERMISSION_DESCRIBE_STACKS,
     PERMISSION_DESCRIBE_STATE_MACHINE,

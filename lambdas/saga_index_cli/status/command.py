@@ -13,11 +13,8 @@ import sys
 import click
 from rich.console import Console
 
-from saga_index.index.names import STACK_NAME
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.state import (
-    RecordCondition,
-)
+from saga_index.index import STACK_NAME
+from saga_index.layout_change.record import ControlRecordInvalidError, RecordCondition
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.output import emit, json_option

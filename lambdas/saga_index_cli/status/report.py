@@ -13,22 +13,19 @@ from typing import Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import keys
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.names import INDEX_NAME
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
+from saga_index.index import DEFAULT_SHARD_COUNT, INDEX_NAME, SagaIndexError, keys
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import (
+from saga_index.layout_change.record import (
     BackfillCompletion,
     BackfillDirection,
     ControlState,
     Lease,
+    Phase,
     RecordCondition,
+    format_time,
 )
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions.rules import check_backfill
-from saga_index.store.partitions import count_partition
+from saga_index.layout_change.transitions import check_backfill
+from saga_index.store import count_partition
 from saga_index_cli.context import CliContext, record_shard_count
 from saga_index_cli.phase.documents import layout_document
 

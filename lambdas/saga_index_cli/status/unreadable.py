@@ -10,10 +10,12 @@ from typing import Any
 
 import click
 
-from saga_index.layout_change.record import items
-from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.history import restore_point
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record import (
+    ControlRecordInvalidError,
+    ControlStore,
+    items,
+    restore_point,
+)
 from saga_index_cli.output import emit
 from saga_index_cli.phase.documents import transition_document
 

@@ -38,7 +38,7 @@ DAY = datetime(2026, 7, 10, tzinfo=UTC)
 # The sweeps refuse a scheduledTime more than 15 minutes from their own clock (a payload from
 # 2099 must not disable a saga's retries), so their firings are those of the current 5-minute
 # slot, as Scheduler would send them now. The drift guard's run stays at the top of an hour of
-# DAY: that is a scan run (layout_change.checks.drift_schedule.scan_due), which the rehearsal needs.
+# DAY: that is a scan run (layout_change.checks.drift.scan_due), which the rehearsal needs.
 _SLOT = datetime.now(UTC).replace(second=0, microsecond=0)
 _SLOT -= timedelta(minutes=_SLOT.minute % 5)
 # The sweeps' schedule payload, as infra/schedules.py builds it (Scheduler's context

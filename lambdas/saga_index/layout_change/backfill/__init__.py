@@ -6,13 +6,11 @@ One module per idea:
   move       which rows a run moves: the record's source and target layouts and the row rule
              (forward legacy -> sharded(N), rollback sharded(N) -> legacy, the same machinery
              for sharded(N) -> sharded(M))
-  payload    the wire shapes of every payload: the camelCase JSON model (the Step Functions and
-             CLI contracts), a table key, a Scan cursor, a layout
-  budget     the size budget that keeps every payload within Step Functions' 256 KB state
-  ticket     the run's ticket: its move and its lease, carried by every step
-  counts     what a segment did: its counts, and the worker's result (cursor, done)
-  messages   the steps' inputs: the request, the plan step's input and its segment plan, a
-             worker's and the verification's input
+  wire       the wire shapes of every payload: the camelCase JSON model (the Step Functions and
+             CLI contracts), a table key, a Scan cursor, a layout, the size budget that keeps
+             every payload within Step Functions' 256 KB state, the run's ticket, a segment's
+             counts and result, and the steps' inputs
+  caps       the write caps a run applied: how many a result carries, how they merge (pure)
   summary    what a run did: the read-back's verification and the summary of all segments
   pacing     the token bucket that caps the writes, backs off on throttles and pauses
   row        what happens to one row: the row rule applied, the conditional re-stamp
@@ -26,9 +24,91 @@ One module per idea:
              on the legacy key, from the dry run's count and a sample of row sizes
   steps      the same run as the Step Functions state machine takes it: one function per
              state (plan, worker, verify), the one call of that state's Lambda handler
+  keeper     a run under its lease: taken, heartbeated (applying the record's throttle and
+             pause to the run's pacing), released with the run's completion
 
-A run's lease (taken, heartbeated, released with its completion) is layout_change.lease.
+The lease's writes in the control record are layout_change.lease (the room below this one).
 
 The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfill/) are thin
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.
 """
+
+from saga_index.layout_change.backfill.estimate import (
+    PARTITION_WCU_PER_SECOND,
+    BackfillEstimate,
+    LegacyKeyEffect,
+    RowSample,
+    sample_rows_to_move,
+)
+from saga_index.layout_change.backfill.fence import fence_for_run
+from saga_index.layout_change.backfill.keeper import (
+    CONTROL_POLL_SECONDS,
+    LeaseKeeper,
+    release_with_completion,
+    take_run,
+    token_for_execution,
+)
+from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import (
+    count_source_rows,
+    finish_backfill,
+    verify_source_drained,
+)
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
+from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
+from saga_index.layout_change.backfill.wire import (
+    DEFAULT_MAX_WRITES_PER_SECOND,
+    DEFAULT_TOTAL_SEGMENTS,
+    MAX_TOTAL_SEGMENTS,
+    BackfillRequest,
+    PlanRequest,
+    RunTicket,
+    SegmentCounts,
+    SegmentPlan,
+    SegmentRequest,
+    SegmentResult,
+    VerifyRequest,
+)
+
+__all__ = [
+    "CONTROL_POLL_SECONDS",
+    "DEFAULT_MAX_WRITES_PER_SECOND",
+    "DEFAULT_SAFETY_MARGIN_SECONDS",
+    "DEFAULT_TOTAL_SEGMENTS",
+    "MAX_TOTAL_SEGMENTS",
+    "PARTITION_WCU_PER_SECOND",
+    "BackfillEstimate",
+    "BackfillRequest",
+    "BackfillSummary",
+    "LeaseKeeper",
+    "LegacyKeyEffect",
+    "LocalBackfill",
+    "Move",
+    "PlanRequest",
+    "RowSample",
+    "RunTicket",
+    "SegmentCounts",
+    "SegmentPlan",
+    "SegmentRequest",
+    "SegmentResult",
+    "TokenBucket",
+    "VerifyRequest",
+    "backfill_locally",
+    "count_source_rows",
+    "fence_for_run",
+    "finish_backfill",
+    "plan_run",
+    "release_with_completion",
+    "run_backfill",
+    "run_leased_segment",
+    "run_segment",
+    "sample_rows_to_move",
+    "summarise",
+    "take_run",
+    "token_for_execution",
+    "verify_run",
+    "verify_source_drained",
+]

@@ -8,18 +8,24 @@ segment that ended before a change never saw it, one that started after it never
 before. The run's sequence is the shortest one in which every segment's sequence appears in
 order (a shortest common supersequence): it holds each cap some segment applied, in the order
 the segments applied them, and repeats a value only where some segment went back to it.
+
+Pure arithmetic over lists of floats, apart from the payloads (layout_change.backfill.wire) that
+carry its results: the supersequence is an algorithm with its own exact tests, and the payloads
+import it, not the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from saga_index.layout_change.backfill.budget import (
-    APPLIED_CAP_BUDGET,
-    APPLIED_CAP_DECIMALS,
-    MAX_APPLIED_CAPS,
-    MIN_APPLIED_CAPS,
-)
+# The write caps a Lambda segment applied travel in its result (wire.SegmentResult) too, so
+# the run's report can say what it ran at: at most MAX_APPLIED_CAPS per segment, and the
+# whole run at most APPLIED_CAP_BUDGET across its segments (2 each at 1,000 segments: the
+# first and the latest), each rounded to APPLIED_CAP_DECIMALS (a handful of bytes).
+MAX_APPLIED_CAPS = 16
+MIN_APPLIED_CAPS = 2
+APPLIED_CAP_BUDGET = 2000
+APPLIED_CAP_DECIMALS = 3
 
 
 def applied_cap_limit(total_segments: int, budget: int | None = APPLIED_CAP_BUDGET) -> int:

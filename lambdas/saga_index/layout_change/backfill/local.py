@@ -23,22 +23,25 @@ from pydantic import BaseModel, ConfigDict
 
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
-from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
 from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
-from saga_index.layout_change.backfill.messages import BackfillRequest
-from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
-from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.segment import run_segment
-from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
-from saga_index.layout_change.backfill.ticket import RunTicket
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
-from saga_index.layout_change.lease.keeper import (
+from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
     release_with_completion,
     take_run,
 )
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
+from saga_index.layout_change.backfill.wire import (
+    BackfillRequest,
+    RunTicket,
+    SegmentCounts,
+    SegmentResult,
+)
+from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
 from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.state import BackfillCompletion, ControlState
 from saga_index.layout_change.record.store import ControlStore

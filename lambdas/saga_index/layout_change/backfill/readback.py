@@ -6,12 +6,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from saga_index.index import keys
-from saga_index.layout_change.backfill.budget import MAX_ANOMALY_KEYS
-from saga_index.layout_change.backfill.counts import SegmentResult
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.payload import TABLE_KEY_ATTRIBUTES, TableKey, plain_key
 from saga_index.layout_change.backfill.summary import BackfillSummary, VerificationResult, summarise
+from saga_index.layout_change.backfill.wire import (
+    MAX_ANOMALY_KEYS,
+    TABLE_KEY_ATTRIBUTES,
+    BackfillRequest,
+    SegmentResult,
+    TableKey,
+    plain_key,
+)
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.partitions import count_partition

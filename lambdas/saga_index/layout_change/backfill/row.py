@@ -27,16 +27,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from saga_index.index import keys
-from saga_index.layout_change.backfill.budget import anomaly_key
-from saga_index.layout_change.backfill.counts import SegmentResult
 from saga_index.layout_change.backfill.fence import LeaseFence, RowWrite, is_transaction_throttle
-from saga_index.layout_change.backfill.messages import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
-from saga_index.layout_change.backfill.payload import TABLE_KEY_ATTRIBUTES, plain_key
+from saga_index.layout_change.backfill.wire import (
+    TABLE_KEY_ATTRIBUTES,
+    SegmentRequest,
+    SegmentResult,
+    anomaly_key,
+    plain_key,
+)
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.conditions import (

@@ -12,7 +12,7 @@ Why this is safe to run beside live writers, to kill, and to run again:
   run can leave work undone but never skips a row;
 - writes are paced by a token bucket (layout_change.backfill.pacing). Throttles halve the pace for
   a while (AIMD); botocore still does the retrying. The control record's runtime throttle and
-  pause reach the bucket through the run's lease keeper (lease.keeper): a paused
+  pause reach the bucket through the run's lease keeper (keeper): a paused
   bucket hands out no token, so the worker waits, writing nothing, until it is resumed, stopped
   or (in Lambda) out of time; it then returns its cursor, not done. Any wait for a token ends
   at the safety margin too (at a low cap throttled to its floor one token can take longer);
@@ -32,16 +32,20 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.backfill.counts import SegmentCounts, SegmentResult
 from saga_index.layout_change.backfill.fence import LeaseFence
-from saga_index.layout_change.backfill.messages import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
-from saga_index.layout_change.backfill.payload import Cursor, cursor_of
 from saga_index.layout_change.backfill.row import RowRestamper
+from saga_index.layout_change.backfill.wire import (
+    Cursor,
+    SegmentCounts,
+    SegmentRequest,
+    SegmentResult,
+    cursor_of,
+)
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
 
 log = logging.getLogger(__name__)

@@ -20,28 +20,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.layout_change.backfill.caps import extend_caps
-from saga_index.layout_change.backfill.counts import SegmentResult
 from saga_index.layout_change.backfill.fence import fence_for_run
-from saga_index.layout_change.backfill.messages import (
-    PlanRequest,
-    SegmentPlan,
-    SegmentRequest,
-    VerifyRequest,
-    plan_segments,
-    segment_share,
-)
-from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
-from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, heartbeat_lease
-from saga_index.layout_change.lease.keeper import (
+from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
     release_with_completion,
     take_run,
     token_for_execution,
 )
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.backfill.wire import (
+    PlanRequest,
+    SegmentPlan,
+    SegmentRequest,
+    SegmentResult,
+    VerifyRequest,
+    plan_segments,
+    segment_share,
+)
+from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, heartbeat_lease
 from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.client import attach_throttle_observer
@@ -51,7 +51,7 @@ def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
     """Take the run's lease for the execution `plan.holder` and lay out its segments.
 
     The token is derived from the execution id, so a retried plan step finds its own lease.
-    Refusals: lease.keeper.take_run's, before anything is written.
+    Refusals: keeper.take_run's, before anything is written.
     """
     ticket, _ = take_run(
         ControlStore(client, table_name),

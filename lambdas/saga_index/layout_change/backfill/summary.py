@@ -10,10 +10,14 @@ from pydantic import Field
 
 from saga_index.index.names import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KEY_ROWS
 from saga_index.layout_change.backfill.caps import merge_caps
-from saga_index.layout_change.backfill.counts import SegmentCounts
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.payload import LayoutSpec, Payload, TableKey
+from saga_index.layout_change.backfill.wire import (
+    BackfillRequest,
+    LayoutSpec,
+    Payload,
+    SegmentCounts,
+    TableKey,
+)
 from saga_index.layout_change.record.state import BackfillDirection
 
 

@@ -1,17 +1,40 @@
 """The checks that judge a move (docs/observability.md):
 
-expectations          where a state's rows may sit (shared by drift and parity)
-read_progress         how a progress display hears of a check's reads
-drift                 the drift checker: what is wrong now, judged against the state
-drift_schedule        which scheduled runs also scan the base table
-drift_tally           what a drift run keeps of the rows it reads (exact counts, samples)
-drift_report          what a drift run reports
-parity                the parity verifier: the reads against the base table, re-checked
-parity_sample         which persons' by-person reads a parity run checks
-parity_compare        the reads judged against the base table: missing, extra, misrouted
-parity_snapshot       the snapshot document: what each read returned at one moment
-parity_snapshot_diff  the reads judged against a snapshot: changed since, or missing
-parity_report         what a parity run reports
-repair                the repair of one anomalous row
-watch                 the index's throttle events over a window
+expectations   where a state's rows may sit, and how a check names a row (shared by drift,
+               parity and the layout probe)
+layout_probe   which index keys carry saga rows, when the control record cannot say
+read_progress  how a progress display hears of a check's reads
+drift/         the drift guard: what is wrong now, judged against the state (its front:
+               checks.drift)
+parity/        the parity verifier: the reads against the base table or a snapshot, re-checked
+               (its front: checks.parity)
+repair         the repair of one anomalous row
+watch          the index's throttle events over a window
 """
+
+from saga_index.layout_change.checks.layout_probe import (
+    RowsSeen,
+    probe_keys,
+    probe_shard_keys,
+    shard_rows_refusal,
+)
+from saga_index.layout_change.checks.repair import RepairStatus, repair_anomaly
+from saga_index.layout_change.checks.watch import (
+    DEFAULT_DAYS,
+    MAX_DAYS,
+    WatchReport,
+    read_throttle_window,
+)
+
+__all__ = [
+    "DEFAULT_DAYS",
+    "MAX_DAYS",
+    "RepairStatus",
+    "RowsSeen",
+    "WatchReport",
+    "probe_keys",
+    "probe_shard_keys",
+    "read_throttle_window",
+    "repair_anomaly",
+    "shard_rows_refusal",
+]

@@ -1,5 +1,6 @@
 """Where a state's rows may sit: the keys its readers read and the keys each person's rows may
-carry. Drift judges every row it reads by them; parity explains what a read misses by them."""
+carry. Drift judges every row it reads by them; parity explains what a read misses by them.
+RowRef names one row as every check reports it (drift's samples, the layout probe's rows)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,38 @@ class Expectations:
         if gsi4pk not in self.person_keys(item["personId"]):
             return Verdict.MISROUTED
         return Verdict.OK
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """Enough of a row to find and repair it."""
+
+    pk: str
+    sk: str
+    saga_id: Any
+    person_id: Any
+    gsi4pk: Any
+    expected_gsi4pk: str | None = None
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any], expected_gsi4pk: str | None = None) -> RowRef:
+        return cls(
+            pk=str(item.get("PK")),
+            sk=str(item.get("SK")),
+            saga_id=item.get("sagaId"),
+            person_id=item.get("personId"),
+            gsi4pk=item.get("GSI4PK"),
+            expected_gsi4pk=expected_gsi4pk,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "PK": self.pk,
+            "SK": self.sk,
+            "sagaId": self.saga_id,
+            "personId": self.person_id,
+            "gsi4pk": self.gsi4pk,
+        }
+        if self.expected_gsi4pk is not None:
+            out["expectedGsi4pk"] = self.expected_gsi4pk
+        return out

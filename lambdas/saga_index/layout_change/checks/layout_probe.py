@@ -23,7 +23,7 @@ from saga_index.index.errors import InvalidInputError
 from saga_index.index.keys import Person
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import MAX_SHARD_COUNT, shard
-from saga_index.layout_change.checks.drift_report import RowRef
+from saga_index.layout_change.checks.expectations import RowRef
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.partitions import read_partitions
 

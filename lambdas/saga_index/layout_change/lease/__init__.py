@@ -4,9 +4,28 @@ in the STATE item, with the run-time throttle and pause flag the holder follows.
   grant     the lease's conditional writes: acquire, heartbeat, release (with the completion)
   controls  the operator's throttle, pause and resume of the running backfill
   events    the EVENT item each of those writes leaves behind (an audit trail)
-  keeper    a run under its lease: taken, heartbeated (applying the throttle and pause),
-            released with the run's completion
+
+The run side (a run under its lease: taken, heartbeated applying the throttle and pause,
+released with its completion) is layout_change.backfill.keeper: it drives the backfill's pacing,
+and the backfill is the room above this one.
 
 None of these writes bump `version`: a heartbeat must never make a racing `phase set` lose its
 compare-and-set.
 """
+
+from saga_index.layout_change.lease.controls import (
+    clear_throttle,
+    pause_backfill,
+    resume_backfill,
+    set_throttle,
+)
+from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, release_lease
+
+__all__ = [
+    "LEASE_TTL_SECONDS",
+    "clear_throttle",
+    "pause_backfill",
+    "release_lease",
+    "resume_backfill",
+    "set_throttle",
+]

@@ -1,6 +1,7 @@
 """The operator's run-time control of the running backfill: its write cap (throttle) and its
 pause flag, in the STATE item (docs/control-contract.md, "The backfill lease"). The lease's
-holder follows them on its next heartbeat (lease.keeper); neither bumps `version`.
+holder follows them on its next heartbeat (layout_change.backfill.keeper); neither bumps
+`version`.
 """
 
 from __future__ import annotations

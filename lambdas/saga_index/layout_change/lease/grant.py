@@ -65,7 +65,7 @@ from saga_index.layout_change.transitions.rules import seconds_until
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0
-# How often a run heartbeats is the runner's choice (lease.keeper, every 5 s so throttle and
+# How often a run heartbeats is the runner's choice (backfill.keeper, every 5 s so throttle and
 # pause apply quickly): it must stay well inside this TTL.
 
 # ---- condition fragments -----------------------------------------------------------------

@@ -14,3 +14,88 @@ that every reader and writer follows, changed only through guarded transitions.
   provider  the cached view every process reads (at most T seconds old)
   routing   pure: the write key, by-person read keys and enumeration keys of a state
 """
+
+from saga_index.layout_change.record import items
+from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
+from saga_index.layout_change.record.encode import history_item, state_item
+from saga_index.layout_change.record.errors import (
+    CheckResult,
+    ControlItemInvalidError,
+    ControlRecordInvalidError,
+    ControlRecordMissingError,
+    ControlRecordUnavailableError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+    PreconditionFailedError,
+)
+from saga_index.layout_change.record.history import HistoryEntry, restore_point
+from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
+from saga_index.layout_change.record.provider import ControlProvider
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.schema import (
+    COMPLETION,
+    CONTROLS,
+    HISTORY_FLAGS,
+    LEASE,
+    TRANSITION,
+    Part,
+    attributes_document,
+)
+from saga_index.layout_change.record.state import (
+    BackfillCompletion,
+    BackfillDirection,
+    ControlState,
+    Lease,
+    RecordCondition,
+    Transition,
+)
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+
+__all__ = [
+    "COMPLETION",
+    "CONTROLS",
+    "DEFAULT_TIMING",
+    "HISTORY_FLAGS",
+    "LEASE",
+    "SINGLE_COUNT_PHASES",
+    "TRANSITION",
+    "BackfillCompletion",
+    "BackfillDirection",
+    "CheckResult",
+    "ControlItemInvalidError",
+    "ControlProvider",
+    "ControlRecordInvalidError",
+    "ControlRecordMissingError",
+    "ControlRecordUnavailableError",
+    "ControlState",
+    "ControlStore",
+    "ControlTiming",
+    "HistoryEntry",
+    "Lease",
+    "LeaseDirectionError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "LeaseNotYetEffectiveError",
+    "Part",
+    "Phase",
+    "PreconditionFailedError",
+    "RecordCondition",
+    "Routing",
+    "Transition",
+    "WallClock",
+    "attributes_document",
+    "format_time",
+    "history_item",
+    "items",
+    "layouts_for_phase",
+    "parse_history_item",
+    "parse_state_item",
+    "restore_point",
+    "routing_for",
+    "state_item",
+    "utc_now",
+]

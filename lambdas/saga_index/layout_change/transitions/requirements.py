@@ -23,16 +23,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.checks.drift_report import DriftReport
+from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
 from saga_index.layout_change.checks.layout_probe import (
     RowsSeen,
     probe_shard_keys,
     shard_rows_refusal,
 )
-from saga_index.layout_change.checks.parity import DEFAULT_RECHECK_DELAY_SECONDS, ParityVerifier
-from saga_index.layout_change.checks.parity_report import ParityReport
-from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE
+from saga_index.layout_change.checks.parity import (
+    DEFAULT_RECHECK_DELAY_SECONDS,
+    DEFAULT_SAMPLE,
+    ParityReport,
+    ParityVerifier,
+)
 from saga_index.layout_change.record.errors import CheckResult
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing

@@ -8,3 +8,22 @@ scan        the rate-limited parallel Scan of the base table's saga rows
 sizing      DynamoDB's item-size rule
 target      IndexTarget: the client, table, index and shard count a reader points at
 """
+
+from saga_index.store.dynamo.client import make_client, retry_config
+from saga_index.store.dynamo.codec import deserialize, serialize, to_plain_json
+from saga_index.store.dynamo.conditions import CONDITION_FAILED
+from saga_index.store.dynamo.scan import PageRead, ScanOptions
+from saga_index.store.dynamo.sizing import item_size, raw_bytes
+
+__all__ = [
+    "CONDITION_FAILED",
+    "PageRead",
+    "ScanOptions",
+    "deserialize",
+    "item_size",
+    "make_client",
+    "raw_bytes",
+    "retry_config",
+    "serialize",
+    "to_plain_json",
+]

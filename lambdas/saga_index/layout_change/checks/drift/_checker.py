@@ -7,7 +7,7 @@ be counted under its old key or both): the legacy key (a COUNT; read page by pag
 layout of the state is legacy), the N shard keys (N = the largest shard count the state names,
 else 16), judging each row by `Expectations`, and one Limit-1 Query per shard key from N to 4N
 (the keys of the next two splits, where a lost record's rows sit), where any row is unexpected
-(no reader of the state reads it). Every K-th run (`drift_schedule`) also scans the BASE table
+(no reader of the state reads it). Every K-th run (`scan_due`) also scans the BASE table
 for what no such Query sees: saga rows with no index key (unindexed), or with a GSI4PK that is
 no key at all or a shard key at or above 4N (stray). A row on a key no reader of the state
 reads is drift whatever its personId; anomalous rows (a personId that cannot be routed) on a key
@@ -17,9 +17,11 @@ that IS read are reported, not drift: a human repairs them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -27,9 +29,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index import keys, names
 from saga_index.index.errors import EnumerationError, InvalidInputError, InvalidKeyError
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
-from saga_index.layout_change.checks.drift_report import SAMPLE_LIMIT, DriftReport, RowRef
-from saga_index.layout_change.checks.drift_tally import ReadTally, ScanFinding
-from saga_index.layout_change.checks.expectations import Expectations, Verdict
+from saga_index.layout_change.checks.drift._report import (
+    SAMPLE_LIMIT,
+    DriftReport,
+    ReadTally,
+    ScanFinding,
+)
+from saga_index.layout_change.checks.expectations import Expectations, RowRef, Verdict
 from saga_index.layout_change.checks.layout_probe import probe_keys
 from saga_index.layout_change.checks.read_progress import ReadCounter, ReadsDone
 from saga_index.layout_change.record.phase import Phase
@@ -334,3 +340,36 @@ class DriftChecker:
             stray=stray.sample(),
             requests=report.requests + stats.requests,
         )
+
+
+# --- Which scheduled runs also scan the base table: every K-th run (docs/observability.md, "When
+# the scan runs")
+
+DEFAULT_SCAN_EVERY = 12  # with the 5-minute schedule: one base-table scan an hour
+
+
+def validate_scan_every(value: object) -> int:
+    # names.MAX_SCAN_EVERY: the longest interval the unindexed-rows alarm can still watch.
+    highest = names.MAX_SCAN_EVERY
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
+        raise InvalidInputError(
+            f"scan-every K must be an integer from 1 to {highest}, got {value!r}"
+        )
+    return value
+
+
+def scan_due(scheduled_time: datetime, *, every: int, period_minutes: int = 5) -> bool:
+    """True when the run scheduled at `scheduled_time` is one of the every-K-th runs that scan.
+
+    Deterministic from the scheduled time alone (no state, and Scheduler retries of the same run
+    decide the same): the run's slot is the number of whole periods since the Unix epoch, and
+    slots divisible by K scan. Epoch slots have no midnight seam, so scans are exactly K periods
+    apart forever (K = 12 at 5 minutes: the top of every hour, UTC).
+    """
+    validate_scan_every(every)
+    if period_minutes < 1:
+        raise InvalidInputError(f"period must be at least one minute, got {period_minutes}")
+    if scheduled_time.tzinfo is None or scheduled_time.utcoffset() is None:
+        raise InvalidInputError(f"scheduled time must carry a time zone, got {scheduled_time!r}")
+    slot = math.floor(scheduled_time.timestamp()) // (period_minutes * 60)
+    return slot % every == 0

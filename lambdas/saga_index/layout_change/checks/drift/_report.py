@@ -3,50 +3,17 @@ to SAMPLE_LIMIT named rows per finding (the metrics it becomes: docs/observabili
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from saga_index.index import keys
+from saga_index.layout_change.checks.expectations import RowRef, Verdict
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing
 
 SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
-
-
-@dataclass(frozen=True)
-class RowRef:
-    """Enough of a row to find and repair it."""
-
-    pk: str
-    sk: str
-    saga_id: Any
-    person_id: Any
-    gsi4pk: Any
-    expected_gsi4pk: str | None = None
-
-    @classmethod
-    def of(cls, item: Mapping[str, Any], expected_gsi4pk: str | None = None) -> RowRef:
-        return cls(
-            pk=str(item.get("PK")),
-            sk=str(item.get("SK")),
-            saga_id=item.get("sagaId"),
-            person_id=item.get("personId"),
-            gsi4pk=item.get("GSI4PK"),
-            expected_gsi4pk=expected_gsi4pk,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "PK": self.pk,
-            "SK": self.sk,
-            "sagaId": self.saga_id,
-            "personId": self.person_id,
-            "gsi4pk": self.gsi4pk,
-        }
-        if self.expected_gsi4pk is not None:
-            out["expectedGsi4pk"] = self.expected_gsi4pk
-        return out
 
 
 @dataclass(frozen=True)
@@ -180,3 +147,50 @@ def shard_skew(rows_per_shard: Mapping[int, int], shard_count: int) -> float:
         return 0.0
     mean = total / shard_count
     return max(rows_per_shard.values()) / mean
+
+
+# --- What a drift run keeps of the rows it reads: exact counts, and at most SAMPLE_LIMIT named
+# rows per finding, so its memory does not grow with the table
+
+# The wrong-now verdicts whose rows a report names.
+NAMED_VERDICTS = (Verdict.MISROUTED, Verdict.UNEXPECTED_LEGACY, Verdict.UNEXPECTED_SHARDED)
+
+
+class ReadTally:
+    """One read's exact counts by verdict, and at most SAMPLE_LIMIT named rows per finding."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.requests = 0
+        self.counts: Counter[Verdict] = Counter()
+        self.samples: dict[Verdict, list[RowRef]] = {verdict: [] for verdict in NAMED_VERDICTS}
+
+    def merge(self, other: ReadTally) -> None:
+        self.requests += other.requests
+        self.counts.update(other.counts)
+        for verdict, refs in other.samples.items():
+            sample = self.samples[verdict]
+            sample.extend(refs[: max(0, SAMPLE_LIMIT - len(sample))])
+
+
+class ScanFinding:
+    """A scan finding: its exact count and its first rows by table key (at most SAMPLE_LIMIT,
+    so the sample does not depend on the order the segments arrive in)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._rows: list[RowRef] = []
+
+    def add(self, item: Mapping[str, Any]) -> None:
+        self.count += 1
+        self._rows.append(RowRef.of(item))
+        if len(self._rows) >= 2 * SAMPLE_LIMIT:  # amortised: at most 2 x SAMPLE_LIMIT held
+            self._trim()
+
+    def sample(self) -> tuple[RowRef, ...]:
+        self._trim()
+        return tuple(self._rows)
+
+    def _trim(self) -> None:
+        self._rows.sort(key=lambda ref: (ref.pk, ref.sk))
+        del self._rows[SAMPLE_LIMIT:]

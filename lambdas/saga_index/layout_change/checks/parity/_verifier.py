@@ -7,10 +7,10 @@ control record's, or the one a reader in a named phase follows) exactly as produ
 
   all-sagas    get_all_sagas()          must return every saga row
   open-sagas   get_all_open_sagas()     must return every saga row whose state is open
-  by-person    get_sagas_by_person(p)   for a sample of persons (`parity_sample`): every saga
+  by-person    get_sagas_by_person(p)   for a sample of persons (`sample_persons`): every saga
                                         row of p
 
-The judgement is `parity_compare`'s (and `parity_snapshot_diff`'s, against a snapshot). GSI reads
+The judgement is `_compare`'s (against the base table, or against a snapshot). GSI reads
 are eventually consistent, so a first-pass mismatch may be a write still propagating: every
 finding is re-checked once after a short delay (the rows re-fetched with consistent GetItem, the
 affected reads repeated) and counts only when it is still there.
@@ -19,18 +19,23 @@ affected reads repeated) and counts only when it is still there.
 from __future__ import annotations
 
 import logging
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from saga_index.index import keys, names
-from saga_index.index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError, InvalidPersonIdError
 from saga_index.index.shard import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.checks.expectations import Expectations
-from saga_index.layout_change.checks.parity_compare import BaseTableComparison, is_saga_key
-from saga_index.layout_change.checks.parity_report import (
+from saga_index.layout_change.checks.parity._compare import (
+    BaseTableComparison,
+    compare_with_snapshot,
+    is_saga_key,
+)
+from saga_index.layout_change.checks.parity._report import (
     CHANGED,
     EXTRA,
     MISROUTED,
@@ -39,8 +44,7 @@ from saga_index.layout_change.checks.parity_report import (
     ParityReport,
     ParityRun,
 )
-from saga_index.layout_change.checks.parity_sample import DEFAULT_SAMPLE, sample_persons
-from saga_index.layout_change.checks.parity_snapshot import (
+from saga_index.layout_change.checks.parity._snapshot import (
     CHECK_ALL,
     CHECK_OPEN,
     CHECK_PERSON,
@@ -48,7 +52,6 @@ from saga_index.layout_change.checks.parity_snapshot import (
     Snapshot,
     TableKey,
 )
-from saga_index.layout_change.checks.parity_snapshot_diff import compare_with_snapshot
 from saga_index.layout_change.checks.read_progress import ReadsDone
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing, resolve_routing
@@ -63,6 +66,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_RECHECK_DELAY_SECONDS = 2.0
+# How many persons' by-person reads a run checks (sample_persons, below).
+DEFAULT_SAMPLE = 20
 
 
 @dataclass
@@ -283,3 +288,25 @@ class ParityVerifier:
             persons=tuple(persons),
             results={read: frozenset(observed.results[read]) for read in reads},
         )
+
+
+# --- Which persons' by-person reads a parity run checks: a seeded sample of the routable
+# personIds in the base table, so a run can be repeated exactly (--seed)
+
+
+def sample_persons(
+    rows: Iterable[Mapping[str, Any]], sample: int, seed: int | None
+) -> tuple[str, ...]:
+    """Up to `sample` distinct routable personIds, chosen by `seed` (sorted)."""
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+        raise InvalidInputError(f"sample must be a non-negative integer, got {sample!r}")
+    persons: set[str] = set()
+    for row in rows:
+        person = row.get("personId")
+        try:
+            persons.add(keys.validate_person_id(person))
+        except InvalidPersonIdError:
+            continue
+    ordered = sorted(persons)
+    chosen = random.Random(seed).sample(ordered, min(sample, len(ordered)))
+    return tuple(sorted(chosen))

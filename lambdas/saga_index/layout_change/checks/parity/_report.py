@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.layout_change.checks.parity_snapshot import Read, Snapshot, TableKey
+from saga_index.layout_change.checks.parity._snapshot import Read, Snapshot, TableKey
 from saga_index.layout_change.record.phase import Phase
 
 MISSING, EXTRA, MISROUTED, CHANGED = "missing", "extra", "misrouted", "changed"

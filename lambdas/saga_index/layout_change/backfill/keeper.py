@@ -33,11 +33,10 @@ from typing import Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.layout_change.backfill.fence import LeaseFence
-from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
     acquire_lease,

@@ -1,0 +1,424 @@
+"""The wire shapes of a backfill run: every payload the state machine, the handlers and the CLI
+hand each other, in camelCase JSON (the Step Functions and CLI contracts), within Step
+Functions' 256 KB state.
+
+  the model     Payload: camelCase in JSON, snake_case in Python, nothing unknown accepted;
+                a table key, a Scan cursor, a layout
+  the budget    the limits that keep every payload inside the state at 1,000 segments
+  the ticket    RunTicket: the move and the lease every step of one run carries
+  the results   SegmentCounts and SegmentResult: what a segment did (the worker's output)
+  the inputs    BackfillRequest (the run's), PlanRequest and SegmentPlan (the plan step's),
+                SegmentRequest (a worker's), VerifyRequest (the verification's)
+
+Two neighbours stay apart on purpose: `summary` is the run's report to whoever started it (the
+CLI's --json object and the execution's output), which no step reads back; `caps` is the pure
+arithmetic of the write caps a run applied (how many a result carries, how a segment's grow,
+how the segments' merge), with no model of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from saga_index.index.errors import InvalidInputError
+from saga_index.index.layout import Layout, LayoutKind
+from saga_index.index.names import (
+    BACKFILL_SEGMENT_TEMPLATE_FIELDS,
+    MAX_CONCURRENT_SEGMENTS,
+    MAX_WRITES_PER_SECOND,
+    METRIC_ANOMALIES,
+    METRIC_RESTAMPED,
+    METRIC_SCANNED,
+    METRIC_SKIPPED,
+    METRIC_THROTTLES,
+    METRIC_WOULD_RESTAMP,
+    MIN_WRITES_PER_SECOND,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+)
+from saga_index.layout_change.backfill.caps import (
+    APPLIED_CAP_BUDGET,
+    MAX_APPLIED_CAPS,
+    MIN_APPLIED_CAPS,
+    applied_cap_limit,
+)
+from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.timing import utc_now
+
+# The table's key schema (infra/table.py): the cursor is a key of this shape.
+TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
+
+
+class Payload(BaseModel):
+    """A payload's model: camelCase in JSON, snake_case in Python, nothing unknown accepted."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+TableKey = dict[str, str]
+Cursor = dict[str, dict[str, str]]
+
+
+def cursor_of(raw: Mapping[str, Any]) -> Cursor:
+    """The table key of a row the Scan returned, as a cursor (ExclusiveStartKey) to resume at."""
+    return {name: dict(raw[name]) for name in TABLE_KEY_ATTRIBUTES}
+
+
+def plain_key(raw: Mapping[str, Any]) -> TableKey:
+    """The table key of a row read in the wire shape, as plain strings (what reports carry)."""
+    return {name: str(raw[name].get("S", raw[name])) for name in TABLE_KEY_ATTRIBUTES}
+
+
+def check_cursor(value: Cursor | None) -> Cursor | None:
+    """A cursor as a payload carries it (the segment's ExclusiveStartKey), or ValueError."""
+    if value is None:
+        return None
+    shape = '{"PK": {"S": "..."}, "SK": {"S": "..."}}'
+    if set(value) != set(TABLE_KEY_ATTRIBUTES):
+        raise ValueError(
+            f"cursor must be the segment's ExclusiveStartKey {shape} or null; "
+            f"got attributes {sorted(value)}"
+        )
+    for name in TABLE_KEY_ATTRIBUTES:
+        attribute = value[name]
+        if set(attribute) != {"S"} or not isinstance(attribute["S"], str) or not attribute["S"]:
+            raise ValueError(
+                f"cursor.{name} must be a typed string value {{'S': '...'}} as in {shape}; "
+                f"got {attribute!r}"
+            )
+    return value
+
+
+class LayoutSpec(Payload):
+    """A layout in a payload: {"kind": "legacy"} or {"kind": "sharded", "shardCount": N}."""
+
+    kind: LayoutKind
+    shard_count: int | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> LayoutSpec:
+        try:
+            self.layout()
+        except InvalidInputError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    @classmethod
+    def of(cls, layout: Layout) -> LayoutSpec:
+        return cls(kind=layout.kind, shard_count=layout.shard_count)
+
+    def layout(self) -> Layout:
+        return Layout(self.kind, self.shard_count)
+
+
+# --- The size budget: every payload within Step Functions' 256 KB state
+
+# DynamoDB's parallel Scan accepts far more segments; 1,000 is where more parallelism stops
+# meaning anything here (the write cap, not the scan, bounds the run) and where one inline Step
+# Functions Map can still carry every segment's result in its 256 KB state.
+MAX_TOTAL_SEGMENTS = 1000
+MAX_ANOMALY_KEYS = 100
+# In the state machine the whole run carries at most this many anomaly keys across its
+# segments, so the Map's output (one result per segment, ~150 bytes of counts plus ~85 bytes per
+# key) stays below Step Functions' 256 KB state limit even at 1,000 segments. Past 400 segments
+# no keys travel (each is still logged by the worker that found it, and counted).
+ANOMALY_KEY_BUDGET = 400
+# Every anomaly key carries its row's reason, at most this long: the budget's 400 keys, each
+# under 300 bytes of JSON, stay inside the Map state's (tests/unit/test_backfill_models.py).
+ANOMALY_REASON = "reason"
+MAX_ANOMALY_REASON_CHARS = 150
+
+
+def anomaly_key(raw: Mapping[str, Any], reason: str) -> TableKey:
+    """An anomaly row as the reports list it: its table key and why its personId is unusable
+    (keys.person_anomaly), in ASCII (other characters escaped) and cut to
+    MAX_ANOMALY_REASON_CHARS, so the keys stay within the state machine's budget however the
+    JSON is encoded (a reason may quote a GSI4SK of up to 1,024 bytes)."""
+    reason = reason.encode("ascii", "backslashreplace").decode("ascii")
+    if len(reason) > MAX_ANOMALY_REASON_CHARS:
+        reason = reason[: MAX_ANOMALY_REASON_CHARS - 3] + "..."
+    return {**plain_key(raw), ANOMALY_REASON: reason}
+
+
+# --- The run's ticket: what every step of one run carries
+
+
+class RunTicket(Payload):
+    """What every step of one run carries: the move the control record named when the run
+    started, and the lease it holds (none for a dry run, which writes nothing)."""
+
+    direction: BackfillDirection
+    source: LayoutSpec
+    target: LayoutSpec
+    # The record's version the run started under: the lease's heartbeat fails once it moves on.
+    state_version: Annotated[int, Field(strict=True, ge=0)]
+    holder: str = Field(min_length=1)
+    lease_token: str | None = None
+    # UTC ISO-8601 with milliseconds (record.times.format_time): the completion's startedAt.
+    started_at: str
+
+    @classmethod
+    def of(
+        cls,
+        move: Move,
+        *,
+        state_version: int,
+        holder: str,
+        lease_token: str | None,
+        started_at: str,
+    ) -> RunTicket:
+        return cls(
+            direction=move.direction,
+            source=LayoutSpec.of(move.source),
+            target=LayoutSpec.of(move.target),
+            state_version=state_version,
+            holder=holder,
+            lease_token=lease_token,
+            started_at=started_at,
+        )
+
+    @classmethod
+    def unleased(cls, move: Move, *, holder: str = "unleased") -> RunTicket:
+        """A ticket for a run outside the control record (benchmarks, tests of the runner):
+        no lease is held and nothing checks the record, so only use it on a table no one else
+        is migrating."""
+        return cls.of(
+            move,
+            state_version=0,
+            holder=holder,
+            lease_token=UNLEASED_TOKEN,
+            started_at=format_time(utc_now()),
+        )
+
+    def move(self) -> Move:
+        return Move(self.direction, self.source.layout(), self.target.layout())
+
+
+UNLEASED_TOKEN = "unleased"  # noqa: S105 (a marker, not a secret)
+
+
+# --- What a segment did: its counts, and the worker's result
+
+
+class SegmentCounts(Payload):
+    """What a segment did (cumulative when `totals` were handed in)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=False
+    )
+
+    scanned: int = Field(default=0, ge=0)
+    restamped: int = Field(default=0, ge=0)
+    skipped: int = Field(default=0, ge=0)
+    anomalies: int = Field(default=0, ge=0)
+    would_restamp: int = Field(default=0, ge=0)
+    throttles: int = Field(default=0, ge=0)
+    anomaly_keys: list[TableKey] = Field(default_factory=list)
+    # The run's total write cap, each time this segment's lease keeper changed it, in order
+    # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
+    # no control record followed) and in a local run, whose one keeper reports the run's.
+    applied_caps: list[float] = Field(default_factory=list)
+
+    @property
+    def handled(self) -> int:
+        """Source-key rows dealt with, one way or another (drives the progress bar)."""
+        return self.restamped + self.skipped + self.anomalies + self.would_restamp
+
+    def metric_values(self) -> dict[str, int]:
+        """These counts by worker metric name, in names.BACKFILL_WORKER_METRICS' order."""
+        return {
+            METRIC_SCANNED: self.scanned,
+            METRIC_RESTAMPED: self.restamped,
+            METRIC_SKIPPED: self.skipped,
+            METRIC_ANOMALIES: self.anomalies,
+            METRIC_WOULD_RESTAMP: self.would_restamp,
+            METRIC_THROTTLES: self.throttles,
+        }
+
+    def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
+        """Add `other`'s counts and anomaly keys (not its caps: how caps add up depends on
+        whether the two ran one after the other or side by side; caps.py has both)."""
+        self.scanned += other.scanned
+        self.restamped += other.restamped
+        self.skipped += other.skipped
+        self.anomalies += other.anomalies
+        self.would_restamp += other.would_restamp
+        self.throttles += other.throttles
+        room = max(0, key_limit - len(self.anomaly_keys))
+        self.anomaly_keys.extend(other.anomaly_keys[:room])
+
+
+class SegmentResult(SegmentCounts):
+    """The worker's output: counts, the cursor to resume from, and whether the segment's Scan
+    reached its end (`done`; a paused worker can return with no cursor yet and not be done)."""
+
+    segment: int
+    cursor: Cursor | None = None
+    done: bool = False
+    # Local runner only: the stop event ended the run; the cursor is where it stopped.
+    interrupted: bool = Field(default=False, exclude=True)
+    # This invocation's own counts, without the totals handed in (what its metrics publish).
+    invocation: SegmentCounts | None = Field(default=None, exclude=True)
+
+
+# --- The steps' inputs: the request, the plan step's, a worker's, the verification's
+
+DEFAULT_TOTAL_SEGMENTS = 4
+DEFAULT_MAX_WRITES_PER_SECOND = 50.0
+
+
+def segment_share(max_writes_per_second: float, total_segments: int) -> float:
+    """One segment's share of a run's TOTAL cap, among the segments running at once."""
+    return max_writes_per_second / min(total_segments, MAX_CONCURRENT_SEGMENTS)
+
+
+class SegmentRequest(Payload):
+    """The worker's input: one invocation's share of one parallel-Scan segment."""
+
+    run: RunTicket
+    segment: Annotated[int, Field(strict=True, ge=0)]
+    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)]
+    cursor: Cursor | None = None
+    # This segment's share of the run's own cap (the record's throttle, when set, replaces it).
+    max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)]
+    # The run's own TOTAL cap, the unit its report names caps in (None: the share times the
+    # segments running at once).
+    run_max_writes_per_second: (
+        Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)] | None
+    ) = None
+    dry_run: Annotated[bool, Field(strict=True)]
+    # The segment's running totals from the previous invocations (the state machine's loop
+    # hands the last result back in), so the final result is the whole segment's.
+    totals: SegmentCounts | None = None
+    anomaly_key_limit: Annotated[int, Field(strict=True, ge=0, le=MAX_ANOMALY_KEYS)] = (
+        MAX_ANOMALY_KEYS
+    )
+    # How many applied caps the result carries (caps.applied_cap_limit).
+    applied_cap_limit: Annotated[
+        int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
+    ] = MAX_APPLIED_CAPS
+
+    @field_validator("cursor")
+    @classmethod
+    def _cursor_shape(cls, value: Cursor | None) -> Cursor | None:
+        return check_cursor(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SegmentRequest:
+        if self.segment >= self.total_segments:
+            raise ValueError(
+                f"segment must be less than totalSegments ({self.total_segments}), "
+                f"got {self.segment}"
+            )
+        if not self.dry_run and self.run.lease_token is None:
+            raise ValueError("a run that writes needs run.leaseToken (the lease it holds)")
+        return self
+
+    @property
+    def move(self) -> Move:
+        return self.run.move()
+
+    def run_cap(self) -> float:
+        """The run's own total cap (what the report calls the cap when no throttle is set)."""
+        if self.run_max_writes_per_second is not None:
+            return self.run_max_writes_per_second
+        running = min(self.total_segments, MAX_CONCURRENT_SEGMENTS)
+        return round(self.max_writes_per_second * running, 6)
+
+
+class BackfillRequest(Payload):
+    """The state machine's input, and what the CLI builds from its options. No layouts: the
+    run's source and target are the control record's."""
+
+    direction: BackfillDirection
+    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)] = (
+        DEFAULT_TOTAL_SEGMENTS
+    )
+    # The TOTAL cap, over all segments. A floor, so a typo (1e-300) is refused instead of
+    # starting a run that would never write.
+    max_writes_per_second: Annotated[
+        float, Field(strict=True, ge=MIN_WRITES_PER_SECOND, le=MAX_WRITES_PER_SECOND)
+    ] = DEFAULT_MAX_WRITES_PER_SECOND
+    # Required: whoever starts a run against the production table says whether it writes.
+    dry_run: Annotated[bool, Field(strict=True)]
+
+    def per_segment_writes_per_second(self) -> float:
+        return segment_share(self.max_writes_per_second, self.total_segments)
+
+    def anomaly_key_limit(self, budget: int | None) -> int:
+        if budget is None:
+            return MAX_ANOMALY_KEYS
+        return min(MAX_ANOMALY_KEYS, budget // self.total_segments)
+
+    def segment_requests(
+        self,
+        run: RunTicket,
+        anomaly_key_budget: int | None = None,
+        applied_cap_budget: int | None = None,
+    ) -> list[SegmentRequest]:
+        """Every segment's first request. The budgets bound what the results carry (the state
+        machine's; None: no bound, as in a local run)."""
+        if run.direction is not self.direction:
+            raise InvalidInputError(
+                f"the run's ticket is {run.direction.value}, the request {self.direction.value}"
+            )
+        rate = self.per_segment_writes_per_second()
+        return [
+            SegmentRequest(
+                run=run,
+                segment=segment,
+                total_segments=self.total_segments,
+                max_writes_per_second=rate,
+                run_max_writes_per_second=self.max_writes_per_second,
+                dry_run=self.dry_run,
+                anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
+                applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
+            )
+            for segment in range(self.total_segments)
+        ]
+
+
+class PlanRequest(Payload):
+    """The plan step's input: the state machine's input, and who runs it (the execution)."""
+
+    request: BackfillRequest
+    holder: str = Field(min_length=1)
+
+
+class SegmentPlan(Payload):
+    """The plan step's output: the Map iterates `segments` and builds each worker input from
+    `template`, `run` and the segment number (so the state stays small at 1,000 segments)."""
+
+    request: BackfillRequest
+    run: RunTicket
+    segments: list[int]
+    template: dict[str, Any]
+
+
+def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
+    """Lay out the segments of a run the record (and its lease) allowed. The template holds
+    every SegmentRequest field the segments share (names.BACKFILL_SEGMENT_TEMPLATE_FIELDS, which
+    the state machine copies into each worker input)."""
+    first = request.segment_requests(run, ANOMALY_KEY_BUDGET, APPLIED_CAP_BUDGET)[0].to_json()
+    template = {field: first[field] for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS}
+    return SegmentPlan(
+        request=request, run=run, segments=list(range(request.total_segments)), template=template
+    )
+
+
+class VerifyRequest(Payload):
+    """The verification step's input: the run's request and ticket, and every segment's last
+    result (the Map's output)."""
+
+    request: BackfillRequest
+    run: RunTicket
+    segments: list[SegmentResult]
