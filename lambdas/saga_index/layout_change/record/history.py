@@ -11,6 +11,8 @@ from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.decode import parse_history_item
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.state import Transition
+from saga_index.store.dynamo.codec import serialize
+from saga_index.store.dynamo.expressions import Expression
 
 # On HISTORY items: false while the item is an intent (its STATE write not yet confirmed), true
 # once a STATE item of its version was seen holding the same transition. Items written before
@@ -21,9 +23,11 @@ HISTORY_APPLIED: Final = "applied"
 HISTORY_ABANDONED: Final = "abandoned"
 # An intent may be replaced (taken over, or settled to what STATE holds) only while no STATE
 # write confirmed it: an applied history item is never overwritten.
-NOT_SETTLED: Final = (
-    f"attribute_not_exists(#{TABLE_PARTITION_KEY}) OR #{HISTORY_APPLIED} = :notApplied"
-)
+NOT_SETTLED: Final = Expression(
+    f"attribute_not_exists(#{TABLE_PARTITION_KEY}) OR #{HISTORY_APPLIED} = :notApplied",
+    names={f"#{TABLE_PARTITION_KEY}": TABLE_PARTITION_KEY, f"#{HISTORY_APPLIED}": HISTORY_APPLIED},
+    slots=frozenset({":notApplied"}),
+).given(serialize({":notApplied": False}))
 
 
 @dataclass(frozen=True)
