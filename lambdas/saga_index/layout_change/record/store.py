@@ -85,20 +85,14 @@ NO_VERSION_STORED: Final = attribute_fragment(f"attribute_not_exists(#{VERSION})
 STILL_THE_VERSION_STORED: Final = attribute_fragment(
     f"#{VERSION} = :storedVersion", VERSION, slots=(":storedVersion",)
 )
-# An intent is replaced or marked only while it is the exact unapplied item its reader saw.
-_UNAPPLIED_INTENT_SEEN: Final = attribute_fragment(
+# An intent is taken over or marked abandoned only while it is the exact unapplied item its
+# writer saw (its changedAt and changedBy).
+STILL_THE_UNAPPLIED_INTENT_SEEN: Final = attribute_fragment(
     f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :seenAt AND #changedBy = :seenBy",
     HISTORY_APPLIED,
     "changedAt",
     "changedBy",
     slots=(":notApplied", ":seenAt", ":seenBy"),
-)
-_OWN_UNAPPLIED_INTENT: Final = attribute_fragment(
-    f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :mineAt AND #changedBy = :mineBy",
-    HISTORY_APPLIED,
-    "changedAt",
-    "changedBy",
-    slots=(":notApplied", ":mineAt", ":mineBy"),
 )
 _MARK_ABANDONED: Final = attribute_fragment(
     f"#{HISTORY_ABANDONED} = :yes", HISTORY_ABANDONED, slots=(":yes",)
@@ -241,7 +235,7 @@ class ControlStore:
             raise ValueError("an intent is taken over by a transition of its own version")
         return self._put(
             {**history_item(transition), HISTORY_APPLIED: False},
-            condition=_UNAPPLIED_INTENT_SEEN,
+            condition=STILL_THE_UNAPPLIED_INTENT_SEEN,
             values={
                 ":notApplied": False,
                 ":seenAt": history_item(seen.transition)["changedAt"],
@@ -271,11 +265,11 @@ class ControlStore:
                 **request_expressions(
                     update=update(set_=[_MARK_ABANDONED.given(serialize({":yes": True}))]),
                     condition=_given(
-                        _OWN_UNAPPLIED_INTENT,
+                        STILL_THE_UNAPPLIED_INTENT_SEEN,
                         {
                             ":notApplied": False,
-                            ":mineAt": history["changedAt"],
-                            ":mineBy": transition.changed_by,
+                            ":seenAt": history["changedAt"],
+                            ":seenBy": transition.changed_by,
                         },
                     ),
                 ),
