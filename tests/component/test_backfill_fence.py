@@ -24,10 +24,12 @@ from saga_index.layout_change.backfill.fence import (
 )
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.store import ControlStore, attribute_fragment
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 from tests.support.fence_scenario import SAGAS, run_paused_worker_scenario
+
+STATE_ITEM_EXISTS = attribute_fragment("attribute_exists(#PK)", "PK")
 
 
 @pytest.fixture
@@ -109,9 +111,9 @@ def test_a_write_after_the_lease_is_lost_is_refused_by_dynamodb_and_writes_nothi
             store, holder="other", token=new_lease_token(), direction="forward", clock=clock
         )
     elif loss == "released":
-        store.update(set_values={}, remove=("leaseToken",), condition="attribute_exists(#PK)")
+        store.update(set_values={}, remove=("leaseToken",), condition=STATE_ITEM_EXISTS)
     elif loss == "transition":
-        store.update(set_values={"version": 2}, condition="attribute_exists(#PK)")
+        store.update(set_values={"version": 2}, condition=STATE_ITEM_EXISTS)
     else:
         clock.advance(200)
     fence.mark_heartbeat()  # the clock fence alone would let it through

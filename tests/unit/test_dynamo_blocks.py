@@ -13,7 +13,8 @@ from saga_index.index.errors import InvalidInputError, InvalidShardCountError
 from saga_index.index.shard import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
-from saga_index.store.dynamo.conditions import all_of, is_condition_failed
+from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import Expression, all_of
 from saga_index.store.dynamo.pages import paced_pages, query_pages
 from saga_index.store.dynamo.scan import _read_units
 from saga_index.store.dynamo.sizing import item_size
@@ -35,7 +36,11 @@ def test_given_a_false_condition_then_it_is_a_condition_failure_and_nothing_else
 
 
 def test_given_fragments_then_all_of_requires_every_one() -> None:
-    assert all_of("a = :a", "attribute_exists(#pk)") == "a = :a AND attribute_exists(#pk)"
+    both = all_of(
+        Expression("a = :a", slots=frozenset({":a"})),
+        Expression("attribute_exists(#pk)", names={"#pk": "PK"}),
+    )
+    assert both.text == "a = :a AND attribute_exists(#pk)"
 
 
 # ---- pages ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import names
 from saga_index.index.errors import EnumerationError
+from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
 from saga_index.store.dynamo.pages import query_pages
 
 if TYPE_CHECKING:
@@ -78,9 +79,7 @@ def count_partition(
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
-        "KeyConditionExpression": "#pk = :pk",
-        "ExpressionAttributeNames": {"#pk": names.INDEX_PARTITION_KEY},
-        "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
+        **request_expressions(key_condition=on_index_partition(gsi4pk)),
         "Select": "COUNT",
     }
     if page_size is not None:

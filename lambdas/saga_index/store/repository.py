@@ -30,6 +30,12 @@ from saga_index.index.errors import InvalidKeyError
 from saga_index.index.keys import Person
 from saga_index.index.model import OPEN_STATES
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    all_of,
+    on_index_partition,
+    request_expressions,
+)
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.target import IndexTarget
 from saga_index.store.partitions import read_partitions
@@ -41,6 +47,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_WORKERS = 16
+# One person's rows of a partition: GSI4SK starts with the person's prefix.
+SORT_KEY_BEGINS = Expression(
+    "begins_with(#gsi4sk, :prefix)",
+    names={"#gsi4sk": names.INDEX_SORT_KEY},
+    slots=frozenset({":prefix"}),
+)
+# Only open sagas cross the wire (see _enumerate for when a reader may filter on the server).
+STILL_OPEN = Expression(
+    f"#state IN ({', '.join(f':s{n}' for n in range(len(OPEN_STATES)))})",
+    names={"#state": "state"},
+    slots=frozenset(f":s{n}" for n in range(len(OPEN_STATES))),
+).given({f":s{n}": {"S": state} for n, state in enumerate(OPEN_STATES)})
 
 
 @dataclass(frozen=True)
@@ -182,27 +200,16 @@ class SagaRepository:
         self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
     ) -> _PartitionRead:
         """One partition read to its last page (a Query returns at most 1 MB per page)."""
-        attribute_names = {"#pk": names.INDEX_PARTITION_KEY}
-        values: dict[str, Any] = {":pk": {"S": gsi4pk}}
-        condition = "#pk = :pk"
+        condition = on_index_partition(gsi4pk)
         if prefix is not None:
-            attribute_names["#sk"] = names.INDEX_SORT_KEY
-            values[":prefix"] = {"S": prefix}
-            condition += " AND begins_with(#sk, :prefix)"
+            condition = all_of(condition, SORT_KEY_BEGINS.given({":prefix": {"S": prefix}}))
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": self.index_name,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": attribute_names,
-            "ExpressionAttributeValues": values,
+            **request_expressions(
+                key_condition=condition, filter=STILL_OPEN if open_only else None
+            ),
         }
-        if open_only:
-            placeholders = []
-            for n, state in enumerate(OPEN_STATES):
-                values[f":s{n}"] = {"S": state}
-                placeholders.append(f":s{n}")
-            attribute_names["#state"] = "state"
-            request["FilterExpression"] = f"#state IN ({', '.join(placeholders)})"
         if self.page_size is not None:
             request["Limit"] = self.page_size
         items: list[dict[str, Any]] = []

@@ -20,17 +20,31 @@ from saga_index.index.errors import InvalidInputError, SagaAlreadyExistsError, S
 from saga_index.index.keys import Person
 from saga_index.index.model import validate_state
 from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import ROW_STILL_EXISTS, all_of, is_condition_failed
+from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    all_of,
+    request_expressions,
+    unchanged_since_read,
+)
 from saga_index.store.plan import KeyPlan, PlanSource
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 # Creation never overwrites: a saga id is created exactly once.
-ROW_IS_NEW = "attribute_not_exists(#pk)"
-# A transition applies to an existing saga of the same person; it never re-creates a deleted row.
-ROW_EXISTS_FOR_PERSON = all_of(ROW_STILL_EXISTS, "#personId = :personId")
-STILL_IN_EXPECTED_STATE = "#state = :expected"
+ROW_IS_NEW = Expression("attribute_not_exists(#pk)", names={"#pk": "PK"})
+# A transition applies to an existing saga of the same person (the caller's word for what the
+# row holds: `unchanged_since_read`); it never re-creates a deleted row.
+STILL_IN_EXPECTED_STATE = Expression(
+    "#state = :expected", names={"#state": "state"}, slots=frozenset({":expected"})
+)
+# What a transition writes: the state, when, and the plan's key for the person.
+SET_STATE_AND_KEY = Expression(
+    "SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk",
+    names={"#state": "state", "#updatedAt": "updatedAt", "#gsi4pk": "GSI4PK"},
+    slots=frozenset({":to", ":now", ":gsi4pk"}),
+)
 _RESERVED = frozenset(
     {
         "PK",
@@ -133,8 +147,7 @@ class SagaWriter:
             self.client.put_item(
                 TableName=self.table_name,
                 Item=serialize(item),
-                ConditionExpression=ROW_IS_NEW,
-                ExpressionAttributeNames={"#pk": "PK"},
+                **request_expressions(condition=ROW_IS_NEW),
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -154,31 +167,18 @@ class SagaWriter:
         """Move a saga to `to_state` and stamp the plan's GSI4PK; returns the new row."""
         validate_state(to_state)
         validate_utc_timestamp(updated_at, "updatedAt")
-        attribute_names = {
-            "#pk": "PK",
-            "#state": "state",
-            "#updatedAt": "updatedAt",
-            "#gsi4pk": "GSI4PK",
-            "#personId": "personId",
-        }
-        values: dict[str, Any] = {
-            ":to": to_state,
-            ":now": updated_at,
-            ":gsi4pk": self.gsi4pk_for(person_id),
-            ":personId": person_id,
-        }
-        condition = ROW_EXISTS_FOR_PERSON
+        change = SET_STATE_AND_KEY.given(
+            serialize({":to": to_state, ":now": updated_at, ":gsi4pk": self.gsi4pk_for(person_id)})
+        )
+        condition = unchanged_since_read(serialize({"personId": person_id}), ("personId",))
         if expected_state is not None:
-            values[":expected"] = validate_state(expected_state)
-            condition += " AND " + STILL_IN_EXPECTED_STATE
+            state = serialize({":expected": validate_state(expected_state)})
+            condition = all_of(condition, STILL_IN_EXPECTED_STATE.given(state))
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
                 Key=serialize(keys.saga_table_key(saga_id)),
-                UpdateExpression="SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk",
-                ConditionExpression=condition,
-                ExpressionAttributeNames=attribute_names,
-                ExpressionAttributeValues=serialize(values),
+                **request_expressions(update=change, condition=condition),
                 ReturnValues="ALL_NEW",
             )
         except ClientError as err:

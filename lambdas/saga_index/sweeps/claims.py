@@ -26,7 +26,6 @@ workflow; the stuck sweep reads updatedAt).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,13 @@ from botocore.exceptions import ClientError
 from saga_index.store.dynamo.client import error_code
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    all_of,
+    attribute_list,
+    request_expressions,
+    update,
+)
 from saga_index.sweeps.findings import SagaRef
 from saga_index.sweeps.retry import RetryDecision
 from saga_index.sweeps.rows import (
@@ -56,8 +62,6 @@ log = logging.getLogger(__name__)
 
 ACCESS_DENIED = "AccessDeniedException"
 
-_PLACEHOLDER = re.compile(r"[:#][A-Za-z0-9_]+")
-
 _NAMES = {
     "#state": "state",
     "#attempts": PREPARE_ATTEMPTS,
@@ -70,25 +74,63 @@ _NAMES = {
     "#publishedAt": PREPARE_CLAIM_PUBLISHED_AT,
 }
 
+
+def _fragment(text: str, *placeholders: str, slots: tuple[str, ...] = ()) -> Expression:
+    """`text`, whose attribute placeholders are `placeholders` (of _NAMES) and values `slots`."""
+    return Expression(text, names={p: _NAMES[p] for p in placeholders}, slots=frozenset(slots))
+
+
+def _attributes(*placeholders: str) -> Expression:
+    """A list of attributes (of _NAMES), for a REMOVE."""
+    return attribute_list({p: _NAMES[p] for p in placeholders})
+
+
 # The workflow has not moved the saga on (a retry of a saga that left PREPARE_FAILED would
 # restart a prepare that is already running or done).
-STILL_PREPARE_FAILED = "#state = :prepareFailed"
+STILL_PREPARE_FAILED = _fragment(
+    "#state = :prepareFailed", "#state", slots=(":prepareFailed",)
+).given(serialize({":prepareFailed": PREPARE_FAILED}))
 # Nobody claimed a retry since our read: the count is the one the rule decided on. A saga that
 # was never retried has no count at all; the condition says so instead of comparing with 0.
-ATTEMPTS_UNCHANGED = "#attempts = :seenAttempts"
-ATTEMPTS_NEVER_COUNTED = "attribute_not_exists(#attempts)"
+ATTEMPTS_UNCHANGED = _fragment("#attempts = :seenAttempts", "#attempts", slots=(":seenAttempts",))
+ATTEMPTS_NEVER_COUNTED = _fragment("attribute_not_exists(#attempts)", "#attempts")
 # The workflow did not write the saga since our read (a fresh failure restarts the backoff).
-UPDATED_AT_UNCHANGED = "#updatedAt = :seenUpdatedAt"
-UPDATED_AT_ABSENT = "attribute_not_exists(#updatedAt)"
+UPDATED_AT_UNCHANGED = _fragment(
+    "#updatedAt = :seenUpdatedAt", "#updatedAt", slots=(":seenUpdatedAt",)
+)
+UPDATED_AT_ABSENT = _fragment("attribute_not_exists(#updatedAt)", "#updatedAt")
 # The exhaustion event goes out once: the first sweep to record it wins.
-NOT_YET_EXHAUSTED = "attribute_not_exists(#exhaustedAt)"
+NOT_YET_EXHAUSTED = _fragment("attribute_not_exists(#exhaustedAt)", "#exhaustedAt")
 # The claim is the one this token made and its publication is not recorded yet: only then may it
 # be undone (its event was refused) or marked published.
-STILL_THE_PENDING_CLAIM = "#claimToken = :token AND attribute_not_exists(#publishedAt)"
+STILL_THE_PENDING_CLAIM = _fragment(
+    "#claimToken = :token AND attribute_not_exists(#publishedAt)",
+    "#claimToken",
+    "#publishedAt",
+    slots=(":token",),
+)
 
 # What a claim writes beside its count or its exhaustion: the outbox entry, pending.
-_CLAIM_RECORD = "#claimToken = :token, #claimedAt = :clockedAt, #claimEvent = :event"
-_CLAIM_FIELDS = "#claimToken, #claimedAt, #claimEvent"
+_CLAIM_RECORD = _fragment(
+    "#claimToken = :token, #claimedAt = :clockedAt, #claimEvent = :event",
+    "#claimToken",
+    "#claimedAt",
+    "#claimEvent",
+    slots=(":token", ":clockedAt", ":event"),
+)
+_CLAIM_FIELDS = _attributes("#claimToken", "#claimedAt", "#claimEvent")
+# A retry counts one more attempt (the first one counts from none) at the scheduled time.
+_ONE_MORE_ATTEMPT = _fragment(
+    "#attempts = if_not_exists(#attempts, :zero) + :one", "#attempts", slots=(":zero", ":one")
+).given(serialize({":zero": 0, ":one": 1}))
+_RETRIED_AT_CLAIM = _fragment("#lastRetryAt = :claimedAt", "#lastRetryAt", slots=(":claimedAt",))
+_EXHAUSTED_AT_CLAIM = _fragment("#exhaustedAt = :claimedAt", "#exhaustedAt", slots=(":claimedAt",))
+# Undoing a retry claim puts back the count and the last retry time it read.
+_ATTEMPTS_BACK = _fragment("#attempts = :seenAttempts", "#attempts", slots=(":seenAttempts",))
+_LAST_RETRY_BACK = _fragment(
+    "#lastRetryAt = :seenLastRetryAt", "#lastRetryAt", slots=(":seenLastRetryAt",)
+)
+_PUBLISHED_NOW = _fragment("#publishedAt = :publishedAt", "#publishedAt", slots=(":publishedAt",))
 
 
 @dataclass(frozen=True)
@@ -101,33 +143,31 @@ class Claim:
     event: str  # JSON {"detailType", "detail"}: what to publish, now or again later
 
 
-def _unchanged(decision: RetryDecision, values: dict[str, Any]) -> str:
-    values[":prepareFailed"] = PREPARE_FAILED
+def _unchanged(decision: RetryDecision) -> Expression:
+    """The saga is still as the sweep read it when it decided."""
     parts = [STILL_PREPARE_FAILED]
     if decision.seen_attempts is None:
         parts.append(ATTEMPTS_NEVER_COUNTED)
     else:
-        values[":seenAttempts"] = decision.seen_attempts
-        parts.append(ATTEMPTS_UNCHANGED)
+        parts.append(ATTEMPTS_UNCHANGED.given(serialize({":seenAttempts": decision.seen_attempts})))
     if decision.seen_updated_at is None:
         parts.append(UPDATED_AT_ABSENT)
     else:
-        values[":seenUpdatedAt"] = decision.seen_updated_at
-        parts.append(UPDATED_AT_UNCHANGED)
-    return " AND ".join(parts)
+        seen = serialize({":seenUpdatedAt": decision.seen_updated_at})
+        parts.append(UPDATED_AT_UNCHANGED.given(seen))
+    return all_of(*parts)
 
 
-def _claim_values(claim: Claim) -> dict[str, Any]:
-    return {
-        ":claimedAt": claim.scheduled_at,
-        ":token": claim.token,
-        ":clockedAt": claim.clocked_at,
-        ":event": claim.event,
-    }
+def _claim_record(claim: Claim) -> tuple[Expression, Expression]:
+    """What a claim sets beside its count or its exhaustion, and what it removes."""
+    record = _CLAIM_RECORD.given(
+        serialize({":token": claim.token, ":clockedAt": claim.clocked_at, ":event": claim.event})
+    )
+    return record, _attributes("#publishedAt")
 
 
-def _placeholders(expression: str) -> set[str]:
-    return set(_PLACEHOLDER.findall(expression))
+def _pending_claim(token: str) -> Expression:
+    return STILL_THE_PENDING_CLAIM.given(serialize({":token": token}))
 
 
 class RetryClaims:
@@ -142,54 +182,43 @@ class RetryClaims:
 
     def claim_retry(self, decision: RetryDecision, claim: Claim) -> bool:
         """Increment prepareAttempts, set lastPrepareRetryAt and a pending claim, if unchanged."""
-        values = {":one": 1, ":zero": 0, **_claim_values(claim)}
-        condition = _unchanged(decision, values)
-        update = (
-            "SET #attempts = if_not_exists(#attempts, :zero) + :one, #lastRetryAt = :claimedAt, "
-            f"{_CLAIM_RECORD} REMOVE #publishedAt"
-        )
-        return self._claim(decision.finding.saga, update, condition, values, claim.token)
+        record, unpublished = _claim_record(claim)
+        retried_at = _RETRIED_AT_CLAIM.given(serialize({":claimedAt": claim.scheduled_at}))
+        change = update(set_=[_ONE_MORE_ATTEMPT, retried_at, record], remove=[unpublished])
+        return self._claim(decision.finding.saga, change, _unchanged(decision), claim.token)
 
     def mark_exhausted(self, decision: RetryDecision, claim: Claim) -> bool:
         """Record prepareRetriesExhaustedAt and a pending claim, once, if unchanged."""
-        values = _claim_values(claim)
-        condition = _unchanged(decision, values) + " AND " + NOT_YET_EXHAUSTED
-        update = f"SET #exhaustedAt = :claimedAt, {_CLAIM_RECORD} REMOVE #publishedAt"
-        return self._claim(decision.finding.saga, update, condition, values, claim.token)
+        record, unpublished = _claim_record(claim)
+        exhausted_at = _EXHAUSTED_AT_CLAIM.given(serialize({":claimedAt": claim.scheduled_at}))
+        change = update(set_=[exhausted_at, record], remove=[unpublished])
+        condition = all_of(_unchanged(decision), NOT_YET_EXHAUSTED)
+        return self._claim(decision.finding.saga, change, condition, claim.token)
 
     def mark_published(self, saga: SagaRef, *, token: str, at: str) -> bool:
         """Record that PutEvents accepted the event of the claim `token` made."""
-        values: dict[str, Any] = {":token": token, ":publishedAt": at}
-        return self._update(
-            saga, "SET #publishedAt = :publishedAt", STILL_THE_PENDING_CLAIM, values, "published"
-        )
+        change = update(set_=[_PUBLISHED_NOW.given(serialize({":publishedAt": at}))])
+        return self._update(saga, change, _pending_claim(token), "published")
 
     def release_retry(self, decision: RetryDecision, *, token: str) -> bool:
         """Undo claim_retry (the bus answered its event as failed), if the claim is still ours
         and pending."""
-        values: dict[str, Any] = {":token": token}
-        sets: list[str] = []
-        removes: list[str] = [_CLAIM_FIELDS]
+        sets: list[Expression] = []
+        removes: list[Expression] = [_CLAIM_FIELDS]
         if decision.seen_attempts is None:
-            removes.append("#attempts")
+            removes.append(_attributes("#attempts"))
         else:
-            values[":seenAttempts"] = decision.seen_attempts
-            sets.append("#attempts = :seenAttempts")
+            sets.append(_ATTEMPTS_BACK.given(serialize({":seenAttempts": decision.seen_attempts})))
         if decision.seen_last_retry_at is None:
-            removes.append("#lastRetryAt")
+            removes.append(_attributes("#lastRetryAt"))
         else:
-            values[":seenLastRetryAt"] = decision.seen_last_retry_at
-            sets.append("#lastRetryAt = :seenLastRetryAt")
-        update = " ".join(
-            part
-            for part in (
-                "SET " + ", ".join(sets) if sets else "",
-                "REMOVE " + ", ".join(removes),
-            )
-            if part
-        )
+            seen = serialize({":seenLastRetryAt": decision.seen_last_retry_at})
+            sets.append(_LAST_RETRY_BACK.given(seen))
         return self._update(
-            decision.finding.saga, update, STILL_THE_PENDING_CLAIM, values, "release retry claim"
+            decision.finding.saga,
+            update(set_=sets, remove=removes),
+            _pending_claim(token),
+            "release retry claim",
         )
 
     def release_exhausted(self, decision: RetryDecision, *, token: str) -> bool:
@@ -197,17 +226,14 @@ class RetryClaims:
         and pending."""
         return self._update(
             decision.finding.saga,
-            f"REMOVE #exhaustedAt, {_CLAIM_FIELDS}",
-            STILL_THE_PENDING_CLAIM,
-            {":token": token},
+            update(remove=[_attributes("#exhaustedAt"), _CLAIM_FIELDS]),
+            _pending_claim(token),
             "release exhaustion",
         )
 
-    def _claim(
-        self, saga: SagaRef, update: str, condition: str, values: dict[str, Any], token: str
-    ) -> bool:
+    def _claim(self, saga: SagaRef, change: Expression, condition: Expression, token: str) -> bool:
         try:
-            self._send(saga, update, condition, values, return_old_on_failure=True)
+            self._send(saga, change, condition, return_old_on_failure=True)
         except ClientError as err:
             if not is_condition_failed(err):
                 raise
@@ -245,11 +271,9 @@ class RetryClaims:
         token = deserialize(old).get(PREPARE_CLAIM_TOKEN)
         return token if isinstance(token, str) else None
 
-    def _update(
-        self, saga: SagaRef, update: str, condition: str, values: dict[str, Any], what: str
-    ) -> bool:
+    def _update(self, saga: SagaRef, change: Expression, condition: Expression, what: str) -> bool:
         try:
-            self._send(saga, update, condition, values, return_old_on_failure=False)
+            self._send(saga, change, condition, return_old_on_failure=False)
         except ClientError as err:
             if is_condition_failed(err):
                 log.info(
@@ -263,23 +287,17 @@ class RetryClaims:
     def _send(
         self,
         saga: SagaRef,
-        update: str,
-        condition: str,
-        values: dict[str, Any],
+        change: Expression,
+        condition: Expression,
         *,
         return_old_on_failure: bool,
     ) -> None:
-        # DynamoDB rejects names and values the expressions do not use.
-        used = _placeholders(update + " " + condition)
         extra: dict[str, Any] = (
             {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"} if return_old_on_failure else {}
         )
         self.client.update_item(
             TableName=self.table_name,
             Key=serialize({"PK": saga.pk, "SK": saga.sk}),
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames={k: v for k, v in _NAMES.items() if k in used},
-            ExpressionAttributeValues=serialize({k: v for k, v in values.items() if k in used}),
+            **request_expressions(update=change, condition=condition),
             **extra,
         )

@@ -28,6 +28,7 @@ from saga_index.index.errors import InvalidInputError
 from saga_index.index.names import INDEX_PARTITION_KEY
 from saga_index.layout_change.backfill.move import Move
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
 from saga_index.store.dynamo.sizing import item_size
 
 # DynamoDB's ceiling of one partition (AWS documentation), on-demand mode and indexes included.
@@ -137,9 +138,7 @@ def sample_rows_to_move(
         page = client.query(
             TableName=table_name,
             IndexName=index_name,
-            KeyConditionExpression="#gsi4pk = :pk",
-            ExpressionAttributeNames={"#gsi4pk": INDEX_PARTITION_KEY},
-            ExpressionAttributeValues={":pk": {"S": partition}},
+            **request_expressions(key_condition=on_index_partition(partition)),
             Limit=limit - read,
         )
         for raw in page.get("Items", []):

@@ -60,11 +60,12 @@ from saga_index.layout_change.record.items import (
     VERSION,
     state_key,
 )
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.store import ControlStore, attribute_fragment
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import THROTTLE_CODES, error_code
 from saga_index.store.dynamo.codec import serialize
+from saga_index.store.dynamo.expressions import request_expressions
 from saga_index.store.dynamo.sizing import item_size
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,14 @@ log = logging.getLogger(__name__)
 # under, not yet expired by the writer's clock at send time. The pause flag is not in it: a
 # pause is a pace control (the bucket stops handing out tokens), not a loss of the lease, and a
 # re-stamp that lands just after a pause is still correct.
-LEASE_STILL_OURS: Final = (
+LEASE_STILL_OURS: Final = attribute_fragment(
     f"#{LEASE_TOKEN} = :fenceToken AND #{VERSION} = :fenceVersion "
-    f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow"
+    f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow",
+    LEASE_TOKEN,
+    VERSION,
+    LEASE_STATE_VERSION,
+    LEASE_EXPIRES_AT,
+    slots=(":fenceToken", ":fenceVersion", ":fenceNow"),
 )
 # A heartbeat updating STATE at the same moment cancels a re-stamp: retried this many times.
 CONFLICT_RETRIES: Final = 5
@@ -295,17 +301,17 @@ class LeaseFence:
 
     def _transaction(self, update: Mapping[str, Any]) -> dict[str, Any]:
         row = {k: v for k, v in update.items() if k != "ReturnValues"}
-        names = {f"#{a}": a for a in (LEASE_TOKEN, VERSION, LEASE_STATE_VERSION, LEASE_EXPIRES_AT)}
-        check = {
-            "TableName": self.table_name,
-            "Key": serialize(state_key()),
-            "ConditionExpression": LEASE_STILL_OURS,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {
+        lease = LEASE_STILL_OURS.given(
+            {
                 ":fenceToken": {"S": self.token},
                 ":fenceVersion": {"N": str(self.state_version)},
                 ":fenceNow": {"S": format_time(self.clock())},
-            },
+            }
+        )
+        check = {
+            "TableName": self.table_name,
+            "Key": serialize(state_key()),
+            **request_expressions(condition=lease),
         }
         return {"TransactItems": [{"ConditionCheck": check}, {"Update": row}]}
 

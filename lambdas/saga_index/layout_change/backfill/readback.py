@@ -7,6 +7,7 @@ from typing import Any
 
 from saga_index.index import keys
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES
 from saga_index.layout_change.backfill.summary import BackfillSummary, VerificationResult, summarise
 from saga_index.layout_change.backfill.wire import (
     MAX_ANOMALY_KEYS,
@@ -17,8 +18,16 @@ from saga_index.layout_change.backfill.wire import (
     plain_key,
 )
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import (
+    attribute_list,
+    on_index_partition,
+    request_expressions,
+)
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.partitions import count_partition
+
+# What the base table confirms of a row the index still shows on a source key.
+_CONFIRMED = attribute_list({"#gsi4pk": "GSI4PK", "#personId": "personId"})
 
 
 def _source_pages(
@@ -29,17 +38,9 @@ def _source_pages(
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
-        "KeyConditionExpression": "#gsi4pk = :pk",
-        "ProjectionExpression": "#pk, #sk, #entityType, #personId, #gsi4pk, #gsi4sk",
-        "ExpressionAttributeNames": {
-            "#pk": "PK",
-            "#sk": "SK",
-            "#entityType": "entityType",
-            "#personId": "personId",
-            "#gsi4pk": "GSI4PK",
-            "#gsi4sk": "GSI4SK",
-        },
-        "ExpressionAttributeValues": {":pk": {"S": partition}},
+        **request_expressions(
+            key_condition=on_index_partition(partition), projection=ROW_DECISION_ATTRIBUTES
+        ),
     }
     for page in query_pages(client, request):
         yield page.get("Items", [])
@@ -52,8 +53,7 @@ def _still_to_move(client: Any, table_name: str, move: Move, raw: Mapping[str, A
         TableName=table_name,
         Key={name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
         ConsistentRead=True,
-        ProjectionExpression="#gsi4pk, #personId",
-        ExpressionAttributeNames={"#gsi4pk": "GSI4PK", "#personId": "personId"},
+        **request_expressions(projection=_CONFIRMED),
     ).get("Item")
     if current is None:
         return False  # deleted since: nothing left behind

@@ -42,24 +42,38 @@ from saga_index.layout_change.backfill.wire import (
 )
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
 from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.conditions import (
-    ROW_STILL_EXISTS,
-    STILL_THE_PERSON_READ,
-    STILL_THE_SORT_KEY_READ,
-    is_condition_failed,
+from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    attribute_list,
+    request_expressions,
+    unchanged_since_read,
 )
 
 log = logging.getLogger(__name__)
 
-# ---- condition fragments of the re-stamp (combined with AND) ----------------------------
-# With the shared ones (saga_index.store.dynamo.conditions): the row still exists; the target shard
-# was computed from the personId read; the anomaly check read GSI4SK, so that is held too.
-# Nobody re-stamped the row since the Scan read it (writers in `migrating` do, and win).
-STILL_ON_THE_KEY_READ = "#gsi4pk = :readGsi4pk"
-# A row read without GSI4SK must still have none.
-SORT_KEY_STILL_ABSENT = "attribute_not_exists(#gsi4sk)"
+# What the decision reads of a row (the Scan's projection, and the read-back's after a run).
+ROW_DECISION_ATTRIBUTES = attribute_list(
+    {
+        "#pk": "PK",
+        "#sk": "SK",
+        "#entityType": "entityType",
+        "#personId": "personId",
+        "#gsi4pk": "GSI4PK",
+        "#gsi4sk": "GSI4SK",
+    }
+)
+
+# ---- the re-stamp ------------------------------------------------------------------------
+# Its condition is the row still as the Scan read it (expressions.unchanged_since_read): GSI4PK,
+# since nobody re-stamped it (writers in `migrating` do, and win); and when the target keys by
+# person, the personId the target shard was computed from and the GSI4SK the anomaly check read.
+HELD_FOR_EVERY_TARGET = ("GSI4PK",)
+HELD_FOR_A_PERSON_KEYED_TARGET = ("GSI4PK", "personId", "GSI4SK")
 # The only change a re-stamp makes.
-SET_ONLY_GSI4PK = "SET #gsi4pk = :target"
+SET_ONLY_GSI4PK = Expression(
+    "SET #gsi4pk = :target", names={"#gsi4pk": "GSI4PK"}, slots=frozenset({":target"})
+)
 
 
 class RowRestamper:
@@ -142,29 +156,20 @@ class RowRestamper:
 
     def _restamp(self, raw: Mapping[str, Any], target: str) -> RowWrite:
         """The conditional write, through the fence when the run holds a lease."""
-        names = {"#pk": "PK", "#gsi4pk": "GSI4PK"}
-        # The values the Scan returned, as typed attribute values: equality is byte-exact.
-        values: dict[str, Any] = {":target": {"S": target}, ":readGsi4pk": raw["GSI4PK"]}
-        condition = [ROW_STILL_EXISTS, STILL_ON_THE_KEY_READ]
-        if self.move.target_needs_person:
-            # The target key was computed from the personId read (and the anomaly check read
-            # GSI4SK): both are held. A target that keys no one by person needs neither.
-            names["#personId"] = "personId"
-            values[":readPersonId"] = raw["personId"]
-            condition.append(STILL_THE_PERSON_READ)
-            names["#gsi4sk"] = "GSI4SK"
-            if "GSI4SK" in raw:
-                values[":readGsi4sk"] = raw["GSI4SK"]
-                condition.append(STILL_THE_SORT_KEY_READ)
-            else:
-                condition.append(SORT_KEY_STILL_ABSENT)
+        # A target that keys no one by person needs neither the personId nor the GSI4SK read.
+        held = (
+            HELD_FOR_A_PERSON_KEYED_TARGET
+            if self.move.target_needs_person
+            else HELD_FOR_EVERY_TARGET
+        )
         update: dict[str, Any] = {
             "TableName": self.table_name,
             "Key": {name: raw[name] for name in TABLE_KEY_ATTRIBUTES},
-            "UpdateExpression": SET_ONLY_GSI4PK,
-            "ConditionExpression": " AND ".join(condition),
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
+            **request_expressions(
+                update=SET_ONLY_GSI4PK.given({":target": {"S": target}}),
+                # The values the Scan returned, as typed attribute values: equality is exact.
+                condition=unchanged_since_read(raw, held),
+            ),
         }
         before = throttle_count(self.throttles)
         try:

@@ -38,7 +38,7 @@ from saga_index.layout_change.backfill.pacing import (
     TokenBucket,
     throttle_count,
 )
-from saga_index.layout_change.backfill.row import RowRestamper
+from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES, RowRestamper
 from saga_index.layout_change.backfill.wire import (
     Cursor,
     SegmentCounts,
@@ -47,6 +47,7 @@ from saga_index.layout_change.backfill.wire import (
     cursor_of,
 )
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
+from saga_index.store.dynamo.expressions import request_expressions
 
 log = logging.getLogger(__name__)
 
@@ -186,25 +187,16 @@ class _SegmentWorker:
             self.on_progress(self.result)
 
     def _scan(self, cursor: Cursor | None) -> dict[str, Any]:
-        names = {
-            "#pk": "PK",
-            "#sk": "SK",
-            "#entityType": "entityType",
-            "#personId": "personId",
-            "#gsi4pk": "GSI4PK",
-            "#gsi4sk": "GSI4SK",
-        }
         scan: dict[str, Any] = {
             "TableName": self.table_name,
             "Segment": self.request.segment,
             "TotalSegments": self.request.total_segments,
             # Only what the decision needs: a row's other attributes are never read, so they
             # can never be written back stale.
-            "ProjectionExpression": ", ".join(names),
+            **request_expressions(projection=ROW_DECISION_ATTRIBUTES),
             # Said explicitly: the worker's role may Scan only with dynamodb:Select =
             # SPECIFIC_ATTRIBUTES (infra/backfill.py), and IAM evaluates the request's value.
             "Select": "SPECIFIC_ATTRIBUTES",
-            "ExpressionAttributeNames": names,
             # No FilterExpression: it would save no capacity (a Scan is charged for every item
             # it reads, before filtering), and rows it hid could be neither counted nor stepped
             # past by a worker that stops mid-page. Saga rows on the source key are picked

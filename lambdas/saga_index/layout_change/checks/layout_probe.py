@@ -25,6 +25,11 @@ from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import MAX_SHARD_COUNT, shard
 from saga_index.layout_change.checks.expectations import RowRef
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import (
+    attribute_list,
+    on_index_partition,
+    request_expressions,
+)
 from saga_index.store.partitions import read_partitions
 
 if TYPE_CHECKING:
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 
 PROBE_WORKERS = 16
 _NAMED = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
+_PROJECTED = attribute_list({f"#a{n}": name for n, name in enumerate(_NAMED)})
 # Shard counts are powers of two from 1 to 1024 (docs/shard-contract.md).
 _SHARD_COUNTS = tuple(1 << n for n in range(11))
 
@@ -86,14 +92,10 @@ def probe_keys(
     partitions = ([keys.LEGACY_GSI4PK] if include_legacy else []) + shard_keys
 
     def one_row(gsi4pk: str) -> RowRef | None:
-        aliases = {f"#a{n}": name for n, name in enumerate(_NAMED)}
         response = client.query(
             TableName=table_name,
             IndexName=index_name,
-            KeyConditionExpression="#pk = :pk",
-            ProjectionExpression=", ".join(aliases),
-            ExpressionAttributeNames={"#pk": names.INDEX_PARTITION_KEY, **aliases},
-            ExpressionAttributeValues={":pk": {"S": gsi4pk}},
+            **request_expressions(key_condition=on_index_partition(gsi4pk), projection=_PROJECTED),
             Limit=1,
         )
         items = response.get("Items", [])

@@ -18,8 +18,9 @@ row is never re-created. A dry run (the default) reads and decides, and writes n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
+from functools import partial
 from typing import Any, Final
 
 from botocore.exceptions import ClientError
@@ -35,13 +36,13 @@ from saga_index.index.errors import (
 )
 from saga_index.index.keys import Person
 from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.conditions import (
-    ROW_STILL_EXISTS,
-    STILL_THE_PERSON_READ,
-    STILL_THE_SORT_KEY_READ,
-    all_of,
-    is_condition_failed,
+from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    attribute_list,
+    request_expressions,
+    unchanged_since_read,
 )
 from saga_index.store.plan import KeyPlan
 
@@ -49,30 +50,31 @@ from saga_index.store.plan import KeyPlan
 LEASE_PK_PREFIX: Final = "LEASE#"
 LEASE_SK: Final = "META"
 
-# ---- condition fragments of the repair (with the shared ones: the row still exists, and its
-# personId and GSI4SK are the ones read) ------------------------------------------------------
-# A row read without a personId must still have none (someone else's repair wins).
-PERSON_STILL_ABSENT: Final = "attribute_not_exists(#personId)"
-# A row read without GSI4SK must still have none.
-SORT_KEY_STILL_ABSENT: Final = "attribute_not_exists(#gsi4sk)"
-# The new GSI4SK is built from openedAt: a changed openedAt would make it stale.
-STILL_OPENED_AT_READ: Final = "#openedAt = :readOpenedAt"
-# The key the row was read on: a writer that re-stamped it since wins.
-STILL_THE_PARTITION_KEY_READ: Final = "#gsi4pk = :readGsi4pk"
-PARTITION_KEY_STILL_ABSENT: Final = "attribute_not_exists(#gsi4pk)"
+# ---- the repair's write ----------------------------------------------------------------------
+# Its condition is the row still as read (expressions.unchanged_since_read), each attribute equal
+# to the value read or still absent: the new GSI4SK is built from openedAt (a changed one would
+# make it stale); the personId and GSI4SK are what the anomaly was judged on (someone else's
+# repair wins); GSI4PK is the key the row was read on (a writer that re-stamped it since wins).
+_HELD: Final = ("openedAt", "personId", "GSI4SK", "GSI4PK")
 # The only change a repair makes.
-SET_PERSON_AND_KEYS: Final = "SET #personId = :person, #gsi4sk = :sortKey, #gsi4pk = :writeKey"
-
-_READ_ATTRIBUTES = {
-    "#pk": TABLE_PARTITION_KEY,
-    "#sk": TABLE_SORT_KEY,
-    "#entityType": "entityType",
-    "#personId": "personId",
-    "#gsi4pk": "GSI4PK",
-    "#gsi4sk": "GSI4SK",
-    "#openedAt": "openedAt",
-    "#leaseId": "leaseId",
-}
+SET_PERSON_AND_KEYS: Final = Expression(
+    "SET #personId = :person, #gsi4sk = :sortKey, #gsi4pk = :writeKey",
+    names={"#personId": "personId", "#gsi4sk": "GSI4SK", "#gsi4pk": "GSI4PK"},
+    slots=frozenset({":person", ":sortKey", ":writeKey"}),
+)
+# What the repair reads of the row.
+_READ: Final = attribute_list(
+    {
+        "#pk": TABLE_PARTITION_KEY,
+        "#sk": TABLE_SORT_KEY,
+        "#entityType": "entityType",
+        "#personId": "personId",
+        "#gsi4pk": "GSI4PK",
+        "#gsi4sk": "GSI4SK",
+        "#openedAt": "openedAt",
+        "#leaseId": "leaseId",
+    }
+)
 
 
 class RepairError(SagaIndexError):
@@ -158,139 +160,115 @@ def repair_anomaly(
     if person_id is not None:
         keys.validate_person_id(person_id)
     source = PersonSource.LEASE if person_id is None else PersonSource.GIVEN
+    result = partial(RepairResult, pk=pk, sk=sk, dry_run=dry_run, person_source=source)
     table_key = {TABLE_PARTITION_KEY: {"S": pk}, TABLE_SORT_KEY: {"S": sk}}
     raw = client.get_item(
         TableName=table_name,
         Key=table_key,
         ConsistentRead=True,
-        ProjectionExpression=", ".join(_READ_ATTRIBUTES),
-        ExpressionAttributeNames=_READ_ATTRIBUTES,
+        **request_expressions(projection=_READ),
     ).get("Item")
-
-    def result(status: RepairStatus, message: str, **fields: Any) -> RepairResult:
-        return RepairResult(
-            pk=pk,
-            sk=sk,
-            status=status,
-            dry_run=dry_run,
-            person_source=source,
-            message=message,
-            **fields,
-        )
-
     if raw is None:
         return result(
-            RepairStatus.NOT_FOUND,
-            f"no row at PK={pk} SK={sk}: it was deleted since it was reported, or the key is "
-            "mistyped (the backfill lists anomalies as PK=... SK=...)",
+            status=RepairStatus.NOT_FOUND,
+            message=f"no row at PK={pk} SK={sk}: it was deleted since it was reported, or the "
+            "key is mistyped (the backfill lists anomalies as PK=... SK=...)",
         )
     row = deserialize(raw)
     if row.get("entityType") != keys.ENTITY_TYPE:
         raise InvalidInputError(
             f"PK={pk} SK={sk} is not a saga row (entityType {row.get('entityType')!r})"
         )
-    read = {name: row[name] for name in ("personId", "GSI4SK", "GSI4PK", "openedAt") if name in row}
+    read: dict[str, Any] = {
+        name: row[name] for name in ("personId", "GSI4SK", "GSI4PK", "openedAt") if name in row
+    }
     anomaly = keys.person_anomaly(row)
     if anomaly is None:
-        if person_id is not None and row.get("personId") != person_id:
-            return result(
-                RepairStatus.BELONGS_TO_ANOTHER_PERSON,
-                f"PK={pk} SK={sk} is not an anomaly: it belongs to person "
-                f"{row.get('personId')!r}, not {person_id!r}. This command repairs anomalies "
-                "only; it does not move a saga to another person",
-                read=read,
-            )
+        return _not_an_anomaly(result, row, person_id, read)
+    person = person_id if person_id is not None else _tenant_of_lease(client, table_name, row)
+    write = _repaired_keys(row, person, source, plan)
+    found = partial(result, anomaly=anomaly, read=read, write=write)
+    if dry_run:
+        return found(
+            status=RepairStatus.WOULD_REPAIR,
+            message=f"dry run, nothing written: the repair sets personId={person!r}, "
+            f"GSI4SK={write['GSI4SK']!r} and GSI4PK={write['GSI4PK']!r}",
+        )
+    try:
+        client.update_item(
+            TableName=table_name,
+            Key=table_key,
+            **request_expressions(
+                update=SET_PERSON_AND_KEYS.given(serialize(_slots_of(write))),
+                # The values read, as typed attribute values: equality is byte-exact.
+                condition=unchanged_since_read(raw, _HELD),
+            ),
+        )
+    except ClientError as err:
+        if not is_condition_failed(err):
+            raise
+        return found(
+            status=RepairStatus.CHANGED,
+            message=f"PK={pk} SK={sk} changed or was deleted since it was read; nothing was "
+            "written: run the same command again to repair it as it is now",
+        )
+    return found(
+        status=RepairStatus.REPAIRED,
+        message=f"repaired: personId={person!r}, GSI4SK={write['GSI4SK']!r}, "
+        f"GSI4PK={write['GSI4PK']!r} (was {row.get('GSI4PK')!r}): `sagas by-person` finds it now",
+    )
+
+
+def _not_an_anomaly(
+    result: Callable[..., RepairResult],
+    row: Mapping[str, Any],
+    person_id: str | None,
+    read: dict[str, Any],
+) -> RepairResult:
+    """A healthy row is left as it is: of the person asked for (or of anyone, when none was),
+    or of another person (a repair never moves a saga to another person)."""
+    where = f"PK={row['PK']} SK={row['SK']}"
+    if person_id is not None and row.get("personId") != person_id:
         return result(
-            RepairStatus.NOTHING_TO_REPAIR,
-            f"PK={pk} SK={sk} is not an anomaly (personId {row.get('personId')!r}): "
-            "nothing to repair",
+            status=RepairStatus.BELONGS_TO_ANOTHER_PERSON,
+            message=f"{where} is not an anomaly: it belongs to person "
+            f"{row.get('personId')!r}, not {person_id!r}. This command repairs anomalies "
+            "only; it does not move a saga to another person",
             read=read,
         )
+    return result(
+        status=RepairStatus.NOTHING_TO_REPAIR,
+        message=f"{where} is not an anomaly (personId {row.get('personId')!r}): nothing to repair",
+        read=read,
+    )
+
+
+def _repaired_keys(
+    row: Mapping[str, Any], person: str, source: PersonSource, plan: KeyPlan
+) -> dict[str, str]:
+    """personId, GSI4SK and GSI4PK as the repair writes them; RepairError when the row's
+    openedAt, or the lease's tenant, cannot make a GSI4SK."""
+    where = f"PK={row['PK']} SK={row['SK']}"
     opened_at = row.get("openedAt", "")  # gsi4sk refuses a missing or unusable one
-    person = person_id if person_id is not None else _tenant_of_lease(client, table_name, row)
     try:
         sort_key = keys.gsi4sk(person, opened_at)
     except InvalidPersonIdError:
         if source is PersonSource.GIVEN:
             raise
         raise RepairError(
-            f"the tenant {person!r} of PK={pk} SK={sk}'s lease is too long for a GSI4SK: "
-            "pass --person-id"
+            f"the tenant {person!r} of {where}'s lease is too long for a GSI4SK: pass --person-id"
         ) from None
     except InvalidKeyError as err:
         raise RepairError(
-            f"PK={pk} SK={sk} has no usable openedAt ({err}), so its GSI4SK cannot be rebuilt: "
+            f"{where} has no usable openedAt ({err}), so its GSI4SK cannot be rebuilt: "
             "repair the row in the application"
         ) from None
-    write_key = plan.write_key(Person.of(person))
-    write = {"personId": person, "GSI4SK": sort_key, "GSI4PK": write_key}
-    if dry_run:
-        return result(
-            RepairStatus.WOULD_REPAIR,
-            f"dry run, nothing written: the repair sets personId={person!r}, "
-            f"GSI4SK={sort_key!r} and GSI4PK={write_key!r}",
-            anomaly=anomaly,
-            read=read,
-            write=write,
-        )
-    names = {
-        "#pk": TABLE_PARTITION_KEY,
-        "#personId": "personId",
-        "#gsi4sk": "GSI4SK",
-        "#gsi4pk": "GSI4PK",
-        "#openedAt": "openedAt",
-    }
-    values: dict[str, Any] = {
-        ":person": {"S": person},
-        ":sortKey": {"S": sort_key},
-        ":writeKey": {"S": write_key},
-        # The values read, as typed attribute values: equality is byte-exact.
-        ":readOpenedAt": raw["openedAt"],
-    }
-    condition = [ROW_STILL_EXISTS, STILL_OPENED_AT_READ]
-    if "personId" in raw:
-        values[":readPersonId"] = raw["personId"]
-        condition.append(STILL_THE_PERSON_READ)
-    else:
-        condition.append(PERSON_STILL_ABSENT)
-    if "GSI4SK" in raw:
-        values[":readGsi4sk"] = raw["GSI4SK"]
-        condition.append(STILL_THE_SORT_KEY_READ)
-    else:
-        condition.append(SORT_KEY_STILL_ABSENT)
-    if "GSI4PK" in raw:
-        values[":readGsi4pk"] = raw["GSI4PK"]
-        condition.append(STILL_THE_PARTITION_KEY_READ)
-    else:
-        condition.append(PARTITION_KEY_STILL_ABSENT)
-    try:
-        client.update_item(
-            TableName=table_name,
-            Key=table_key,
-            UpdateExpression=SET_PERSON_AND_KEYS,
-            ConditionExpression=all_of(*condition),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as err:
-        if not is_condition_failed(err):
-            raise
-        return result(
-            RepairStatus.CHANGED,
-            f"PK={pk} SK={sk} changed or was deleted since it was read; nothing was written: "
-            "run the same command again to repair it as it is now",
-            anomaly=anomaly,
-            read=read,
-            write=write,
-        )
-    return result(
-        RepairStatus.REPAIRED,
-        f"repaired: personId={person!r}, GSI4SK={sort_key!r}, GSI4PK={write_key!r} (was "
-        f"{row.get('GSI4PK')!r}): `sagas by-person` finds it now",
-        anomaly=anomaly,
-        read=read,
-        write=write,
-    )
+    return {"personId": person, "GSI4SK": sort_key, "GSI4PK": plan.write_key(Person.of(person))}
+
+
+def _slots_of(write: Mapping[str, str]) -> dict[str, str]:
+    """The values of SET_PERSON_AND_KEYS, by slot."""
+    return {":person": write["personId"], ":sortKey": write["GSI4SK"], ":writeKey": write["GSI4PK"]}
 
 
 def _tenant_of_lease(client: Any, table_name: str, row: Mapping[str, Any]) -> str:
@@ -302,8 +280,7 @@ def _tenant_of_lease(client: Any, table_name: str, row: Mapping[str, Any]) -> st
         TableName=table_name,
         Key={name: {"S": value} for name, value in lease_key(lease_id).items()},
         ConsistentRead=True,
-        ProjectionExpression="#personId",
-        ExpressionAttributeNames={"#personId": "personId"},
+        **request_expressions(projection=attribute_list({"#personId": "personId"})),
     ).get("Item")
     if lease_raw is None:
         raise RepairError(f"{where} names lease {lease_id!r}, which is gone: pass --person-id")

@@ -58,6 +58,7 @@ from saga_index.layout_change.record.store import (
     STILL_THE_VERSION_READ,
     ControlStore,
     all_conditions,
+    attribute_fragment,
 )
 from saga_index.layout_change.record.times import format_time, to_millis
 from saga_index.layout_change.record.timing import WallClock, utc_now
@@ -70,14 +71,19 @@ LEASE_TTL_SECONDS: Final = 120.0
 
 # ---- condition fragments -----------------------------------------------------------------
 # Nobody holds the lease, its holder stopped heartbeating, or it is this run's (a retry).
-LEASE_FREE_OR_OURS: Final = (
+LEASE_FREE_OR_OURS: Final = attribute_fragment(
     f"attribute_not_exists(#{LEASE_TOKEN}) OR #{LEASE_EXPIRES_AT} <= :now "
-    f"OR #{LEASE_TOKEN} = :token"
+    f"OR #{LEASE_TOKEN} = :token",
+    LEASE_TOKEN,
+    LEASE_EXPIRES_AT,
+    slots=(":now", ":token"),
 )
 # The lease is this run's.
-OUR_LEASE: Final = f"#{LEASE_TOKEN} = :token"
+OUR_LEASE: Final = attribute_fragment(f"#{LEASE_TOKEN} = :token", LEASE_TOKEN, slots=(":token",))
 # The layouts have not changed since the lease was taken: a run moves rows for one state only.
-UNDER_THE_LEASED_STATE: Final = f"#{LEASE_STATE_VERSION} = #{VERSION}"
+UNDER_THE_LEASED_STATE: Final = attribute_fragment(
+    f"#{LEASE_STATE_VERSION} = #{VERSION}", LEASE_STATE_VERSION, VERSION
+)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from saga_index.layout_change.record.decode import parse_history_flags, parse_hi
 from saga_index.layout_change.record.errors import ControlItemInvalidError
 from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
 from saga_index.layout_change.record.state import Transition
+from saga_index.store.dynamo.codec import serialize
+from saga_index.store.dynamo.expressions import Expression
 
 __all__ = [
     "HISTORY_ABANDONED",
@@ -24,9 +26,11 @@ __all__ = [
 
 # An intent may be replaced (taken over, or settled to what STATE holds) only while no STATE
 # write confirmed it: an applied history item is never overwritten.
-NOT_SETTLED: Final = (
-    f"attribute_not_exists(#{TABLE_PARTITION_KEY}) OR #{HISTORY_APPLIED} = :notApplied"
-)
+NOT_SETTLED: Final = Expression(
+    f"attribute_not_exists(#{TABLE_PARTITION_KEY}) OR #{HISTORY_APPLIED} = :notApplied",
+    names={f"#{TABLE_PARTITION_KEY}": TABLE_PARTITION_KEY, f"#{HISTORY_APPLIED}": HISTORY_APPLIED},
+    slots=frozenset({":notApplied"}),
+).given(serialize({":notApplied": False}))
 
 
 @dataclass(frozen=True)

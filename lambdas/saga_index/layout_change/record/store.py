@@ -9,7 +9,6 @@ one (docs/control-contract.md, "Transitions").
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,24 +44,65 @@ from saga_index.layout_change.record.items import (
 )
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import all_of, is_condition_failed
+from saga_index.store.dynamo.conditions import is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    all_of,
+    attribute_list,
+    request_expressions,
+    update,
+)
 from saga_index.store.dynamo.pages import query_pages
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# ---- condition fragments (placeholders: "#" + attribute name, ":" + value name) ---------------
+
+def attribute_fragment(text: str, *attributes: str, slots: tuple[str, ...] = ()) -> Expression:
+    """A fragment of the control items' expressions: `text` spells each of `attributes` as
+    "#" + its name, and uses the value placeholders `slots`."""
+    return Expression(text, names={f"#{a}": a for a in attributes}, slots=frozenset(slots))
+
+
+# ---- condition fragments ---------------------------------------------------------------------
 # The first transition creates the STATE item; a second operator doing the same must lose.
-NO_STATE_YET: Final = f"attribute_not_exists(#{TABLE_PARTITION_KEY})"
+NO_STATE_YET: Final = attribute_fragment(
+    f"attribute_not_exists(#{TABLE_PARTITION_KEY})", TABLE_PARTITION_KEY
+)
 # Compare-and-set: nobody changed the layout since this writer read version :expectedVersion.
-STILL_THE_VERSION_READ: Final = f"#{VERSION} = :expectedVersion"
+STILL_THE_VERSION_READ: Final = attribute_fragment(
+    f"#{VERSION} = :expectedVersion", VERSION, slots=(":expectedVersion",)
+)
 # Backfill controls change an existing record only: an update would otherwise create a STATE
 # item without a layout, which no reader could follow.
-STATE_EXISTS: Final = f"attribute_exists(#{LAYOUT})"
+STATE_EXISTS: Final = attribute_fragment(f"attribute_exists(#{LAYOUT})", LAYOUT)
 # An EVENT or restored STATE item is written once and never overwritten (repeats are no-ops).
-NOT_WRITTEN_YET: Final = f"attribute_not_exists(#{TABLE_PARTITION_KEY})"
-
-_PLACEHOLDER = re.compile(r"#([A-Za-z0-9_]+)")
+NOT_WRITTEN_YET: Final = attribute_fragment(
+    f"attribute_not_exists(#{TABLE_PARTITION_KEY})", TABLE_PARTITION_KEY
+)
+# A STATE item that does not parse is replaced only while it is still the one read.
+NO_VERSION_STORED: Final = attribute_fragment(f"attribute_not_exists(#{VERSION})", VERSION)
+STILL_THE_VERSION_STORED: Final = attribute_fragment(
+    f"#{VERSION} = :storedVersion", VERSION, slots=(":storedVersion",)
+)
+# An intent is taken over or marked abandoned only while it is the exact unapplied item its
+# writer saw (its changedAt and changedBy).
+STILL_THE_UNAPPLIED_INTENT_SEEN: Final = attribute_fragment(
+    f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :seenAt AND #changedBy = :seenBy",
+    HISTORY_APPLIED,
+    "changedAt",
+    "changedBy",
+    slots=(":notApplied", ":seenAt", ":seenBy"),
+)
+_MARK_ABANDONED: Final = attribute_fragment(
+    f"#{HISTORY_ABANDONED} = :yes", HISTORY_ABANDONED, slots=(":yes",)
+)
+# The items of one kind: the control partition, sort keys under a prefix.
+_ITEMS_UNDER_PREFIX: Final = Expression(
+    "#pk = :pk AND begins_with(#sk, :prefix)",
+    names={"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
+    slots=frozenset({":pk", ":prefix"}),
+)
 
 
 class ControlStore:
@@ -125,11 +165,7 @@ class ControlStore:
         return self._query_all(
             {
                 "TableName": self.table_name,
-                "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
-                "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
-                "ExpressionAttributeValues": serialize(
-                    {":pk": CONTROL_PK, ":prefix": EVENT_SK_PREFIX}
-                ),
+                **request_expressions(key_condition=_control_items(EVENT_SK_PREFIX)),
                 "ConsistentRead": True,
             }
         )
@@ -159,38 +195,26 @@ class ControlStore:
         *,
         set_values: Mapping[str, Any],
         remove: Sequence[str] = (),
-        condition: str,
+        condition: Expression,
         values: Mapping[str, Any] | None = None,
     ) -> ControlState | None:
         """One conditional UpdateItem of the STATE item; the state it left, or None when the
-        condition failed. `condition` spells attributes "#name" and values ":name"."""
-        names: dict[str, str] = {}
-        wire_values: dict[str, Any] = {}
-        clauses: list[str] = []
-        for n, (attribute, value) in enumerate(set_values.items()):
-            names[f"#{attribute}"] = attribute
-            wire_values[f":v{n}"] = wire_value(value)
-            clauses.append(f"#{attribute} = :v{n}")
-        actions = [f"SET {', '.join(clauses)}"] if clauses else []
-        if remove:
-            names.update({f"#{attribute}": attribute for attribute in remove})
-            actions.append("REMOVE " + ", ".join(f"#{attribute}" for attribute in remove))
-        if not actions:
-            raise ValueError("an update must set or remove at least one attribute")
-        names.update({f"#{a}": a for a in _PLACEHOLDER.findall(condition)})
-        wire_values.update({k: wire_value(v) for k, v in (values or {}).items()})
-        optional: dict[str, Any] = (
-            {"ExpressionAttributeValues": serialize(wire_values)} if wire_values else {}
-        )
+        condition failed. `values`: the condition's, by slot, as Python values."""
+        sets = [
+            attribute_fragment(f"#{attribute} = :v{n}", attribute, slots=(f":v{n}",)).given(
+                serialize({f":v{n}": wire_value(value)})
+            )
+            for n, (attribute, value) in enumerate(set_values.items())
+        ]
+        removed = {f"#{attribute}": attribute for attribute in remove}
+        removes = [attribute_list(removed)] if removed else []
+        change = update(set_=sets, remove=removes)
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
                 Key=serialize(state_key()),
-                UpdateExpression=" ".join(actions),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
+                **request_expressions(update=change, condition=_given(condition, values or {})),
                 ReturnValues="ALL_NEW",
-                **optional,
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -211,10 +235,7 @@ class ControlStore:
             raise ValueError("an intent is taken over by a transition of its own version")
         return self._put(
             {**history_item(transition), HISTORY_APPLIED: False},
-            condition=(
-                f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :seenAt "
-                "AND #changedBy = :seenBy"
-            ),
+            condition=STILL_THE_UNAPPLIED_INTENT_SEEN,
             values={
                 ":notApplied": False,
                 ":seenAt": history_item(seen.transition)["changedAt"],
@@ -230,7 +251,7 @@ class ControlStore:
         return self._put(
             {**history_item(transition), HISTORY_APPLIED: True},
             condition=NOT_SETTLED,
-            values={":notApplied": False},
+            values={},
         )
 
     def abandon_intent(self, transition: Transition) -> bool:
@@ -241,24 +262,16 @@ class ControlStore:
             self.client.update_item(
                 TableName=self.table_name,
                 Key=serialize(history_key(transition.version)),
-                UpdateExpression=f"SET #{HISTORY_ABANDONED} = :yes",
-                ConditionExpression=(
-                    f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :mineAt "
-                    "AND #changedBy = :mineBy"
-                ),
-                ExpressionAttributeNames={
-                    f"#{HISTORY_ABANDONED}": HISTORY_ABANDONED,
-                    f"#{HISTORY_APPLIED}": HISTORY_APPLIED,
-                    "#changedAt": "changedAt",
-                    "#changedBy": "changedBy",
-                },
-                ExpressionAttributeValues=serialize(
-                    {
-                        ":yes": True,
-                        ":notApplied": False,
-                        ":mineAt": history["changedAt"],
-                        ":mineBy": transition.changed_by,
-                    }
+                **request_expressions(
+                    update=update(set_=[_MARK_ABANDONED.given(serialize({":yes": True}))]),
+                    condition=_given(
+                        STILL_THE_UNAPPLIED_INTENT_SEEN,
+                        {
+                            ":notApplied": False,
+                            ":seenAt": history["changedAt"],
+                            ":seenBy": transition.changed_by,
+                        },
+                    ),
                 ),
             )
         except ClientError as err:
@@ -284,12 +297,10 @@ class ControlStore:
         the item read (`raw`: its stored version, or no version at all); False when it changed."""
         stored = raw.get(VERSION)
         if stored is None:
-            return self._put(
-                state_item(state), condition=f"attribute_not_exists(#{VERSION})", values={}
-            )
+            return self._put(state_item(state), condition=NO_VERSION_STORED, values={})
         return self._put(
             state_item(state),
-            condition=f"#{VERSION} = :storedVersion",
+            condition=STILL_THE_VERSION_STORED,
             values={":storedVersion": stored},
         )
 
@@ -298,21 +309,16 @@ class ControlStore:
     def _put_once(self, item: Mapping[str, Any]) -> bool:
         return self._put(item, condition=NOT_WRITTEN_YET, values={})
 
-    def _put(self, item: Mapping[str, Any], *, condition: str, values: Mapping[str, Any]) -> bool:
-        """One conditional PutItem; False when the condition failed."""
-        names = {f"#{a}": a for a in _PLACEHOLDER.findall(condition)}
-        optional: dict[str, Any] = (
-            {"ExpressionAttributeValues": serialize({k: wire_value(v) for k, v in values.items()})}
-            if values
-            else {}
-        )
+    def _put(
+        self, item: Mapping[str, Any], *, condition: Expression, values: Mapping[str, Any]
+    ) -> bool:
+        """One conditional PutItem; False when the condition failed. `values`: the
+        condition's, by slot, as Python values."""
         try:
             self.client.put_item(
                 TableName=self.table_name,
                 Item=serialize(item),
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                **optional,
+                **request_expressions(condition=_given(condition, values)),
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -323,11 +329,7 @@ class ControlStore:
     def _history_query(self) -> dict[str, Any]:
         return {
             "TableName": self.table_name,
-            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
-            "ExpressionAttributeNames": {"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
-            "ExpressionAttributeValues": serialize(
-                {":pk": CONTROL_PK, ":prefix": HISTORY_SK_PREFIX}
-            ),
+            **request_expressions(key_condition=_control_items(HISTORY_SK_PREFIX)),
             "ConsistentRead": True,
         }
 
@@ -338,6 +340,16 @@ class ControlStore:
         return items
 
 
-def all_conditions(*fragments: str) -> str:
+def all_conditions(*fragments: Expression) -> Expression:
     """Fragments joined with AND, each parenthesised (a fragment may hold an OR)."""
-    return all_of(*(f"({f})" for f in fragments))
+    return all_of(*(f.grouped() for f in fragments))
+
+
+def _given(condition: Expression, values: Mapping[str, Any]) -> Expression:
+    """`condition` with `values` (Python values, by slot) for its slots."""
+    return condition.given(serialize({k: wire_value(v) for k, v in values.items()}))
+
+
+def _control_items(prefix: str) -> Expression:
+    """The control partition's items whose sort key starts with `prefix`."""
+    return _ITEMS_UNDER_PREFIX.given(serialize({":pk": CONTROL_PK, ":prefix": prefix}))

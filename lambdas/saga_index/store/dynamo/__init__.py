@@ -2,7 +2,8 @@
 
 client      the low-level client: botocore retry modes, bounded timeouts, the throttle observer
 codec       items between the wire shape and Python values, and on to plain JSON
-conditions  shared condition fragments and is_condition_failed
+conditions  is_condition_failed: a conditional write refused
+expressions request expressions with exactly their names and values; shared fragments
 pages       reading a Query or Scan to its last page (botocore's paginator, or paced)
 scan        the rate-limited parallel Scan of the base table's saga rows
 sizing      DynamoDB's item-size rule

@@ -32,6 +32,7 @@ from saga_index.index.errors import (
     SagaIndexError,
 )
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import Expression, attribute_list, request_expressions
 from saga_index.store.dynamo.pages import paced_pages
 from saga_index.store.dynamo.sizing import item_size
 
@@ -272,8 +273,15 @@ class SagaTableScanner:
         )
 
     def _request(self, segment: int) -> dict[str, Any]:
-        names = {f"#a{n}": attr for n, attr in enumerate(self.attributes)}
-        by_attr = {attr: alias for alias, attr in names.items()}
+        aliases = {f"#a{n}": attr for n, attr in enumerate(self.attributes)}
+        by_attr = {attr: alias for alias, attr in aliases.items()}
+        # Only saga rows cross the wire; the read cost is the same either way (a Scan is
+        # charged for what it examines), so the rate limiter uses ConsumedCapacity.
+        saga_rows_only = Expression(
+            f"begins_with({by_attr['PK']}, :saga) AND {by_attr['SK']} = :meta",
+            names={by_attr["PK"]: "PK", by_attr["SK"]: "SK"},
+            slots=frozenset({":saga", ":meta"}),
+        ).given({":saga": {"S": keys.SAGA_PK_PREFIX}, ":meta": {"S": keys.SAGA_SK}})
         return {
             "TableName": self.table_name,
             "Segment": segment,
@@ -281,18 +289,10 @@ class SagaTableScanner:
             "Limit": self.options.page_size,
             "ConsistentRead": self.options.consistent_read,
             "ReturnConsumedCapacity": "TOTAL",
-            "ProjectionExpression": ", ".join(names),
+            **request_expressions(projection=attribute_list(aliases), filter=saga_rows_only),
             # Said explicitly: the drift guard's role may Scan only with dynamodb:Select =
             # SPECIFIC_ATTRIBUTES (infra/drift.py), and IAM evaluates the request's value.
             "Select": "SPECIFIC_ATTRIBUTES",
-            # Only saga rows cross the wire; the read cost is the same either way (a Scan is
-            # charged for what it examines), so the rate limiter uses ConsumedCapacity.
-            "FilterExpression": f"begins_with({by_attr['PK']}, :saga) AND {by_attr['SK']} = :meta",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {
-                ":saga": {"S": keys.SAGA_PK_PREFIX},
-                ":meta": {"S": keys.SAGA_SK},
-            },
         }
 
     def _scan_segment(

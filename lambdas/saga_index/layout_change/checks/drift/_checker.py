@@ -42,6 +42,11 @@ from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition
 from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import (
+    attribute_list,
+    on_index_partition,
+    request_expressions,
+)
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
 from saga_index.store.partitions import count_partition, read_partitions
@@ -267,15 +272,16 @@ class DriftChecker:
         sample.append(RowRef.of(item, goes_to))
 
     def _judged_query(self, gsi4pk: str) -> dict[str, Any]:
-        aliases = {f"#a{n}": name for n, name in enumerate(_JUDGED_ATTRIBUTES)}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": self.index_name,
-            "KeyConditionExpression": "#pk = :pk",
-            # Only what judge() and RowRef read: a saga row's other attributes never load.
-            "ProjectionExpression": ", ".join(aliases),
-            "ExpressionAttributeNames": {"#pk": names.INDEX_PARTITION_KEY, **aliases},
-            "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
+            **request_expressions(
+                key_condition=on_index_partition(gsi4pk),
+                # Only what judge() and RowRef read: a saga row's other attributes never load.
+                projection=attribute_list(
+                    {f"#a{n}": name for n, name in enumerate(_JUDGED_ATTRIBUTES)}
+                ),
+            ),
         }
         # Bounded pages: up to max_workers partitions are read at once, each holding about two
         # pages (the one judged and the one arriving); a 1 MB page of projected rows is ~6,000.
