@@ -30,9 +30,13 @@ _tables = itertools.count()
 
 
 @contextmanager
-def local_server() -> Iterator[str]:
+def local_server(endpoint_url: str | None = None) -> Iterator[str]:
     """A dynalite process for one benchmark; stopped on exit, Ctrl-C included. Benchmarks only
-    talk to the server they start: dummy credentials, no AWS endpoint."""
+    talk to the server they start: dummy credentials, no AWS endpoint. `endpoint_url`: a server
+    already running (the test session's), used as it is and left running."""
+    if endpoint_url is not None:
+        yield endpoint_url
+        return
     # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
     # tables report their counts.
     logging.getLogger("saga_index").setLevel(logging.ERROR)
