@@ -729,6 +729,65 @@ def price_layout(
             parts_rcu.append(enum.rcu)
             parts_wcu.append(np.zeros(len(enum.keys)))
 
+    write_keys, write_seconds, write_units = _write_cells(layout, space, agg, plan)
+    parts_keys.append(np.asarray(write_keys, dtype=np.int64))
+    parts_seconds.append(np.asarray(write_seconds, dtype=np.int64))
+    parts_rcu.append(np.zeros(len(write_keys)))
+    parts_wcu.append(np.asarray(write_units, dtype=np.float64))
+
+    load = load_of(
+        np.concatenate(parts_keys),
+        np.concatenate(parts_seconds),
+        np.concatenate(parts_rcu),
+        np.concatenate(parts_wcu),
+    )
+    scan_peak = max(scan_cells.values(), default=0.0)
+    index_headroom = load.headroom
+    overall = headroom(max(load.peak_rcu_per_key, scan_peak), load.peak_wcu_per_key)
+
+    sample = (
+        np.arange(len(agg.persons), dtype=np.int64)
+        if by_person_sample is None
+        else by_person_sample
+    )
+    by_person = sum(rcu[sample] for _, rcu in queries)
+    if transition_sample is None:
+        every = list(agg.open_sagas)
+        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
+    else:
+        saga_ids = list(transition_sample)
+    step, final = _transition_costs(layout, space, agg, saga_ids)
+    hottest = load.hottest_key
+    return {
+        "name": layout.name,
+        "title": layout.title,
+        "hottestShare": round(load.hottest_share, 4),
+        "hottestKey": None if hottest is None else space.name(hottest),
+        "indexKeys": len(load.keys),
+        "peakRcuPerKey": round(load.peak_rcu_per_key, 2),
+        "peakWcuPerKey": round(load.peak_wcu_per_key, 2),
+        "indexHeadroom": _round(index_headroom, 6),
+        "readHeadroom": _round(headroom(max(load.peak_rcu_per_key, scan_peak), 0.0), 6),
+        "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
+        "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
+        "headroom": _round(overall, 6),
+        "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
+        "requestsPerEnumeration": enum.requests,
+        "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,
+        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
+        "requestsPerByPerson": len(queries),
+        "transitionWcu": round(float(np.mean(step)), 3) if step else None,
+        "terminalTransitionWcu": round(float(np.mean(final)), 3) if final else None,
+        "storageBytesPerSaga": round(storage_per_saga(layout, agg), 1),
+        "totalRcu": round(float(load.total_rcu.sum()), 1),
+        "totalWcu": round(float(load.total_wcu.sum()), 1),
+    }
+
+
+def _write_cells(
+    layout: Layout, space: KeySpace, agg: Aggregates, plan: PlanArrays
+) -> tuple[list[int], list[int], list[float]]:
+    """(key, second, WCU) of every index write the plan's transitions and creates make."""
     write_keys: list[int] = []
     write_seconds: list[int] = []
     write_units: list[float] = []
@@ -759,32 +818,13 @@ def price_layout(
             write_keys.append(key)
             write_seconds.append(second)
             write_units.append(units)
-    parts_keys.append(np.asarray(write_keys, dtype=np.int64))
-    parts_seconds.append(np.asarray(write_seconds, dtype=np.int64))
-    parts_rcu.append(np.zeros(len(write_keys)))
-    parts_wcu.append(np.asarray(write_units, dtype=np.float64))
+    return write_keys, write_seconds, write_units
 
-    load = load_of(
-        np.concatenate(parts_keys),
-        np.concatenate(parts_seconds),
-        np.concatenate(parts_rcu),
-        np.concatenate(parts_wcu),
-    )
-    scan_peak = max(scan_cells.values(), default=0.0)
-    index_headroom = load.headroom
-    overall = headroom(max(load.peak_rcu_per_key, scan_peak), load.peak_wcu_per_key)
 
-    sample = (
-        np.arange(len(agg.persons), dtype=np.int64)
-        if by_person_sample is None
-        else by_person_sample
-    )
-    by_person = sum(rcu[sample] for _, rcu in queries)
-    if transition_sample is None:
-        every = list(agg.open_sagas)
-        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
-    else:
-        saga_ids = list(transition_sample)
+def _transition_costs(
+    layout: Layout, space: KeySpace, agg: Aggregates, saga_ids: Sequence[str]
+) -> tuple[list[int], list[int]]:
+    """WCU of each sampled saga's next step, and of its terminal transition (to SIGNED)."""
     step, final = [], []
     for saga_id in saga_ids:
         person, size, state = agg.open_sagas[saga_id]
@@ -797,31 +837,7 @@ def price_layout(
         final.append(
             transition_cost(layout, space, shard_number, person, size, state, "SIGNED")[0].total
         )
-    hottest = load.hottest_key
-    return {
-        "name": layout.name,
-        "title": layout.title,
-        "hottestShare": round(load.hottest_share, 4),
-        "hottestKey": None if hottest is None else space.name(hottest),
-        "indexKeys": len(load.keys),
-        "peakRcuPerKey": round(load.peak_rcu_per_key, 2),
-        "peakWcuPerKey": round(load.peak_wcu_per_key, 2),
-        "indexHeadroom": _round(index_headroom, 6),
-        "readHeadroom": _round(headroom(max(load.peak_rcu_per_key, scan_peak), 0.0), 6),
-        "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
-        "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
-        "headroom": _round(overall, 6),
-        "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
-        "requestsPerEnumeration": enum.requests,
-        "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,
-        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
-        "requestsPerByPerson": len(queries),
-        "transitionWcu": round(float(np.mean(step)), 3) if step else None,
-        "terminalTransitionWcu": round(float(np.mean(final)), 3) if final else None,
-        "storageBytesPerSaga": round(storage_per_saga(layout, agg), 1),
-        "totalRcu": round(float(load.total_rcu.sum()), 1),
-        "totalWcu": round(float(load.total_wcu.sum()), 1),
-    }
+    return step, final
 
 
 def _scan_rcu(enum: Enumeration) -> float:
