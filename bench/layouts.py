@@ -27,11 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.layouts_keys import LAYOUTS, LabLayout
 from bench.layouts_model import (
-    LAYOUTS,
     Aggregates,
     Config,
-    Layout,
     PlanArrays,
     aggregates_of,
     lab_mix,
@@ -220,7 +219,7 @@ def metered_layout(
     endpoint_url: str,
     template: dict[str, Any],
     dataset: Dataset,
-    layout: Layout,
+    layout: LabLayout,
     plan_staggered: dict[bool, Any],
     config: Config,
     *,

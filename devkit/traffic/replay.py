@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from devkit.capacity.clock import VirtualClock
 from devkit.capacity.meter import CapacityMeter
@@ -36,7 +36,7 @@ from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.client import make_client
 from saga_index.store.dynamo.codec import serialize
-from saga_index.store.repository import SagaRepository
+from saga_index.store.repository import ReadResult, SagaRepository
 from saga_index.store.writer import SagaWriter, utc_iso
 
 
@@ -76,13 +76,39 @@ class ReplayStats:
         }
 
 
+class SagaReads(Protocol):
+    """What a replay reads through: SagaRepository, or a bench's reader of another layout."""
+
+    def get_sagas_by_person(self, person_id: str) -> ReadResult: ...
+
+    def get_all_open_sagas(self) -> ReadResult: ...
+
+
+class SagaWrites(Protocol):
+    """What a replay writes through: SagaWriter, or a bench's writer of another layout."""
+
+    def create_saga(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        lease_id: str,
+        opened_at: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def transition(
+        self, *, saga_id: str, person_id: str, to_state: str, updated_at: str
+    ) -> dict[str, Any]: ...
+
+
 class Replayer:
     """Sends a plan's requests through a repository and a writer on metered clients."""
 
     def __init__(
         self,
-        repository: SagaRepository,
-        writer: SagaWriter,
+        repository: SagaReads,
+        writer: SagaWrites,
         clock: VirtualClock,
         *,
         run_label: str,
