@@ -41,7 +41,7 @@ from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.store.dynamo.scan import ScanOptions
 
 NAME = "memory"
-# Two pages per reader at the larger scale: the paths past a first page are taken too.
+# Every check at two sizes; no reader fills a page at this size, so the peaks mean nothing.
 TINY: dict[str, Any] = {"scales": (1, 2), "rows_at_1x": 200}
 ROWS_AT_1X = 1681  # the seed's saga rows (SeedSpec()): 100x is the 168,100
 PAGE_ROWS = 1000

@@ -32,7 +32,7 @@ _tables = itertools.count()
 @contextmanager
 def local_server(endpoint_url: str | None = None) -> Iterator[str]:
     """A dynalite process for one benchmark; stopped on exit, Ctrl-C included. Benchmarks only
-    talk to the server they start: dummy credentials, no AWS endpoint. `endpoint_url`: a server
+    talk to a local server: dummy credentials, no AWS endpoint. `endpoint_url`: a local server
     already running (the test session's), used as it is and left running."""
     if endpoint_url is not None:
         yield endpoint_url
