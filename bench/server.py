@@ -34,13 +34,14 @@ def local_server(endpoint_url: str | None = None) -> Iterator[str]:
     """A dynalite process for one benchmark; stopped on exit, Ctrl-C included. Benchmarks only
     talk to a local server: dummy credentials, no AWS endpoint. `endpoint_url`: a local server
     already running (the test session's), used as it is and left running."""
-    if endpoint_url is not None:
-        yield endpoint_url
-        return
-    # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
-    # tables report their counts.
-    logging.getLogger("saga_index").setLevel(logging.ERROR)
     with local_credentials():
+        if endpoint_url is not None:
+            yield endpoint_url
+            return
+        # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
+        # tables report their counts. Only in a benchmark's own process: a test session's
+        # server leaves the session's logging alone.
+        logging.getLogger("saga_index").setLevel(logging.ERROR)
         server = DynaliteServer()
         try:
             server.start()
