@@ -39,8 +39,8 @@ def local_server(endpoint_url: str | None = None) -> Iterator[str]:
             yield endpoint_url
             return
         # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
-        # tables report their counts. Only in a benchmark's own process: a test session's
-        # server leaves the session's logging alone.
+        # tables report their counts. Not when given a server: a test session keeps its
+        # logging as it is.
         logging.getLogger("saga_index").setLevel(logging.ERROR)
         server = DynaliteServer()
         try:
