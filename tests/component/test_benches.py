@@ -23,9 +23,10 @@ NAMES = [module.rsplit(".", 1)[-1] for module in BENCHMARKS]
 # What cannot run in a test, and why.
 SKIPPED = {
     "tracing": (
-        "bench.tracing installs each option's pinned stack from PyPI (pip install --target "
-        "build/bench-tracing, devkit.layer.DependencyDir): the tests have no package index. Its "
-        "pins, span parsing and span check are tested in tests/unit/test_tracing_bench.py"
+        "bench.tracing installs each option's pinned stack from the package index (pip install "
+        "--target build/bench-tracing, devkit.layer.DependencyDir; about 45 MB), which a test "
+        "must not depend on; its pins, span parsing and span check are tested in "
+        "tests/unit/test_tracing_bench.py, its TINY above"
     ),
 }
 
