@@ -24,7 +24,7 @@ NAMES = [module.rsplit(".", 1)[-1] for module in BENCHMARKS]
 SKIPPED = {
     "tracing": (
         "bench.tracing installs each option's pinned stack from the package index (pip install "
-        "--target build/bench-tracing, devkit.layer.DependencyDir; about 45 MB), which a test "
+        "--target build/bench-tracing, devkit.layer.DependencyDir), which a test "
         "must not depend on; its pins, span parsing and span check are tested in "
         "tests/unit/test_tracing_bench.py, its TINY above"
     ),
