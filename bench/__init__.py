@@ -5,6 +5,7 @@ A benchmark is a module with:
     NAME: str                       the result file's name
     run() -> dict                   measure with the module's defaults; JSON-serialisable result
     render(result: dict) -> None    print the result's table on stdout
+    TINY: dict                      run's keyword arguments for a run of seconds (the tests')
 and optionally `"ok": bool` in its result, which the runner reports as the verdict. To add one,
 add its module name to BENCHMARKS: nothing else changes.
 """

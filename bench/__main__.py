@@ -1,19 +1,24 @@
-"""`python -m bench [--only NAME,...] [--list]`: run every benchmark in bench.BENCHMARKS.
+"""`python -m bench [--only NAME,...] [--list] [--tiny] [--endpoint-url URL]`: run every
+benchmark in bench.BENCHMARKS.
 
 Each benchmark prints its own table; at the end a summary table lists every benchmark with its
-verdict, wall time and result file. Exit 1 if any benchmark failed or reported `"ok": false`.
+verdict, wall time and result file, also when one of them raised. Exit 1 if any benchmark failed
+or reported `"ok": false`. `--tiny` runs each at its TINY scale (seconds, figures meaningless:
+what the tests run); `--endpoint-url` gives the benchmarks that use a server one already running.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from bench import BENCHMARKS
 from bench.output import RESULTS, save
@@ -23,10 +28,15 @@ def _name(module_path: str) -> str:
     return module_path.rsplit(".", 1)[-1]
 
 
-def run_one(module: ModuleType, directory: Path) -> tuple[str, float, str]:
+def run_one(
+    module: ModuleType, directory: Path, *, tiny: bool = False, endpoint_url: str | None = None
+) -> tuple[str, float, str]:
     """(verdict, seconds, file) of one benchmark; it prints its own table."""
     started = time.monotonic()
-    result = module.run()
+    kwargs: dict[str, Any] = dict(module.TINY) if tiny else {}
+    if endpoint_url is not None and "endpoint_url" in inspect.signature(module.run).parameters:
+        kwargs["endpoint_url"] = endpoint_url
+    result = module.run(**kwargs)
     module.render(result)
     path = save(str(module.NAME), result, directory)
     ok = result.get("ok")
@@ -48,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated benchmark names (default: all)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--results", type=Path, default=RESULTS, help="result directory")
+    parser.add_argument("--tiny", action="store_true", help="each benchmark at its TINY scale")
+    parser.add_argument("--endpoint-url", help="a running local server (default: one per run)")
     args = parser.parse_args(argv)
     names = {_name(m): m for m in BENCHMARKS}
     if args.list:
@@ -62,7 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"bench: running {name}\n")
         started = time.monotonic()
         try:
-            verdict, seconds, path = run_one(importlib.import_module(names[name]), args.results)
+            verdict, seconds, path = run_one(
+                importlib.import_module(names[name]),
+                args.results,
+                tiny=args.tiny,
+                endpoint_url=args.endpoint_url,
+            )
         except Exception:  # noqa: BLE001 - one broken benchmark must not hide the others
             traceback.print_exc()
             verdict, seconds, path = "ERROR", time.monotonic() - started, "-"

@@ -38,6 +38,8 @@ from saga_index.store.dynamo import make_client, serialize
 
 NAME = "backfill_rate"
 TOLERANCE = 0.10
+# One cap, one segment, one run of the 50-row floor (half a second at 100/s).
+TINY: dict[str, Any] = {"caps": (100.0,), "segments": (1,), "runs": 1, "seconds": 0.5}
 SHARDS = 16
 
 
@@ -113,10 +115,11 @@ def run(
     segments: Sequence[int] = (1, 4),
     runs: int = 5,
     seconds: float = 4.0,
+    endpoint_url: str | None = None,
 ) -> dict[str, Any]:
     template = load_template()
     configs: list[dict[str, Any]] = []
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         client = make_client(endpoint_url=endpoint, region="us-east-1")
         for cap in caps:
             for segment_count in segments:

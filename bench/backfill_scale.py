@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.output import emit, num, progress, save
 from bench.server import Tables, backfill_at_cap, local_server
+from bench.tiny import TINY_SPEC
 from devkit.seed import SeedSpec, build_dataset
 from saga_index.index import MAX_WRITES_PER_SECOND
 from saga_index.layout_change.backfill import Move
@@ -27,14 +28,22 @@ from saga_index.layout_change.record import BackfillDirection, Phase
 from saga_index.store.dynamo import make_client
 
 NAME = "backfill_scale"
+TINY: dict[str, Any] = {"scales": (1, 2), "segments": 2, "spec": TINY_SPEC}
 
 
-def run(*, scales: Sequence[int] = (1, 10), segments: int = 8, shards: int = 16) -> dict[str, Any]:
+def run(
+    *,
+    scales: Sequence[int] = (1, 10),
+    segments: int = 8,
+    shards: int = 16,
+    spec: SeedSpec | None = None,
+    endpoint_url: str | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         for scale in scales:
-            dataset = build_dataset(SeedSpec().scaled(scale))
+            dataset = build_dataset((spec or SeedSpec()).scaled(scale))
             progress(f"backfill_scale: {scale}x: seeding {len(dataset.sagas)} saga rows")
             started = time.monotonic()
             table, _ = tables.seeded(f"backfill-{scale}x", dataset, include_other_entities=False)

@@ -22,6 +22,7 @@ from typing import Any
 from bench.figures import median
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
+from bench.tiny import TINY_SPEC
 from devkit.capacity.meter import CapacityMeter
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
 from saga_index.index import INDEX_NAME
@@ -30,6 +31,7 @@ from saga_index.store import SagaRepository
 from saga_index.store.dynamo import make_client
 
 NAME = "by_person_requests"
+TINY: dict[str, Any] = {"persons": 10, "spec": TINY_SPEC}
 
 
 class QueryCounter:
@@ -45,13 +47,20 @@ class QueryCounter:
             self.count += 1
 
 
-def run(*, shards: int = 16, persons: int = 200, seed: int = 85) -> dict[str, Any]:
-    dataset = build_dataset(SeedSpec())
+def run(
+    *,
+    shards: int = 16,
+    persons: int = 200,
+    seed: int = 85,
+    spec: SeedSpec | None = None,
+    endpoint_url: str | None = None,
+) -> dict[str, Any]:
+    dataset = build_dataset(spec or SeedSpec())
     sample = random.Random(seed).sample(
         sorted({s.person_id for s in dataset.sagas if s.person_id}), persons
     )
     phases: dict[str, Any] = {}
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         table, schema = tables.create("by-person")
         # Half-way through a backfill: every other row already re-stamped.

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from bench.figures import load_row, median
 from bench.output import emit, num, pct, progress, save
 from bench.server import Tables, local_server
+from bench.tiny import TINY_MIX, TINY_SPEC
 from devkit.capacity.ledger import LoadLedger
 from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
@@ -34,6 +36,13 @@ from saga_index.store import SagaRepository
 from saga_index.store.dynamo import make_client
 
 NAME = "choose_n"
+TINY: dict[str, Any] = {
+    "counts": (1, 16),
+    "duration": 5,
+    "scale": 2,
+    "spec": TINY_SPEC,
+    "mix": TINY_MIX,
+}
 DEFAULT_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 ENUMERATION_REPEATS = 5
 
@@ -77,18 +86,24 @@ def synthetic_enumeration(table: SyntheticTable) -> dict[str, Any]:
 
 
 def run(
-    *, counts: Sequence[int] = DEFAULT_COUNTS, duration: int = 10, scale: int = 100
+    *,
+    counts: Sequence[int] = DEFAULT_COUNTS,
+    duration: int = 10,
+    scale: int = 100,
+    spec: SeedSpec | None = None,
+    mix: TrafficMix | None = None,
+    endpoint_url: str | None = None,
 ) -> dict[str, Any]:
     for n in counts:
         validate_shard_count(n)
-    spec = SeedSpec()
-    mix = TrafficMix(duration_s=duration)
+    spec = spec or SeedSpec()
+    mix = replace(mix or TrafficMix(), duration_s=duration)
     dataset = build_dataset(spec)
     plan = build_plan(mix, dataset)
     big_dataset = build_dataset(spec.scaled(scale))
     big_plan = build_plan(mix.scaled(scale), big_dataset)
     rows: dict[str, Any] = {}
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         for n in counts:
             progress(f"choose_n: N={n}: seed, metered replay of {duration} virtual s")

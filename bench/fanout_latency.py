@@ -22,6 +22,7 @@ from typing import Any
 from bench.figures import median, percentile
 from bench.output import emit, num, progress, save
 from bench.server import Tables, local_server
+from bench.tiny import TINY_SPEC
 from devkit.seed import SeedSpec, build_dataset
 from saga_index.index import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.record import Phase, Routing
@@ -29,6 +30,7 @@ from saga_index.store import SagaRepository
 from saga_index.store.dynamo import make_client
 
 NAME = "fanout_latency"
+TINY: dict[str, Any] = {"rounds": 2, "rtt_ms": 1.0, "spec": TINY_SPEC}
 WARMUP_ROUNDS = 2
 
 
@@ -43,10 +45,17 @@ def with_round_trip(client: Any, seconds: float) -> Any:
     return client
 
 
-def run(*, shards: int = 16, rounds: int = 15, rtt_ms: float = 10.0) -> dict[str, Any]:
-    dataset = build_dataset(SeedSpec())
+def run(
+    *,
+    shards: int = 16,
+    rounds: int = 15,
+    rtt_ms: float = 10.0,
+    spec: SeedSpec | None = None,
+    endpoint_url: str | None = None,
+) -> dict[str, Any]:
+    dataset = build_dataset(spec or SeedSpec())
     results: dict[str, Any] = {}
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         legacy_table, _ = tables.seeded("fanout-legacy", dataset)
         sharded_table, _ = tables.seeded("fanout-sharded", dataset, shard_count=shards)

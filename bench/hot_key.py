@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from bench.figures import load_row
 from bench.output import emit, num, pct, progress, save
 from bench.server import Tables, local_server
+from bench.tiny import TINY_MIX, TINY_SPEC
 from devkit.capacity.table_schema import TableSchema
 from devkit.seed import SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
@@ -30,6 +32,7 @@ from saga_index.index import INDEX_NAME
 from saga_index.layout_change.record import Phase
 
 NAME = "hot_key"
+TINY: dict[str, Any] = {"duration": 4, "scale": 2, "spec": TINY_SPEC, "mix": TINY_MIX}
 
 
 def synthetic(
@@ -49,13 +52,21 @@ def synthetic(
     return out
 
 
-def run(*, shards: int = 16, duration: int = 60, scale: int = 100) -> dict[str, Any]:
-    spec = SeedSpec()
-    mix = TrafficMix(duration_s=duration)
+def run(
+    *,
+    shards: int = 16,
+    duration: int = 60,
+    scale: int = 100,
+    spec: SeedSpec | None = None,
+    mix: TrafficMix | None = None,
+    endpoint_url: str | None = None,
+) -> dict[str, Any]:
+    spec = spec or SeedSpec()
+    mix = replace(mix or TrafficMix(), duration_s=duration)
     dataset = build_dataset(spec)
     plan = build_plan(mix, dataset)
     measured: dict[str, Any] = {}
-    with local_server() as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         for label, phase, layout in (
             ("legacy", Phase.LEGACY, None),

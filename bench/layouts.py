@@ -20,19 +20,17 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.layouts_keys import LAYOUTS, LabLayout
 from bench.layouts_model import (
-    LAYOUTS,
     Aggregates,
     Config,
-    Layout,
     PlanArrays,
     aggregates_of,
     lab_mix,
@@ -49,6 +47,7 @@ from bench.layouts_model import (
 from bench.layouts_store import MeteredLayout, create_layout_table, seed_layout
 from bench.output import RESULTS, emit, num, pct, progress, save
 from bench.server import local_server
+from bench.tiny import TINY_MIX, TINY_SPEC
 from devkit.capacity.ledger import LoadLedger
 from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
@@ -56,6 +55,18 @@ from devkit.traffic.plan import build_plan
 from saga_index.store.dynamo import make_client
 
 NAME = "layouts"
+TINY: dict[str, Any] = {
+    "scales": (1, 2),
+    "history_factors": (1,),
+    "duration": 4,
+    "metered_history": 1,
+    "metered_duration": 3,
+    "base_spec": TINY_SPEC,
+    "base_mix": TINY_MIX,
+    "by_person_sample": 5,
+    "transition_sample": 3,
+    "chart_path": None,
+}
 DEFAULT_SCALES = (1, 100, 1000)
 DEFAULT_HISTORY = (1, 10, 100)
 # Figures compared between the model and the metered run, and the absolute slack under which a
@@ -208,7 +219,7 @@ def metered_layout(
     endpoint_url: str,
     template: dict[str, Any],
     dataset: Dataset,
-    layout: Layout,
+    layout: LabLayout,
     plan_staggered: dict[bool, Any],
     config: Config,
     *,
@@ -376,15 +387,6 @@ def metered_check(
     }
 
 
-@contextmanager
-def _endpoint(endpoint_url: str | None) -> Iterator[str]:
-    if endpoint_url is not None:
-        yield endpoint_url
-        return
-    with local_server() as endpoint:
-        yield endpoint
-
-
 def run(
     *,
     scales: Sequence[int] = DEFAULT_SCALES,
@@ -411,7 +413,7 @@ def run(
     started = time.monotonic()
     check: dict[str, Any] | None = None
     if metered_history is not None:
-        with _endpoint(endpoint_url) as endpoint:
+        with local_server(endpoint_url) as endpoint:
             check = metered_check(
                 endpoint,
                 spec,

@@ -21,11 +21,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from bench.layouts_keys import (
+    CLOSED_KEY_PREFIX,
+    OPEN_INDEX_NAME,
+    OPEN_INDEX_PK,
+    OPEN_KEY_PREFIX,
+    SHARD_COUNT,
+    SHARD_KEY_PREFIX,
+    LabLayout,
+)
 from devkit.capacity.units import (
     PARTITION_RCU_CEILING,
     PARTITION_WCU_CEILING,
@@ -50,14 +59,6 @@ from saga_index.store.dynamo import item_size
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-SHARD_COUNT = 16
-# The sparse open-saga index of layout 5: an attribute present only while the saga is open.
-OPEN_INDEX_NAME = "renewal-saga-open-index"
-OPEN_INDEX_PK = "OpenSagaPK"
-OPEN_KEY_PREFIX = "RenewalSagaOpen#"
-# State-split keys (layout 4): terminal sagas are re-stamped under a second key family.
-CLOSED_KEY_PREFIX = "RenewalSagaClosed#"
-SHARD_KEY_PREFIX = keys.LEGACY_GSI4PK + "#"
 # DynamoDB's storage accounting: 100 bytes of overhead per item and per index entry.
 INDEX_ENTRY_OVERHEAD = 100
 QUERY_PAGE_BYTES = 1024 * 1024
@@ -65,72 +66,6 @@ QUERY_PAGE_BYTES = 1024 * 1024
 TRANSITION_SAMPLE = 2000
 # load_of sums (key, second) cells densely up to this many cells, by sorting beyond.
 DENSE_CELLS = 4_000_000
-GSI4Key = Literal["legacy", "sharded", "state-split", "person"]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One way to key the saga rows. `gsi4` is GSI4PK's rule; `open_index` adds the sparse
-    open-saga index (enumerations read it); `scan` enumerates by a parallel Scan of the table;
-    `staggered` runs the sweeps at the deployed offsets instead of all in one second."""
-
-    name: str
-    title: str
-    gsi4: GSI4Key
-    open_index: bool = False
-    scan: bool = False
-    staggered: bool = False
-
-
-LAYOUTS: tuple[Layout, ...] = (
-    Layout("legacy", "legacy, one key", "legacy"),
-    Layout("adr-n16", "ADR, N=16", "sharded"),
-    Layout("adr-n16-staggered", "ADR, N=16, sweeps staggered", "sharded", staggered=True),
-    Layout("state-split", "state-split keys, N=16", "state-split"),
-    Layout("sparse-open-index", "ADR + sparse open-saga index", "sharded", open_index=True),
-    Layout("person-key-scan", "GSI4PK = personId, Scan", "person", scan=True),
-)
-LAYOUTS_BY_NAME = {layout.name: layout for layout in LAYOUTS}
-
-
-# ---- keys ---------------------------------------------------------------------------------
-
-
-def gsi4pk(layout: Layout, person_id: str, is_open: bool, shard_count: int = SHARD_COUNT) -> str:
-    """The GSI4PK a saga row of `person_id` carries in `layout`."""
-    if layout.gsi4 == "legacy":
-        return keys.LEGACY_GSI4PK
-    if layout.gsi4 == "person":
-        return person_id
-    number = shard(person_id, shard_count)
-    if layout.gsi4 == "state-split" and not is_open:
-        return f"{CLOSED_KEY_PREFIX}{number}"
-    return keys.sharded_gsi4pk(number)
-
-
-def open_index_pk(
-    layout: Layout, person_id: str, is_open: bool, shard_count: int = SHARD_COUNT
-) -> str | None:
-    """The sparse index's key of the row, or None when the row is not in that index."""
-    if not layout.open_index or not is_open:
-        return None
-    return f"{OPEN_KEY_PREFIX}{shard(person_id, shard_count)}"
-
-
-def index_attributes(
-    layout: Layout, person_id: str, state: str, shard_count: int = SHARD_COUNT
-) -> dict[str, str]:
-    """The index key attributes of a row (the GSI4SK is every layout's: personId#openedAt)."""
-    is_open = state in OPEN_STATES
-    attributes = {"GSI4PK": gsi4pk(layout, person_id, is_open, shard_count)}
-    open_pk = open_index_pk(layout, person_id, is_open, shard_count)
-    if open_pk is not None:
-        attributes[OPEN_INDEX_PK] = open_pk
-    return attributes
-
-
-def attributes_bytes(attributes: Mapping[str, str]) -> int:
-    return sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())
 
 
 # ---- the mix --------------------------------------------------------------------------------
@@ -385,7 +320,7 @@ class KeySpace:
         return f"{INDEX_NAME}/{self.persons[key - 1 - 3 * n]}"
 
 
-def row_keys(layout: Layout, space: KeySpace, agg: Aggregates) -> tuple[IntArray, IntArray]:
+def row_keys(layout: LabLayout, space: KeySpace, agg: Aggregates) -> tuple[IntArray, IntArray]:
     """(key of each person's open rows, key of their terminal rows) in GSI4."""
     persons = np.arange(len(agg.persons), dtype=np.int64)
     if layout.gsi4 == "legacy":
@@ -401,7 +336,7 @@ def row_keys(layout: Layout, space: KeySpace, agg: Aggregates) -> tuple[IntArray
 
 
 def by_person_queries(
-    layout: Layout, space: KeySpace, agg: Aggregates
+    layout: LabLayout, space: KeySpace, agg: Aggregates
 ) -> list[tuple[IntArray, FloatArray]]:
     """Per query of a by-person read: (key, RCU) per person. State-split reads the open key,
     then the closed key (full history: two queries, each rounded up on its own)."""
@@ -424,7 +359,7 @@ class Enumeration:
     scan_segment_rcu: tuple[tuple[float, ...], ...] = ()  # per segment, RCU of each page
 
 
-def enumeration(layout: Layout, space: KeySpace, agg: Aggregates, segments: int) -> Enumeration:
+def enumeration(layout: LabLayout, space: KeySpace, agg: Aggregates, segments: int) -> Enumeration:
     n = space.shard_count
     if layout.scan:
         total = agg.saga_bytes + agg.other_bytes
@@ -482,7 +417,7 @@ def _state_bytes(state: str) -> int:
 
 
 def transition_cost(
-    layout: Layout,
+    layout: LabLayout,
     space: KeySpace,
     shard_number: int,
     person: int,
@@ -518,7 +453,9 @@ def transition_cost(
     return WriteCost(largest, tuple(index)), new
 
 
-def created_size(layout: Layout, person_id: str, shard_number: int, legacy_padded_size: int) -> int:
+def created_size(
+    layout: LabLayout, person_id: str, shard_number: int, legacy_padded_size: int
+) -> int:
     """The size of a row the cohort opens in `layout`, padded as the replay pads it (to its
     target size with the legacy GSI4PK)."""
     if layout.gsi4 == "legacy":
@@ -534,7 +471,7 @@ def created_size(layout: Layout, person_id: str, shard_number: int, legacy_padde
 
 
 def create_cost(
-    layout: Layout, space: KeySpace, shard_number: int, person: int, size: int
+    layout: LabLayout, space: KeySpace, shard_number: int, person: int, size: int
 ) -> WriteCost:
     units = write_wcu(size)
     if layout.gsi4 == "legacy":
@@ -696,7 +633,7 @@ class Config:
 
 
 def price_layout(
-    layout: Layout,
+    layout: LabLayout,
     agg: Aggregates,
     plan: PlanArrays,
     config: Config,
@@ -733,6 +670,65 @@ def price_layout(
             parts_rcu.append(enum.rcu)
             parts_wcu.append(np.zeros(len(enum.keys)))
 
+    write_keys, write_seconds, write_units = _write_cells(layout, space, agg, plan)
+    parts_keys.append(np.asarray(write_keys, dtype=np.int64))
+    parts_seconds.append(np.asarray(write_seconds, dtype=np.int64))
+    parts_rcu.append(np.zeros(len(write_keys)))
+    parts_wcu.append(np.asarray(write_units, dtype=np.float64))
+
+    load = load_of(
+        np.concatenate(parts_keys),
+        np.concatenate(parts_seconds),
+        np.concatenate(parts_rcu),
+        np.concatenate(parts_wcu),
+    )
+    scan_peak = max(scan_cells.values(), default=0.0)
+    index_headroom = load.headroom
+    overall = headroom(max(load.peak_rcu_per_key, scan_peak), load.peak_wcu_per_key)
+
+    sample = (
+        np.arange(len(agg.persons), dtype=np.int64)
+        if by_person_sample is None
+        else by_person_sample
+    )
+    by_person = sum(rcu[sample] for _, rcu in queries)
+    if transition_sample is None:
+        every = list(agg.open_sagas)
+        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
+    else:
+        saga_ids = list(transition_sample)
+    step, final = _transition_costs(layout, space, agg, saga_ids)
+    hottest = load.hottest_key
+    return {
+        "name": layout.name,
+        "title": layout.title,
+        "hottestShare": round(load.hottest_share, 4),
+        "hottestKey": None if hottest is None else space.name(hottest),
+        "indexKeys": len(load.keys),
+        "peakRcuPerKey": round(load.peak_rcu_per_key, 2),
+        "peakWcuPerKey": round(load.peak_wcu_per_key, 2),
+        "indexHeadroom": _round(index_headroom, 6),
+        "readHeadroom": _round(headroom(max(load.peak_rcu_per_key, scan_peak), 0.0), 6),
+        "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
+        "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
+        "headroom": _round(overall, 6),
+        "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
+        "requestsPerEnumeration": enum.requests,
+        "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,
+        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
+        "requestsPerByPerson": len(queries),
+        "transitionWcu": round(float(np.mean(step)), 3) if step else None,
+        "terminalTransitionWcu": round(float(np.mean(final)), 3) if final else None,
+        "storageBytesPerSaga": round(storage_per_saga(layout, agg), 1),
+        "totalRcu": round(float(load.total_rcu.sum()), 1),
+        "totalWcu": round(float(load.total_wcu.sum()), 1),
+    }
+
+
+def _write_cells(
+    layout: LabLayout, space: KeySpace, agg: Aggregates, plan: PlanArrays
+) -> tuple[list[int], list[int], list[float]]:
+    """(key, second, WCU) of every index write the plan's transitions and creates make."""
     write_keys: list[int] = []
     write_seconds: list[int] = []
     write_units: list[float] = []
@@ -763,32 +759,13 @@ def price_layout(
             write_keys.append(key)
             write_seconds.append(second)
             write_units.append(units)
-    parts_keys.append(np.asarray(write_keys, dtype=np.int64))
-    parts_seconds.append(np.asarray(write_seconds, dtype=np.int64))
-    parts_rcu.append(np.zeros(len(write_keys)))
-    parts_wcu.append(np.asarray(write_units, dtype=np.float64))
+    return write_keys, write_seconds, write_units
 
-    load = load_of(
-        np.concatenate(parts_keys),
-        np.concatenate(parts_seconds),
-        np.concatenate(parts_rcu),
-        np.concatenate(parts_wcu),
-    )
-    scan_peak = max(scan_cells.values(), default=0.0)
-    index_headroom = load.headroom
-    overall = headroom(max(load.peak_rcu_per_key, scan_peak), load.peak_wcu_per_key)
 
-    sample = (
-        np.arange(len(agg.persons), dtype=np.int64)
-        if by_person_sample is None
-        else by_person_sample
-    )
-    by_person = sum(rcu[sample] for _, rcu in queries)
-    if transition_sample is None:
-        every = list(agg.open_sagas)
-        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
-    else:
-        saga_ids = list(transition_sample)
+def _transition_costs(
+    layout: LabLayout, space: KeySpace, agg: Aggregates, saga_ids: Sequence[str]
+) -> tuple[list[int], list[int]]:
+    """WCU of each sampled saga's next step, and of its terminal transition (to SIGNED)."""
     step, final = [], []
     for saga_id in saga_ids:
         person, size, state = agg.open_sagas[saga_id]
@@ -801,31 +778,7 @@ def price_layout(
         final.append(
             transition_cost(layout, space, shard_number, person, size, state, "SIGNED")[0].total
         )
-    hottest = load.hottest_key
-    return {
-        "name": layout.name,
-        "title": layout.title,
-        "hottestShare": round(load.hottest_share, 4),
-        "hottestKey": None if hottest is None else space.name(hottest),
-        "indexKeys": len(load.keys),
-        "peakRcuPerKey": round(load.peak_rcu_per_key, 2),
-        "peakWcuPerKey": round(load.peak_wcu_per_key, 2),
-        "indexHeadroom": _round(index_headroom, 6),
-        "readHeadroom": _round(headroom(max(load.peak_rcu_per_key, scan_peak), 0.0), 6),
-        "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
-        "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
-        "headroom": _round(overall, 6),
-        "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
-        "requestsPerEnumeration": enum.requests,
-        "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,
-        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
-        "requestsPerByPerson": len(queries),
-        "transitionWcu": round(float(np.mean(step)), 3) if step else None,
-        "terminalTransitionWcu": round(float(np.mean(final)), 3) if final else None,
-        "storageBytesPerSaga": round(storage_per_saga(layout, agg), 1),
-        "totalRcu": round(float(load.total_rcu.sum()), 1),
-        "totalWcu": round(float(load.total_wcu.sum()), 1),
-    }
+    return step, final
 
 
 def _scan_rcu(enum: Enumeration) -> float:
@@ -856,7 +809,7 @@ def next_open_state(state: str) -> str:
     return _NEXT[state]
 
 
-def storage_per_saga(layout: Layout, agg: Aggregates) -> float:
+def storage_per_saga(layout: LabLayout, agg: Aggregates) -> float:
     """Bytes stored per saga: the row and every index entry, each with DynamoDB's 100-byte
     overhead (every index projects ALL: an entry is the row's size)."""
     rows = agg.saga_rows

@@ -18,15 +18,15 @@ not fit the budget.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bench.figures import load_row
 from bench.output import emit, num, pct, progress, save
 from bench.server import Tables, backfill_at_cap, local_server
+from bench.tiny import TINY_MIX, TINY_SPEC
 from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
@@ -39,6 +39,14 @@ from saga_index.layout_change.record import BackfillDirection, Phase
 from saga_index.store.dynamo import make_client
 
 NAME = "reshard"
+TINY: dict[str, Any] = {
+    "scales": (1,),
+    "segments": 2,
+    "duration": 5,
+    "model_scale": 2,
+    "base_spec": TINY_SPEC,
+    "base_mix": TINY_MIX,
+}
 
 
 def expected_moves(dataset: Dataset, source: int, target: int) -> int:
@@ -156,7 +164,7 @@ def run(
 
     mix = dataclasses.replace(base_mix or TrafficMix(), duration_s=duration)
     layouts = (source, target)
-    with _server(endpoint_url) as endpoint:
+    with local_server(endpoint_url) as endpoint:
         tables = Tables(endpoint)
         moves = {
             f"{scale}x": measure_move(
@@ -205,15 +213,6 @@ def run(
         "moves": moves,
         "hotKey": hot,
     }
-
-
-@contextlib.contextmanager
-def _server(endpoint_url: str | None) -> Iterator[str]:
-    if endpoint_url is not None:
-        yield endpoint_url
-        return
-    with local_server() as endpoint:
-        yield endpoint
 
 
 def render(result: dict[str, Any]) -> None:

@@ -32,13 +32,18 @@ _tables = itertools.count()
 
 
 @contextmanager
-def local_server() -> Iterator[str]:
+def local_server(endpoint_url: str | None = None) -> Iterator[str]:
     """A dynalite process for one benchmark; stopped on exit, Ctrl-C included. Benchmarks only
-    talk to the server they start: dummy credentials, no AWS endpoint."""
-    # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
-    # tables report their counts.
-    logging.getLogger("saga_index").setLevel(logging.ERROR)
+    talk to a local server: dummy credentials, no AWS endpoint. `endpoint_url`: a local server
+    already running (the test session's), used as it is and left running."""
     with local_credentials():
+        if endpoint_url is not None:
+            yield endpoint_url
+            return
+        # Expected warnings (the seeded anomalies, skipped rows) would drown the tables; the
+        # tables report their counts. Not when given a server: a test session keeps its
+        # logging as it is.
+        logging.getLogger("saga_index").setLevel(logging.ERROR)
         server = DynaliteServer()
         try:
             server.start()

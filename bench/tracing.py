@@ -60,6 +60,8 @@ from devkit.layer import DependencyDir, LayerBuildError, running_python
 
 NAME = "tracing"
 RUNS = 15
+# One measured round: each option's warm-up and one cold start (the pins' stacks must be built).
+TINY: dict[str, Any] = {"runs": 1}
 BASELINE = "none"
 OPTIONS = (BASELINE, "powertools-xray", "adot", "adot-fast-start")
 # The directory each option adds to the import path (adot-fast-start is the same layer content).
@@ -250,13 +252,13 @@ def write_task(build_root: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class Layout:
+class BuildLayout:
     python: Path
     task: Path
     dirs: dict[str, Path]  # every stack's directory: runtime, base and each option but none
 
 
-def environment(option: str, layout: Layout, daemon_port: int) -> dict[str, str]:
+def environment(option: str, layout: BuildLayout, daemon_port: int) -> dict[str, str]:
     """What Lambda sets for a function with active tracing, plus the option's own variables."""
     function_name = f"bench-tracing-{option}"
     own = [] if option == BASELINE else [str(layout.dirs[OPTION_DIRS[option]])]
@@ -320,7 +322,7 @@ def adot_environment(function_name: str, handler: str, fast_start: bool) -> dict
     }
 
 
-def command(option: str, layout: Layout) -> list[str]:
+def command(option: str, layout: BuildLayout) -> list[str]:
     bootstrap = str(layout.task / "bench_bootstrap.py")
     if option == "adot":
         # The wrapper's last line, `exec python3 /opt/python/bin/opentelemetry-instrument "$@"`,
@@ -338,7 +340,7 @@ class ColdStart:
     datagrams: list[bytes]
 
 
-def cold_start(option: str, layout: Layout) -> ColdStart:
+def cold_start(option: str, layout: BuildLayout) -> ColdStart:
     """One fresh interpreter, spawn to the first invocation's return, with a UDP socket of its
     own in place of the X-Ray daemon."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as daemon:
@@ -458,12 +460,12 @@ def check(option: str, run: ColdStart) -> None:
         )
 
 
-def build(build_root: Path = BUILD_ROOT) -> Layout:
+def build(build_root: Path = BUILD_ROOT) -> BuildLayout:
     dirs = {
         name: ensure_stack(stack_dir(name, build_root))
         for name in (*SHARED, *sorted(set(OPTION_DIRS.values())))
     }
-    return Layout(python=bare_python(build_root), task=write_task(build_root), dirs=dirs)
+    return BuildLayout(python=bare_python(build_root), task=write_task(build_root), dirs=dirs)
 
 
 def run(runs: int = RUNS, build_root: Path = BUILD_ROOT) -> dict[str, Any]:

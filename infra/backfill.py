@@ -237,57 +237,8 @@ class SagaBackfill(Construct):
         )
         self._retry_lambda_service_errors(plan)
 
-        restamp = tasks.LambdaInvoke(
-            self,
-            "RestampSegment",
-            lambda_function=self.worker_function,
-            payload=sfn.TaskInput.from_json_path_at("$"),
-            result_selector={"output": sfn.JsonPath.object_at("$.Payload")},
-            result_path="$.invocation",
-            retry_on_service_exceptions=False,
-        )
-        self._retry_lambda_service_errors(restamp)
-        restamp.add_retry(
-            errors=[BACKFILL_THROTTLED_ERROR],
-            interval=cdk.Duration.seconds(30),
-            backoff_rate=2,
-            max_attempts=5,
-            max_delay=cdk.Duration.minutes(5),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        restamp.add_retry(
-            errors=[LAMBDA_TIMEOUT_ERROR],
-            interval=cdk.Duration.seconds(5),
-            backoff_rate=2,
-            max_attempts=2,
-        )
-        template = "$.template"
-        segment_input: dict[str, Any] = {
-            field: sfn.JsonPath.string_at(f"{template}.{field}")
-            for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS
-        }
-        segment_input["segment"] = sfn.JsonPath.string_at("$$.Map.Item.Value")
-        segment_input["run"] = sfn.JsonPath.object_at("$.run")
-        next_input: dict[str, Any] = {
-            field: sfn.JsonPath.string_at(f"$.{field}")
-            for field in ("segment", *BACKFILL_SEGMENT_TEMPLATE_FIELDS)
-        }
-        next_input["run"] = sfn.JsonPath.object_at("$.run")
-        next_input["cursor"] = sfn.JsonPath.object_at("$.invocation.output.cursor")
-        next_input["totals"] = sfn.JsonPath.object_at("$.invocation.output")
-        continue_segment = sfn.Pass(
-            self,
-            "ContinueFromCursor",
-            comment="Next invocation: same segment, from the returned cursor, with the totals",
-            parameters=next_input,
-        )
-        segment_finished = sfn.Pass(self, "SegmentFinished", output_path="$.invocation.output")
-        restamp.next(
-            sfn.Choice(self, "SegmentDone?")
-            .when(sfn.Condition.boolean_equals("$.invocation.output.done", True), segment_finished)
-            .otherwise(continue_segment)
-        )
-        continue_segment.next(restamp)
+        restamp = self._segment_loop()
+        segment_input = _segment_item_selector()
 
         # Distributed: each segment's loop is a child execution with its own history (an
         # inline Map put every invocation of every segment in the parent's 25,000 events).
@@ -335,6 +286,54 @@ class SagaBackfill(Construct):
             )
         )
         return plan.next(segments).next(verify).next(verdict)
+
+    def _segment_loop(self) -> tasks.LambdaInvoke:
+        """One segment's loop: re-stamp from the cursor until the worker answers done."""
+        restamp = tasks.LambdaInvoke(
+            self,
+            "RestampSegment",
+            lambda_function=self.worker_function,
+            payload=sfn.TaskInput.from_json_path_at("$"),
+            result_selector={"output": sfn.JsonPath.object_at("$.Payload")},
+            result_path="$.invocation",
+            retry_on_service_exceptions=False,
+        )
+        self._retry_lambda_service_errors(restamp)
+        restamp.add_retry(
+            errors=[BACKFILL_THROTTLED_ERROR],
+            interval=cdk.Duration.seconds(30),
+            backoff_rate=2,
+            max_attempts=5,
+            max_delay=cdk.Duration.minutes(5),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        restamp.add_retry(
+            errors=[LAMBDA_TIMEOUT_ERROR],
+            interval=cdk.Duration.seconds(5),
+            backoff_rate=2,
+            max_attempts=2,
+        )
+        next_input: dict[str, Any] = {
+            field: sfn.JsonPath.string_at(f"$.{field}")
+            for field in ("segment", *BACKFILL_SEGMENT_TEMPLATE_FIELDS)
+        }
+        next_input["run"] = sfn.JsonPath.object_at("$.run")
+        next_input["cursor"] = sfn.JsonPath.object_at("$.invocation.output.cursor")
+        next_input["totals"] = sfn.JsonPath.object_at("$.invocation.output")
+        continue_segment = sfn.Pass(
+            self,
+            "ContinueFromCursor",
+            comment="Next invocation: same segment, from the returned cursor, with the totals",
+            parameters=next_input,
+        )
+        segment_finished = sfn.Pass(self, "SegmentFinished", output_path="$.invocation.output")
+        restamp.next(
+            sfn.Choice(self, "SegmentDone?")
+            .when(sfn.Condition.boolean_equals("$.invocation.output.done", True), segment_finished)
+            .otherwise(continue_segment)
+        )
+        continue_segment.next(restamp)
+        return restamp
 
     @staticmethod
     def _retry_lambda_service_errors(task: tasks.LambdaInvoke) -> None:
@@ -392,3 +391,15 @@ class SagaBackfill(Construct):
                 for suffix in (":*", "/*:*")
             )
         )
+
+
+def _segment_item_selector() -> dict[str, Any]:
+    """Each segment's first input: the request's template fields, its number and the run."""
+    template = "$.template"
+    segment_input: dict[str, Any] = {
+        field: sfn.JsonPath.string_at(f"{template}.{field}")
+        for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS
+    }
+    segment_input["segment"] = sfn.JsonPath.string_at("$$.Map.Item.Value")
+    segment_input["run"] = sfn.JsonPath.object_at("$.run")
+    return segment_input

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
@@ -30,8 +31,9 @@ from devkit.demo.ui import Stages
 from devkit.results import write_json
 from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
-from devkit.traffic.plan import build_plan
+from devkit.traffic.plan import Plan, build_plan
 from saga_index.index import INDEX_NAME, keys
+from saga_index.layout_change.backfill import BackfillSummary
 from saga_index.layout_change.record import DEFAULT_TIMING, ControlStore, ControlTiming, Phase
 from saga_index.store.dynamo import make_client
 from saga_index_cli.backfill.local import control_poll_seconds
@@ -57,23 +59,11 @@ def run_demo(
     config: DemoConfig, endpoint_url: str, template: dict[str, Any], stages: Stages
 ) -> dict[str, Any]:
     clients = Clients(endpoint_url)
-    client = clients.plain()
     table = config.table_name
     schema = TableSchema.from_template(template, table)
     operator = OperatorCli(endpoint_url, table, stages)
     shards = str(config.shards)
-
-    stages.step(f"create {table} from the synthesised template and seed the legacy dataset")
-    create_table(client, table, template)
-    dataset = build_dataset(config.seed)
-    seeded = seed_table(client, table, dataset)
-    stages.note(
-        f"{seeded.saga_rows} saga rows ({len(dataset.open_sagas)} open, "
-        f"{len(dataset.anomalies)} without personId) over {len(dataset.persons)} persons, "
-        f"{seeded.other_rows} rows of other entity types ({seeded.seconds:.1f} s)"
-    )
-    plan = build_plan(config.traffic, dataset)
-    stages.note(f"traffic plan: {plan.counts()} over {config.traffic.duration_s} virtual s")
+    plan = _seed(clients.plain(), config, template, stages)
 
     stages.step("replay the traffic against the LEGACY layout through the capacity meter")
     legacy, legacy_stats = replay(
@@ -104,32 +94,7 @@ def run_demo(
     stages.step("phase sharded BEFORE the backfill: refused by its preconditions")
     refused = refuse_sharded(operator)
 
-    stages.step("backfill: dry run, then the run (rate-capped, under the record's lease)")
-    wait_until_effective(operator)
-    dry = backfill_dry_run(operator, config)
-    # The backfill's writes are metered on the real clock: its load on the legacy key.
-    backfill_meter = CapacityMeter(schema, reader=clients.plain())
-    metered = backfill_meter.attach(clients.plain())
-    control = ControlStore(clients.plain(), table)
-    poll = control_poll_seconds(operator.timing)
-    first, first_seconds, _ = backfill_pass(
-        metered, config, store=control, stages=stages, label="backfill", poll_seconds=poll
-    )
-
-    stages.step("repair the anomalous rows the backfill reported, then backfill them")
-    repaired = repair_anomalies(operator, first.anomaly_keys)
-    stages.note(f"repaired {len(repaired)} row(s) from their lease's tenant")
-    second, _, _ = backfill_pass(
-        metered, config, store=control, stages=stages, label="second pass", poll_seconds=poll
-    )
-    assert second.verification is not None
-    if second.verification.remaining_anomalies or second.anomalies:
-        raise DemoError(
-            f"{second.verification.remaining_anomalies} anomalous row(s) remain on the legacy "
-            "key after the repair: the drift guard cannot reach zero"
-        )
-    status = operator.run("status", "--json").json()
-    stages.note(status_line(status))
+    backfill = _backfill_and_repair(operator, config, clients, schema, stages)
 
     stages.step("cutover: parity in migrating, phase sharded (its checks pass), drift, parity")
     migrating_parity = verify_against(operator, snapshot)
@@ -167,10 +132,6 @@ def run_demo(
     history = phase_history(operator)
     for item in history[-2:]:
         stages.note(history_line(item))
-    backfill_load = backfill_meter.summary(INDEX_NAME)
-    legacy_key = next(
-        (p for p in backfill_load.partitions if p.partition_key == keys.LEGACY_GSI4PK), None
-    )
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json())
     sharded_json = layout_json(sharded_load, replay=sharded_stats.to_json())
     resharded = resharded_json(act)
@@ -181,17 +142,115 @@ def run_demo(
         "improvement": improvement(legacy_json, sharded_json),
         # The same ratios, sharded(N) / sharded(2N): what the split bought.
         "reshardImprovement": improvement(sharded_json, resharded),
-        "parity": {
-            "ok": migrating_parity["ok"] and sharded_parity["ok"],
-            "summary": (
-                f"{migrating_parity['truthRows']} saga rows; all-sagas, all-open and "
-                f"{len(baseline['persons'])} by-person reads compared with the pre-migration "
-                "snapshot in phases migrating and sharded"
+        "parity": _parity_section(migrating_parity, sharded_parity, baseline),
+        "backfill": backfill.section(config),
+        "drift": drift_summary(drift),
+        "reshard": act.section,
+        "refusedSharded": refused,
+        "phaseHistory": history,
+        "control": _control_section(operator),
+        "config": config.to_json(),
+        "notes": list(NOTES),
+    }
+    _write_report(report, config, stages, loads=(legacy, sharded_load, act.load))
+    return report
+
+
+def _control_section(operator: OperatorCli) -> dict[str, Any]:
+    """The report's "control" section: the demo's timing and every command it ran."""
+    return {
+        "timing": timing_json(operator.timing),
+        "commands": [{"command": run.command, "exitCode": run.code} for run in operator.history],
+    }
+
+
+def _parity_section(
+    migrating: dict[str, Any], sharded: dict[str, Any], baseline: dict[str, Any]
+) -> dict[str, Any]:
+    """The report's "parity" section: both comparisons with the pre-migration snapshot."""
+    return {
+        "ok": migrating["ok"] and sharded["ok"],
+        "summary": (
+            f"{migrating['truthRows']} saga rows; all-sagas, all-open and "
+            f"{len(baseline['persons'])} by-person reads compared with the pre-migration "
+            "snapshot in phases migrating and sharded"
+        ),
+        "migrating": parity_summary(migrating),
+        "sharded": parity_summary(sharded),
+    }
+
+
+def _write_report(
+    report: dict[str, Any],
+    config: DemoConfig,
+    stages: Stages,
+    *,
+    loads: tuple[LoadSummary, LoadSummary, LoadSummary],
+) -> None:
+    """report.json, and the chart of the three layouts' loads unless the config turns it off."""
+    json_path = write_json(report, config.results_dir / "report.json")
+    stages.note(f"wrote {_relative(json_path)}")
+    if config.chart:
+        legacy, sharded_load, resharded = loads
+        chart = write_chart(
+            legacy,
+            sharded_load,
+            config.results_dir / "partition-load.png",
+            resharded=resharded,
+            title=(
+                "Renewal-saga index: peak load per partition key, legacy vs "
+                f"N={config.shards} vs N={config.reshard_to}"
             ),
-            "migrating": parity_summary(migrating_parity),
-            "sharded": parity_summary(sharded_parity),
-        },
-        "backfill": {
+        )
+        stages.note(f"wrote {_relative(chart)}")
+
+
+def _seed(client: Any, config: DemoConfig, template: dict[str, Any], stages: Stages) -> Plan:
+    """The first step: the table, seeded in the legacy layout, and the traffic plan."""
+    table = config.table_name
+    stages.step(f"create {table} from the synthesised template and seed the legacy dataset")
+    create_table(client, table, template)
+    dataset = build_dataset(config.seed)
+    seeded = seed_table(client, table, dataset)
+    stages.note(
+        f"{seeded.saga_rows} saga rows ({len(dataset.open_sagas)} open, "
+        f"{len(dataset.anomalies)} without personId) over {len(dataset.persons)} persons, "
+        f"{seeded.other_rows} rows of other entity types ({seeded.seconds:.1f} s)"
+    )
+    plan = build_plan(config.traffic, dataset)
+    stages.note(f"traffic plan: {plan.counts()} over {config.traffic.duration_s} virtual s")
+    return plan
+
+
+@dataclass
+class _Backfill:
+    """The migration's two backfill passes (before and after the repair) and their meter."""
+
+    dry: dict[str, Any]
+    first: BackfillSummary
+    first_seconds: float
+    second: BackfillSummary
+    repaired: list[dict[str, str]]
+    meter: CapacityMeter
+
+    def section(self, config: DemoConfig) -> dict[str, Any]:
+        """The report's "backfill" section."""
+        first, second, first_seconds, dry, repaired = (
+            self.first,
+            self.second,
+            self.first_seconds,
+            self.dry,
+            self.repaired,
+        )
+        legacy_key = next(
+            (
+                p
+                for p in self.meter.summary(INDEX_NAME).partitions
+                if p.partition_key == keys.LEGACY_GSI4PK
+            ),
+            None,
+        )
+        return {
             "restamped": first.restamped,
             "skipped": first.skipped,
             "anomalies": first.anomalies,
@@ -211,51 +270,65 @@ def run_demo(
             },
             "legacyKeyPeakWcu": legacy_key.peak_wcu if legacy_key else 0.0,
             "legacyKeyWcu": round(legacy_key.total_wcu, 1) if legacy_key else 0.0,
-        },
-        "drift": drift_summary(drift),
-        "reshard": act.section,
-        "refusedSharded": refused,
-        "phaseHistory": history,
-        "control": {
-            "timing": timing_json(operator.timing),
-            "commands": [
-                {"command": run.command, "exitCode": run.code} for run in operator.history
-            ],
-        },
-        "config": config.to_json(),
-        "notes": [
-            "Capacity units are computed by devkit.capacity from item sizes by DynamoDB's "
-            "documented rules, not reported by the server: a local server has no partitions.",
-            "peakRcuPerKey/peakWcuPerKey: the highest units any one index partition key took "
-            "in one second of the replay clock; headroom: how many times the traffic could "
-            "grow before that key reaches 3,000 RCU/s or 1,000 WCU/s.",
-            "The migration state was changed only by `saga-index phase set`; control.commands "
-            "lists every saga-index command the demo ran, with its exit code. The backfill "
-            "passes (the migration's two and the re-shard's) call "
-            "layout_change.backfill.local.backfill_locally, what `saga-index backfill` runs "
-            "without --state-machine-arn (the record's lease and completion included), so "
-            "that the capacity meter can price their writes. control.timing is the demo's "
-            "short T (production: T = 30 s).",
-            "resharded: the same plan replayed on sharded(2N) after the re-shard (timestamps two "
-            "days later); reshard.parity compares with a snapshot taken in sharded(N) after "
-            "the sharded replay, since that replay changed the table.",
-        ],
-    }
-    json_path = write_json(report, config.results_dir / "report.json")
-    stages.note(f"wrote {_relative(json_path)}")
-    if config.chart:
-        chart = write_chart(
-            legacy,
-            sharded_load,
-            config.results_dir / "partition-load.png",
-            resharded=act.load,
-            title=(
-                "Renewal-saga index: peak load per partition key, legacy vs "
-                f"N={config.shards} vs N={config.reshard_to}"
-            ),
+        }
+
+
+def _backfill_and_repair(
+    operator: OperatorCli,
+    config: DemoConfig,
+    clients: Clients,
+    schema: TableSchema,
+    stages: Stages,
+) -> _Backfill:
+    """The backfill's dry run and run, the repair of the anomalies it reported, and the second
+    pass that re-stamps them; DemoError when an anomaly is still on the legacy key."""
+    stages.step("backfill: dry run, then the run (rate-capped, under the record's lease)")
+    wait_until_effective(operator)
+    dry = backfill_dry_run(operator, config)
+    # The backfill's writes are metered on the real clock: its load on the legacy key.
+    backfill_meter = CapacityMeter(schema, reader=clients.plain())
+    metered = backfill_meter.attach(clients.plain())
+    control = ControlStore(clients.plain(), config.table_name)
+    poll = control_poll_seconds(operator.timing)
+    first, first_seconds, _ = backfill_pass(
+        metered, config, store=control, stages=stages, label="backfill", poll_seconds=poll
+    )
+
+    stages.step("repair the anomalous rows the backfill reported, then backfill them")
+    repaired = repair_anomalies(operator, first.anomaly_keys)
+    stages.note(f"repaired {len(repaired)} row(s) from their lease's tenant")
+    second, _, _ = backfill_pass(
+        metered, config, store=control, stages=stages, label="second pass", poll_seconds=poll
+    )
+    assert second.verification is not None
+    if second.verification.remaining_anomalies or second.anomalies:
+        raise DemoError(
+            f"{second.verification.remaining_anomalies} anomalous row(s) remain on the legacy "
+            "key after the repair: the drift guard cannot reach zero"
         )
-        stages.note(f"wrote {_relative(chart)}")
-    return report
+    status = operator.run("status", "--json").json()
+    stages.note(status_line(status))
+    return _Backfill(dry, first, first_seconds, second, repaired, backfill_meter)
+
+
+# What the report's numbers are and how the demo came by them.
+NOTES: tuple[str, ...] = (
+    "Capacity units are computed by devkit.capacity from item sizes by DynamoDB's "
+    "documented rules, not reported by the server: a local server has no partitions.",
+    "peakRcuPerKey/peakWcuPerKey: the highest units any one index partition key took "
+    "in one second of the replay clock; headroom: how many times the traffic could "
+    "grow before that key reaches 3,000 RCU/s or 1,000 WCU/s.",
+    "The migration state was changed only by `saga-index phase set`; control.commands "
+    "lists every saga-index command the demo ran, with its exit code. The backfill "
+    "passes (the migration's two and the re-shard's) call "
+    "layout_change.backfill.local.backfill_locally, what `saga-index backfill` runs "
+    "without --state-machine-arn (the record's lease and completion included), so "
+    "that the capacity meter can price their writes. control.timing is the demo's "
+    "short T (production: T = 30 s).",
+    "resharded: the same plan replayed on sharded(2N) after the re-shard (timestamps two "
+    "days later); reshard.parity compares with a snapshot taken in sharded(N) after "
+    "the sharded replay, since that replay changed the table.",
+)
 
 
 def refuse_sharded(operator: OperatorCli) -> dict[str, Any]:

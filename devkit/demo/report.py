@@ -7,7 +7,7 @@ saga ("RenewalSaga"), in the sharded layout N keys ("RenewalSaga#0".."RenewalSag
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,38 @@ def render(report: Mapping[str, Any]) -> str:
         markdown_table(["", *(header for _, header, _ in layouts)], rows),
         "",
     ]
+    per_key = _per_key_rows(layouts)
+    lines += [
+        "Peak load per partition key of the index:",
+        "",
+        markdown_table(
+            ["layout", "partition key", "peak RCU/s", "peak WCU/s", "share of load"], per_key
+        ),
+        "",
+    ]
+    gain = report["improvement"]
+    if gain.get("headroomMultiple"):
+        lines.append(
+            f"Sharding multiplied the headroom of the hottest partition by "
+            f"{gain['headroomMultiple']:.1f} (the ADR expects about {shards})."
+        )
+    lines.append(_backfill_line(report["backfill"]))
+    parity = report["parity"]
+    drift = report.get("drift", {})
+    lines.append(
+        f"Parity: {'identical' if parity['ok'] else 'MISMATCH'} "
+        f"({parity.get('summary', '')}); drift after the cutover: "
+        f"{'clean' if drift.get('healthy') else 'NOT clean'} "
+        f"(legacy rows {drift.get('legacyRows')}, misrouted {drift.get('misroutedRows')}, "
+        f"unindexed {drift.get('unindexedRows')})."
+    )
+    lines.extend(_reshard_lines(report))
+    lines.extend(_cutover_lines(report))
+    return "\n".join(lines) + "\n"
+
+
+def _per_key_rows(layouts: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[list[str]]:
+    """Each layout's index keys in shard order: peaks and share of that layout's load."""
     per_key = []
     for label, _, layout in layouts:
         total = layout["totalRcu"] + layout["totalWcu"]
@@ -115,22 +147,11 @@ def render(report: Mapping[str, Any]) -> str:
                     _pct(share),
                 ]
             )
-    lines += [
-        "Peak load per partition key of the index:",
-        "",
-        markdown_table(
-            ["layout", "partition key", "peak RCU/s", "peak WCU/s", "share of load"], per_key
-        ),
-        "",
-    ]
-    gain = report["improvement"]
-    if gain.get("headroomMultiple"):
-        lines.append(
-            f"Sharding multiplied the headroom of the hottest partition by "
-            f"{gain['headroomMultiple']:.1f} (the ADR expects about {shards})."
-        )
-    backfill = report["backfill"]
-    lines.append(
+    return per_key
+
+
+def _backfill_line(backfill: Mapping[str, Any]) -> str:
+    return (
         "Backfill: {restamped} re-stamped, {skipped} skipped, {anomalies} anomalies "
         "({repaired} repaired onto their write key; a second pass re-stamped {second} and "
         "recorded the completion), {scanned} rows scanned, "
@@ -146,18 +167,6 @@ def render(report: Mapping[str, Any]) -> str:
             wcu=_num(backfill.get("legacyKeyPeakWcu")),
         )
     )
-    parity = report["parity"]
-    drift = report.get("drift", {})
-    lines.append(
-        f"Parity: {'identical' if parity['ok'] else 'MISMATCH'} "
-        f"({parity.get('summary', '')}); drift after the cutover: "
-        f"{'clean' if drift.get('healthy') else 'NOT clean'} "
-        f"(legacy rows {drift.get('legacyRows')}, misrouted {drift.get('misroutedRows')}, "
-        f"unindexed {drift.get('unindexedRows')})."
-    )
-    lines.extend(_reshard_lines(report))
-    lines.extend(_cutover_lines(report))
-    return "\n".join(lines) + "\n"
 
 
 def _reshard_lines(report: Mapping[str, Any]) -> list[str]:

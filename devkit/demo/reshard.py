@@ -79,32 +79,7 @@ def reshard_act(
         f"phase {baseline['phase']}: {baseline['truthRows']} saga rows, "
         f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
     )
-    bad = operator.run(
-        "phase",
-        "set",
-        "resharding",
-        "--shards",
-        str(source * 4),
-        "--reason",
-        REASON_BAD_COUNT,
-        "--json",
-        expect=(EXIT_USAGE,),
-    )
-    stages.note(f"REFUSED (exit {bad.code}): only a factor of two per move; nothing was written")
-    started = operator.run(
-        "phase",
-        "set",
-        "resharding",
-        "--shards",
-        str(target),
-        "--reason",
-        REASON_RESHARDING,
-        "--json",
-    ).json()
-    stages.note(
-        f"version {started['version']}: {started['routing']['writes']} written, "
-        f"{' then '.join(started['routing']['reads'])} read"
-    )
+    refused_code = _start_resharding(operator, source, target)
     wait_until_effective(operator)
     dry = backfill_dry_run(operator, config)
     # The move's writes are metered as the migration's were: where they land, per key.
@@ -154,7 +129,7 @@ def reshard_act(
     section = {
         "fromShards": source,
         "toShards": target,
-        "refusedShardCount": {"shards": source * 4, "exitCode": bad.code},
+        "refusedShardCount": {"shards": source * 4, "exitCode": refused_code},
         "backfill": {
             "sourceRows": source_rows,
             "moved": moved.restamped,
@@ -171,21 +146,68 @@ def reshard_act(
             "hottestKeyPeakWcu": backfill_load.peak_wcu_per_key,
         },
         "checksPassed": [c["name"] for c in completed["checks"] if c["passed"]],
-        "parity": {
-            "ok": baseline["ok"] and resharded_parity["ok"] and resharding_parity["ok"],
-            "summary": (
-                f"{resharded_parity['truthRows']} saga rows; all-sagas, all-open and "
-                f"{len(baseline['persons'])} by-person reads identical to the base table in "
-                f"sharded(N={source}) and compared with that snapshot in phases resharding and "
-                f"sharded(N={target})"
-            ),
-            "before": parity_summary(baseline),
-            "resharding": parity_summary(resharding_parity),
-            "sharded": parity_summary(resharded_parity),
-        },
+        "parity": _parity_section(
+            baseline, resharding_parity, resharded_parity, source=source, target=target
+        ),
         "drift": drift_summary(drift),
     }
     return ReshardAct(section=section, load=load, stats=stats)
+
+
+def _start_resharding(operator: OperatorCli, source: int, target: int) -> int:
+    """`phase set resharding` with a shard count the move cannot reach (refused: its exit code
+    is returned), then with the target's."""
+    stages = operator.stages
+    bad = operator.run(
+        "phase",
+        "set",
+        "resharding",
+        "--shards",
+        str(source * 4),
+        "--reason",
+        REASON_BAD_COUNT,
+        "--json",
+        expect=(EXIT_USAGE,),
+    )
+    stages.note(f"REFUSED (exit {bad.code}): only a factor of two per move; nothing was written")
+    started = operator.run(
+        "phase",
+        "set",
+        "resharding",
+        "--shards",
+        str(target),
+        "--reason",
+        REASON_RESHARDING,
+        "--json",
+    ).json()
+    stages.note(
+        f"version {started['version']}: {started['routing']['writes']} written, "
+        f"{' then '.join(started['routing']['reads'])} read"
+    )
+    return bad.code
+
+
+def _parity_section(
+    baseline: dict[str, Any],
+    resharding: dict[str, Any],
+    resharded: dict[str, Any],
+    *,
+    source: int,
+    target: int,
+) -> dict[str, Any]:
+    """The re-shard section's "parity": before the move, while it ran and after it."""
+    return {
+        "ok": baseline["ok"] and resharded["ok"] and resharding["ok"],
+        "summary": (
+            f"{resharded['truthRows']} saga rows; all-sagas, all-open and "
+            f"{len(baseline['persons'])} by-person reads identical to the base table in "
+            f"sharded(N={source}) and compared with that snapshot in phases resharding and "
+            f"sharded(N={target})"
+        ),
+        "before": parity_summary(baseline),
+        "resharding": parity_summary(resharding),
+        "sharded": parity_summary(resharded),
+    }
 
 
 def _parity_while_moving(operator: OperatorCli, snapshot: Path) -> dict[str, Any]:

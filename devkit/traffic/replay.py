@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from devkit.capacity.clock import VirtualClock
 from devkit.capacity.meter import CapacityMeter
@@ -32,7 +32,7 @@ from devkit.traffic.events import (
 from devkit.traffic.plan import Plan
 from saga_index.index import InvalidInputError, keys
 from saga_index.layout_change.record import Phase, Routing
-from saga_index.store import SagaRepository, SagaWriter, utc_iso
+from saga_index.store import ReadResult, SagaRepository, SagaWriter, utc_iso
 from saga_index.store.dynamo import make_client, serialize
 
 
@@ -72,13 +72,39 @@ class ReplayStats:
         }
 
 
+class SagaReads(Protocol):
+    """What a replay reads through: SagaRepository, or a bench's reader of another layout."""
+
+    def get_sagas_by_person(self, person_id: str) -> ReadResult: ...
+
+    def get_all_open_sagas(self) -> ReadResult: ...
+
+
+class SagaWrites(Protocol):
+    """What a replay writes through: SagaWriter, or a bench's writer of another layout."""
+
+    def create_saga(
+        self,
+        *,
+        saga_id: str,
+        person_id: str,
+        lease_id: str,
+        opened_at: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def transition(
+        self, *, saga_id: str, person_id: str, to_state: str, updated_at: str
+    ) -> dict[str, Any]: ...
+
+
 class Replayer:
     """Sends a plan's requests through a repository and a writer on metered clients."""
 
     def __init__(
         self,
-        repository: SagaRepository,
-        writer: SagaWriter,
+        repository: SagaReads,
+        writer: SagaWrites,
         clock: VirtualClock,
         *,
         run_label: str,

@@ -91,27 +91,7 @@ class Dashboard:
             dashboard_name=name[:255],
             default_interval=cdk.Duration.days(1),
         )
-        dashboard.add_widgets(
-            cw.TextWidget(
-                markdown=(
-                    f"# Renewal-saga index ({config.table_name})\n"
-                    "The migration state is the control record in the table "
-                    f"(`saga-index --table {config.table_name} status`), not this stack. "
-                    "Drift metrics come from the "
-                    f"`{SERVICE_DRIFT_GUARD}` function every 5 minutes; the base-table scan "
-                    f"every {drift_guard.scan_every} runs."
-                ),
-                width=24,
-                height=2,
-            ),
-            cw.TextWidget(markdown=_links(config, queries), width=24, height=4),
-            cw.AlarmStatusWidget(
-                title="Alarms (every one pages)",
-                alarms=list(alarms.alarms.values()),
-                width=24,
-                height=3,
-            ),
-        )
+        _add_header(dashboard, config, alarms=alarms, drift_guard=drift_guard, queries=queries)
         dashboard.add_widgets(
             _graph(
                 "Wrong now (each pages when > 0)",
@@ -170,23 +150,7 @@ class Dashboard:
                 self._per_sweep(METRIC_SAGAS_READ, statistic="Maximum"),
             ),
         )
-        dashboard.add_widgets(
-            _graph(
-                "Scheduled jobs' queues: messages waiting (each alarm counts arrivals)",
-                [
-                    queue.metric_approximate_number_of_messages_visible(
-                        period=GUARD_PERIOD,
-                        statistic="Maximum",
-                        label=f"{job} {kind}",
-                    )
-                    for job, invocation in schedules.items()
-                    for kind, queue in (
-                        ("dead letters", invocation.dead_letter_queue),
-                        ("failed invocations", invocation.failure_queue),
-                    )
-                ],
-            ),
-        )
+        dashboard.add_widgets(_queues_graph(schedules))
         self.dashboard = dashboard
         cdk.CfnOutput(
             scope,
@@ -255,3 +219,54 @@ def _graph(
     title: str, metrics: Sequence[cw.IMetric] | Iterable[cw.IMetric], *, stacked: bool = False
 ) -> cw.GraphWidget:
     return cw.GraphWidget(title=title, left=list(metrics), width=12, height=6, stacked=stacked)
+
+
+def _add_header(
+    dashboard: cw.Dashboard,
+    config: StackConfig,
+    *,
+    alarms: Alarms,
+    drift_guard: DriftGuard,
+    queries: SavedQueries,
+) -> None:
+    """The first row: what the dashboard shows and where the state lives, links, the alarms."""
+    dashboard.add_widgets(
+        cw.TextWidget(
+            markdown=(
+                f"# Renewal-saga index ({config.table_name})\n"
+                "The migration state is the control record in the table "
+                f"(`saga-index --table {config.table_name} status`), not this stack. "
+                "Drift metrics come from the "
+                f"`{SERVICE_DRIFT_GUARD}` function every 5 minutes; the base-table scan "
+                f"every {drift_guard.scan_every} runs."
+            ),
+            width=24,
+            height=2,
+        ),
+        cw.TextWidget(markdown=_links(config, queries), width=24, height=4),
+        cw.AlarmStatusWidget(
+            title="Alarms (every one pages)",
+            alarms=list(alarms.alarms.values()),
+            width=24,
+            height=3,
+        ),
+    )
+
+
+def _queues_graph(schedules: dict[str, ScheduledInvocation]) -> cw.GraphWidget:
+    """Each scheduled job's dead-letter and failure queues: messages waiting."""
+    return _graph(
+        "Scheduled jobs' queues: messages waiting (each alarm counts arrivals)",
+        [
+            queue.metric_approximate_number_of_messages_visible(
+                period=GUARD_PERIOD,
+                statistic="Maximum",
+                label=f"{job} {kind}",
+            )
+            for job, invocation in schedules.items()
+            for kind, queue in (
+                ("dead letters", invocation.dead_letter_queue),
+                ("failed invocations", invocation.failure_queue),
+            )
+        ],
+    )

@@ -92,27 +92,7 @@ class SavedQueries:
             "DriftGuardReportsQuery",
             DRIFT_REPORTS,
             [_log_group(drift_guard.function)],
-            logs.QueryString(
-                fields=[
-                    "@timestamp",
-                    "level",
-                    "report.phase",
-                    "report.shardCount",
-                    "report.healthy",
-                    "report.findings.0",
-                    "report.legacyRows",
-                    "report.unexpectedLegacyRows",
-                    "report.unexpectedShardedRows",
-                    "report.misroutedRows",
-                    "report.controlRecordMissing",
-                    "report.unindexedRows",
-                    "report.strayRows",
-                    "report.scanned",
-                ],
-                filter_statements=[f"message like /^{DRIFT_REPORT_MESSAGE}/"],
-                sort="@timestamp desc",
-                limit=24,
-            ),
+            _drift_reports_query(),
         )
         jobs = {**sweeps.functions, drift_guard.job.name: drift_guard.function}
         for job_name, function in jobs.items():
@@ -133,20 +113,7 @@ class SavedQueries:
             "ThrottlesQuery",
             THROTTLES,
             [_log_group(fn) for fn in every_function],
-            logs.QueryString(
-                fields=[
-                    "@timestamp",
-                    "service",
-                    "operation",
-                    "errorCode",
-                    "throttlingReasons.0.reason",
-                    "throttlingReasons.0.resource",
-                    "@logStream",
-                ],
-                filter_statements=[f"message like /^{THROTTLE_MESSAGE}/"],
-                sort="@timestamp desc",
-                limit=200,
-            ),
+            _throttles_query(),
         )
         self._add(
             "BackfillAnomaliesQuery",
@@ -218,3 +185,46 @@ def _log_group(function: lambda_.Function) -> logs.ILogGroup:
 def _pascal(job_name: str) -> str:
     """workflow-health-sweep -> WorkflowHealthSweep (construct ids)."""
     return "".join(part.title() for part in job_name.split("-"))
+
+
+def _drift_reports_query() -> logs.QueryString:
+    """The drift guard's reports, newest first: phase, verdict and every count."""
+    return logs.QueryString(
+        fields=[
+            "@timestamp",
+            "level",
+            "report.phase",
+            "report.shardCount",
+            "report.healthy",
+            "report.findings.0",
+            "report.legacyRows",
+            "report.unexpectedLegacyRows",
+            "report.unexpectedShardedRows",
+            "report.misroutedRows",
+            "report.controlRecordMissing",
+            "report.unindexedRows",
+            "report.strayRows",
+            "report.scanned",
+        ],
+        filter_statements=[f"message like /^{DRIFT_REPORT_MESSAGE}/"],
+        sort="@timestamp desc",
+        limit=24,
+    )
+
+
+def _throttles_query() -> logs.QueryString:
+    """Every throttled request any of the functions logged, newest first."""
+    return logs.QueryString(
+        fields=[
+            "@timestamp",
+            "service",
+            "operation",
+            "errorCode",
+            "throttlingReasons.0.reason",
+            "throttlingReasons.0.resource",
+            "@logStream",
+        ],
+        filter_statements=[f"message like /^{THROTTLE_MESSAGE}/"],
+        sort="@timestamp desc",
+        limit=200,
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import layouts
-from bench.layouts_model import LAYOUTS
+from bench.layouts_keys import LAYOUTS
 from devkit.seed import SeedSpec
 from devkit.traffic.mix import TrafficMix
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
+from bench.layouts_keys import LAYOUTS, LAYOUTS_BY_NAME
 from bench.layouts_model import (
-    LAYOUTS,
-    LAYOUTS_BY_NAME,
     Config,
     aggregates_of,
     lab_mix,

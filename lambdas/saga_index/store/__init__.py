@@ -8,10 +8,12 @@ The store never imports saga_index.layout_change: the machinery provides the pla
 """
 
 from saga_index.store.partitions import count_partition
+from saga_index.store.plan import KeyPlan
 from saga_index.store.repository import ReadResult, SagaRepository
 from saga_index.store.writer import SagaWriter, utc_iso
 
 __all__ = [
+    "KeyPlan",
     "ReadResult",
     "SagaRepository",
     "SagaWriter",

@@ -27,7 +27,7 @@ from saga_index.sweeps.clock import require_aware
 from saga_index.sweeps.events import EventPublisher, EventPublishError, SagaEvent, event_for
 from saga_index.sweeps.findings import FindingKind, RuleResult, SagaRef, Unevaluable
 from saga_index.sweeps.health import workflow_health
-from saga_index.sweeps.outbox import pending_publications
+from saga_index.sweeps.outbox import PendingPublication, pending_publications
 from saga_index.sweeps.policies import HealthPolicy, RetryPolicy, StuckPolicy
 from saga_index.sweeps.retry import RetryDecision, prepare_retries
 from saga_index.sweeps.snapshot import OpenSagaSnapshot, open_saga_snapshot
@@ -189,57 +189,14 @@ def run_retry_failed_prepare(
     unevaluable = (*plan.unevaluable, *pending.unevaluable)
     report.unevaluable = len(unevaluable)
     _log_unevaluable(names.JOB_RETRY_FAILED_PREPARE, unevaluable)
-    scheduled_at = report.now
 
-    claimed: list[tuple[RetryDecision, SagaEvent]] = []
-    claim_failures: list[str] = []
-    for decision in (*plan.retries, *plan.exhausted):
-        saga = decision.finding.saga
-        event = event_for(decision.finding, scheduled_time=scheduled_at)
-        claim = Claim(
-            token=token,
-            scheduled_at=scheduled_at,
-            clocked_at=utc_iso(require_aware(clock())),
-            event=json.dumps(
-                {"detailType": event.detail_type, "detail": event.detail}, sort_keys=True
-            ),
-        )
-        try:
-            if decision.finding.kind is FindingKind.PREPARE_RETRY_REQUESTED:
-                won = claims.claim_retry(decision, claim)
-            else:
-                won = claims.mark_exhausted(decision, claim)
-        except (ClientError, BotoCoreError) as err:
-            # Keep going: what is claimed must still be published; fail loudly at the end.
-            claim_failures.append(f"saga {saga.saga_id}: {type(err).__name__}: {err}")
-            log.error("retry claim failed", extra={"sagaId": saga.saga_id, "error": str(err)})
-            continue
-        if won:
-            claimed.append((decision, event))
-        else:
-            report.skipped += 1
+    claimed, claim_failures = _claim_due(
+        (*plan.retries, *plan.exhausted), claims, report, token=token, clock=clock
+    )
 
     again = [(p, SagaEvent(detail_type=p.detail_type, detail=p.detail)) for p in pending.due]
     events = [event for _decision, event in claimed]
-    for event in events:
-        log.info(
-            "saga finding",
-            extra={
-                "job": names.JOB_RETRY_FAILED_PREPARE,
-                "kind": event.detail_type,
-                "sagaId": event.saga_id,
-            },
-        )
-    for publication, _event in again:
-        log.warning(
-            "pending claim older than the publish timeout: publishing it again",
-            extra={
-                "sagaId": publication.saga.saga_id,
-                "kind": publication.detail_type,
-                "claimedBy": publication.token,
-                "claimedAt": utc_iso(publication.claimed_at),
-            },
-        )
+    _log_publications(events, [p for p, _event in again])
     failed: set[int] = set()
     refused: set[int] = set()
     publish_error: EventPublishError | None = None
@@ -285,6 +242,69 @@ def run_retry_failed_prepare(
             "finding was published): " + "; ".join(problems)
         )
     return report
+
+
+def _claim_due(
+    decisions: Sequence[RetryDecision],
+    claims: RetryClaims,
+    report: SweepReport,
+    *,
+    token: str,
+    clock: Callable[[], datetime],
+) -> tuple[list[tuple[RetryDecision, SagaEvent]], list[str]]:
+    """Claim each decision (a retry, or an exhaustion) for its event: the won claims with their
+    events, and the claims that failed (one lost to another run counts as skipped in `report`)."""
+    scheduled_at = report.now
+    claimed: list[tuple[RetryDecision, SagaEvent]] = []
+    claim_failures: list[str] = []
+    for decision in decisions:
+        saga = decision.finding.saga
+        event = event_for(decision.finding, scheduled_time=scheduled_at)
+        claim = Claim(
+            token=token,
+            scheduled_at=scheduled_at,
+            clocked_at=utc_iso(require_aware(clock())),
+            event=json.dumps(
+                {"detailType": event.detail_type, "detail": event.detail}, sort_keys=True
+            ),
+        )
+        try:
+            if decision.finding.kind is FindingKind.PREPARE_RETRY_REQUESTED:
+                won = claims.claim_retry(decision, claim)
+            else:
+                won = claims.mark_exhausted(decision, claim)
+        except (ClientError, BotoCoreError) as err:
+            # Keep going: what is claimed must still be published; fail loudly at the end.
+            claim_failures.append(f"saga {saga.saga_id}: {type(err).__name__}: {err}")
+            log.error("retry claim failed", extra={"sagaId": saga.saga_id, "error": str(err)})
+            continue
+        if won:
+            claimed.append((decision, event))
+        else:
+            report.skipped += 1
+    return claimed, claim_failures
+
+
+def _log_publications(events: Sequence[SagaEvent], again: Sequence[PendingPublication]) -> None:
+    for event in events:
+        log.info(
+            "saga finding",
+            extra={
+                "job": names.JOB_RETRY_FAILED_PREPARE,
+                "kind": event.detail_type,
+                "sagaId": event.saga_id,
+            },
+        )
+    for publication in again:
+        log.warning(
+            "pending claim older than the publish timeout: publishing it again",
+            extra={
+                "sagaId": publication.saga.saga_id,
+                "kind": publication.detail_type,
+                "claimedBy": publication.token,
+                "claimedAt": utc_iso(publication.claimed_at),
+            },
+        )
 
 
 def _record_published(
