@@ -19,7 +19,7 @@ import {
   writeLayout,
   type ControlState,
   type Item,
-} from '../src/index.js';
+} from '../src/internal.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { docsJson } from './vectors.js';
