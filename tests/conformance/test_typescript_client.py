@@ -2,7 +2,7 @@
 
 In each state of the record (legacy, migrating mid-backfill, sharded, resharding mid-move,
 rolling-back mid-move, a deleted STATE item) the rows the Python code wrote are read by the
-package, imported from its built `dist/index.js` as an outside service would
+package, imported by its name (its built ESM entry, `dist/esm/index.js`) as an outside service would
 (clients/typescript/conformance/reader.mjs), and by the Python repository: both must return the
 same rows. Rows the package's `writeKeys` stamped must be found by the Python reads and judged
 clean by the drift checks. `make test` builds the package before pytest runs.
@@ -128,8 +128,8 @@ def _node(backend: Backend, request: dict[str, Any]) -> dict[str, Any]:
     """Run the outside reader on `backend`'s server; its JSON output."""
     node = shutil.which("node")
     assert node, "node (>= 20) must be on PATH"
-    assert (PACKAGE / "dist" / "index.js").is_file(), (
-        "clients/typescript/dist/index.js is missing: build the package first "
+    assert (PACKAGE / "dist" / "esm" / "index.js").is_file(), (
+        "clients/typescript/dist/esm/index.js is missing: build the package first "
         "(make ts-client, or npm ci && npm run build in clients/typescript)"
     )
     assert backend.endpoint_url is not None
@@ -247,7 +247,7 @@ def test_given_unusable_person_ids_then_the_package_refuses_them_with_the_python
     node = shutil.which("node")
     assert node
     script = (
-        "import { validatePersonId } from './dist/index.js';"
+        "import { validatePersonId } from '@propflow/renewal-saga-index';"
         "const out = {};"
         "for (const [name, id] of Object.entries(JSON.parse(process.argv[1]))) {"
         "  try { validatePersonId(id, '2026-07-10T12:00:00.000Z'); out[name] = null; }"

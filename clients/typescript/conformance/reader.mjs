@@ -1,4 +1,5 @@
-// An outside reader of the index: imports the built package (dist/index.js) as a service
+// An outside reader of the index: imports the built package by its name (Node resolves a
+// package's own name through its `exports`, so this is the entry a service gets) as a service
 // would, reads through it, writes rows stamped by writeKeys, and prints what it saw as JSON.
 // tests/conformance/test_typescript_client.py compares that with the Python repository.
 //
@@ -11,7 +12,7 @@
 // 0; exits 1 with the error on stderr when a read fails, 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { SagaIndex, SagaIndexError, layoutName } from '../dist/index.js';
+import { SagaIndex, SagaIndexError, layoutName } from '@propflow/renewal-saga-index';
 
 function args(argv) {
   const options = { endpoint: undefined, table: undefined };
