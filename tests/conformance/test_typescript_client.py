@@ -271,6 +271,75 @@ def test_given_unusable_person_ids_then_the_package_refuses_them_with_the_python
         assert seen[name] == f"InvalidPersonIdError: {refused.value}", name
 
 
+_CONFIGURATION_PROBE = """
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  IncompleteEnumerationError, SagaIndex, SagaIndexConfigurationError,
+} from '@propflow/renewal-saga-index';
+const [endpoint, table] = process.argv.slice(1);
+const client = new DynamoDBClient({
+  region: 'us-east-1', endpoint, maxAttempts: 1,
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+});
+const cases = {
+  wrongIndex: { tableName: table, indexName: 'no-such-index' },
+  missingTable: { tableName: `${table}-missing` },
+};
+const out = {};
+for (const [name, options] of Object.entries(cases)) {
+  try {
+    await new SagaIndex({ client, ...options }).getAllOpenSagas();
+    out[name] = null;
+  } catch (e) {
+    out[name] = {
+      configuration: e instanceof SagaIndexConfigurationError,
+      transient: e instanceof IncompleteEnumerationError,
+      errorName: e.errorName ?? null,
+      message: e.message,
+    };
+  }
+}
+client.destroy();
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_given_a_wrong_index_or_a_missing_table_then_the_package_reports_configuration(
+    synthesized_template: dict[str, Any], dynalite_endpoint: str
+) -> None:
+    """What a real server answers for a misconfiguration reaches the caller as
+    SagaIndexConfigurationError (fix it), never as IncompleteEnumerationError (retry it)."""
+    node = shutil.which("node")
+    assert node
+    backend = make_backend("dynalite", synthesized_template, endpoint_url=dynalite_endpoint)
+    result = subprocess.run(
+        [
+            node,
+            "--input-type=module",
+            "-e",
+            _CONFIGURATION_PROBE,
+            dynalite_endpoint,
+            backend.table_name,
+        ],
+        cwd=PACKAGE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["wrongIndex"]["configuration"], seen
+    assert not seen["wrongIndex"]["transient"], seen
+    assert seen["wrongIndex"]["errorName"] == "ValidationException"
+    assert "check indexName" in seen["wrongIndex"]["message"]
+    assert "no-such-index" in seen["wrongIndex"]["message"]
+    assert seen["missingTable"]["configuration"], seen
+    assert not seen["missingTable"]["transient"], seen
+    assert seen["missingTable"]["errorName"] == "ResourceNotFoundException"
+    assert "does not exist where the client looks" in seen["missingTable"]["message"]
+
+
 # ---- the record alone: every state, every person of the shard vectors ----------------------
 
 VECTOR_PERSONS = list(
