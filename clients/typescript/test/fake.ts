@@ -10,6 +10,8 @@ export class FakeDynamo {
   sent: { command: string; input: Record<string, unknown>; signal: AbortSignal | undefined }[] = [];
   inFlight = 0;
   maxInFlight = 0;
+  /** Every send, answered or not (an aborted request is never answered). */
+  attempts = 0;
   /** Throw this from the Query of a GSI4PK (all its pages) or from GetItem. */
   failQueryOf = new Map<string, Error>();
   failGetItem: Error | null = null;
@@ -24,6 +26,7 @@ export class FakeDynamo {
 
   // `options` is the SDK's HttpHandlerOptions (or a callback, in the SDK's other overload).
   async send(command: unknown, options?: unknown): Promise<unknown> {
+    this.attempts += 1;
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     const given = typeof options === 'object' && options !== null ? (options as { abortSignal?: unknown }) : {};

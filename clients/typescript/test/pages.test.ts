@@ -148,11 +148,14 @@ describe('cancellation', () => {
     const call = reader.getAllOpenSagas({ signal: controller.signal });
     await new Promise((resolve) => setTimeout(resolve, 10));
     assert.equal(fake.inFlight, 4);
+    const sentBefore = fake.attempts;
     controller.abort(new Error('deadline'));
     await assert.rejects(call, /deadline/);
     assert.equal(fake.inFlight, 0);
     release();
-    // No partition was started after the abort.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    // The four held requests were aborted unanswered, and no partition was started after.
+    assert.equal(fake.attempts, sentBefore);
     assert.equal(fake.queriesOf().length, 0);
   });
 
