@@ -8,7 +8,9 @@ Both sides read the same table in the same state: the Python side in this proces
 (SagaRepository along the record's routing), the package's in a Node process
 (clients/typescript/bench/runner.mjs, the built package imported by its name). Each round reads
 every sampled person once, then enumerates the open sagas once; a first round is read untimed
-on both sides (the control record's read, the connections, a JIT's first compilations).
+on both sides (the control record's read, the connections, a JIT's first compilations). The
+sides take turns round by round, the first alternating, so a change in the machine's load
+(other processes) falls on both.
 Requests and RCU are the index Queries' (ReturnConsumedCapacity TOTAL, as dynalite prices
 them), per call. `ok` requires the TS/Python ratio of the latency medians to
 be at most MAX_RATIO for both reads in every configuration, the requests and RCU per call to be
@@ -94,17 +96,12 @@ def _measure_all(
             )
             if shards is not None:
                 _plant_sharded(tables.client, table, shards)
-            python = _python_side(url, table, sample, rounds)
-            typescript = _typescript_side(url, table, sample, rounds)
             rows.append(
                 {
                     "scale": scale,
                     "layout": layout,
                     "saga_rows": len(dataset.sagas),
-                    **{
-                        read: _compare(python[read], typescript[read])
-                        for read in ("by_person", "open")
-                    },
+                    **_measure(url, table, sample, rounds),
                 }
             )
     return rows
@@ -144,20 +141,26 @@ class _QueryMeter:
             self.rcu += float(consumed.get("CapacityUnits", 0))
 
 
-def _python_side(url: str, table: str, persons: Sequence[str], rounds: int) -> dict[str, Any]:
-    client = make_client(endpoint_url=url)
-    meter = _QueryMeter(client)
-    repo = SagaRepository(client, table, plan=routing_for(ControlStore(client, table).read()))
-    for person in persons:
-        repo.get_sagas_by_person(person)
-    repo.get_all_open_sagas()
-    by_person = _empty()
-    open_sagas = _empty()
-    for _ in range(rounds):
-        for person in persons:
-            _timed(by_person, meter, functools.partial(_count, repo.get_sagas_by_person, person))
-        _timed(open_sagas, meter, lambda: len(repo.get_all_open_sagas()))
-    return {"by_person": by_person, "open": open_sagas}
+class _PythonSide:
+    """The Python library's reads of one table, along the record's routing, metered."""
+
+    def __init__(self, url: str, table: str, persons: Sequence[str]) -> None:
+        client = make_client(endpoint_url=url)
+        self.meter = _QueryMeter(client)
+        self.repo = SagaRepository(
+            client, table, plan=routing_for(ControlStore(client, table).read())
+        )
+        self.persons = list(persons)
+        self.round(_empty(), _empty())
+
+    def round(self, by_person: dict[str, Any], open_sagas: dict[str, Any]) -> None:
+        for person in self.persons:
+            _timed(
+                by_person,
+                self.meter,
+                functools.partial(_count, self.repo.get_sagas_by_person, person),
+            )
+        _timed(open_sagas, self.meter, lambda: len(self.repo.get_all_open_sagas()))
 
 
 def _count(read: Callable[[str], Any], person: str) -> int:
@@ -178,23 +181,74 @@ def _timed(total: dict[str, Any], meter: _QueryMeter, call: Callable[[], int]) -
     total["rows"] += rows
 
 
-def _typescript_side(url: str, table: str, persons: Sequence[str], rounds: int) -> dict[str, Any]:
-    node = shutil.which("node")
-    if node is None:
-        raise RuntimeError("node (>= 20) must be on PATH")
-    result = subprocess.run(
-        [node, str(RUNNER), "--endpoint", url, "--table", table],
-        input=json.dumps({"persons": list(persons), "rounds": rounds}),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-        cwd=PACKAGE,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"the package's runner failed: {result.stderr.strip()}")
-    out: dict[str, Any] = json.loads(result.stdout)
-    return {"by_person": out["byPerson"], "open": out["open"]}
+class _TypeScriptSide:
+    """The package's reads of one table, in a Node process (RUNNER) that answers line by line."""
+
+    def __init__(self, url: str, table: str, persons: Sequence[str]) -> None:
+        node = shutil.which("node")
+        if node is None:
+            raise RuntimeError("node (>= 20) must be on PATH")
+        self.process = subprocess.Popen(
+            [node, str(RUNNER), "--endpoint", url, "--table", table],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=PACKAGE,
+        )
+        if self.process.stdin is None or self.process.stdout is None:
+            raise RuntimeError("the package's runner has no pipes")
+        self._stdin, self._stdout = self.process.stdin, self.process.stdout
+        self._ask({"persons": list(persons)})
+
+    def round(self, by_person: dict[str, Any], open_sagas: dict[str, Any]) -> None:
+        answer = self._ask({"round": True})
+        for total, part in ((by_person, answer["byPerson"]), (open_sagas, answer["open"])):
+            total["ms"].extend(part["ms"])
+            for name in ("requests", "rcu", "rows"):
+                total[name] += part[name]
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._stdin.write(json.dumps(request) + "\n")
+        self._stdin.flush()
+        line = self._stdout.readline()
+        if not line:
+            self.close()
+            raise RuntimeError(f"the package's runner failed: {self._stderr()}")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def _stderr(self) -> str:
+        return "" if self.process.stderr is None else self.process.stderr.read().strip()
+
+    def close(self) -> None:
+        if not self._stdin.closed:
+            self._stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _measure(url: str, table: str, persons: Sequence[str], rounds: int) -> dict[str, Any]:
+    """Both sides, round by round in turn (the order alternating), so a change in the
+    machine's load falls on both; per read, the comparison of the two."""
+    python = _PythonSide(url, table, persons)
+    typescript = _TypeScriptSide(url, table, persons)
+    try:
+        totals = {side: (_empty(), _empty()) for side in ("python", "typescript")}
+        sides = {"python": python.round, "typescript": typescript.round}
+        for n in range(rounds):
+            order = ("python", "typescript") if n % 2 == 0 else ("typescript", "python")
+            for side in order:
+                sides[side](*totals[side])
+    finally:
+        typescript.close()
+    return {
+        read: _compare(totals["python"][at], totals["typescript"][at])
+        for at, read in enumerate(("by_person", "open"))
+    }
 
 
 def _compare(python: dict[str, Any], typescript: dict[str, Any]) -> dict[str, Any]:

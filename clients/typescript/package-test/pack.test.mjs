@@ -8,7 +8,7 @@
 // The installs read the npm cache first (`--prefer-offline`): the scratch project's lock is the
 // package's own, so every dependency is the version `npm ci` already fetched.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
@@ -29,6 +29,16 @@ function run(command, args, cwd) {
 }
 
 const npm = (args, cwd) => run('npm', args, cwd);
+
+/** `tsc -p dir`, without blocking: the three consumer projects compile side by side. */
+function compile(tsc, dir) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [tsc, '-p', dir], { cwd: dir }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`tsc -p ${dir} failed:\n${stdout}\n${stderr}`));
+      else resolve();
+    });
+  });
+}
 
 /** The ```ts blocks of the README, each a module of its own. */
 function readmeBlocks(text) {
@@ -54,7 +64,7 @@ function tsconfig(compilerOptions, include) {
   });
 }
 
-test('npm pack on a clean copy builds dist; ESM, CommonJS and Bundler consumers compile and run', { timeout: 300_000 }, () => {
+test('npm pack on a clean copy builds dist; ESM, CommonJS and Bundler consumers compile and run', { timeout: 300_000 }, async () => {
   const tmp = mkdtempSync(join(tmpdir(), 'saga-index-package-'));
   try {
     const copy = join(tmp, 'package');
@@ -106,15 +116,18 @@ test('npm pack on a clean copy builds dist; ESM, CommonJS and Bundler consumers 
     // The README's blocks as a service would paste them into an ES module, compiled with it.
     const blocks = readmeBlocks(readFileSync(join(PACKAGE, 'README.md'), 'utf8'));
     assert.ok(blocks.length >= 4, `the README has ${blocks.length} TypeScript blocks`);
-    for (const [name, { type, options }] of Object.entries(projects)) {
+    const compiled = Object.entries(projects).map(([name, { type, options }]) => {
       const dir = join(scratch, name);
       mkdirSync(dir);
       writeFileSync(join(dir, 'package.json'), JSON.stringify({ type }));
       writeFileSync(join(dir, 'main.ts'), main);
       if (name === 'esm') blocks.forEach((block, n) => writeFileSync(join(dir, `readme-${n}.ts`), block));
       writeFileSync(join(dir, 'tsconfig.json'), tsconfig(options, ['*.ts']));
-      run(process.execPath, [tsc, '-p', dir], dir);
-    }
+      return compile(tsc, dir);
+    });
+    // Every compile settles before any failure is reported (the scratch folder is then removed).
+    const failed = (await Promise.allSettled(compiled)).filter((r) => r.status === 'rejected');
+    assert.deepEqual(failed.map((r) => r.reason.message), []);
 
     const seen = {};
     for (const name of ['esm', 'cjs']) {
