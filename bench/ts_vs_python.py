@@ -2,7 +2,8 @@
 dynalite: a by-person read and the open-saga enumeration, at today's history (the seed's 1,681
 saga rows) and at 10x, in today's layout (legacy) and the sharded one (16).
 
-    python -m bench.ts_vs_python [--scales 1,10] [--rounds 5] [--persons 20] [--tiny]
+    python -m bench.ts_vs_python [--scales 1,10] [--layouts legacy,sharded(16)] [--rounds 5]
+                                 [--persons 20] [--tiny]
 
 Both sides read the same table in the same state: the Python side in this process
 (SagaRepository along the record's routing), the package's in a Node process
@@ -56,10 +57,14 @@ def run(
     scales: Sequence[int] = (1, 10),
     rounds: int = 5,
     persons: int = 20,
+    layouts: Sequence[str] = LAYOUTS,
     spec: SeedSpec | None = None,
     endpoint_url: str | None = None,
 ) -> dict[str, Any]:
     """Measure both sides at every scale and layout; the JSON-serialisable result."""
+    unknown = [layout for layout in layouts if layout not in LAYOUTS]
+    if unknown:
+        raise ValueError(f"unknown layout(s) {unknown}; known: {list(LAYOUTS)}")
     if not RUNNER.is_file() or not (PACKAGE / "dist" / "esm" / "index.js").is_file():
         raise RuntimeError(f"build the package first: make ts-client (or npm ci in {PACKAGE})")
     if rounds < 1 or persons < 1:
@@ -68,10 +73,10 @@ def run(
     rows: list[dict[str, Any]] = []
     if endpoint_url is not None:
         with local_credentials():
-            rows = _measure_all(endpoint_url, base, scales, rounds, persons)
+            rows = _measure_all(endpoint_url, base, scales, layouts, rounds, persons)
     else:
         with local_server() as url:
-            rows = _measure_all(url, base, scales, rounds, persons)
+            rows = _measure_all(url, base, scales, layouts, rounds, persons)
     ok = all(
         row[read]["ratio"] <= MAX_RATIO and row[read]["same_cost"] and row[read]["same_rows"]
         for row in rows
@@ -81,14 +86,19 @@ def run(
 
 
 def _measure_all(
-    url: str, base: SeedSpec, scales: Sequence[int], rounds: int, persons: int
+    url: str,
+    base: SeedSpec,
+    scales: Sequence[int],
+    layouts: Sequence[str],
+    rounds: int,
+    persons: int,
 ) -> list[dict[str, Any]]:
     tables = Tables(url)
     rows: list[dict[str, Any]] = []
     for scale in scales:
         dataset = build_dataset(base.scaled(scale))
         sample = sorted({s.person_id for s in dataset.sagas if s.person_id})[:persons]
-        for layout in LAYOUTS:
+        for layout in layouts:
             shards = 16 if layout != "legacy" else None
             progress(f"{NAME}: seeding {len(dataset.sagas):,} saga rows ({layout}, {scale}x)")
             table, _ = tables.seeded(
@@ -312,6 +322,7 @@ def render(result: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m bench.{NAME}", description=__doc__)
     parser.add_argument("--scales", default="1,10", help="history multiples (default 1,10)")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="legacy and/or sharded(16)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--persons", type=int, default=20)
     parser.add_argument("--tiny", action="store_true", help="a run of seconds (TINY)")
@@ -320,7 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(**TINY)
     else:
         scales = tuple(int(s) for s in args.scales.split(","))
-        result = run(scales=scales, rounds=args.rounds, persons=args.persons)
+        result = run(
+            scales=scales,
+            layouts=tuple(args.layouts.split(",")),
+            rounds=args.rounds,
+            persons=args.persons,
+        )
     render(result)
     save(NAME, result)
     return 0 if result["ok"] else 1
