@@ -11,6 +11,7 @@ const routing = new Map(
 );
 const MIGRATING = routing.get('migrating(16): from effectiveAt') as Item;
 const SHARDED = routing.get('sharded(16): from effectiveAt') as Item;
+const SPLIT = routing.get('resharding 16 -> 32 (split): from effectiveAt') as Item;
 const key = (p: string): string => `RenewalSaga#${shardOf(p, 16)}`;
 
 function index(fake: FakeDynamo, options: { pageSize?: number; maxConcurrency?: number } = {}): SagaIndex {
@@ -78,6 +79,27 @@ describe('pages', () => {
     assert.deepEqual(ids((await collect(reader.pagesOfOpenSagas())).flat()), ['moved', 'waiting']);
     assert.deepEqual(ids(await reader.getAllOpenSagas()), ['moved', 'waiting']);
     assert.ok(fake.queriesOf().every((q) => q.FilterExpression === undefined));
+  });
+
+  test('a split holds only the rows still to move; rows already home pass through at once', async () => {
+    const fake = new FakeDynamo();
+    fake.put(SPLIT);
+    const people = Array.from({ length: 40 }, (_, n) => `p-${n}`);
+    // Every row still under its sharded(16) key: those whose shard under 32 is the upper one
+    // will move (and may come back newer from the target's read); the others are home.
+    for (const p of people) fake.put(sagaRow(`s-${p}`, p, key(p)));
+    const home = people.filter((p) => shardOf(p, 32) === shardOf(p, 16));
+    assert.ok(home.length > 0 && home.length < people.length);
+    const reader = index(fake, { maxConcurrency: 16 });
+    const pages = reader.pagesOfAllSagas();
+    const seenBeforeUpperKeys: string[] = [];
+    for await (const page of pages) {
+      const upperRead = fake.queriesOf().some((q) => Number((q.ExpressionAttributeValues as Item)[':pk']?.S?.split('#')[1]) >= 16);
+      if (upperRead) break;
+      seenBeforeUpperKeys.push(...page.map((r) => r.personId));
+    }
+    assert.deepEqual(seenBeforeUpperKeys.sort(), [...home].sort());
+    assert.deepEqual(ids(await reader.getAllSagas()), people.map((p) => `s-${p}`).sort());
   });
 
   test('a failed partition throws from the loop: the iteration never ends quietly', async () => {
