@@ -106,9 +106,13 @@ step-%: deps
 unit component infra conformance: deps
 	$(VENV)/bin/pytest tests/$@ $(PYTEST_ARGS)
 
-# The TypeScript client package (clients/typescript): its own locked install, the strict
-# type-check, the build (dist/, which tests/conformance/test_typescript_client.py imports) and
-# its node:test suite. `make test` runs it among the static checks, so dist/ exists before pytest.
+# The TypeScript client package (clients/typescript): its own locked install (which builds
+# dist/esm and dist/cjs through its `prepare` script), the strict type-check, the build (dist/,
+# which tests/conformance/test_typescript_client.py imports), its node:test suite, then the
+# package-install test (a clean copy packed, the tarball installed into a scratch project, ESM,
+# CommonJS and Bundler consumers and the README's TypeScript compiled and run; ~20 s of CPU,
+# its installs read the npm cache the locked install filled). `make test` runs it among the
+# static checks, so dist/ exists before pytest.
 TS_CLIENT := clients/typescript
 $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	@command -v node >/dev/null || { echo "Node.js 20 is required on PATH"; exit 1; }
@@ -116,7 +120,7 @@ $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/pac
 	touch $@
 
 ts-client: $(TS_CLIENT)/node_modules/.installed
-	cd $(TS_CLIENT) && npm run --silent typecheck && npm test --silent
+	cd $(TS_CLIENT) && npm run --silent typecheck && npm test --silent && npm run --silent test:package
 
 conformance: ts-client
 

@@ -2,7 +2,7 @@
 
 In each state of the record (legacy, migrating mid-backfill, sharded, resharding mid-move,
 rolling-back mid-move, a deleted STATE item) the rows the Python code wrote are read by the
-package, imported from its built `dist/index.js` as an outside service would
+package, imported by its name (its built ESM entry, `dist/esm/index.js`) as an outside service would
 (clients/typescript/conformance/reader.mjs), and by the Python repository: both must return the
 same rows. Rows the package's `writeKeys` stamped must be found by the Python reads and judged
 clean by the drift checks. `make test` builds the package before pytest runs.
@@ -129,8 +129,8 @@ def _node(backend: Backend, request: dict[str, Any]) -> dict[str, Any]:
     """Run the outside reader on `backend`'s server; its JSON output."""
     node = shutil.which("node")
     assert node, "node (>= 20) must be on PATH"
-    assert (PACKAGE / "dist" / "index.js").is_file(), (
-        "clients/typescript/dist/index.js is missing: build the package first "
+    assert (PACKAGE / "dist" / "esm" / "index.js").is_file(), (
+        "clients/typescript/dist/esm/index.js is missing: build the package first "
         "(make ts-client, or npm ci && npm run build in clients/typescript)"
     )
     assert backend.endpoint_url is not None
@@ -202,6 +202,9 @@ def test_given_rows_python_wrote_when_the_package_reads_them_then_both_return_th
     repo = SagaRepository(backend.client, backend.table_name, plan=routing)
     assert seen["all"] == _plain(repo.get_all_sagas().items)
     assert seen["open"] == _plain(repo.get_all_open_sagas().items)
+    # The page iterators: the same rows, in read order (sorted here as the repository sorts).
+    assert sorted(seen["pagedAll"], key=_row_order) == seen["all"]
+    assert sorted(seen["pagedOpen"], key=_row_order) == seen["open"]
     for person in persons:
         expected = _plain(repo.get_sagas_by_person(person).items)
         assert seen["byPerson"][person] == expected, person
@@ -216,6 +219,10 @@ def test_given_rows_python_wrote_when_the_package_reads_them_then_both_return_th
         0 if LEGACY in (routing.source, routing.target) else len(DATASET.anomalies)
     )
     _assert_drift_clean(stamped_only, len(writes))
+
+
+def _row_order(row: dict[str, Any]) -> tuple[str, str, str]:
+    return (str(row.get("GSI4SK", "")), str(row.get("PK", "")), str(row.get("SK", "")))
 
 
 def _assert_drift_clean(backend: Backend, rows: int) -> None:
@@ -248,7 +255,7 @@ def test_given_unusable_person_ids_then_the_package_refuses_them_with_the_python
     node = shutil.which("node")
     assert node
     script = (
-        "import { validatePersonId } from './dist/index.js';"
+        "import { validatePersonId } from '@propflow/renewal-saga-index';"
         "const out = {};"
         "for (const [name, id] of Object.entries(JSON.parse(process.argv[1]))) {"
         "  try { validatePersonId(id, '2026-07-10T12:00:00.000Z'); out[name] = null; }"
@@ -270,6 +277,75 @@ def test_given_unusable_person_ids_then_the_package_refuses_them_with_the_python
         with pytest.raises(InvalidPersonIdError) as refused:
             validate_person_id(person_id, "2026-07-10T12:00:00.000Z")
         assert seen[name] == f"InvalidPersonIdError: {refused.value}", name
+
+
+_CONFIGURATION_PROBE = """
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  IncompleteEnumerationError, SagaIndex, SagaIndexConfigurationError,
+} from '@propflow/renewal-saga-index';
+const [endpoint, table] = process.argv.slice(1);
+const client = new DynamoDBClient({
+  region: 'us-east-1', endpoint, maxAttempts: 1,
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+});
+const cases = {
+  wrongIndex: { tableName: table, indexName: 'no-such-index' },
+  missingTable: { tableName: `${table}-missing` },
+};
+const out = {};
+for (const [name, options] of Object.entries(cases)) {
+  try {
+    await new SagaIndex({ client, ...options }).getAllOpenSagas();
+    out[name] = null;
+  } catch (e) {
+    out[name] = {
+      configuration: e instanceof SagaIndexConfigurationError,
+      transient: e instanceof IncompleteEnumerationError,
+      errorName: e.errorName ?? null,
+      message: e.message,
+    };
+  }
+}
+client.destroy();
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_given_a_wrong_index_or_a_missing_table_then_the_package_reports_configuration(
+    synthesized_template: dict[str, Any], dynalite_endpoint: str
+) -> None:
+    """What a real server answers for a misconfiguration reaches the caller as
+    SagaIndexConfigurationError (fix it), never as IncompleteEnumerationError (retry it)."""
+    node = shutil.which("node")
+    assert node
+    backend = make_backend("dynalite", synthesized_template, endpoint_url=dynalite_endpoint)
+    result = subprocess.run(
+        [
+            node,
+            "--input-type=module",
+            "-e",
+            _CONFIGURATION_PROBE,
+            dynalite_endpoint,
+            backend.table_name,
+        ],
+        cwd=PACKAGE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["wrongIndex"]["configuration"], seen
+    assert not seen["wrongIndex"]["transient"], seen
+    assert seen["wrongIndex"]["errorName"] == "ValidationException"
+    assert "check indexName" in seen["wrongIndex"]["message"]
+    assert "no-such-index" in seen["wrongIndex"]["message"]
+    assert seen["missingTable"]["configuration"], seen
+    assert not seen["missingTable"]["transient"], seen
+    assert seen["missingTable"]["errorName"] == "ResourceNotFoundException"
+    assert "does not exist where the client looks" in seen["missingTable"]["message"]
 
 
 # ---- the record alone: every state, every person of the shard vectors ----------------------

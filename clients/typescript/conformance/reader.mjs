@@ -1,17 +1,20 @@
-// An outside reader of the index: imports the built package (dist/index.js) as a service
+// An outside reader of the index: imports the built package by its name (Node resolves a
+// package's own name through its `exports`, so this is the entry a service gets) as a service
 // would, reads through it, writes rows stamped by writeKeys, and prints what it saw as JSON.
 // tests/conformance/test_typescript_client.py compares that with the Python repository.
 //
 //   node conformance/reader.mjs --endpoint URL --table NAME < request.json
 //
 // request.json: {"persons": [personId...], "writes": [{"sagaId", "personId", "openedAt",
-// "state"}...], "stampOnly": TABLE}, or {"routes": {"tables": [...], "persons": [...], "now"}}
-// for the routing each table's record gives those persons (at `now`, else the clock): each write goes to --table and, when stampOnly names a
-// second table in the same state, to that table too (its own SagaIndex). Prints {"state", "all", "open", "byPerson", "byPersons", "written"} and exits
-// 0; exits 1 with the error on stderr when a read fails, 2 on a usage error.
+// "state"}...], "stampOnly": TABLE}: each write goes to --table and, when stampOnly names a
+// second table in the same state, to that table too (its own SagaIndex); prints {"state",
+// "all", "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read order), "byPerson",
+// "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...], "now"}}: the
+// routing each table's record gives those persons (at `now`, else the clock). Exits 0; 1 with
+// the error on stderr when a read fails, 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { ControlItemInvalidError, SagaIndex, SagaIndexError, layoutName } from '../dist/index.js';
+import { ControlItemInvalidError, SagaIndex, SagaIndexError, layoutName } from '@propflow/renewal-saga-index';
 
 function args(argv) {
   const options = { endpoint: undefined, table: undefined };
@@ -131,10 +134,17 @@ async function readAndWrite() {
   const byPerson = {};
   for (const p of request.persons ?? []) byPerson[p] = await index.getSagasByPerson(p);
   const byPersons = Object.fromEntries(await index.getSagasByPersons(request.persons ?? []));
+  const flat = async (pages) => {
+    const rows = [];
+    for await (const page of pages) rows.push(...page);
+    return rows;
+  };
   return {
     state: describeState(state),
     all: await index.getAllSagas(),
     open: await index.getAllOpenSagas(),
+    pagedAll: await flat(index.pagesOfAllSagas()),
+    pagedOpen: await flat(index.pagesOfOpenSagas()),
     byPerson,
     byPersons,
     written,

@@ -2,6 +2,7 @@
 // the per-process cache every read and write of the index goes through ("T and effectiveAt").
 import { GetItemCommand, QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { describeError, RecordUnavailableError } from './errors.js';
+import { sameLayout } from './layout.js';
 import { CONTROL_PK, HISTORY_SK_PREFIX, parseHistoryItem, parseStateItem, STATE_SK } from './record.js';
 import { missingState, NEVER_MIGRATED, presentState, type ControlState } from './routing.js';
 
@@ -59,6 +60,27 @@ export interface CacheOptions {
 
 type Outcome = { ok: true } | { ok: false; error: unknown };
 
+/** A read of the record found a state other than the one served before. */
+export interface StateChange {
+  /** The state served before; null on the first read. */
+  readonly previous: ControlState | null;
+  /** The state served from now on. */
+  readonly current: ControlState;
+}
+
+export type StateChangeListener = (change: StateChange) => void;
+
+/** Whether two states route alike and are the same record version. */
+export function sameState(a: ControlState, b: ControlState): boolean {
+  return (
+    a.condition === b.condition &&
+    a.version === b.version &&
+    a.phase === b.phase &&
+    sameLayout(a.layout, b.layout) &&
+    sameLayout(a.movingTo, b.movingTo)
+  );
+}
+
 /**
  * The cached state of one table's record. Its age is measured on a monotonic clock, so a
  * wall-clock step can neither extend nor cut it. One read is in flight at a time and every
@@ -74,6 +96,7 @@ export class ControlStateCache {
   private failedAt: number | null = null;
   private lastError: unknown = null;
   private inFlight: Promise<Outcome> | null = null;
+  private readonly listeners = new Set<StateChangeListener>();
 
   constructor(
     private readonly read: () => Promise<ControlState>,
@@ -102,6 +125,16 @@ export class ControlStateCache {
     return this.state === null ? null : (this.now() - this.readAt) / 1000;
   }
 
+  /**
+   * Call `listener` after every read that finds a state different from the one served before
+   * (the first read too, with `previous: null`). A listener that throws does not fail the read:
+   * its error is emitted as a process warning. Returns the unsubscribe function.
+   */
+  subscribe(listener: StateChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   /** The state, read at most T ago; re-read (once, shared) when older. */
   async get(): Promise<ControlState> {
     if (this.state !== null && this.now() - this.readAt < this.cacheMs) return this.state;
@@ -121,15 +154,27 @@ export class ControlStateCache {
   private async refresh(): Promise<Outcome> {
     try {
       const state = await this.read();
+      const previous = this.state;
       this.state = state;
       this.readAt = this.now();
       this.failedAt = null;
       this.lastError = null;
+      if (previous === null || !sameState(previous, state)) this.notify({ previous, current: state });
       return { ok: true };
     } catch (error) {
       this.failedAt = this.now();
       this.lastError = error;
       return { ok: false, error };
+    }
+  }
+
+  private notify(change: StateChange): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        process.emitWarning(`onStateChange listener threw: ${describeError(err)}`, 'SagaIndexWarning');
+      }
     }
   }
 

@@ -1,22 +1,35 @@
 // @propflow/renewal-saga-index: read and write the renewal-saga GSI4 the way the control record
-// says (docs/control-contract.md), with the shard contract (docs/shard-contract.md).
+// says (docs/control-contract.md), with the shard contract (docs/shard-contract.md). This module
+// is the package's whole public surface; test/surface.test.ts pins its names.
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ControlStateCache, readControlState, type CacheOptions } from './control.js';
-import { IncompleteEnumerationError } from './errors.js';
+import { checkSignal, untilAborted } from './abort.js';
+import { asConfigurationError } from './configuration.js';
+import {
+  ControlStateCache,
+  readControlState,
+  type CacheOptions,
+  type StateChange,
+  type StateChangeListener,
+} from './control.js';
+import { RecordUnavailableError } from './errors.js';
 import { gsi4sk, person, type Person } from './keys.js';
-import { layoutName } from './layout.js';
+import { keyFor, layoutName } from './layout.js';
 import { quoted } from './person.js';
 import {
   boundedAll,
+  enumerationPages,
   orderRows,
   queryPartition,
+  readFailure,
   sortKeyPerson,
   tableKey,
+  type EnumerationPlan,
   type QueryTarget,
   type RawItem,
 } from './reads.js';
 import { enumerationStages, readKeys, writeKey, type ControlState } from './routing.js';
-import { unmarshallItem, type Row } from './unmarshall.js';
+import type { SagaRow } from './rows.js';
+import { unmarshallItem } from './unmarshall.js';
 
 export {
   ControlItemInvalidError,
@@ -29,51 +42,50 @@ export {
   SagaIndexError,
   type RefusalKind,
 } from './errors.js';
-export { shardOf, validateShardCount, DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT } from './shard.js';
+export { SagaIndexConfigurationError } from './configuration.js';
+export { shardOf, DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT } from './shard.js';
 export { validatePersonId, MAX_SORT_KEY_BYTES } from './person.js';
-export { LEGACY_GSI4PK, gsi4sk, parseGsi4pk, parseGsi4sk, shardedGsi4pk } from './keys.js';
 export { layoutName, type Layout, type Phase } from './layout.js';
-export { parseStateItem, parseHistoryItem, type Transition, type StateRecord, type Item } from './record.js';
-export {
-  enumerationStages,
-  missingState,
-  presentState,
-  readKeys,
-  writeLayout,
-  NEVER_MIGRATED,
-  type ControlState,
-  type RecordCondition,
-} from './routing.js';
+export type { Transition, StateRecord, Lease } from './record.js';
+export type { ControlState, RecordCondition } from './routing.js';
+export type { StateChange } from './control.js';
 export {
   CACHE_SECONDS,
   STALE_GRACE_SECONDS,
   EFFECTIVE_DELAY_SECONDS,
   RETRY_AFTER_SECONDS,
-  ControlStateCache,
-  readControlState,
 } from './control.js';
-export type { Row } from './unmarshall.js';
-
-/** The saga states that count as open (docs/data-model.md). */
-export const OPEN_STATES: readonly string[] = Object.freeze([
-  'OPENED',
-  'PREPARING',
-  'PREPARE_FAILED',
-  'OFFER_SENT',
-  'NEGOTIATING',
-  'AWAITING_SIGNATURE',
-]);
+export { OPEN_STATES } from './states.js';
+export type { SagaRow } from './rows.js';
 
 export const INDEX_NAME = 'renewal-saga-person-index';
 export const DEFAULT_MAX_CONCURRENCY = 16;
 
-export interface SagaIndexOptions extends CacheOptions {
+/** Options every call takes. */
+export interface CallOptions {
+  /** Aborts the call: its requests are aborted and it rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
+}
+
+export interface SagaIndexOptions<Row extends SagaRow = SagaRow> extends CacheOptions {
   /** A DynamoDBClient (its own retry settings apply to every request). */
   readonly client: Pick<DynamoDBClient, 'send'>;
   readonly tableName: string;
   readonly indexName?: string;
   /** Queries in flight at once, per call (default 16). */
   readonly maxConcurrency?: number;
+  /**
+   * Turns each row into the service's row type (a schema's parse, say); it may throw, which
+   * fails the call. Without it rows are returned as unmarshalled.
+   */
+  readonly parseRow?: (row: SagaRow) => Row;
+  /**
+   * Called when a read of the control record finds a state other than the one this process
+   * routed by (the first read too, with `previous: null`): the layouts before and after. Writers
+   * then switch at `current.effectiveAt`. It must not throw (an error it throws becomes a
+   * process warning) and should return quickly.
+   */
+  readonly onStateChange?: (change: StateChange) => void;
   /** Limit of each Query page (tests only). */
   readonly pageSize?: number;
   /** Epoch milliseconds of the wall clock the writers' switch is judged by (tests only). */
@@ -91,14 +103,15 @@ export interface WriteKeys {
 // clock of their own) get a private cache.
 const SHARED = new WeakMap<object, Map<string, ControlStateCache>>();
 
-export class SagaIndex {
+export class SagaIndex<Row extends SagaRow = SagaRow> {
   private readonly target: QueryTarget;
   private readonly cache: ControlStateCache;
   private readonly limit: number;
   private readonly wallClock: () => number;
+  private readonly toRow: (item: RawItem) => Row;
 
-  constructor(options: SagaIndexOptions) {
-    const { client, tableName } = options;
+  constructor(options: SagaIndexOptions<Row>) {
+    const { client, tableName, parseRow, onStateChange } = options;
     if (typeof tableName !== 'string' || tableName.length === 0) {
       throw new TypeError('tableName is required (a non-empty string)');
     }
@@ -112,6 +125,15 @@ export class SagaIndex {
     if (options.pageSize !== undefined && (!Number.isInteger(options.pageSize) || options.pageSize < 1)) {
       throw new RangeError(`pageSize must be an integer >= 1, got ${options.pageSize}`);
     }
+    if (options.indexName !== undefined && (typeof options.indexName !== 'string' || options.indexName === '')) {
+      throw new TypeError('indexName must be a non-empty string');
+    }
+    for (const [name, value] of [
+      ['parseRow', parseRow],
+      ['onStateChange', onStateChange],
+    ] as const) {
+      if (value !== undefined && typeof value !== 'function') throw new TypeError(`${name} must be a function`);
+    }
     this.target = {
       client,
       tableName,
@@ -120,6 +142,11 @@ export class SagaIndex {
     };
     this.limit = limit;
     this.wallClock = options.wallClock ?? Date.now;
+    // Without parseRow, Row is SagaRow (the default) or a type the caller declared for the rows.
+    this.toRow =
+      parseRow === undefined
+        ? (item) => unmarshallItem(item) as Row
+        : (item) => parseRow(unmarshallItem(item) as SagaRow);
     const read = (): Promise<ControlState> => readControlState(client, tableName);
     const custom =
       options.cacheSeconds !== undefined ||
@@ -135,100 +162,148 @@ export class SagaIndex {
       perClient.set(tableName, shared);
       this.cache = shared;
     }
+    if (onStateChange !== undefined) this.cache.subscribe(onStateChange as StateChangeListener);
   }
 
   /** The control state this process follows now (read at most T ago). */
-  async state(): Promise<ControlState> {
-    return this.cache.get();
+  async state(options: CallOptions = {}): Promise<ControlState> {
+    return this.current(checkSignal(options.signal));
   }
 
   /** The keys a writer adds to its PutItem / UpdateItem of a saga row opened at `openedAt`. */
-  async writeKeys(personId: string, openedAt: string): Promise<WriteKeys> {
+  async writeKeys(personId: string, openedAt: string, options: CallOptions = {}): Promise<WriteKeys> {
+    const signal = checkSignal(options.signal);
     const sortKey = gsi4sk(personId, openedAt);
     const p = person(personId);
-    const state = await this.cache.get();
+    const state = await this.current(signal);
     return { GSI4PK: writeKey(state, p, this.wallClock()), GSI4SK: sortKey };
   }
 
   /** The keys of one person now: the GSI4PK a writer stamps, the GSI4PKs a read queries in order. */
-  async keysFor(personId: string): Promise<{ writeKey: string; readKeys: string[] }> {
+  async keysFor(personId: string, options: CallOptions = {}): Promise<{ writeKey: string; readKeys: string[] }> {
+    const signal = checkSignal(options.signal);
     const p = person(personId);
-    const state = await this.cache.get();
+    const state = await this.current(signal);
     return { writeKey: writeKey(state, p, this.wallClock()), readKeys: readKeys(state, p) };
   }
 
   /** The GSI4PKs an enumeration reads now, stage by stage. */
-  async enumerationStages(): Promise<string[][]> {
-    return enumerationStages(await this.cache.get());
+  async enumerationStages(options: CallOptions = {}): Promise<string[][]> {
+    return enumerationStages(await this.current(checkSignal(options.signal)));
   }
 
-  /** That person's saga rows (unmarshalled): source key, then target key, exact person only. */
-  async getSagasByPerson(personId: string): Promise<Row[]> {
+  /** That person's saga rows: source key, then target key, exact person only. */
+  async getSagasByPerson(personId: string, options: CallOptions = {}): Promise<Row[]> {
+    const signal = checkSignal(options.signal);
     const p = person(personId);
-    const state = await this.cache.get();
-    return (await this.readPerson(state, p)).map(unmarshallItem);
+    const state = await this.current(signal);
+    return (await this.readPerson(state, p, signal)).map(this.toRow);
   }
 
   /**
    * Every person's rows, keyed by personId, at most maxConcurrency Queries at once. Every id is
    * checked before any request; one failed read fails the whole call (nothing partial).
    */
-  async getSagasByPersons(personIds: Iterable<string>): Promise<Map<string, Row[]>> {
+  async getSagasByPersons(personIds: Iterable<string>, options: CallOptions = {}): Promise<Map<string, Row[]>> {
+    const signal = checkSignal(options.signal);
     const ids = [...new Set(personIds)];
     const people = ids.map((id) => person(id));
-    const state = await this.cache.get();
+    const state = await this.current(signal);
     const rows = await boundedAll(
       people,
       // Each person's Queries run one after the other, so this bounds the Queries in flight.
       this.limit,
-      (p) => this.readPerson(state, p),
+      (p) => this.readPerson(state, p, signal),
       (p) => `personId ${quoted(p.id)}`,
+      this.target,
+      signal,
     );
-    return new Map(ids.map((id, n) => [id, (rows[n] ?? []).map(unmarshallItem)]));
+    return new Map(ids.map((id, n) => [id, (rows[n] ?? []).map(this.toRow)]));
   }
 
-  /** Every saga whose state is open; complete or IncompleteEnumerationError. */
-  async getAllOpenSagas(): Promise<Row[]> {
-    const rows = await this.enumerate();
-    return rows.filter((r) => OPEN_STATES.includes(r.state?.S ?? '')).map(unmarshallItem);
+  /** Every saga whose state is open, sorted; complete or it throws. */
+  async getAllOpenSagas(options: CallOptions = {}): Promise<Row[]> {
+    return (await this.enumerate(true, checkSignal(options.signal))).map(this.toRow);
   }
 
-  /** Every saga; complete or IncompleteEnumerationError. */
-  async getAllSagas(): Promise<Row[]> {
-    return (await this.enumerate()).map(unmarshallItem);
+  /** Every saga, sorted; complete or it throws. */
+  async getAllSagas(options: CallOptions = {}): Promise<Row[]> {
+    return (await this.enumerate(false, checkSignal(options.signal))).map(this.toRow);
   }
 
-  private async readPerson(state: ControlState, p: Person): Promise<RawItem[]> {
+  /**
+   * getAllOpenSagas page by page (`for await (const page of ...)`), in read order rather than
+   * sorted. An iteration that ends without throwing has seen every open saga; a read that fails
+   * throws from the loop (the pages before it were real rows, the enumeration is incomplete).
+   */
+  pagesOfOpenSagas(options: CallOptions = {}): AsyncGenerator<Row[], void, undefined> {
+    return this.pages(true, checkSignal(options.signal));
+  }
+
+  /** getAllSagas page by page, as pagesOfOpenSagas. */
+  pagesOfAllSagas(options: CallOptions = {}): AsyncGenerator<Row[], void, undefined> {
+    return this.pages(false, checkSignal(options.signal));
+  }
+
+  private async *pages(openOnly: boolean, signal: AbortSignal | undefined): AsyncGenerator<Row[], void, undefined> {
+    const state = await this.current(signal);
+    const options = { limit: this.limit, openOnly, signal };
+    for await (const page of enumerationPages(this.target, this.plan(state), options)) {
+      yield page.map(this.toRow);
+    }
+  }
+
+  private async enumerate(openOnly: boolean, signal: AbortSignal | undefined): Promise<RawItem[]> {
+    const state = await this.current(signal);
+    const items: RawItem[] = [];
+    const options = { limit: this.limit, openOnly, signal };
+    for await (const page of enumerationPages(this.target, this.plan(state), options)) items.push(...page);
+    return orderRows(items);
+  }
+
+  private plan(state: ControlState): EnumerationPlan {
+    return {
+      stages: enumerationStages(state),
+      targetKeyOf: (item) => {
+        const id = sortKeyPerson(item);
+        if (id === null) return null;
+        try {
+          return keyFor(state.target, person(id));
+        } catch {
+          return null;
+        }
+      },
+    };
+  }
+
+  // The cached state; a configuration failure of the record's read (a missing table, a denied
+  // GetItem) is reported as one rather than as an unavailable record.
+  private async current(signal: AbortSignal | undefined): Promise<ControlState> {
+    try {
+      return await untilAborted(this.cache.get(), signal);
+    } catch (err) {
+      if (err instanceof RecordUnavailableError) {
+        const configuration = asConfigurationError(err.cause, { tableName: this.target.tableName });
+        if (configuration !== null) throw configuration;
+      }
+      throw err;
+    }
+  }
+
+  private async readPerson(state: ControlState, p: Person, signal: AbortSignal | undefined): Promise<RawItem[]> {
     const merged = new Map<string, RawItem>();
     // Sequential on purpose: the key rows move away from is read to its end first.
     for (const key of readKeys(state, p)) {
       let items: RawItem[];
       try {
-        items = await queryPartition(this.target, key, `${p.id}#`);
+        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, signal);
       } catch (err) {
-        throw new IncompleteEnumerationError(new Map([[key, err]]));
+        throw readFailure(new Map([[key, err]]), this.target, signal);
       }
       for (const item of items) {
         // begins_with(personId + "#") also matches a person whose id extends this one.
         if (sortKeyPerson(item) === p.id) merged.set(tableKey(item), item);
       }
-    }
-    return orderRows([...merged.values()]);
-  }
-
-  private async enumerate(): Promise<RawItem[]> {
-    const state = await this.cache.get();
-    const merged = new Map<string, RawItem>();
-    // Each stage is read to its end before the next starts; within a stage, in parallel.
-    for (const stage of enumerationStages(state)) {
-      const reads = await boundedAll(
-        stage,
-        this.limit,
-        (key) => queryPartition(this.target, key),
-        (key) => key,
-      );
-      // The later read wins: stage order, then key order within the stage.
-      for (const items of reads) for (const item of items) merged.set(tableKey(item), item);
     }
     return orderRows([...merged.values()]);
   }
@@ -239,4 +314,3 @@ export function describeState(state: ControlState): string {
   const moving = state.movingTo === null ? '' : ` -> ${layoutName(state.movingTo)}`;
   return `${state.phase}: ${layoutName(state.layout)}${moving} (${state.condition}, version ${state.version})`;
 }
-

@@ -8,7 +8,7 @@ import {
   RecordUnavailableError,
   SagaIndex,
   type ControlState,
-} from '../src/index.js';
+} from '../src/internal.js';
 import { FakeDynamo } from './fake.js';
 
 class Clock {

@@ -21,7 +21,7 @@ import {
   type ControlState,
   type Item,
   type RefusalKind,
-} from '../src/index.js';
+} from '../src/internal.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';

@@ -1,17 +1,22 @@
 // A fake DynamoDBClient: send() answers GetItem and Query (table and GSI4) from items in
-// memory, pages by Limit, and lets a test fail, delay or count requests.
+// memory, pages by Limit (then applies the open-state FilterExpression, as DynamoDB does), honours
+// the abortSignal option, and lets a test fail, hold or count requests.
 import { GetItemCommand, QueryCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 
 export type Item = Record<string, AttributeValue>;
 
 export class FakeDynamo {
   items: Item[] = [];
-  sent: { command: string; input: Record<string, unknown> }[] = [];
+  sent: { command: string; input: Record<string, unknown>; signal: AbortSignal | undefined }[] = [];
   inFlight = 0;
   maxInFlight = 0;
+  /** Every send, answered or not (an aborted request is never answered). */
+  attempts = 0;
   /** Throw this from the Query of a GSI4PK (all its pages) or from GetItem. */
   failQueryOf = new Map<string, Error>();
   failGetItem: Error | null = null;
+  /** While set, every GSI Query waits for this promise before it answers. */
+  hold: Promise<void> | null = null;
 
   put(item: Item): void {
     const key = (i: Item): string => `${i.PK?.S}\u0000${i.SK?.S}`;
@@ -19,32 +24,40 @@ export class FakeDynamo {
     this.items.push(item);
   }
 
-  async send(command: unknown): Promise<unknown> {
+  // `options` is the SDK's HttpHandlerOptions (or a callback, in the SDK's other overload).
+  async send(command: unknown, options?: unknown): Promise<unknown> {
+    this.attempts += 1;
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    const given = typeof options === 'object' && options !== null ? (options as { abortSignal?: unknown }) : {};
+    const signal = given.abortSignal instanceof AbortSignal ? given.abortSignal : undefined;
     try {
       // A turn of the event loop, so concurrent requests really overlap.
       await new Promise((resolve) => setImmediate(resolve));
-      if (command instanceof GetItemCommand) return this.getItem(command);
-      if (command instanceof QueryCommand) return this.query(command);
+      if (command instanceof QueryCommand && command.input.IndexName !== undefined && this.hold !== null) {
+        await Promise.race([this.hold, aborted(signal)]);
+      }
+      if (signal?.aborted === true) throw abortError();
+      if (command instanceof GetItemCommand) return this.getItem(command, signal);
+      if (command instanceof QueryCommand) return this.query(command, signal);
       throw new Error(`the fake answers GetItem and Query only, got ${String(command)}`);
     } finally {
       this.inFlight -= 1;
     }
   }
 
-  private getItem(command: GetItemCommand): unknown {
+  private getItem(command: GetItemCommand, signal: AbortSignal | undefined): unknown {
     const input = command.input;
-    this.sent.push({ command: 'GetItem', input: { ...input } });
+    this.sent.push({ command: 'GetItem', input: { ...input }, signal });
     if (this.failGetItem !== null) throw this.failGetItem;
     if (input.ConsistentRead !== true) throw new Error('the record must be read strongly consistently');
     const item = this.items.find((i) => i.PK?.S === input.Key?.PK?.S && i.SK?.S === input.Key?.SK?.S);
     return item === undefined ? {} : { Item: item };
   }
 
-  private query(command: QueryCommand): unknown {
+  private query(command: QueryCommand, signal: AbortSignal | undefined): unknown {
     const input = command.input;
-    this.sent.push({ command: 'Query', input: { ...input } });
+    this.sent.push({ command: 'Query', input: { ...input }, signal });
     const values = input.ExpressionAttributeValues ?? {};
     const pk = values[':pk']?.S ?? '';
     const prefix = values[':prefix']?.S;
@@ -64,8 +77,17 @@ export class FakeDynamo {
     }
     const start = Number(input.ExclusiveStartKey?.offset?.N ?? '0');
     const limit = input.Limit ?? rows.length;
-    const page = rows.slice(start, start + limit);
+    let page = rows.slice(start, start + limit);
     const more = start + limit < rows.length;
+    if (input.FilterExpression !== undefined) {
+      if (!/^#state IN \((:s\d+(, )?)+\)$/.test(input.FilterExpression)) {
+        throw new Error(`the fake applies the open-state filter only, got ${input.FilterExpression}`);
+      }
+      const states = Object.entries(values)
+        .filter(([name]) => name.startsWith(':s'))
+        .map(([, value]) => value.S);
+      page = page.filter((i) => states.includes(i.state?.S));
+    }
     return { Items: page, ...(more ? { LastEvaluatedKey: { offset: { N: String(start + limit) } } } : {}) };
   }
 
@@ -75,6 +97,27 @@ export class FakeDynamo {
       .map((s) => s.input)
       .filter((i) => pk === undefined || (i.ExpressionAttributeValues as Item)[':pk']?.S === pk);
   }
+}
+
+function abortError(): Error {
+  const err = new Error('Request aborted');
+  err.name = 'AbortError';
+  return err;
+}
+
+function aborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal === undefined) return;
+    if (signal.aborted) resolve();
+    signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
+
+/** An error as the SDK throws a service exception: its `name` is the error code. */
+export function serviceError(name: string, message: string): Error {
+  const err = new Error(message);
+  err.name = name;
+  return err;
 }
 
 export function sagaRow(

@@ -6,7 +6,7 @@ import {
   SagaIndex,
   shardOf,
   type Item,
-} from '../src/index.js';
+} from '../src/internal.js';
 import { docsJson } from './vectors.js';
 import { FakeDynamo, sagaRow } from './fake.js';
 

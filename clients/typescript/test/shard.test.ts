@@ -12,7 +12,7 @@ import {
   shardedGsi4pk,
   validatePersonId,
   validateShardCount,
-} from '../src/index.js';
+} from '../src/internal.js';
 import { docsJson } from './vectors.js';
 
 interface ShardVector {
