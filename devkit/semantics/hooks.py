@@ -96,16 +96,10 @@ class SemanticsHooks:
         touch = touched(self.schema, operation, params)
         if not touch.actions and operation not in READS:
             return None
-        before = self._before_items(operation, params, touch)
-        estimate = (
-            read_cost(self.schema, operation, params, before)
-            if operation in READS
-            else write_cost(self.schema, touch, before)
-        )
-        refusal = self.semantics.admit(estimate)
-        if refusal is not None:
-            return answer(refusal, operation)
+        # The conflict rules first: they judge the moment the request arrives, before the
+        # reads that price it (which only this adapter makes) take any time.
         transaction = None
+        refusal: Refusal | None = None
         if operation in SINGLE_WRITES and touch.refs:
             refusal = self.semantics.admit_write(operation, touch.refs[0])
         elif operation in _TRANSACTIONS:
@@ -118,10 +112,21 @@ class SemanticsHooks:
                 transaction = begun
         if refusal is not None:
             return answer(refusal, operation)
+        before = self._before_items(operation, params, touch)
+        estimate = (
+            read_cost(self.schema, operation, params, before)
+            if operation in READS
+            else write_cost(self.schema, touch, before)
+        )
+        refusal = self.semantics.admit(estimate)
+        if refusal is not None:
+            if transaction is not None:
+                self.semantics.finish(transaction)
+            return answer(refusal, operation)
         context[_PENDING] = _Pending(operation, params, touch, before, transaction)
         if transaction is not None and transaction.items:
-            # The transaction is ongoing while it is in flight: others meet its items now.
-            self.sleep(self.semantics.in_flight)
+            # The rest of its in-flight time: others meet its items until it has passed.
+            self.sleep(max(0.0, transaction.until - self.semantics.clock()))
         return None
 
     def _after_call(
@@ -149,7 +154,12 @@ class SemanticsHooks:
             return read_cost(self.schema, pending.operation, pending.params, pending.before, parsed)
         if pending.operation == "TransactGetItems":
             return []
-        after = {a.ref: self._get(a.key) for a in pending.touch.actions if a.ref is not None}
+        after = {
+            # A ConditionCheck changes nothing: its item is read once, before.
+            a.ref: pending.before.get(a.ref) if a.kind == "ConditionCheck" else self._get(a.key)
+            for a in pending.touch.actions
+            if a.ref is not None
+        }
         return write_cost(self.schema, pending.touch, pending.before, after)
 
     def _before_items(

@@ -54,7 +54,8 @@ def test_a_single_write_to_an_item_an_ongoing_transaction_includes_conflicts(
 ) -> None:
     _began(model.begin_transaction([STATE, ROW_A]))
     refusal = model.admit_write("UpdateItem", STATE)
-    assert refusal is not None and refusal.code == "TransactionConflictException"
+    assert refusal is not None
+    assert refusal.code == "TransactionConflictException"
     assert model.admit_write("UpdateItem", ROW_B) is None, "another item is not held"
     assert model.stats.conflicts["UpdateItem"] == 1
 
@@ -115,7 +116,8 @@ def test_a_transactional_read_of_a_held_item_is_cancelled_and_holds_nothing(
     _began(model.begin_transaction([STATE]))
     assert isinstance(model.begin_transaction([STATE], operation="TransactGetItems"), Refusal)
     got = _began(model.begin_transaction([ROW_A], operation="TransactGetItems"))
-    assert got.finished and model.admit_write("PutItem", ROW_A) is None
+    assert got.finished
+    assert model.admit_write("PutItem", ROW_A) is None
 
 
 def test_reads_are_not_affected_by_an_ongoing_transaction(model: DynamoSemantics) -> None:
