@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devkit.capacity.pricing import Charge
 from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.model import DynamoSemantics, Refusal, Transaction
 from devkit.semantics.requests import (
@@ -63,6 +64,7 @@ class SemanticsHooks:
         *,
         reader: Any,
         sleep: Callable[[float], object] = time.sleep,
+        on_charge: Callable[[str, list[Charge]], None] | None = None,
     ) -> None:
         if schema.name != semantics.table_name:
             raise ValueError(
@@ -72,6 +74,7 @@ class SemanticsHooks:
         self.schema = schema
         self.reader = reader
         self.sleep = sleep
+        self.on_charge = on_charge
 
     def attach(self, client: Any) -> Any:
         events = client.meta.events
@@ -137,7 +140,10 @@ class SemanticsHooks:
             return
         try:
             if getattr(http_response, "status_code", 200) < 300:
-                self.semantics.charge(self._consumed(pending, parsed))
+                charges = self._consumed(pending, parsed)
+                self.semantics.charge(charges)
+                if self.on_charge is not None:
+                    self.on_charge(pending.operation, charges)
         finally:
             if pending.transaction is not None:
                 self.semantics.finish(pending.transaction)
@@ -149,7 +155,7 @@ class SemanticsHooks:
 
     # ---- items -------------------------------------------------------------------------
 
-    def _consumed(self, pending: _Pending, parsed: Mapping[str, Any]) -> list[Any]:
+    def _consumed(self, pending: _Pending, parsed: Mapping[str, Any]) -> list[Charge]:
         if pending.operation in READS:
             return read_cost(self.schema, pending.operation, pending.params, pending.before, parsed)
         if pending.operation == "TransactGetItems":

@@ -37,14 +37,15 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
 ) -> None:
     schema = TableSchema.from_template(synthesized_template, dynamo.table_name)
 
-    outcome = run_contended_backfill(
-        dynamo, fence=SHARED_STATE_FENCE, rows=ROWS, segments=SEGMENTS, schema=schema
+    contended = run_contended_backfill(
+        dynamo, schema, fence=SHARED_STATE_FENCE, rows=ROWS, segments=SEGMENTS
     )
+    outcome = contended.outcome
 
     stats = outcome.semantics.stats
     report = (
         f"stats={stats} failures={outcome.stopped_segments} lease_lost={outcome.run.lease_lost} "
-        f"left={outcome.left_on_legacy} heartbeats={outcome.heartbeats.outcomes} "
+        f"left={contended.left_on_legacy} heartbeats={outcome.heartbeats.outcomes} "
         f"operator={outcome.operator.outcomes}"
     )
     # The re-stamps cancel each other on the STATE item they all check.
