@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,7 +141,7 @@ class Contended:
     heartbeats: Tally
     operator: Tally
     operator_failures: list[str]
-    restamp_wcu: Counter[str]  # "rows", "index", "control": what the run's own writes consumed
+    restamp_wcu: dict[str, float]  # "rows", "index", "control": what the run's own writes consumed
     seconds: float
 
     @property
@@ -154,7 +154,7 @@ class _RunCharges:
     """What the run's own requests consumed (its re-stamps and scans), by kind of partition."""
 
     table_name: str
-    wcu: Counter[str] = field(default_factory=Counter)
+    wcu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, operation: str, charges: list[Charge]) -> None:
@@ -185,7 +185,7 @@ def _operator_loop(
         try:
             commands[turn % len(commands)]()
         except (ClientError, BotoCoreError, SagaIndexError) as err:
-            code = error_code(err) if isinstance(err, ClientError) else type(err).__name__
+            code = (error_code(err) if isinstance(err, ClientError) else None) or type(err).__name__
             failures.append(code)
         turn += 1
     # Whatever the last command was, the run is left resumed.
