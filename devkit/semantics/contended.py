@@ -160,6 +160,8 @@ class _RunCharges:
     def __call__(self, operation: str, charges: list[Charge]) -> None:
         with self.lock:
             for charge in charges:
+                if not charge.wcu:
+                    continue
                 if charge.target != self.table_name:
                     self.wcu["index"] += charge.wcu
                 elif charge.partition_key == CONTROL_PK:
