@@ -7,7 +7,7 @@ table in in-process moto is seeded with about cap x seconds legacy sagas (at mos
 the record is planted in `migrating`, and a forward backfill runs under devkit.semantics (every
 client under one model: a transaction holds its items for 10 ms, each partition key gets 1,000
 WCU and 3,000 RCU per second) while an operator runs `backfill throttle` (to the run's cap),
-`pause` and `resume` every 200 ms. Per run:
+`pause` and `resume` every 200 ms, and the run heartbeats every second. Per run:
 
   achieved/cap      re-stamps per second of the run's wall time, over the cap
   vs unfenced       that ratio over the unfenced run's at the same segments and cap, measured
@@ -41,7 +41,7 @@ import functools
 import itertools
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -85,6 +85,9 @@ CAPS = (100.0, 1000.0)
 SECONDS = 3.0
 MAX_ROWS = 800
 OPERATOR_EVERY = 0.2
+# The lease keeper's heartbeat period: the clock fence then allows 4 s without a good one, which
+# a request queued behind 64 segments' in moto does not reach.
+POLL_SECONDS = 1.0
 SHARDS = 16
 _tables = itertools.count()
 
@@ -92,12 +95,44 @@ _tables = itertools.count()
 # ---- moto, as the bench runs it -----------------------------------------------------------
 
 
+class _FifoLock:
+    """A re-entrant lock granted in arrival order. threading.RLock is not fair: with 64
+    segment threads asking for moto at once, the lease keeper's heartbeat thread could wait
+    for seconds, and a run lose its lease to the harness rather than to DynamoDB's rules."""
+
+    def __init__(self) -> None:
+        self._turns = threading.Condition()
+        self._queue: deque[object] = deque()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        with self._turns:
+            if self._owner == me:
+                self._depth += 1
+                return
+            ticket = object()
+            self._queue.append(ticket)
+            while self._owner is not None or self._queue[0] is not ticket:
+                self._turns.wait()
+            self._queue.popleft()
+            self._owner, self._depth = me, 1
+
+    def __exit__(self, *_: object) -> None:
+        with self._turns:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._turns.notify_all()
+
+
 @contextlib.contextmanager
 def one_request_at_a_time() -> Iterator[None]:
     """moto in-process answers on the calling thread and is not thread-safe: one request at a
-    time (tests/conftest.py does the same for the test suite)."""
+    time, in the order they came (tests/conftest.py serialises the test suite's too)."""
     original = BotocoreStubber.process_request
-    lock = threading.RLock()
+    lock = _FifoLock()
 
     def serialised(self: BotocoreStubber, request: Any) -> Any:
         with lock:
@@ -227,6 +262,7 @@ def run_once(
             rate=cap,
             semantics=semantics,
             operator_every=OPERATOR_EVERY,
+            poll_seconds=POLL_SECONDS,
         )
     return _figures(outcome, cap=cap, rows=rows)
 
@@ -293,6 +329,7 @@ def run(
         "(in-process moto cannot reach the higher caps on this machine)",
         "in_flight_seconds": DEFAULT_IN_FLIGHT_SECONDS,
         "operator_every_seconds": OPERATOR_EVERY,
+        "heartbeat_every_seconds": POLL_SECONDS,
         "runs": results,
     }
 
