@@ -23,10 +23,10 @@ WCU and 3,000 RCU per second) while an operator runs `backfill throttle` (to the
   stopped, lease    segments that stopped (SegmentThrottledError after the fence's conflict
                     retries) and whether the run lost its lease
 
-moto deep-copies every table a transaction touches before running it (its rollback copy): 40 ms
-at 200 rows and 190 ms at 1,000 on this machine, where an UpdateItem takes 8 ms. The bench
-replaces that copy by one of the items the transaction includes (`cheap_transactions`), so a
-transaction costs moto about what an UpdateItem does, as on DynamoDB, whatever the table's size.
+moto runs as devkit.semantics.moto_harness sets it up: one request at a time in arrival order,
+and a transaction's rollback copy made of the items it includes, not of the whole table (moto's
+own copy costs 40 ms a transaction at 200 rows and 190 ms at 1,000 on this machine, where an
+UpdateItem takes 8 ms).
 
 The fences: FENCES below. The per-segment fence (each re-stamp checks its own segment's fence
 item) registers there once the product builds it.
@@ -35,21 +35,13 @@ item) registers there once the product builds it.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
-import functools
 import itertools
-import threading
 import time
-from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from moto import mock_aws
-from moto.core.botocore_stubber import BotocoreStubber
-from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType
 
 from bench.output import emit, num, pct, progress, save
 from devkit.capacity.table_schema import TableSchema
@@ -62,6 +54,7 @@ from devkit.semantics.contended import (
     run_contended,
 )
 from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, DynamoSemantics
+from devkit.semantics.moto_harness import cheap_transactions, one_request_at_a_time
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.encode import state_item
@@ -90,111 +83,6 @@ OPERATOR_EVERY = 0.2
 POLL_SECONDS = 1.0
 SHARDS = 16
 _tables = itertools.count()
-
-
-# ---- moto, as the bench runs it -----------------------------------------------------------
-
-
-class _FifoLock:
-    """A re-entrant lock granted in arrival order. threading.RLock is not fair: with 64
-    segment threads asking for moto at once, the lease keeper's heartbeat thread could wait
-    for seconds, and a run lose its lease to the harness rather than to DynamoDB's rules."""
-
-    def __init__(self) -> None:
-        self._turns = threading.Condition()
-        self._queue: deque[object] = deque()
-        self._owner: int | None = None
-        self._depth = 0
-
-    def __enter__(self) -> None:
-        me = threading.get_ident()
-        with self._turns:
-            if self._owner == me:
-                self._depth += 1
-                return
-            ticket = object()
-            self._queue.append(ticket)
-            while self._owner is not None or self._queue[0] is not ticket:
-                self._turns.wait()
-            self._queue.popleft()
-            self._owner, self._depth = me, 1
-
-    def __exit__(self, *_: object) -> None:
-        with self._turns:
-            self._depth -= 1
-            if self._depth == 0:
-                self._owner = None
-                self._turns.notify_all()
-
-
-@contextlib.contextmanager
-def one_request_at_a_time() -> Iterator[None]:
-    """moto in-process answers on the calling thread and is not thread-safe: one request at a
-    time, in the order they came (tests/conftest.py serialises the test suite's too)."""
-    original = BotocoreStubber.process_request
-    lock = _FifoLock()
-
-    def serialised(self: BotocoreStubber, request: Any) -> Any:
-        with lock:
-            return original(self, request)
-
-    BotocoreStubber.process_request = serialised  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        BotocoreStubber.process_request = original  # type: ignore[method-assign]
-
-
-def _snapshot(table: Any, touched: list[tuple[Any, Any]], memo: Any) -> Any:
-    """A rollback copy of `table` that deep-copies only the items a transaction includes."""
-    del memo
-    clone = copy.copy(table)
-    clone.__dict__.pop("__deepcopy__", None)
-    if table.range_key_attr is not None:
-        clone.items = defaultdict(dict, {h: dict(r) for h, r in table.items.items()})
-        for hash_value, range_value in touched:
-            if hash_value in table.items and range_value in table.items[hash_value]:
-                original = table.items[hash_value][range_value]
-                clone.items[hash_value][range_value] = copy.deepcopy(original)
-    else:
-        clone.items = defaultdict(dict, table.items)
-        for hash_value, _ in touched:
-            if hash_value in table.items:
-                clone.items[hash_value] = copy.deepcopy(table.items[hash_value])
-    return clone
-
-
-@contextlib.contextmanager
-def cheap_transactions() -> Iterator[None]:
-    """moto's TransactWriteItems with a rollback copy of the included items only."""
-    original = DynamoDBBackend.transact_write_items
-
-    def transact(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
-        touched: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
-        for entry in transact_items:
-            ((kind, action),) = entry.items()
-            table = self.tables.get(action.get("TableName"))
-            if table is None:
-                continue
-            key = action["Item"] if kind == "Put" else action["Key"]
-            hash_value = DynamoType(key[table.hash_key_attr])
-            range_attr = table.range_key_attr
-            range_value = DynamoType(key[range_attr]) if range_attr in key else None
-            touched[action["TableName"]].append((hash_value, range_value))
-        for name, items in touched.items():
-            table = self.tables[name]
-            table.__dict__["__deepcopy__"] = functools.partial(_snapshot, table, items)
-        try:
-            original(self, transact_items)
-        finally:
-            for table in self.tables.values():
-                table.__dict__.pop("__deepcopy__", None)
-
-    DynamoDBBackend.transact_write_items = transact  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
 
 
 # ---- one run --------------------------------------------------------------------------------

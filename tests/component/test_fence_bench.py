@@ -12,6 +12,7 @@ import pytest
 from moto import mock_aws
 
 from bench import fence
+from devkit.semantics.moto_harness import cheap_transactions
 from saga_index.store.dynamo.client import make_client
 
 
@@ -50,7 +51,7 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_cheap_transaction_copy_still_rolls_a_cancelled_transaction_back() -> None:
     key = {"PK": {"S": "row"}, "SK": {"S": "META"}}
-    with mock_aws(), fence.cheap_transactions():
+    with mock_aws(), cheap_transactions():
         client = make_client(region="us-east-1", endpoint_url=None, max_attempts=1)
         client.create_table(
             TableName="t",

@@ -1,5 +1,6 @@
 """The contended local backfill of tests/component on moto: rows seeded and the record planted
-as the component tests do, then devkit.semantics.contended's run (the fence a parameter)."""
+as the component tests do, then devkit.semantics.contended's run (the fence a parameter), with
+moto serving requests in turn and rolling transactions back cheaply (moto_harness)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from devkit.semantics.contended import (
     run_contended,
 )
 from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, DynamoSemantics
+from devkit.semantics.moto_harness import cheap_transactions, one_request_at_a_time
 from saga_index.index import keys
 from tests.support.backends import Backend
 from tests.support.backfill_contract import Clock, plant
@@ -60,15 +62,16 @@ def run_contended_backfill(
     seed_rows(dynamo, rows)
     plant(dynamo, "migrating")
     semantics = DynamoSemantics(dynamo.table_name, clock=time.monotonic, in_flight=in_flight)
-    outcome = run_contended(
-        dynamo.new_client,
-        dynamo.table_name,
-        schema,
-        fence=fence,
-        segments=segments,
-        rate=rate,
-        semantics=semantics,
-        clock=Clock(),
-        poll_seconds=poll_seconds,
-    )
+    with one_request_at_a_time(), cheap_transactions():
+        outcome = run_contended(
+            dynamo.new_client,
+            dynamo.table_name,
+            schema,
+            fence=fence,
+            segments=segments,
+            rate=rate,
+            semantics=semantics,
+            clock=Clock(),
+            poll_seconds=poll_seconds,
+        )
     return ContendedRun(outcome, rows, on_legacy(dynamo))
