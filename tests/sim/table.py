@@ -16,6 +16,15 @@ Every request of a simulated process goes through `before-call` on that process'
 the thread parks (the scheduler decides when it runs), then a seeded fault may answer instead
 (a throttle before the call; a lost answer after it reached the table), else the request runs
 against the base table (or the visible index) and its answer is returned as DynamoDB's.
+
+DynamoDB's conflict rules and per-key ceilings (devkit.semantics, the model the component tests
+and bench/fence.py share; its adapter here is tests/sim/semantics.py) judge every request of
+every process before it runs, on the virtual clock: a refused request is answered as DynamoDB
+answers it and never reaches moto. An admitted TransactWriteItems takes two scheduler steps: it
+marks its items ongoing and parks for the model's in-flight time (other processes run meanwhile
+and meet its items), then it runs against moto and its items are free. What each request
+consumed is charged to its partition keys from the rows as the table holds them (`mirror`), no
+extra request.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, Refusal
+from devkit.semantics.wire import answer as refused
 from saga_index.index import names
 from tests.sim.clock import VirtualTime
 from tests.sim.requests import TABLE
@@ -39,6 +50,7 @@ from tests.sim.requests import error as _error
 from tests.sim.requests import snake as _snake
 from tests.sim.requests import table_keys as _table_keys
 from tests.sim.scheduler import Task
+from tests.sim.semantics import SimSemantics
 
 SHADOW = "sim-visible-index"
 SHADOW_KEY = "SIMVISIBLEKEY"
@@ -91,8 +103,11 @@ class SimTable:
     max_index_delay: float = 3.0
     faults: Faults = field(default_factory=Faults)
     on_write: list[Callable[[WriteRecord], None]] = field(default_factory=list)
+    in_flight: float = DEFAULT_IN_FLIGHT_SECONDS
 
     def __post_init__(self) -> None:
+        self.judge = SimSemantics(self.time, in_flight=self.in_flight)
+        self.semantics = self.judge.model
         self.raw = boto3.client(
             "dynamodb",
             region_name="us-east-1",
@@ -159,16 +174,23 @@ class SimTable:
             operation = model.name
             params = context["sim_params"]
             task = Task.current()
+            label = f"{operation} {_describe(params)}"
             if task is not None:
-                task.park(f"{operation} {_describe(params)}")
-            return self.dispatch(process, operation, params, faulty=faulty)
+                task.park(label)
+            return self.dispatch(process, operation, params, faulty=faulty, task=task)
 
         client.meta.events.register("before-parameter-build.dynamodb", keep_params)
         client.meta.events.register("before-call.dynamodb", answer)
         return client
 
     def dispatch(
-        self, process: str, operation: str, params: dict[str, Any], *, faulty: bool
+        self,
+        process: str,
+        operation: str,
+        params: dict[str, Any],
+        *,
+        faulty: bool,
+        task: Task | None = None,
     ) -> tuple[AWSResponse, Any]:
         self.requests += 1
         self.propagate()
@@ -176,11 +198,19 @@ class SimTable:
         storm = faults is not None and faults.storms.get(process, -1.0) > self.time.now
         if storm and faults is not None and self.rng.random() < faults.storm_throttle:
             return _error(400, "ThrottlingException", "simulated throttle (before the call)")
+        request = self.judge.arrived(operation, params, self.mirror)
+        verdict = self.judge.verdict(request, task)
+        if isinstance(verdict, Refusal):
+            return refused(verdict, operation)
         try:
             parsed = self._run(process, operation, params)
         except ClientError as err:
             status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
             return AWSResponse("https://sim", status, {}, None), err.response
+        finally:
+            if verdict is not None:
+                self.semantics.finish(verdict)
+        self.judge.charge(request, parsed, self.mirror)
         if faults is not None and operation in _WRITES and self.rng.random() < faults.lost_answer:
             return _error(500, "InternalServerError", "simulated lost answer (the write landed)")
         parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = 200

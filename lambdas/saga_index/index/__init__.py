@@ -18,6 +18,7 @@ from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES
 from saga_index.index.names import (
     BACKFILL_THROTTLED_ERROR,
+    CONTROL_PK,
     INDEX_NAME,
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
@@ -29,6 +30,7 @@ from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, shard, 
 __all__ = [
     "ALL_STATES",
     "BACKFILL_THROTTLED_ERROR",
+    "CONTROL_PK",
     "DEFAULT_SHARD_COUNT",
     "INDEX_NAME",
     "JOBS_BY_NAME",

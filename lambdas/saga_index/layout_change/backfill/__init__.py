@@ -33,6 +33,8 @@ The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfil
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.
 """
 
+# The local runner as a module: a test harness swaps the fence it builds (fence_for_run).
+from saga_index.layout_change.backfill import local
 from saga_index.layout_change.backfill.estimate import (
     PARTITION_WCU_PER_SECOND,
     BackfillEstimate,
@@ -40,7 +42,7 @@ from saga_index.layout_change.backfill.estimate import (
     RowSample,
     sample_rows_to_move,
 )
-from saga_index.layout_change.backfill.fence import fence_for_run
+from saga_index.layout_change.backfill.fence import LEASE_STILL_OURS, LeaseFence, fence_for_run
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
@@ -78,11 +80,13 @@ __all__ = [
     "DEFAULT_MAX_WRITES_PER_SECOND",
     "DEFAULT_SAFETY_MARGIN_SECONDS",
     "DEFAULT_TOTAL_SEGMENTS",
+    "LEASE_STILL_OURS",
     "MAX_TOTAL_SEGMENTS",
     "PARTITION_WCU_PER_SECOND",
     "BackfillEstimate",
     "BackfillRequest",
     "BackfillSummary",
+    "LeaseFence",
     "LeaseKeeper",
     "LegacyKeyEffect",
     "LocalBackfill",
@@ -100,6 +104,7 @@ __all__ = [
     "count_source_rows",
     "fence_for_run",
     "finish_backfill",
+    "local",
     "plan_run",
     "release_with_completion",
     "run_backfill",

@@ -31,6 +31,13 @@ from saga_index.layout_change.record.errors import (
     PreconditionFailedError,
 )
 from saga_index.layout_change.record.history import HistoryEntry, restore_point
+from saga_index.layout_change.record.items import (
+    LEASE_EXPIRES_AT,
+    LEASE_STATE_VERSION,
+    LEASE_TOKEN,
+    VERSION,
+    state_key,
+)
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.routing import Routing, routing_for
@@ -61,8 +68,12 @@ __all__ = [
     "DEFAULT_TIMING",
     "HISTORY_FLAGS",
     "LEASE",
+    "LEASE_EXPIRES_AT",
+    "LEASE_STATE_VERSION",
+    "LEASE_TOKEN",
     "SINGLE_COUNT_PHASES",
     "TRANSITION",
+    "VERSION",
     "BackfillCompletion",
     "BackfillDirection",
     "CheckResult",
@@ -97,5 +108,6 @@ __all__ = [
     "restore_point",
     "routing_for",
     "state_item",
+    "state_key",
     "utc_now",
 ]

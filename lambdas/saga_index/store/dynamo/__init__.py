@@ -10,7 +10,7 @@ sizing      DynamoDB's item-size rule
 target      IndexTarget: the client, table, index and shard count a reader points at
 """
 
-from saga_index.store.dynamo.client import make_client, retry_config
+from saga_index.store.dynamo.client import error_code, make_client, retry_config
 from saga_index.store.dynamo.codec import deserialize, serialize, to_plain_json
 from saga_index.store.dynamo.conditions import CONDITION_FAILED
 from saga_index.store.dynamo.scan import PageRead, ScanOptions
@@ -21,6 +21,7 @@ __all__ = [
     "PageRead",
     "ScanOptions",
     "deserialize",
+    "error_code",
     "item_size",
     "make_client",
     "raw_bytes",
