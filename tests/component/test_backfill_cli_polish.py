@@ -146,7 +146,7 @@ def test_an_existing_output_file_is_refused_without_overwrite_before_any_request
     code, out, err = run(capsys, dynamo, "backfill", "--output", str(report))
 
     assert (code, out) == (2, "")
-    assert f"--output {report} already exists: refusing to overwrite it" in err
+    assert f"--output {report} already exists and is not this command's own report" in err
     assert report.read_text() == "the last run's report"
     assert dynamo.scan_all() == before  # no lease taken, nothing moved
 

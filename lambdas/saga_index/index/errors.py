@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class SagaIndexError(Exception):
     """Base class of every error this library raises on purpose."""
+
+
+class RetryLaterError(SagaIndexError):
+    """Not yet: the same call may succeed later, unchanged (a state younger than its
+    effectiveAt, a lease a live run holds, a write that lost a transient conflict). `retry_at`
+    is the earliest time it can succeed, when one is known (the CLI's exit 5 and `retryAt`)."""
+
+    def __init__(self, message: str, *, retry_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
 
 
 class InvalidInputError(SagaIndexError, ValueError):

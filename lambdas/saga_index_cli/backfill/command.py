@@ -16,11 +16,16 @@ from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index_cli.backfill.control import pause_command, resume_command, throttle_command
-from saga_index_cli.backfill.executions import resolve_state_machine, target_execution
+from saga_index_cli.backfill.executions import (
+    THE_RUNNING_EXECUTION,
+    resolve_state_machine,
+    target_execution,
+)
 from saga_index_cli.backfill.follow import follow_execution
 from saga_index_cli.backfill.local import run_locally
 from saga_index_cli.backfill.options import backfill_options, check_modes
 from saga_index_cli.backfill.output import report_failures
+from saga_index_cli.backfill.release import is_execution_lease, release_dead_local_lease
 from saga_index_cli.backfill.start import run_state_machine
 from saga_index_cli.backfill.stop import stop_command
 from saga_index_cli.context import CliContext
@@ -103,9 +108,16 @@ def backfill_group(
     # Every argument is checked before the first call to any service (exit 2).
     cli.require_table()
     if output is not None:
-        check_output_file(output, overwrite=overwrite, option="--output")
+        check_output_file(
+            output, overwrite=overwrite, option="--output", same_command_replaces=True
+        )
     elif overwrite:
         raise click.UsageError("--overwrite applies to --output FILE only", ctx=ctx)
+    if stop == THE_RUNNING_EXECUTION and state_machine_arn is None:
+        # A lease held from an operator's shell is released here, with no state machine.
+        lease = cli.control_store().read().lease
+        if lease is not None and not is_execution_lease(lease):
+            sys.exit(release_dead_local_lease(cli, lease, as_json))
     if follow is not None or stop is not None:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
         if stop is not None:

@@ -23,8 +23,8 @@ from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill.counts import SegmentCounts
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index_cli.backfill.advice import BackfillRefusedError
-from saga_index_cli.failures import exit_code_of
-from saga_index_cli.output import emit
+from saga_index_cli.failures import exit_code_of, retry_at_of
+from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
 
 log = logging.getLogger("saga_index.cli.backfill")
@@ -44,6 +44,8 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     the exit code: no pipe through tee hides the code). FILE was checked before the run
     (output.check_output_file: its directory exists, it is replaced only with --overwrite)."""
     path = path.expanduser()
+    # Marked as this CLI's report of this command: the same command run again replaces it.
+    document = {**document, **report_marker()}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -56,26 +58,42 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
         raise
 
 
+def failure_report(err: BaseException) -> dict[str, Any]:
+    """What a run that ended in `err` before it wrote anything reports: whether it was turned
+    down (refused) or could not run, the error's type (the refusal's own cause), its message,
+    the exit code the command exits with, and `retryAt` when it may succeed later."""
+    report: dict[str, Any] = {
+        # Refused: the run was turned down (nothing ran); else it could not run.
+        "refused": isinstance(err, BackfillRefusedError | InvalidInputError),
+        "error": err.cause if isinstance(err, BackfillRefusedError) else type(err).__name__,
+        "message": str(err),
+        "exitCode": exit_code_of(err),
+        "completionRecorded": False,
+    }
+    retry_at = retry_at_of(err)
+    if retry_at is not None:
+        report["retryAt"] = retry_at
+    return report
+
+
 @contextlib.contextmanager
 def report_failures(output: Path | None) -> Iterator[None]:
     """Around a run: when it ends in an error before its report was written (refused before it
     started, the record unreadable, a service that could not be reached), --output FILE still
-    gets one, naming the error and the exit code the command exits with."""
+    gets one, naming the error and the exit code the command exits with (stdout stays empty:
+    the message on stderr says the same)."""
     try:
         yield
     except (SagaIndexError, ClientError, BotoCoreError) as err:
+        report = failure_report(err)
         if output is not None:
-            write_report(
+            write_report(output, report)
+            log.info(
+                "the report (%s, exit %d) is written to %s",
+                report["error"],
+                report["exitCode"],
                 output,
-                {
-                    # Refused: the run was turned down (nothing ran); else it could not run.
-                    "refused": isinstance(err, BackfillRefusedError | InvalidInputError),
-                    "error": type(err).__name__,
-                    "message": str(err),
-                    "exitCode": exit_code_of(err),
-                },
             )
-            log.info("the refusal is written to %s", output)
         raise
 
 
