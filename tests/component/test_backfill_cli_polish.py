@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -164,24 +165,40 @@ def test_overwrite_without_output_is_bad_usage(
     assert "--overwrite applies to --output FILE only" in err
 
 
-def test_a_run_refused_before_effective_at_still_writes_its_output_report(
+def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_command_later_works(
     dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
+    command = ("backfill", "--json", "--output", str(report))
 
-    code, _, err = run(capsys, dynamo, "backfill", "--output", str(report), clock=Clock(CHANGED_AT))
+    code, _, err = run(capsys, dynamo, *command, clock=Clock(CHANGED_AT))
 
-    assert code == 1
+    assert code == 5
     assert "effective: true" in err
+    assert "Start the same command again once that time has passed" in err
     written = json.loads(report.read_text())
     assert (written["refused"], written["error"], written["exitCode"]) == (
         True,
-        "BackfillRefusedError",
-        1,
+        "LeaseNotYetEffectiveError",
+        5,
     )
+    assert written["completionRecorded"] is False
     assert "takes effect at" in written["message"]
+    retry_at = datetime.strptime(written["retryAt"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    assert retry_at > CHANGED_AT
+
+    # The advice, literally: the same command, at the time it names, replaces its own report
+    code, out, err = run(capsys, dynamo, *command, clock=Clock(retry_at))
+    assert code == 3, err  # complete; the seeded anomalies remain
+    assert json.loads(report.read_text())["restamped"] == len(VALID)
+    assert json.loads(out)["completionRecorded"] is True
+
+    # A different command does not replace it
+    code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--output", str(report))
+    assert code == 2
+    assert "is not this command's own report" in err
 
 
 # ---- --direction ---------------------------------------------------------------------------
