@@ -28,6 +28,8 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from saga_index_cli.waiting import watch_client
+
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_REFUSED, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 # 5: not yet, the same command may succeed later unchanged (`retryAt` names when, if known).
 # 6: interrupted, partly done: a run wrote rows, then failed or was stopped (its report says
@@ -172,7 +174,8 @@ def service_name(client: Any) -> str:
 
 def mark_client(client: Any) -> Any:
     """Register the hooks that make `client`'s failed calls name their service, endpoint and
-    operation; returns `client`."""
+    operation, and its slow calls show on a terminal what they wait for (waiting.py); returns
+    `client`."""
     service = service_name(client)
     endpoint = client.meta.endpoint_url
 
@@ -186,6 +189,7 @@ def mark_client(client: Any) -> Any:
 
     client.meta.events.register("after-call.*", after_call)
     client.meta.events.register("after-call-error.*", after_call_error)
+    watch_client(client, service, endpoint)
     return client
 
 

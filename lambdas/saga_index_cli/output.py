@@ -58,7 +58,7 @@ def invocation(ctx: click.Context | None = None) -> dict[str, Any]:
         for name, value in ctx.params.items():
             if name not in _NOT_THE_COMMAND and name not in options:
                 options[name] = str(value) if isinstance(value, Path | os.PathLike) else value
-        ctx = ctx.parent  # type: ignore[assignment]
+        ctx = ctx.parent
     return {"path": path, "options": to_plain_json(options)}
 
 

@@ -20,7 +20,12 @@ from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.lease.keeper import token_for_execution
-from saga_index_cli.backfill.advice import execution_advice, is_refusal, refusal_message
+from saga_index_cli.backfill.advice import (
+    VERIFICATION_FAILED_ERROR,
+    execution_advice,
+    is_refusal,
+    refusal_message,
+)
 from saga_index_cli.backfill.estimate import (
     applied_cap_report,
     cap_source,
@@ -139,7 +144,9 @@ def report_followed(
         extra["detached"] = True
     extra.update(applied_cap_report(summary))
     estimate = estimate_dry_run(cli, summary) if final == "SUCCEEDED" else None
-    print_report(summary, extra, as_json, output, estimate, cap_source(cli))
+    print_report(
+        summary, extra, as_json, output, estimate, cap_source(cli, summary.max_writes_per_second)
+    )
     if followed.detached:
         click.echo(
             f"saga-index: detached from {execution_arn}, which is still RUNNING: follow it "
@@ -150,6 +157,8 @@ def report_followed(
         return EXIT_FAILED
     if final != "SUCCEEDED":
         click.echo(f"saga-index: {failure_message(status, failure)}", err=True)
+    if status.get("error") == VERIFICATION_FAILED_ERROR:
+        return EXIT_FAILED  # the run finished; its read-back found rows left to move
     return exit_code(summary, failed=final != "SUCCEEDED")
 
 

@@ -22,8 +22,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index.errors import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill.counts import SegmentCounts
 from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.record.state import ControlState
 from saga_index_cli.backfill.advice import BackfillRefusedError
-from saga_index_cli.failures import exit_code_of, retry_at_of
+from saga_index_cli.failures import EXIT_PARTIAL, exit_code_of, retry_at_of
 from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
 
@@ -33,10 +34,23 @@ EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
 
 
 def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
-    """0 complete and clean; 3 complete, anomalies remain; 1 failed, interrupted or unverified."""
-    if failed or not summary.complete or not summary.verified:
+    """0 complete and clean; 3 complete, anomalies remain; a run that failed or was
+    interrupted: 6 (partly done) once it re-stamped a row, else 1; a complete run whose
+    read-back found rows left to move: 1 (found)."""
+    if failed or not summary.complete:
+        return EXIT_PARTIAL if summary.restamped > 0 else EXIT_FAILED
+    if not summary.verified:
         return EXIT_FAILED
     return EXIT_ANOMALIES if summary.anomalies_remain else EXIT_CLEAN
+
+
+def remaining_to_move(summary: BackfillSummary) -> int | None:
+    """The report's `remaining`: rows with a usable personId still to move, as the read-back
+    of a complete run found them (0 on a clean one); None when the run did not complete (the
+    rows past its cursors were never read: nobody knows)."""
+    if not summary.complete or summary.verification is None or summary.dry_run:
+        return None
+    return summary.verification.unexpected
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
@@ -97,14 +111,14 @@ def report_failures(output: Path | None) -> Iterator[None]:
         raise
 
 
-def _report(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**summary.to_json(), **extra}
+def report_document(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
 
 
 def print_summary(
     summary: BackfillSummary, extra: dict[str, Any], as_json: bool, output: Path | None
 ) -> None:
-    document = _report(summary, extra)
+    document = report_document(summary, extra)
     if output is not None:
         write_report(output, document)
     if as_json:
@@ -180,16 +194,26 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
 
 class RunProgress(LiveProgress):
     """The backfill's one step: rows (or segments) handled of the total, with what was scanned
-    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise."""
+    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise.
+    `approximate`: the total is an estimate (the bar says `~`)."""
 
-    def __init__(self, *, label: str, total: int | None, unit: str) -> None:
+    def __init__(
+        self, *, label: str, total: int | None, unit: str, approximate: bool = False
+    ) -> None:
         super().__init__(logger=log)
         self.label = label
         self.unit = unit
-        self._step = self.step(label, total=total, unit=unit)
+        self._step = self.step(label, total=total, unit=unit, approximate=approximate)
 
     def show_totals(self, totals: SegmentCounts) -> None:
-        self.show(completed=totals.handled, scanned=totals.scanned, restamped=totals.restamped)
+        # Rows moved (or that a dry run would move), or found moved by someone else: the rows
+        # the total counts. Rows a run leaves (anomalies) are not in it.
+        moved = totals.restamped + totals.skipped + totals.would_restamp
+        self.show(completed=moved, scanned=totals.scanned, restamped=totals.restamped)
+
+    def follow_control(self, state: ControlState) -> None:
+        """A state the run's lease keeper applied: the bar says "paused" while it is."""
+        self._step.update(paused=state.backfill_paused)
 
     def show(self, *, completed: int, scanned: int, restamped: int, extra: str = "") -> None:
         elapsed = max(self._step.reading().elapsed, 1e-9)
