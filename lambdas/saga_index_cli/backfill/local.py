@@ -24,6 +24,7 @@ from saga_index.layout_change.backfill.estimate import count_rows_to_move
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.backfill.ticket import RunTicket
+from saga_index.layout_change.lease.grant import release_lease
 from saga_index.layout_change.lease.keeper import CONTROL_POLL_SECONDS
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.timing import ControlTiming
@@ -138,12 +139,12 @@ def run_locally(
             log.warning("could not count the rows to move (no ETA): %s", err)
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''}"
     progress = RunProgress(label=f"{label}: rows moved", total=total, unit="rows")
-    started: list[bool] = []
+    started: list[RunTicket] = []
     # The run's live totals, for the report of a run that ends in an error after it started.
     seen = SegmentCounts()
 
     def on_start(ticket: RunTicket, state: ControlState) -> None:
-        started.append(True)
+        started.append(ticket)
         _announce(ticket, state, request)
 
     def on_progress(totals: SegmentCounts) -> None:
@@ -174,14 +175,30 @@ def run_locally(
             raise refused from err
         if not started or seen.restamped == 0:
             raise
-        return report_partly_done(request, seen, err, as_json, output)
+        released = _release_after_error(cli, started[0])
+        return report_partly_done(request, seen, err, released, as_json, output)
     return _finish_local(cli, outcome, as_json, output)
+
+
+def _release_after_error(cli: CliContext, ticket: RunTicket) -> bool:
+    """Free the lease of a run that ended in an error, if the record can be reached: the same
+    command can then run again at once. False when it could not be (it stays held until
+    `backfill --stop` finds this process gone)."""
+    if ticket.lease_token is None:
+        return True
+    try:
+        release_lease(cli.control_store(), token=ticket.lease_token, clock=cli.hooks.clock)
+    except (SagaIndexError, ClientError, BotoCoreError) as err:
+        log.warning("could not release the backfill lease after the error: %s", err)
+        return False
+    return True
 
 
 def report_partly_done(
     request: BackfillRequest,
     seen: SegmentCounts,
     err: BaseException,
+    lease_released: bool,
     as_json: bool,
     output: Path | None,
 ) -> int:
@@ -202,6 +219,7 @@ def report_partly_done(
         "error": type(err).__name__,
         "message": str(err),
         "exitCode": EXIT_PARTIAL,
+        "leaseReleased": lease_released,
     }
     if output is not None:
         write_report(output, report)
@@ -209,11 +227,16 @@ def report_partly_done(
         emit(report)
     failure = service_failure(err)
     why = failure.message() if failure is not None else f"{type(err).__name__}: {err}"
+    then = (
+        "run the same command again: it converges"
+        if lease_released
+        else "release the lease this run still holds with `saga-index backfill --stop` (it "
+        "does once this process has exited), then run the same command again: it converges"
+    )
     click.echo(
         f"saga-index: interrupted, partly done: {seen.restamped} row(s) re-stamped, then "
         f"{why}. No completion was recorded; what it re-stamped stays and nothing is "
-        "half-written. Once the table answers again (`saga-index status`), run the same "
-        "command again: it converges"
+        f"half-written. Once the table answers again (`saga-index status`), {then}"
         + ("" if output is None else f" (report written to {output})"),
         err=True,
     )
