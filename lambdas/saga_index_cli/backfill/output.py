@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import tempfile
 import threading
@@ -24,6 +25,7 @@ from saga_index.layout_change.backfill.counts import SegmentCounts
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.record.state import ControlState
 from saga_index_cli.backfill.advice import BackfillRefusedError
+from saga_index_cli.context import CliContext
 from saga_index_cli.failures import EXIT_PARTIAL, exit_code_of, retry_at_of
 from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
@@ -115,6 +117,21 @@ def report_document(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str
     return {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
 
 
+def _cli_prefix() -> str:
+    """`saga-index` with the global options that name this command's table and endpoint, so a
+    command printed as advice runs as it is, in any shell."""
+    ctx = click.get_current_context(silent=True)
+    cli = ctx.find_object(CliContext) if ctx is not None else None
+    words = ["saga-index"]
+    if cli is not None and cli.table:
+        words += ["--table", cli.table]
+    if cli is not None and cli.endpoint_url:
+        words += ["--endpoint-url", cli.endpoint_url]
+    if cli is not None and cli.region:
+        words += ["--region", cli.region]
+    return shlex.join(words)
+
+
 def print_summary(
     summary: BackfillSummary, extra: dict[str, Any], as_json: bool, output: Path | None
 ) -> None:
@@ -148,16 +165,25 @@ def print_summary(
         rollback = summary.target is not None and summary.target.kind == "legacy"
         lines.append(
             # The legacy key needs no personId: a rollback moves these rows and lists them.
-            "rows moved back with a bad personId/GSI4SK (repair them with "
-            "`saga-index repair-anomaly` before migrating again):"
+            "rows moved back with a bad personId/GSI4SK: repair each before migrating again "
+            "with the command under it"
             if rollback
-            else "anomaly rows (left on the source key: repair each with "
-            "`saga-index repair-anomaly`, then run again):"
+            else "anomaly rows, left on the source key: repair each with the command under "
+            "it, then run the same backfill command again"
         )
-        lines.extend(
-            f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
-            for k in summary.anomaly_keys
+        lines.append(
+            "  (--from-lease takes the person from the saga's lease; for a saga whose lease "
+            "names none, give --person-id P instead)"
         )
+        prefix = _cli_prefix()
+        for k in summary.anomaly_keys:
+            lines.append(
+                f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
+            )
+            lines.append(
+                f"    {prefix} repair-anomaly --pk {shlex.quote(str(k['PK']))} "
+                f"--sk {shlex.quote(str(k['SK']))} --from-lease --apply"
+            )
     if summary.anomalies > len(summary.anomaly_keys):
         lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
     if output is not None:
