@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import shlex
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,7 +26,7 @@ from saga_index_cli.backfill.local import leftover_control_lines
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
-from tests.support.backfill_contract import VALID, Clock, plant, seed
+from tests.support.backfill_contract import ANOMALIES, VALID, Clock, plant, seed
 from tests.support.control_fixtures import probe_64_shard_keys
 
 
@@ -186,3 +187,70 @@ def test_stop_refuses_a_fresh_local_lease_with_exit_5_then_releases_it_when_the_
     assert code == 0, err
     assert "released the backfill lease of 'bob@elsewhere/77'" in out
     assert run(capsys, dynamo, "backfill", clock=Clock(retry_at + timedelta(seconds=1)))[0] == 3
+
+
+# ---- advice, followed literally ----------------------------------------------------------------
+
+
+def follow(capsys: pytest.CaptureFixture[str], command: str) -> tuple[int, str, str]:
+    """Run a printed `saga-index ...` command exactly as printed."""
+    words = shlex.split(command)
+    assert words[0] == "saga-index", command
+    hooks = CliHooks(identity=lambda _: "operator@test", clock=Clock())
+    with pytest.raises(SystemExit) as exited:
+        main(words[1:], hooks=hooks)
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the_run_clean(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(dynamo, VALID)
+    for saga_id in ANOMALIES:  # each anomaly's lease names its tenant
+        dynamo.client.put_item(
+            TableName=dynamo.table_name,
+            Item={
+                "PK": {"S": f"LEASE#lease-{saga_id}"},
+                "SK": {"S": "META"},
+                "entityType": {"S": "Lease"},
+                "personId": {"S": f"tenant-{saga_id}"},
+            },
+        )
+    plant(dynamo, "migrating")
+    command = ("backfill", "--max-writes-per-second", "1000")
+
+    code, out, err = run(capsys, dynamo, *command)
+
+    assert code == 3, err
+    assert "then run the same backfill command again" in out
+    repairs = [line.strip() for line in out.splitlines() if " repair-anomaly " in line]
+    assert len(repairs) == len(ANOMALIES)
+    for repair in repairs:
+        code, _, err = follow(capsys, repair)
+        assert code == 0, (repair, err)
+    code, out, err = run(capsys, dynamo, *command)
+    assert code == 0, err
+
+
+def test_throttle_zero_names_pause_and_pause_then_resume_work_as_printed(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "migrating")
+    code, _, err = run(capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "0")
+    assert code == 2
+    for printed in ("saga-index backfill pause", "saga-index backfill resume"):
+        assert f"`{printed}`" in err
+        words = printed.split()[1:]
+        assert run(capsys, dynamo, *words)[0] == 0
+
+
+def test_a_wrong_direction_names_the_flag_and_adding_it_works(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "rolling-back")
+    code, _, err = run(capsys, dynamo, "backfill", "--dry-run")
+    assert code == 2
+    assert "add --direction rollback" in err
+    code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--direction", "rollback")
+    assert code == 0, err
