@@ -71,12 +71,14 @@ class _ThrottleRate(FiniteFloatRange):
                 stop_writing = float(value) <= 0
             except (TypeError, ValueError):
                 stop_writing = False
-            if stop_writing:
-                err.message += (
-                    " To stop the backfill writing, pause it: `saga-index backfill pause` "
-                    "(then `saga-index backfill resume`)"
-                )
-            raise
+            if not stop_writing:
+                raise
+            raise click.BadParameter(
+                f"{err.message} To stop the backfill writing, pause it: `saga-index backfill "
+                "pause` (then `saga-index backfill resume`)",
+                ctx=ctx,
+                param=param,
+            ) from None
 
 
 @click.command("throttle")
