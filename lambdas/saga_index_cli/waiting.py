@@ -138,3 +138,15 @@ def quiet() -> Iterator[None]:
     finally:
         with WATCH._lock:
             WATCH.suppressed -= 1
+
+
+@contextlib.contextmanager
+def doing(what: str, console: Console | None = None) -> Iterator[None]:
+    """On a terminal, a spinner naming `what` while the block runs (many quick calls that add
+    up to a wait: a count over every shard key); nothing elsewhere."""
+    console = console or WATCH.console
+    if not console.is_terminal:
+        yield
+        return
+    with quiet(), console.status(what):
+        yield

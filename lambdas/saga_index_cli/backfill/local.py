@@ -53,6 +53,7 @@ from saga_index_cli.context import CliContext
 from saga_index_cli.failures import service_failure
 from saga_index_cli.identity import local_identity
 from saga_index_cli.output import emit
+from saga_index_cli.waiting import doing
 
 log = logging.getLogger("saga_index.cli.backfill")
 
@@ -134,7 +135,8 @@ def run_locally(
         # Only for the bar's total and ETA: the rows the row rule moves, as the index shows
         # them now (a re-shard's rows whose shard stays are not among them).
         try:
-            total = count_rows_to_move(client, table, index_name=INDEX_NAME, move=move)
+            with doing("counting the rows to move (the progress bar's total)"):
+                total = count_rows_to_move(client, table, index_name=INDEX_NAME, move=move)
         except (ClientError, BotoCoreError) as err:
             log.warning("could not count the rows to move (no ETA): %s", err)
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''}"

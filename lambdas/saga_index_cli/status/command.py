@@ -25,6 +25,7 @@ from saga_index_cli.phase.documents import record_document
 from saga_index_cli.status.report import alarm_states, backfill_document, drift_summary, row_counts
 from saga_index_cli.status.screen import render
 from saga_index_cli.status.unreadable import print_unreadable, unreadable_document
+from saga_index_cli.waiting import doing
 
 EXIT_OK, EXIT_MISSING = 0, 1
 
@@ -104,8 +105,10 @@ def status_command(
     now = cli.now()
     doc = record_document(state, table, now)
     doc["backfill"] = backfill_document(state, now)
-    doc["rows"] = row_counts(cli, state) if counts else None
-    doc["drift"] = drift_summary(cli, state) if with_drift else None
+    with doing("counting the rows on each index key"):
+        doc["rows"] = row_counts(cli, state) if counts else None
+    with doing("checking drift (reading every shard key)"):
+        doc["drift"] = drift_summary(cli, state) if with_drift else None
     doc["alarms"] = (
         alarm_states(cli, alarm_prefix, cloudwatch_endpoint_url) if with_alarms else None
     )
