@@ -47,13 +47,14 @@ def _segment_detail(follower: ExecutionFollower) -> str:
 
 
 def _recorded_by(cli: CliContext, token: str) -> bool:
-    """Did the run with this token record its completion (the verify step's release)?"""
+    """Did the run with this token record a complete run's completion (the verify step's
+    release; what `phase set` checks)? An incomplete run's record is not one."""
     try:
         last = cli.control_store().read().last_backfill
     except (SagaIndexError, ClientError, BotoCoreError) as err:
         log.warning("could not read the record after the execution: %s", err)
         return False
-    return last is not None and last.lease_token == token
+    return last is not None and last.lease_token == token and last.complete
 
 
 @dataclass(frozen=True)
