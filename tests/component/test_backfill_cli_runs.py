@@ -18,9 +18,15 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from moto import mock_aws
 
+from saga_index.index import keys
+from saga_index.index.layout import Layout
+from saga_index.index.names import INDEX_NAME
 from saga_index.layout_change.backfill import local as domain_local
+from saga_index.layout_change.backfill.estimate import count_rows_to_move
+from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.lease.controls import pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
+from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.backfill.local import leftover_control_lines
 from saga_index_cli.context import CliHooks
@@ -28,6 +34,7 @@ from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import ANOMALIES, VALID, Clock, plant, seed
 from tests.support.control_fixtures import probe_64_shard_keys
+from tests.support.control_seed import seed_state
 
 
 @pytest.fixture
@@ -254,3 +261,26 @@ def test_a_wrong_direction_names_the_flag_and_adding_it_works(
     assert "add --direction rollback" in err
     code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--direction", "rollback")
     assert code == 0, err
+
+
+def test_a_completed_reshard_reports_nothing_remaining_and_counts_only_the_rows_that_move(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    people = [f"person-{n}" for n in range(40)]
+    for n, person in enumerate(people):
+        dynamo.put_saga(f"r{n:02}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 16))
+    seed_state(dynamo.client, dynamo.table_name, Layout.sharded(16), Layout.sharded(32))
+    moving = sum(
+        keys.shard_gsi4pk_for_person(p, 16) != keys.shard_gsi4pk_for_person(p, 32) for p in people
+    )
+    assert 0 < moving < len(people)  # some rows keep their key: shard k of 16 is k of 32
+    move = Move(BackfillDirection.FORWARD, Layout.sharded(16), Layout.sharded(32))
+    total = count_rows_to_move(dynamo.client, dynamo.table_name, index_name=INDEX_NAME, move=move)
+    assert total == moving  # the progress bar's total
+
+    code, out, err = run(capsys, dynamo, "backfill", "--json", "--max-writes-per-second", "1000")
+
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["restamped"] == moving
+    assert (report["remaining"], report["verification"]["remaining"]) == (0, 0)
