@@ -134,7 +134,7 @@ def serve(
                     f"127.0.0.1:{server.port}, perhaps a `make local` already serving in "
                     "another shell: its exports are printed there). Nothing was started here "
                     "and that server is left as it is; for a second one pass --port 0 "
-                    "(`make local LOCAL_ARGS=\"--port 0\"`) for any free port"
+                    '(`make local LOCAL_ARGS="--port 0"`) for any free port'
                 )
                 return EXIT_FAILED
             _say(f"starting dynalite on 127.0.0.1:{server.port}")

@@ -18,7 +18,6 @@ from moto import mock_aws
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.counts import SegmentCounts
-from saga_index.layout_change.backfill.fence import control_partition_cap
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
 from saga_index.layout_change.backfill.messages import BackfillRequest
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
