@@ -101,7 +101,17 @@ def test_the_dry_run_estimates_at_the_records_throttle_and_says_so(
     assert code == 3, err  # the seeded anomalies would remain
     assert (estimate["maxWritesPerSecond"], estimate["capSource"]) == (20.0, "record-throttle")
     assert estimate["seconds"] == pytest.approx(len(VALID) / 20)
-    assert "not --max-writes-per-second 50" in err
+    assert "below --max-writes-per-second 50" in err
+
+    # A throttle above the option's cap is no cap at all: the estimate stays at the option's
+    run(capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "500")
+    code, out, err = run(capsys, dynamo, *dry_run, "--json")
+    estimate = json.loads(out)["estimate"]
+    assert (estimate["maxWritesPerSecond"], estimate["capSource"]) == (
+        50.0,
+        "max-writes-per-second",
+    )
+    run(capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "20")
 
     code, out, _ = run(capsys, dynamo, *dry_run)
     assert "estimate at the cap of 20 writes/s, the record's runtime throttle" in out
