@@ -110,11 +110,11 @@ def verify_source_drained(
     target_keys = set(move.target.partitions()) if move.target.is_sharded else set()
     for partition in partitions:
         on_source = partition in source_keys
+        on_target = partition in target_keys or not on_source
         for items in _source_pages(client, table_name, index_name, partition):
             for raw in items:
                 item = deserialize(raw)
-                shared = partition in target_keys
-                if (not on_source or shared) and not _left_on_target_key(move, item):
+                if on_target and not _left_on_target_key(move, item):
                     continue  # a row on its own key of the target: where it belongs
                 remaining += 1
                 if item.get("entityType") != keys.ENTITY_TYPE:
