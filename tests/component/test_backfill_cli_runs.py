@@ -284,3 +284,22 @@ def test_a_completed_reshard_reports_nothing_remaining_and_counts_only_the_rows_
     report = json.loads(out)
     assert report["restamped"] == moving
     assert (report["remaining"], report["verification"]["remaining"]) == (0, 0)
+
+
+def test_a_second_ctrl_c_after_rows_were_re_stamped_is_exit_6_and_frees_the_lease(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(dynamo, VALID)
+    plant(dynamo, "migrating")
+
+    def ctrl_c(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(domain_local, "release_with_completion", ctrl_c)
+    code, out, err = run(capsys, dynamo, "backfill", "--json", "--max-writes-per-second", "1000")
+
+    assert code == 6, err
+    assert "then a second Ctrl-C stopped it at once" in err
+    assert "Run the same command again: it converges" in err
+    assert json.loads(out)["completionRecorded"] is False
+    assert store(dynamo).read().lease is None

@@ -179,6 +179,12 @@ def run_locally(
             raise
         released = _release_after_error(cli, started[0])
         return report_partly_done(request, seen, err, released, as_json, output)
+    except KeyboardInterrupt as err:
+        # A second Ctrl-C: the run stopped at once, its lease released on the way out.
+        if not started or seen.restamped == 0:
+            raise
+        released = _release_after_error(cli, started[0])
+        return report_partly_done(request, seen, err, released, as_json, output)
     return _finish_local(cli, outcome, as_json, output)
 
 
@@ -228,7 +234,11 @@ def report_partly_done(
     if as_json:
         emit(report)
     failure = service_failure(err)
-    why = failure.message() if failure is not None else f"{type(err).__name__}: {err}"
+    if isinstance(err, KeyboardInterrupt):
+        why, when = "a second Ctrl-C stopped it at once", ""
+    else:
+        why = failure.message() if failure is not None else f"{type(err).__name__}: {err}"
+        when = "Once the table answers again (`saga-index status`), "
     then = (
         "run the same command again: it converges"
         if lease_released
@@ -238,7 +248,7 @@ def report_partly_done(
     click.echo(
         f"saga-index: interrupted, partly done: {seen.restamped} row(s) re-stamped, then "
         f"{why}. No completion was recorded; what it re-stamped stays and nothing is "
-        f"half-written. Once the table answers again (`saga-index status`), {then}"
+        f"half-written. {when + then if when else then.capitalize()}"
         + ("" if output is None else f" (report written to {output})"),
         err=True,
     )
