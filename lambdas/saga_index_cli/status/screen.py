@@ -52,40 +52,7 @@ def render(doc: Mapping[str, Any], console: Console) -> None:
     console.print(f"[bold]saga-index status[/bold]: table {doc['table']}")
     console.print(record)
 
-    backfill = doc["backfill"]
-    console.print("\n[bold]backfill[/bold]")
-    lease = backfill["lease"]
-    if lease:
-        console.print(
-            f"  lease: {lease['holder']} ({lease['direction']}), "
-            + ("LIVE" if lease["live"] else "expired")
-            + f" until {lease['expiresAt']}, heartbeat {lease['heartbeatAt']}"
-        )
-    else:
-        console.print("  lease: none (no run in progress)")
-    rate = backfill["maxWritesPerSecond"]
-    throttle = "the run's own setting" if rate is None else f"{rate:g} writes/s"
-    paused = "YES" if backfill["paused"] else "no"
-    console.print(f"  throttle: {throttle}; paused: {paused}")
-    run = backfill["lastRun"]
-    if run:
-        verdict = "complete" if run["complete"] else "INCOMPLETE"
-        verdict += ", verified" if run["verified"] else ", NOT verified"
-        console.print(
-            f"  last run: {run['direction']} {_layout(run['source'])} -> "
-            f"{_layout(run['target'])} under version {run['stateVersion']}, "
-            f"{run['startedAt']} .. {run['completedAt']}: scanned {run['scanned']}, "
-            f"restamped {run['restamped']}, anomalies {run['anomalies']}, {verdict}"
-        )
-    else:
-        console.print("  last run: none recorded")
-    if backfill["nextMove"]:
-        check = backfill["nextMove"]["backfillCheck"]
-        console.print(
-            f"  for `phase set {backfill['nextMove']['to']}`: {check['name']} "
-            + ("passes" if check["passed"] else "FAILS")
-            + f": {check['detail']}"
-        )
+    _render_backfill(doc["backfill"], console)
 
     rows = doc["rows"]
     if rows is not None:
@@ -128,3 +95,39 @@ def render(doc: Mapping[str, Any], console: Console) -> None:
                 table.add_row(alarm["state"], alarm["name"], alarm["updatedAt"] or "-", style=style)
             console.print(table)
             console.print(f"  in ALARM: {alarms['inAlarm']}")
+
+
+def _render_backfill(backfill: Mapping[str, Any], console: Console) -> None:
+    console.print("\n[bold]backfill[/bold]")
+    lease = backfill["lease"]
+    if lease:
+        console.print(
+            f"  lease: {lease['holder']} ({lease['direction']}), "
+            + ("LIVE" if lease["live"] else "expired")
+            + f" until {lease['expiresAt']}, heartbeat {lease['heartbeatAt']}"
+        )
+    else:
+        console.print("  lease: none (no run in progress)")
+    rate = backfill["maxWritesPerSecond"]
+    throttle = "the run's own setting" if rate is None else f"{rate:g} writes/s"
+    paused = "YES" if backfill["paused"] else "no"
+    console.print(f"  throttle: {throttle}; paused: {paused}")
+    run = backfill["lastRun"]
+    if run:
+        verdict = "complete" if run["complete"] else "INCOMPLETE"
+        verdict += ", verified" if run["verified"] else ", NOT verified"
+        console.print(
+            f"  last run: {run['direction']} {_layout(run['source'])} -> "
+            f"{_layout(run['target'])} under version {run['stateVersion']}, "
+            f"{run['startedAt']} .. {run['completedAt']}: scanned {run['scanned']}, "
+            f"restamped {run['restamped']}, anomalies {run['anomalies']}, {verdict}"
+        )
+    else:
+        console.print("  last run: none recorded")
+    if backfill["nextMove"]:
+        check = backfill["nextMove"]["backfillCheck"]
+        console.print(
+            f"  for `phase set {backfill['nextMove']['to']}`: {check['name']} "
+            + ("passes" if check["passed"] else "FAILS")
+            + f": {check['detail']}"
+        )
