@@ -43,14 +43,16 @@ overwrite_option = click.option(
 WRITTEN_BY: Final = "writtenBy"
 COMMAND: Final = "command"
 WRITER: Final = "saga-index"
-# Options that do not change what a command does, only whether a file may be replaced.
-_NOT_THE_COMMAND = frozenset({"overwrite"})
+# Options that do not change what a command does: whether a file may be replaced, how much
+# it logs.
+_NOT_THE_COMMAND = frozenset({"overwrite", "log_level"})
 
 
 def invocation(ctx: click.Context | None = None) -> dict[str, Any]:
     """The command being run, as a report records it: its path (`saga-index backfill`) and
     every option's value, global ones included (--table, --endpoint-url, ...), --overwrite
-    left out. Two runs with the same arguments in any order have the same invocation."""
+    and --log-level left out. Two runs with the same arguments in any order have the same
+    invocation."""
     ctx = ctx or click.get_current_context()
     options: dict[str, Any] = {}
     path = ctx.command_path
