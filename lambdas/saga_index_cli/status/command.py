@@ -105,10 +105,13 @@ def status_command(
     now = cli.now()
     doc = record_document(state, table, now)
     doc["backfill"] = backfill_document(state, now)
-    with doing("counting the rows on each index key"):
-        doc["rows"] = row_counts(cli, state) if counts else None
-    with doing("checking drift (reading every shard key)"):
-        doc["drift"] = drift_summary(cli, state) if with_drift else None
+    doc["rows"] = doc["drift"] = None
+    if counts:
+        with doing("counting the rows on each index key"):
+            doc["rows"] = row_counts(cli, state)
+    if with_drift:
+        with doing("checking drift (reading every shard key)"):
+            doc["drift"] = drift_summary(cli, state)
     doc["alarms"] = (
         alarm_states(cli, alarm_prefix, cloudwatch_endpoint_url) if with_alarms else None
     )
