@@ -6,8 +6,10 @@ stdout the exact environment a shell must export to point `saga-index` at it, an
 until Ctrl-C or SIGTERM, then stops the server. Nothing is kept: the data lives in the server's
 memory and is gone when it stops.
 
-Exit 0 stopped by Ctrl-C/SIGTERM; 1 the server could not start, the table could not be created
-or seeded, or the server died while serving; 2 bad arguments.
+Exit 0 stopped by Ctrl-C/SIGTERM; 1 the server could not start (its port is taken: a second
+`make local` while one serves), the table could not be created or seeded, or the server died
+while serving; 2 bad arguments. Through `make local`, make reports a failure as `Error 1` and
+itself exits 2 (make's own code for a failed recipe).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ def serve(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = server_factory(args.port or free_port())
+    started = False
     try:
         with local_credentials():
             # Synthesise (when stale) before the server starts: it can take a minute.
@@ -128,10 +131,14 @@ def serve(
             if _answers(server.port):
                 _say(
                     f"failed: port {server.port} is taken (something listens on "
-                    f"127.0.0.1:{server.port}): pass --port 0 for any free port"
+                    f"127.0.0.1:{server.port}, perhaps a `make local` already serving in "
+                    "another shell: its exports are printed there). Nothing was started here "
+                    "and that server is left as it is; for a second one pass --port 0 "
+                    '(`make local LOCAL_ARGS="--port 0"`) for any free port'
                 )
                 return EXIT_FAILED
             _say(f"starting dynalite on 127.0.0.1:{server.port}")
+            started = True
             server.start()
             _say(_prepare(args.table, server.endpoint_url, empty=args.empty))
         print("\n".join(exports(args.table, server.endpoint_url)), flush=True)
@@ -148,10 +155,12 @@ def serve(
         _say(f"failed: {type(err).__name__}: {err}")
         return EXIT_FAILED
     finally:
-        server.stop()
+        if started:
+            server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _say("the server is stopped, nothing is left running")
+        if started:
+            _say("the server is stopped, nothing is left running")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,7 @@
-"""The one home of "could not complete" (exit 4): an AWS service that could not be reached,
-refused the call, or does not support it, told apart from everything a command finds (exit 1).
+"""The one home of the exit codes (docs/cli.md, "Exit codes"), and of "could not complete"
+(exit 4): an AWS service that could not be reached, refused the call, or does not support it,
+told apart from everything a command finds (exit 1) and from "not yet" (exit 5: RetryLaterError,
+or a write DynamoDB throttled or met a transaction conflict on past the retries).
 
 Every client the CLI builds is marked (`mark_client`): a failed call carries which service, at
 which endpoint, failed in which operation, so the message can name all three whatever code met
@@ -26,7 +28,13 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from saga_index_cli.waiting import watch_client
+
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_REFUSED, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+# 5: not yet, the same command may succeed later unchanged (`retryAt` names when, if known).
+# 6: interrupted, partly done: a run wrote rows, then failed or was stopped (its report says
+# what it did); never "nothing written".
+EXIT_RETRY_LATER, EXIT_PARTIAL = 5, 6
 
 # Where a marked client's failed call leaves its service, endpoint and operation: the parsed
 # error response (which becomes ClientError.response), or an attribute of a transport error.
@@ -72,6 +80,18 @@ DENIED_CODES = frozenset(
         "AuthFailure",
     }
 )
+# Error codes of a single-item write (the control record's, a repair) that lost to other
+# traffic past botocore's retries: the same write may succeed a moment later (exit 5).
+_TRANSIENT_WRITE_CODES = frozenset(
+    {
+        "TransactionConflictException",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+    }
+)
+_WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"})
+
 # Error codes of a service that kept failing or throttling past botocore's retries.
 _UNAVAILABLE_CODES = frozenset(
     {
@@ -154,7 +174,8 @@ def service_name(client: Any) -> str:
 
 def mark_client(client: Any) -> Any:
     """Register the hooks that make `client`'s failed calls name their service, endpoint and
-    operation; returns `client`."""
+    operation, and its slow calls show on a terminal what they wait for (waiting.py); returns
+    `client`."""
     service = service_name(client)
     endpoint = client.meta.endpoint_url
 
@@ -168,6 +189,7 @@ def mark_client(client: Any) -> Any:
 
     client.meta.events.register("after-call.*", after_call)
     client.meta.events.register("after-call-error.*", after_call_error)
+    watch_client(client, service, endpoint)
     return client
 
 
@@ -246,6 +268,38 @@ def service_failure(err: BaseException) -> ServiceFailure | None:
     return None
 
 
+def transient_write(err: BaseException) -> ClientError | None:
+    """The write behind `err` that DynamoDB throttled or that met a transaction conflict past
+    botocore's retries, or None."""
+    for current in _errors(err):
+        if isinstance(current, ClientError):
+            code = str(current.response.get("Error", {}).get("Code", ""))
+            if code in _TRANSIENT_WRITE_CODES and current.operation_name in _WRITE_OPERATIONS:
+                return current
+    return None
+
+
+def retry_later(err: BaseException) -> Any:
+    """The RetryLaterError behind `err` (itself or a cause), or None."""
+    from saga_index.index import RetryLaterError
+
+    for current in _errors(err):
+        if isinstance(current, RetryLaterError):
+            return current
+    return None
+
+
+def retry_at_of(err: BaseException) -> str | None:
+    """When the command `err` ended may succeed, in the record's time format; None when no
+    time is known (or `err` is not a "not yet")."""
+    from saga_index.layout_change.record import format_time
+
+    later = retry_later(err)
+    if later is None or later.retry_at is None:
+        return None
+    return format_time(later.retry_at)
+
+
 def exit_code_of(err: BaseException) -> int:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
@@ -256,4 +310,6 @@ def exit_code_of(err: BaseException) -> int:
         return EXIT_USAGE
     if isinstance(err, PreconditionFailedError):
         return EXIT_REFUSED
+    if retry_later(err) is not None or transient_write(err) is not None:
+        return EXIT_RETRY_LATER
     return EXIT_UNAVAILABLE if service_failure(err) is not None else EXIT_FOUND

@@ -2,13 +2,16 @@
 
 Exit codes, the same for every command (docs/cli.md, "Exit codes"): 0 success (a check found
 nothing); 1 a check found something (drift, a mismatch, throttles, a failed preflight check), or
-any other failure (a lost compare-and-set, a held lease, a missing table, a missing record: the
+any other failure (a lost compare-and-set, a missing table, a missing record: the
 message says what to do); 2 bad usage or invalid input (a move that is not allowed, an override
 that disagrees with the record, a table name DynamoDB would refuse, an endpoint that is not an
 http(s) URL: refused before any request, naming the value); 3 a precondition refused the change
 (`{"refused": true, "failed": [...]}` on stdout); 4 could not complete: a service could not be
 reached, refused the call, or does not support it (failures.py: the message names the service,
-its endpoint and the operation). stdout carries only data; logs go to stderr. docs/cli.md:
+its endpoint and the operation); 5 not yet: the same command may succeed later (before
+effectiveAt, a lease a live run holds, a write that lost a transient conflict; the time to
+retry at when known); 6 interrupted, partly done (a run that wrote rows, then stopped).
+stdout carries only data; logs go to stderr. docs/cli.md:
 install, --version, shell completion, global options, endpoints.
 """
 
@@ -34,7 +37,16 @@ from saga_index_cli.endpoints import (
     check_global_endpoint_env,
     endpoint_url_option,
 )
-from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, service_failure
+from saga_index_cli.failures import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_RETRY_LATER,
+    EXIT_UNAVAILABLE,
+    exit_code_of,
+    retry_at_of,
+    service_failure,
+    transient_write,
+)
 from saga_index_cli.options import shards_option, table_name_option
 from saga_index_cli.output import emit
 from saga_index_cli.phase.commands import phase_group
@@ -208,6 +220,19 @@ def global_option_hint(err: click.NoSuchOption) -> click.UsageError:
     )
 
 
+def _transient_words(err: BaseException) -> str:
+    """A "not yet" as the operator reads it: the refusal's own words, or the write that lost."""
+    lost = transient_write(err)
+    if lost is None:
+        return str(err)
+    code = lost.response.get("Error", {}).get("Code", "")
+    return (
+        f"DynamoDB refused the {lost.operation_name} ({code}) past the retries: other traffic "
+        "holds the item or the table's capacity; nothing was written. Run the same command "
+        "again in a moment"
+    )
+
+
 def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> None:
     """Run the CLI and map failures to the documented exit codes (`hooks`: tests, the demo)."""
     try:
@@ -231,12 +256,17 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         click.echo(f"saga-index: refused: {err}", err=True)
         sys.exit(EXIT_REFUSED)
     except (SagaIndexError, ClientError, BotoCoreError) as err:
+        code = exit_code_of(err)
         failure = service_failure(err)
-        if failure is not None:
+        if code == EXIT_RETRY_LATER:
+            retry_at = retry_at_of(err)
+            when = f" (retry at {retry_at})" if retry_at else ""
+            click.echo(f"saga-index: not yet{when}: {_transient_words(err)}", err=True)
+        elif code == EXIT_UNAVAILABLE and failure is not None:
             click.echo(f"saga-index: {failure.message()}", err=True)
-            sys.exit(EXIT_UNAVAILABLE)
-        click.echo(f"saga-index: error: {err}", err=True)
-        sys.exit(EXIT_FAILURE)
+        else:
+            click.echo(f"saga-index: error: {err}", err=True)
+        sys.exit(code)
     except BrokenPipeError:
         # The reader (head, jq -e) went away: not our failure, nothing more to print.
         sys.stderr.close()

@@ -13,6 +13,7 @@ ItemCount) has no ETA either.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -29,6 +30,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+
+from saga_index_cli import waiting
 
 log = logging.getLogger("saga_index.cli.progress")
 
@@ -56,6 +59,8 @@ class StepReading:
     approximate: bool
     elapsed: float
     detail: str = ""
+    # Paused by the operator: the step shows "paused", not a rate or an ETA it does not make.
+    paused: bool = False
 
     @property
     def rate(self) -> float:
@@ -81,12 +86,16 @@ class StepReading:
         return f"{self.completed:,} of {about}{self.total:,} {self.unit}{share}"
 
     def rate_text(self) -> str:
+        if self.paused:
+            return "paused"
         return f"{self.rate:,.1f} {self.unit}/s"
 
     def eta_text(self) -> str:
         """`ETA H:MM:SS`, `ETA unknown` (a total, but no rate yet or passed), or "" (no total)."""
         if self.total is None:
             return ""
+        if self.paused:
+            return "ETA paused"
         eta = self.eta_seconds
         return "ETA unknown" if eta is None else f"ETA {format_seconds(eta, round_up=True)}"
 
@@ -128,6 +137,9 @@ class ProgressStep:
         self._approximate = approximate
         self._completed = 0
         self._detail = ""
+        # Time spent paused does not count towards the rate (the clock's seconds).
+        self._paused_since: float | None = None
+        self._paused_seconds = 0.0
         self.started = display.clock()
         self._last_log = self.started
         self._finished = False
@@ -137,14 +149,18 @@ class ProgressStep:
             return self._reading(self._display.clock())
 
     def _reading(self, now: float) -> StepReading:
+        paused = self._paused_seconds
+        if self._paused_since is not None:
+            paused += now - self._paused_since
         return StepReading(
             label=self.label,
             unit=self.unit,
             completed=self._completed,
             total=self._total,
             approximate=self._approximate,
-            elapsed=max(0.0, now - self.started),
+            elapsed=max(0.0, now - self.started - paused),
             detail=self._detail,
+            paused=self._paused_since is not None,
         )
 
     def update(
@@ -154,12 +170,16 @@ class ProgressStep:
         advance: int = 0,
         total: int | None = None,
         detail: str | None = None,
+        paused: bool | None = None,
     ) -> None:
-        """Set `completed` (or add `advance`), a new total (None: keep the current one) and the
-        detail text; on a non-terminal, log the step when the display's log interval has
-        passed since it last logged (or started)."""
+        """Set `completed` (or add `advance`), a new total (None: keep the current one), the
+        detail text and whether the step is paused (None: unchanged); on a non-terminal, log
+        the step when the display's log interval has passed since it last logged (or
+        started)."""
         display = self._display
         with display.lock:
+            if paused is not None:
+                self._set_paused(paused, display.clock())
             if completed is not None:
                 self._completed = completed
             self._completed += advance
@@ -173,6 +193,13 @@ class ProgressStep:
             if not display.live and now - self._last_log >= display.log_interval:
                 self._last_log = now
                 display.logger.info("%s", reading.describe())
+
+    def _set_paused(self, paused: bool, now: float) -> None:
+        if paused and self._paused_since is None:
+            self._paused_since = now
+        elif not paused and self._paused_since is not None:
+            self._paused_seconds += now - self._paused_since
+            self._paused_since = None
 
     def finish(self) -> None:
         """The step ended (all read): a last log line on a non-terminal; once only."""
@@ -213,6 +240,7 @@ class LiveProgress:
         self.clock = clock
         self.logger = logger
         self.lock = threading.RLock()
+        self._quiet: contextlib.AbstractContextManager[None] | None = None
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
@@ -256,10 +284,15 @@ class LiveProgress:
         )
 
     def start(self) -> None:
+        self._quiet = waiting.quiet()
+        self._quiet.__enter__()
         self._progress.start()
 
     def stop(self) -> None:
         self._progress.stop()
+        if self._quiet is not None:
+            self._quiet.__exit__(None, None, None)
+            self._quiet = None
 
     def __enter__(self) -> LiveProgress:
         self.start()

@@ -230,7 +230,7 @@ def test_given_a_table_that_does_not_exist_then_exit_1_naming_the_record(
     assert "table 'no-such-table' does not exist" in err
 
 
-def test_given_a_state_younger_than_its_effective_at_then_exit_1_saying_how_long_to_wait(
+def test_given_a_state_younger_than_its_effective_at_then_exit_5_saying_when_to_retry(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo, VALID[:2])
@@ -238,13 +238,14 @@ def test_given_a_state_younger_than_its_effective_at_then_exit_1_saying_how_long
     before = dynamo.scan_all()
     early = Clock(CHANGED_AT + timedelta(seconds=30))
     code, out, err = run(capsys, dynamo, "backfill", "--json", clock=early)
-    assert code == 1
+    assert code == 5
     assert out == ""
     assert "Wait 45 s and start again" in err
+    assert "not yet (retry at 20" in err
     assert dynamo.scan_all() == before
 
 
-def test_given_another_runs_live_lease_then_exit_1_naming_it_and_its_expiry(
+def test_given_another_runs_live_lease_then_exit_5_naming_it_and_its_expiry(
     dynamo: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed(dynamo, VALID[:2])
@@ -254,7 +255,7 @@ def test_given_another_runs_live_lease_then_exit_1_naming_it_and_its_expiry(
         store(dynamo), holder="bob@ci/77", token="bobs-run", direction="forward", clock=clock
     )
     code, out, err = run(capsys, dynamo, "backfill", clock=clock)
-    assert code == 1
+    assert code == 5
     assert out == ""
     assert "'bob@ci/77'" in err
     assert grant.lease.expires_at.strftime("%Y-%m-%dT%H:%M:%S") in err
@@ -437,7 +438,7 @@ def test_given_another_runs_lease_then_the_refusal_says_how_to_see_and_stop_the_
     clock = Clock()
     acquire_lease(store(dynamo), holder="bob@ci/77", token="bobs", direction="forward", clock=clock)
     code, _, err = run(capsys, dynamo, "backfill", clock=clock)
-    assert code == 1
+    assert code == 5
     assert "nothing was written. `saga-index status` shows the holder" in err
     assert "converges" not in err
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,17 @@ def test_the_dry_run_estimates_at_the_records_throttle_and_says_so(
     assert code == 3, err  # the seeded anomalies would remain
     assert (estimate["maxWritesPerSecond"], estimate["capSource"]) == (20.0, "record-throttle")
     assert estimate["seconds"] == pytest.approx(len(VALID) / 20)
-    assert "not --max-writes-per-second 50" in err
+    assert "below --max-writes-per-second 50" in err
+
+    # A throttle above the option's cap is no cap at all: the estimate stays at the option's
+    run(capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "500")
+    code, out, err = run(capsys, dynamo, *dry_run, "--json")
+    estimate = json.loads(out)["estimate"]
+    assert (estimate["maxWritesPerSecond"], estimate["capSource"]) == (
+        50.0,
+        "max-writes-per-second",
+    )
+    run(capsys, dynamo, "backfill", "throttle", "--max-writes-per-second", "20")
 
     code, out, _ = run(capsys, dynamo, *dry_run)
     assert "estimate at the cap of 20 writes/s, the record's runtime throttle" in out
@@ -146,7 +157,7 @@ def test_an_existing_output_file_is_refused_without_overwrite_before_any_request
     code, out, err = run(capsys, dynamo, "backfill", "--output", str(report))
 
     assert (code, out) == (2, "")
-    assert f"--output {report} already exists: refusing to overwrite it" in err
+    assert f"--output {report} already exists and is not this command's own report" in err
     assert report.read_text() == "the last run's report"
     assert dynamo.scan_all() == before  # no lease taken, nothing moved
 
@@ -164,24 +175,40 @@ def test_overwrite_without_output_is_bad_usage(
     assert "--overwrite applies to --output FILE only" in err
 
 
-def test_a_run_refused_before_effective_at_still_writes_its_output_report(
+def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_command_later_works(
     dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
+    command = ("backfill", "--json", "--output", str(report))
 
-    code, _, err = run(capsys, dynamo, "backfill", "--output", str(report), clock=Clock(CHANGED_AT))
+    code, _, err = run(capsys, dynamo, *command, clock=Clock(CHANGED_AT))
 
-    assert code == 1
+    assert code == 5
     assert "effective: true" in err
+    assert "Start the same command again once that time has passed" in err
     written = json.loads(report.read_text())
     assert (written["refused"], written["error"], written["exitCode"]) == (
         True,
-        "BackfillRefusedError",
-        1,
+        "LeaseNotYetEffectiveError",
+        5,
     )
+    assert written["completionRecorded"] is False
     assert "takes effect at" in written["message"]
+    retry_at = datetime.strptime(written["retryAt"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    assert retry_at > CHANGED_AT
+
+    # The advice, literally: the same command, at the time it names, replaces its own report
+    code, out, err = run(capsys, dynamo, *command, clock=Clock(retry_at))
+    assert code == 3, err  # complete; the seeded anomalies remain
+    assert json.loads(report.read_text())["restamped"] == len(VALID)
+    assert json.loads(out)["completionRecorded"] is True
+
+    # A different command does not replace it
+    code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--output", str(report))
+    assert code == 2
+    assert "is not this command's own report" in err
 
 
 # ---- --direction ---------------------------------------------------------------------------

@@ -931,9 +931,11 @@ def test_given_a_failed_segment_when_the_cli_follows_then_it_names_the_workers_e
         "0.01",
     )
 
-    # Then it fails naming the failed segment's own error and cause, not only the generic one
-    assert code == 1
+    # Then it fails naming the failed segment's own error and cause, not only the generic one;
+    # its segments re-stamped rows first: interrupted, partly done (exit 6), not "nothing written"
+    assert code == 6
     [summary] = lines
+    assert summary["completionRecorded"] is False
     assert summary["error"] == "States.ExceedToleratedFailureThreshold"
     assert (summary["failedSegment"], summary["segmentError"]) == (1, "LeaseLostError")
     assert summary["segmentExecutionArn"] == sfn.children[1].arn

@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
+from saga_index.layout_change.backfill import local as domain_local
+from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
-from tests.support.backfill_contract import CHANGED_AT, Clock, plant
+from tests.support.backfill_contract import CHANGED_AT, VALID, Clock, plant, seed
 from tests.support.control_fixtures import probe_64_shard_keys
 
 # Nothing listens on the discard port: a call is refused at once, one attempt only.
@@ -206,3 +209,81 @@ def test_an_option_no_command_knows_gets_clicks_message(
     assert code == 2
     assert "No such option '--no-such-thing'" in err
     assert "global option" not in err
+
+
+# ---- every documented code, provoked for real ------------------------------------------------
+
+
+def test_a_refused_precondition_is_exit_3(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plant(dynamo, "migrating")
+    # No backfill has run: `phase set sharded`'s checks refuse it
+    code, out, err = run(
+        capsys, "--table", dynamo.table_name, "phase", "set", "sharded", "--reason", "r"
+    )
+    assert code == 3, err
+    assert json.loads(out)["refused"] is True
+
+
+def test_not_yet_is_exit_5_with_the_time_to_retry_at(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plant(dynamo, "migrating")
+    report = tmp_path / "bf.json"
+    code, out, err = run(
+        capsys,
+        "--table",
+        dynamo.table_name,
+        "backfill",
+        "--output",
+        str(report),
+        clock=Clock(CHANGED_AT),
+    )
+    assert (code, out) == (5, "")
+    written = json.loads(report.read_text())
+    assert written["exitCode"] == 5
+    assert f"not yet (retry at {written['retryAt']})" in err
+
+
+def test_a_control_write_that_lost_a_transient_conflict_is_exit_5(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant(dynamo, "migrating")
+
+    def conflict(*_: Any, **__: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "TransactionConflictException", "Message": "in use"}},
+            "UpdateItem",
+        )
+
+    monkeypatch.setattr(ControlStore, "update", conflict)
+    code, out, err = run(capsys, "--table", dynamo.table_name, "backfill", "pause")
+    assert (code, out) == (5, "")
+    assert "DynamoDB refused the UpdateItem (TransactionConflictException)" in err
+    assert "Run the same command again in a moment" in err
+
+
+def test_a_run_that_wrote_rows_then_failed_is_exit_6(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(dynamo, VALID)
+    plant(dynamo, "migrating")
+
+    def server_gone(*_: Any, **__: Any) -> Any:
+        raise EndpointConnectionError(endpoint_url="http://127.0.0.1:8000")
+
+    monkeypatch.setattr(domain_local, "release_with_completion", server_gone)
+    code, _, err = run(capsys, "--table", dynamo.table_name, "backfill", "--json")
+    assert code == 6, err
+    assert "interrupted, partly done" in err
+
+
+def test_the_documented_exit_codes_are_the_ones_this_file_provokes() -> None:
+    table = Path("docs/cli.md").read_text(encoding="utf-8").split("## Exit codes", 1)[1]
+    documented = {
+        int(line.split("|")[1])
+        for line in table.split("## ", 1)[0].splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip().isdigit()
+    }
+    assert documented == {0, 1, 2, 3, 4, 5, 6}

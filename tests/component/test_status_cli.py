@@ -285,10 +285,12 @@ def test_the_screen_shows_the_record_the_backfill_and_the_rows(
         "migrating (version 1, present)",
         "legacy -> sharded(16)",
         "writers stamp sharded(16); readers read legacy, then sharded(16)",
-        "2026-03-01T09:01:15.000Z (NOT YET: 75 s to go)",
+        "2026-03-01T09:01:15.000Z (NOT YET: 75 s to go, countdown 0:01:15)",
         "lease: none (no run in progress)",
         "throttle: the run's own setting; paused: no",
-        "legacy key: 1; shard keys (N=16): 0",
+        "legacy key: 1; shard keys: 0 row(s) on 0 of the 16 shard keys counted",
+        "countdown 0:01:15",
+        "wait 0:01:15 for effectiveAt, then `saga-index backfill`",
         "allowed moves",
     ):
         assert expected in out, expected
@@ -319,3 +321,8 @@ def test_a_merge_in_flight_shows_both_shard_counts_and_counts_the_keys_it_drops(
     assert code == 0
     assert "resharding (version 2, present)" in out
     assert "sharded(32) -> sharded(16)" in out
+    # The rows are counted on the keys they sit on, and drawn one bar per key that holds any
+    assert "shard keys: 1 row(s) on 1 of the 32 shard keys counted" in out
+    assert doc["rows"]["shardKeysWithRows"] == 1
+    [bar_line] = [line for line in out.splitlines() if line.strip().startswith("shard 30")]
+    assert "█" in bar_line

@@ -4,10 +4,11 @@ SIGKILL mid-run, or stopped with SIGTERM, then run again.
 A killed process gets no chance to clean up, so these prove the property the design rests on:
 every write is a single conditional UpdateItem of GSI4PK, so there is never a half-done row,
 and a re-run only finds the rows that are still on the legacy key. The killed run also keeps
-its lease in the control record: a re-run is refused (exit 1, naming the dead holder) until the
-lease expires, then it takes the lease over and converges. The re-run after expiry is the CLI
-in-process with an injected clock: no test waits for the TTL. A run stopped with SIGTERM
-releases its lease, so the next run need not wait.
+its lease in the control record: a re-run is "not yet" (exit 5, naming the dead holder) until the
+lease expires, or until `backfill --stop` releases it (at once: the holder's process is gone from
+this host); then it takes the lease and converges. The re-run after expiry is the CLI in-process
+with an injected clock: no test waits for the TTL. A run stopped with SIGTERM releases its lease,
+so the next run need not wait; having re-stamped rows, it exits 6 (partly done).
 """
 
 from __future__ import annotations
@@ -168,10 +169,11 @@ def test_given_a_run_killed_with_sigkill_mid_way_when_run_again_then_it_converge
     # When it runs again at once, the dead run's lease is still live: refused, naming it
     clock = Clock(utc_now())
     code, out, err = finish_in_process(dynamo, capsys, clock)
-    assert code == 1
+    assert code == 5
     assert out == ""
     assert f"/{process.pid}'" in err
     assert "live until" in err
+    assert "`saga-index backfill --stop`" in err
     assert moved(dynamo) == done
     # When it runs again once that lease expired (the clock, not a wait)
     clock.now = dead.expires_at
@@ -190,7 +192,32 @@ def test_given_a_run_killed_with_sigkill_mid_way_when_run_again_then_it_converge
     assert_no_row_half_written(dynamo, before)
 
 
-def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_exits_1(
+def test_given_a_killed_run_when_stop_releases_its_lease_then_the_same_command_runs_at_once(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    process = cli_process(dynamo, rate=SLOW)
+    wait_until_moved(dynamo, process, at_least=10)
+    process.kill()
+    process.wait(timeout=10)
+    assert lease_of(dynamo) is not None
+    # The advice of the refusal, literally: `saga-index backfill --stop` (no ARN, no stack)
+    assert dynamo.endpoint_url is not None
+    stop = ["--table", dynamo.table_name, "--endpoint-url", dynamo.endpoint_url]
+    stop += ["--region", "us-east-1", "backfill", "--stop"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(stop, hooks=CliHooks(clock=Clock(utc_now())))
+    out, err = capsys.readouterr()
+    assert exited.value.code in (0, None), err
+    assert f"its process {process.pid} is gone from this host" in out
+    assert lease_of(dynamo) is None
+    # then the same command again, at once
+    code, out, err = finish_in_process(dynamo, capsys, Clock(utc_now()))
+    assert code == 3, err  # complete; the planted anomalies remain
+    assert moved(dynamo) == len(ROWS)
+
+
+def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_exits_6(
     dynamo: Backend,
 ) -> None:
     before = {raw["PK"]["S"]: raw for raw in dynamo.scan_all()}
@@ -200,7 +227,7 @@ def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
 
-    assert process.returncode == 1, err
+    assert process.returncode == 6, err  # interrupted, partly done
     assert "SIGTERM received: stopping after the in-flight writes" in err
     summary = json.loads(out)
     assert summary["complete"] is False
@@ -208,8 +235,8 @@ def test_given_a_run_sent_sigterm_when_it_stops_then_it_reports_what_it_did_and_
     # what it says it did is what the table shows: the in-flight writes finished
     assert summary["restamped"] == moved(dynamo) < len(ROWS)
     assert_no_row_half_written(dynamo, before)
-    # it released its lease (recording that it did not complete): the next run need not wait
-    assert summary["completionRecorded"] is True
+    # it released its lease (recording that it did not complete: no completion for `phase set`)
+    assert summary["completionRecorded"] is False
     assert lease_of(dynamo) is None
     second = finish(dynamo)
     assert summary["restamped"] + second["restamped"] == len(ROWS)

@@ -157,6 +157,10 @@ def test_a_taken_port_is_refused_at_once_naming_the_way_out() -> None:
     assert done.stdout == ""  # no exports for a server that never started
     assert f"port {port} is taken" in done.stderr
     assert "--port 0" in done.stderr
+    # The server already listening there (a first `make local`) is not ours: nothing was
+    # started or stopped here, and the message does not claim otherwise
+    assert "Nothing was started here and that server is left as it is" in done.stderr
+    assert "the server is stopped" not in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def test_a_held_lease_refusal_names_the_holder_and_says_how_to_see_and_stop_it()
     assert message.startswith("another backfill run holds the lease: 'bob@ci/77'")
     assert "nothing was written" in message
     assert "`saga-index status` shows the holder" in message
-    assert "`saga-index backfill --stop EXECUTION_ARN`" in message
+    assert "`saga-index backfill --stop`" in message
     assert "converges" not in message
 
 

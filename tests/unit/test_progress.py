@@ -289,3 +289,40 @@ def test_the_drift_check_counts_its_index_reads_then_the_scan_pages() -> None:
     assert events[:5] == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
     assert events[5:] == [PageRead(scanned=7, rows=0, read_units=1.0)] * 2
     assert report.scanned_saga_rows == 0
+
+
+def test_a_paused_step_says_paused_and_its_paused_time_does_not_count_towards_the_rate() -> None:
+    clock = FakeClock()
+    step = quiet(clock).step("forward: rows moved", total=100, unit="rows")
+    clock.now += 10
+    step.update(completed=50)
+    step.update(paused=True)
+    clock.now += 60  # paused for a minute: no "0.7 rows/s, ETA 0:01:10" frozen on the screen
+    reading = step.reading()
+    assert (reading.rate_text(), reading.eta_text()) == ("paused", "ETA paused")
+    assert reading.describe() == "forward: rows moved: 50 of 100 rows (50.0 %), paused, ETA paused"
+    step.update(paused=False)
+    clock.now += 10
+    step.update(completed=100)
+    # 100 rows in the 20 s it ran, not in the 80 s since it started
+    assert step.reading().rate == 5.0
+
+
+def test_the_backfill_counts_the_rows_it_moved_against_the_rows_to_move(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from saga_index.layout_change.backfill.wire import SegmentCounts
+
+    monkeypatch.setattr(progress, "PROGRESS_LOG_SECONDS", 0.0)
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    caplog.set_level(logging.INFO, logger="saga_index.cli.backfill")
+    run = RunProgress(label="forward: rows moved", total=10, unit="rows")
+    with run:
+        # anomalies stay where they are: they are not among the rows to move
+        run.show_totals(SegmentCounts(scanned=20, restamped=3, skipped=1, anomalies=4))
+        run.follow_control(SimpleNamespace(backfill_paused=True))  # type: ignore[arg-type]
+    moved, paused = [r.getMessage() for r in caplog.records]
+    assert moved.startswith("forward: rows moved: 4 of 10 rows (40.0 %), ")
+    assert ", paused, ETA paused, " in paused

@@ -11,7 +11,12 @@ Nothing here knows that layouts change: that is saga_index.layout_change.
 """
 
 from saga_index.index import jobs, keys, names
-from saga_index.index.errors import InvalidInputError, InvalidKeyError, SagaIndexError
+from saga_index.index.errors import (
+    InvalidInputError,
+    InvalidKeyError,
+    RetryLaterError,
+    SagaIndexError,
+)
 from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
 from saga_index.index.keys import Person
 from saga_index.index.layout import LEGACY, Layout
@@ -48,6 +53,7 @@ __all__ = [
     "InvalidKeyError",
     "Layout",
     "Person",
+    "RetryLaterError",
     "SagaIndexError",
     "jobs",
     "keys",

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 
-from saga_index.index import BACKFILL_THROTTLED_ERROR, SagaIndexError
+from saga_index.index import BACKFILL_THROTTLED_ERROR, RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill import Move
 from saga_index.layout_change.record import (
     BackfillDirection,
@@ -35,8 +36,10 @@ REFUSAL_ADVICE: Mapping[str, str] = {
     LeaseHeldError.__name__: (
         "nothing was written. `saga-index status` shows the holder; let that run finish "
         "(follow a Step Functions run with `saga-index backfill --follow`) or, if it must not "
-        "go on, stop it (`saga-index backfill --stop EXECUTION_ARN`; Ctrl-C for a local run). "
-        "A run that died leaves a lease that expires by itself at the time named"
+        "go on, stop it: Ctrl-C where a local run runs, or `saga-index backfill --stop` (a "
+        "Step Functions run; or a local run that died: its lease is released once its "
+        "process is gone from this host or its heartbeat is older than 60 s). Then run the "
+        "same command again"
     ),
     LeaseNotYetEffectiveError.__name__: (
         "nothing was written. Start the same command again once that time has passed "
@@ -104,7 +107,20 @@ _RUN_FAILURE_ADVICE: Mapping[str, str] = {
 
 class BackfillRefusedError(SagaIndexError):
     """The backfill was refused before it wrote anything (exit 1); the message says why and
-    what to do."""
+    what to do. `cause`: the refusal's own error type name (what the report's `error` says)."""
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause or type(self).__name__
+
+
+class BackfillNotYetError(BackfillRefusedError, RetryLaterError):
+    """Refused for now (exit 5): before effectiveAt, or a lease a live run holds; `retry_at`
+    says when a retry can succeed, when that is known."""
+
+    def __init__(self, message: str, *, cause: str, retry_at: datetime | None) -> None:
+        BackfillRefusedError.__init__(self, message, cause=cause)
+        self.retry_at = retry_at
 
 
 def is_refusal(error: str | None) -> bool:
@@ -162,7 +178,11 @@ def as_refusal(err: BaseException) -> BackfillRefusedError | None:
     what to do about it); None for any other error."""
     if not isinstance(err, _REFUSALS):
         return None
-    return BackfillRefusedError(refusal_message(type(err).__name__, str(err)))
+    name = type(err).__name__
+    message = refusal_message(name, str(err))
+    if isinstance(err, RetryLaterError):
+        return BackfillNotYetError(message, cause=name, retry_at=err.retry_at)
+    return BackfillRefusedError(message, cause=name)
 
 
 def direction_hint(state: ControlState, direction: BackfillDirection) -> str | None:

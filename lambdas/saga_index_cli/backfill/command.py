@@ -16,11 +16,16 @@ from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.record import BackfillDirection
 from saga_index_cli.backfill.control import pause_command, resume_command, throttle_command
-from saga_index_cli.backfill.executions import resolve_state_machine, target_execution
+from saga_index_cli.backfill.executions import (
+    THE_RUNNING_EXECUTION,
+    resolve_state_machine,
+    target_execution,
+)
 from saga_index_cli.backfill.follow import follow_execution
 from saga_index_cli.backfill.local import run_locally
 from saga_index_cli.backfill.options import backfill_options, check_modes
 from saga_index_cli.backfill.output import report_failures
+from saga_index_cli.backfill.release import is_execution_lease, release_dead_local_lease
 from saga_index_cli.backfill.start import run_state_machine
 from saga_index_cli.backfill.stop import stop_command
 from saga_index_cli.context import CliContext
@@ -72,20 +77,29 @@ def backfill_group(
          completion recorded in the control record (what `phase set` checks)
       3  complete, but anomaly rows (unusable personId) remain on their key: listed, each
          with its reason
-      1  failed, interrupted, not verified, or lost its lease; or refused before anything
-         ran: the state is younger than its effectiveAt, another run holds a live lease, or
-         the record is missing. The message says what to do for its cause.
+      1  failed, interrupted or lost its lease before it re-stamped anything; its read-back
+         found rows left to move; or refused for cause before anything ran (the record is
+         missing or unreadable). The message says what to do for its cause.
          --follow/--stop: no execution running, or several (listed: pass one)
+      5  not yet, nothing written: the state is younger than its effectiveAt, another run
+         holds a live lease (--stop: a local holder's heartbeat is still fresh). The message
+         and the --output report (`retryAt`) say when the same command can succeed
+      6  interrupted, partly done: re-stamped rows, then failed, lost its lease or was
+         stopped; the report says what it did (completionRecorded: false). The same command
+         again finishes it
       2  bad usage or input, a --direction the record disagrees with (the message says
          which to give), a global --phase/--shards the record does not hold, or an
-         existing --output FILE without --overwrite
+         existing --output FILE without --overwrite that is not this command's own report
+         (the same command again replaces its own)
       4  could not complete: DynamoDB, Step Functions or CloudFormation could not be
          reached, refused the call or does not support it (the message names the service,
          its endpoint and the operation)
 
     A dry run takes no lease and writes nothing, but its --direction must still agree with the
     record. Ctrl-C or SIGTERM stops after the in-flight writes and releases the lease (a run
-    this command started in Step Functions is stopped; --follow only detaches). The cutover
+    this command started in Step Functions is stopped; --follow only detaches). --stop without
+    an ARN releases the lease of a local run that died (its process gone from this host, or
+    no heartbeat for 60 s). The cutover
     and rollback sequences are in docs/runbook.md.
     """
     if ctx.invoked_subcommand is not None:
@@ -103,9 +117,16 @@ def backfill_group(
     # Every argument is checked before the first call to any service (exit 2).
     cli.require_table()
     if output is not None:
-        check_output_file(output, overwrite=overwrite, option="--output")
+        check_output_file(
+            output, overwrite=overwrite, option="--output", same_command_replaces=True
+        )
     elif overwrite:
         raise click.UsageError("--overwrite applies to --output FILE only", ctx=ctx)
+    if stop == THE_RUNNING_EXECUTION and state_machine_arn is None:
+        # A lease held from an operator's shell is released here, with no state machine.
+        lease = cli.control_store().read().lease
+        if lease is not None and not is_execution_lease(lease):
+            sys.exit(release_dead_local_lease(cli, lease, as_json))
     if follow is not None or stop is not None:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
         if stop is not None:

@@ -4,6 +4,7 @@ record; its workers pick the change up at their next heartbeat."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -59,12 +60,34 @@ def _control_change(
     click.echo(f"{message(changed)}; {running}")
 
 
+class _ThrottleRate(FiniteFloatRange):
+    """The throttle's range, and the command an operator who asked for 0 writes/s wants."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            try:
+                stop_writing = float(value) <= 0
+            except (TypeError, ValueError):
+                stop_writing = False
+            if not stop_writing:
+                raise
+            raise click.BadParameter(
+                f"{err.message} To stop the backfill writing, pause it: `saga-index backfill "
+                "pause` (then `saga-index backfill resume`)",
+                ctx=ctx,
+                param=param,
+            ) from None
+
+
 @click.command("throttle")
 @click.option(
     "--max-writes-per-second",
-    type=FiniteFloatRange(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
+    type=_ThrottleRate(MIN_WRITES_PER_SECOND, MAX_WRITES_PER_SECOND),
     default=None,
-    help="The new cap over ALL segments, replacing the run's own --max-writes-per-second.",
+    help="The new cap over ALL segments: it lowers a run's own --max-writes-per-second, "
+    "never raises it. 0 is not a cap: `backfill pause` stops the writes.",
 )
 @click.option(
     "--clear",
@@ -83,8 +106,10 @@ def throttle_command(
     as_json: bool,
 ) -> None:
     """Set (--max-writes-per-second R) or remove (--clear) the backfill's runtime write cap in
-    the control record (no restart needed). The cap stays in the record after the run that
-    was throttled ends, and caps every later run until cleared: `saga-index status` shows it.
+    the control record (no restart needed). A run then writes at most R, or its own
+    --max-writes-per-second when that is lower: a throttle never raises a run's cap. The cap
+    stays in the record after the run that was throttled ends, and caps every later run until
+    cleared: `saga-index status` shows it.
 
     Exit 0 set or cleared; 2 neither or both of --max-writes-per-second and --clear, an
     invalid value, or no record yet (never migrated); 1 record missing; 4 DynamoDB could not
@@ -117,8 +142,9 @@ def throttle_command(
             cli.control_store(), rate, changed_by=who, reason=reason, clock=cli.hooks.clock
         ),
         lambda s: (
-            f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s "
-            "(it stays until `saga-index backfill throttle --clear`)"
+            f"backfill write cap set to {s.backfill_max_writes_per_second:g} writes/s: a run "
+            "writes at most that, or its own --max-writes-per-second when lower (it stays "
+            "until `saga-index backfill throttle --clear`)"
         ),
         as_json,
     )

@@ -3,8 +3,9 @@ the dry run's summary and carried in its JSON report under `estimate`.
 
 The rows to move are the dry run's own count (wouldRestamp); their sizes come from a sample
 read through the index (saga_index.layout_change.backfill.estimate). The cap is the one the real
-run would start at: the record's runtime throttle (`backfill throttle`) when one is set, which
-replaces --max-writes-per-second until `backfill throttle --clear`, else the option's.
+run would start at: the record's runtime throttle (`backfill throttle`) when it is lower than
+--max-writes-per-second (until `backfill throttle --clear`), else the option's: a throttle only
+ever lowers a run's cap.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from saga_index.layout_change.backfill import (
     RowSample,
     sample_rows_to_move,
 )
-from saga_index_cli.backfill.output import print_summary, write_report
+from saga_index_cli.backfill.output import print_summary, report_document, write_report
 from saga_index_cli.context import CliContext
 
 log = logging.getLogger("saga_index.cli.backfill")
@@ -87,14 +88,13 @@ def estimate_dry_run(cli: CliContext, summary: BackfillSummary) -> BackfillEstim
     move = move_of(summary)
     if move is None or not summary.dry_run:
         return None
-    throttle = record_cap(cli)
-    cap = summary.max_writes_per_second if throttle is None else throttle
-    if throttle is not None and throttle != summary.max_writes_per_second:
+    cap = run_cap(cli, summary.max_writes_per_second)
+    if cap != summary.max_writes_per_second:
         log.warning(
-            "the estimate is at the record's runtime throttle, %g writes/s, not "
-            "--max-writes-per-second %g: a real run starts at the throttle until "
+            "the estimate is at the record's runtime throttle, %g writes/s, below "
+            "--max-writes-per-second %g: a real run runs at the throttle until "
             "`saga-index backfill throttle --clear`",
-            throttle,
+            cap,
             summary.max_writes_per_second,
         )
     try:
@@ -112,8 +112,15 @@ def estimate_dry_run(cli: CliContext, summary: BackfillSummary) -> BackfillEstim
     )
 
 
-def cap_source(cli: CliContext) -> str:
-    return CAP_FROM_OPTION if record_cap(cli) is None else CAP_FROM_RECORD
+def run_cap(cli: CliContext, own_rate: float) -> float:
+    """The cap a run with --max-writes-per-second `own_rate` runs at: the record's throttle
+    when it is lower, else its own (a throttle never raises a run's cap)."""
+    throttle = record_cap(cli)
+    return own_rate if throttle is None else min(own_rate, throttle)
+
+
+def cap_source(cli: CliContext, own_rate: float) -> str:
+    return CAP_FROM_RECORD if run_cap(cli, own_rate) < own_rate else CAP_FROM_OPTION
 
 
 def _number(value: float) -> str:
@@ -184,5 +191,5 @@ def print_report(
     print_summary(summary, extra, as_json, None)
     click.echo("\n".join(estimate_lines(estimate, source)))
     if output is not None:
-        write_report(output, {**summary.to_json(), **with_estimate})
+        write_report(output, report_document(summary, with_estimate))
         click.echo(f"report written to {output}")

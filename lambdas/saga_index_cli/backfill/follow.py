@@ -23,7 +23,12 @@ from saga_index.layout_change.backfill import (
     summarise,
     token_for_execution,
 )
-from saga_index_cli.backfill.advice import execution_advice, is_refusal, refusal_message
+from saga_index_cli.backfill.advice import (
+    VERIFICATION_FAILED_ERROR,
+    execution_advice,
+    is_refusal,
+    refusal_message,
+)
 from saga_index_cli.backfill.estimate import (
     applied_cap_report,
     cap_source,
@@ -45,13 +50,14 @@ def _segment_detail(follower: ExecutionFollower) -> str:
 
 
 def _recorded_by(cli: CliContext, token: str) -> bool:
-    """Did the run with this token record its completion (the verify step's release)?"""
+    """Did the run with this token record a complete run's completion (the verify step's
+    release; what `phase set` checks)? An incomplete run's record is not one."""
     try:
         last = cli.control_store().read().last_backfill
     except (SagaIndexError, ClientError, BotoCoreError) as err:
         log.warning("could not read the record after the execution: %s", err)
         return False
-    return last is not None and last.lease_token == token
+    return last is not None and last.lease_token == token and last.complete
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,9 @@ def report_followed(
         extra["detached"] = True
     extra.update(applied_cap_report(summary))
     estimate = estimate_dry_run(cli, summary) if final == "SUCCEEDED" else None
-    print_report(summary, extra, as_json, output, estimate, cap_source(cli))
+    print_report(
+        summary, extra, as_json, output, estimate, cap_source(cli, summary.max_writes_per_second)
+    )
     if followed.detached:
         click.echo(
             f"saga-index: detached from {execution_arn}, which is still RUNNING: follow it "
@@ -153,6 +161,8 @@ def report_followed(
         return EXIT_FAILED
     if final != "SUCCEEDED":
         click.echo(f"saga-index: {failure_message(status, failure)}", err=True)
+    if status.get("error") == VERIFICATION_FAILED_ERROR:
+        return EXIT_FAILED  # the run finished; its read-back found rows left to move
     return exit_code(summary, failed=final != "SUCCEEDED")
 
 

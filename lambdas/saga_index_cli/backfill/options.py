@@ -191,7 +191,9 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         metavar="[EXECUTION_ARN]",
         callback=_execution_arn,
         help="Stop an execution of the state machine (without a value: its one running "
-        "execution) and release the backfill lease it holds. Exit 0 when done.",
+        "execution) and release the backfill lease it holds. Without a value, when a local "
+        "run holds the lease: release it once that run is provably gone (its process gone "
+        "from this host, or no heartbeat for 60 s; exit 5 before). Exit 0 when done.",
     ),
     stack_name_option(
         "The deployed stack whose outputs name the state machine (--deployed, --follow, "

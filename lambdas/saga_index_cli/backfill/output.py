@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import tempfile
 import threading
@@ -21,9 +22,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill import BackfillSummary, SegmentCounts
+from saga_index.layout_change.record import ControlState
 from saga_index_cli.backfill.advice import BackfillRefusedError
-from saga_index_cli.failures import exit_code_of
-from saga_index_cli.output import emit
+from saga_index_cli.context import CliContext
+from saga_index_cli.failures import EXIT_PARTIAL, exit_code_of, retry_at_of
+from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
 
 log = logging.getLogger("saga_index.cli.backfill")
@@ -32,10 +35,23 @@ EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
 
 
 def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
-    """0 complete and clean; 3 complete, anomalies remain; 1 failed, interrupted or unverified."""
-    if failed or not summary.complete or not summary.verified:
+    """0 complete and clean; 3 complete, anomalies remain; a run that failed or was
+    interrupted: 6 (partly done) once it re-stamped a row, else 1; a complete run whose
+    read-back found rows left to move: 1 (found)."""
+    if failed or not summary.complete:
+        return EXIT_PARTIAL if summary.restamped > 0 else EXIT_FAILED
+    if not summary.verified:
         return EXIT_FAILED
     return EXIT_ANOMALIES if summary.anomalies_remain else EXIT_CLEAN
+
+
+def remaining_to_move(summary: BackfillSummary) -> int | None:
+    """The report's `remaining`: rows with a usable personId still to move, as the read-back
+    of a complete run found them (0 on a clean one); None when the run did not complete (the
+    rows past its cursors were never read: nobody knows)."""
+    if not summary.complete or summary.verification is None or summary.dry_run:
+        return None
+    return summary.verification.unexpected
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
@@ -43,6 +59,8 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     the exit code: no pipe through tee hides the code). FILE was checked before the run
     (output.check_output_file: its directory exists, it is replaced only with --overwrite)."""
     path = path.expanduser()
+    # Marked as this CLI's report of this command: the same command run again replaces it.
+    document = {**document, **report_marker()}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -55,37 +73,68 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
         raise
 
 
+def failure_report(err: BaseException) -> dict[str, Any]:
+    """What a run that ended in `err` before it wrote anything reports: whether it was turned
+    down (refused) or could not run, the error's type (the refusal's own cause), its message,
+    the exit code the command exits with, and `retryAt` when it may succeed later."""
+    report: dict[str, Any] = {
+        # Refused: the run was turned down (nothing ran); else it could not run.
+        "refused": isinstance(err, BackfillRefusedError | InvalidInputError),
+        "error": err.cause if isinstance(err, BackfillRefusedError) else type(err).__name__,
+        "message": str(err),
+        "exitCode": exit_code_of(err),
+        "completionRecorded": False,
+    }
+    retry_at = retry_at_of(err)
+    if retry_at is not None:
+        report["retryAt"] = retry_at
+    return report
+
+
 @contextlib.contextmanager
 def report_failures(output: Path | None) -> Iterator[None]:
     """Around a run: when it ends in an error before its report was written (refused before it
     started, the record unreadable, a service that could not be reached), --output FILE still
-    gets one, naming the error and the exit code the command exits with."""
+    gets one, naming the error and the exit code the command exits with (stdout stays empty:
+    the message on stderr says the same)."""
     try:
         yield
     except (SagaIndexError, ClientError, BotoCoreError) as err:
+        report = failure_report(err)
         if output is not None:
-            write_report(
+            write_report(output, report)
+            log.info(
+                "the report (%s, exit %d) is written to %s",
+                report["error"],
+                report["exitCode"],
                 output,
-                {
-                    # Refused: the run was turned down (nothing ran); else it could not run.
-                    "refused": isinstance(err, BackfillRefusedError | InvalidInputError),
-                    "error": type(err).__name__,
-                    "message": str(err),
-                    "exitCode": exit_code_of(err),
-                },
             )
-            log.info("the refusal is written to %s", output)
         raise
 
 
-def _report(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**summary.to_json(), **extra}
+def report_document(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
+
+
+def _cli_prefix() -> str:
+    """`saga-index` with the global options that name this command's table and endpoint, so a
+    command printed as advice runs as it is, in any shell."""
+    ctx = click.get_current_context(silent=True)
+    cli = ctx.find_object(CliContext) if ctx is not None else None
+    words = ["saga-index"]
+    if cli is not None and cli.table:
+        words += ["--table", cli.table]
+    if cli is not None and cli.endpoint_url:
+        words += ["--endpoint-url", cli.endpoint_url]
+    if cli is not None and cli.region:
+        words += ["--region", cli.region]
+    return shlex.join(words)
 
 
 def print_summary(
     summary: BackfillSummary, extra: dict[str, Any], as_json: bool, output: Path | None
 ) -> None:
-    document = _report(summary, extra)
+    document = report_document(summary, extra)
     if output is not None:
         write_report(output, document)
     if as_json:
@@ -115,16 +164,25 @@ def print_summary(
         rollback = summary.target is not None and summary.target.kind == "legacy"
         lines.append(
             # The legacy key needs no personId: a rollback moves these rows and lists them.
-            "rows moved back with a bad personId/GSI4SK (repair them with "
-            "`saga-index repair-anomaly` before migrating again):"
+            "rows moved back with a bad personId/GSI4SK: repair each before migrating again "
+            "with the command under it"
             if rollback
-            else "anomaly rows (left on the source key: repair each with "
-            "`saga-index repair-anomaly`, then run again):"
+            else "anomaly rows, left on the source key: repair each with the command under "
+            "it, then run the same backfill command again"
         )
-        lines.extend(
-            f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
-            for k in summary.anomaly_keys
+        lines.append(
+            "  (--from-lease takes the person from the saga's lease; for a saga whose lease "
+            "names none, give --person-id P instead)"
         )
+        prefix = _cli_prefix()
+        for k in summary.anomaly_keys:
+            lines.append(
+                f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
+            )
+            lines.append(
+                f"    {prefix} repair-anomaly --pk {shlex.quote(str(k['PK']))} "
+                f"--sk {shlex.quote(str(k['SK']))} --from-lease --apply"
+            )
     if summary.anomalies > len(summary.anomaly_keys):
         lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
     if output is not None:
@@ -161,16 +219,26 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
 
 class RunProgress(LiveProgress):
     """The backfill's one step: rows (or segments) handled of the total, with what was scanned
-    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise."""
+    and re-stamped. A live bar on a terminal (stderr), periodic log lines otherwise.
+    `approximate`: the total is an estimate (the bar says `~`)."""
 
-    def __init__(self, *, label: str, total: int | None, unit: str) -> None:
+    def __init__(
+        self, *, label: str, total: int | None, unit: str, approximate: bool = False
+    ) -> None:
         super().__init__(logger=log)
         self.label = label
         self.unit = unit
-        self._step = self.step(label, total=total, unit=unit)
+        self._step = self.step(label, total=total, unit=unit, approximate=approximate)
 
     def show_totals(self, totals: SegmentCounts) -> None:
-        self.show(completed=totals.handled, scanned=totals.scanned, restamped=totals.restamped)
+        # Rows moved (or that a dry run would move), or found moved by someone else: the rows
+        # the total counts. Rows a run leaves (anomalies) are not in it.
+        moved = totals.restamped + totals.skipped + totals.would_restamp
+        self.show(completed=moved, scanned=totals.scanned, restamped=totals.restamped)
+
+    def follow_control(self, state: ControlState) -> None:
+        """A state the run's lease keeper applied: the bar says "paused" while it is."""
+        self._step.update(paused=state.backfill_paused)
 
     def show(self, *, completed: int, scanned: int, restamped: int, extra: str = "") -> None:
         elapsed = max(self._step.reading().elapsed, 1e-9)

@@ -37,10 +37,12 @@ def check_startable(state: ControlState, now: datetime) -> None:
     effectiveAt, another run's live lease. The plan step's acquire is still the authority."""
     wait = seconds_until(state.effective_at, now)
     if wait > 0 and state.effective_at is not None:
-        raise LeaseNotYetEffectiveError(format_time(state.effective_at), wait)
+        raise LeaseNotYetEffectiveError(
+            format_time(state.effective_at), wait, retry_at=state.effective_at
+        )
     lease = state.lease
     if lease is not None and lease.is_live(now):
-        raise LeaseHeldError(lease.holder, format_time(lease.expires_at))
+        raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
 
 
 def run_state_machine(

@@ -22,6 +22,7 @@ from saga_index_cli.phase.documents import record_document
 from saga_index_cli.status.report import alarm_states, backfill_document, drift_summary, row_counts
 from saga_index_cli.status.screen import render
 from saga_index_cli.status.unreadable import print_unreadable, unreadable_document
+from saga_index_cli.waiting import doing
 
 EXIT_OK, EXIT_MISSING = 0, 1
 
@@ -101,8 +102,13 @@ def status_command(
     now = cli.now()
     doc = record_document(state, table, now)
     doc["backfill"] = backfill_document(state, now)
-    doc["rows"] = row_counts(cli, state) if counts else None
-    doc["drift"] = drift_summary(cli, state) if with_drift else None
+    doc["rows"] = doc["drift"] = None
+    if counts:
+        with doing("counting the rows on each index key"):
+            doc["rows"] = row_counts(cli, state)
+    if with_drift:
+        with doing("checking drift (reading every shard key)"):
+            doc["drift"] = drift_summary(cli, state)
     doc["alarms"] = (
         alarm_states(cli, alarm_prefix, cloudwatch_endpoint_url) if with_alarms else None
     )

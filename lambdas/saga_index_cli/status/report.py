@@ -125,6 +125,8 @@ def row_counts(cli: CliContext, state: ControlState) -> dict[str, Any]:
         "sharded": sum(per_shard),
         "shardCount": shard_count,
         "perShard": {str(n): rows for n, rows in enumerate(per_shard)},
+        # The keys the rows sit on: during a re-shard 16 -> 32 they fill 16 of the 32 counted.
+        "shardKeysWithRows": sum(1 for rows in per_shard if rows),
     }
 
 

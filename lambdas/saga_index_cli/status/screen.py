@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from saga_index_cli.status.charts import countdown, next_step, rows_chart, rows_summary
+
 
 def _layout(doc: Mapping[str, Any] | None) -> str:
     if doc is None:
@@ -35,24 +37,29 @@ def render(doc: Mapping[str, Any], console: Console) -> None:
         record.add_row(
             "effectiveAt",
             f"{doc['effectiveAt']} "
-            + ("(passed)" if doc["effective"] else f"(NOT YET: {wait:.0f} s to go)"),
+            + (
+                "(passed)"
+                if doc["effective"]
+                else f"(NOT YET: {wait:.0f} s to go, countdown {countdown(wait)})"
+            ),
         )
         if doc["checksForced"]:
             record.add_row("FORCED", ", ".join(doc["checksForced"]))
     record.add_row("allowed moves", ", ".join(doc["allowedMoves"]) or "none")
+    step = next_step(doc)
+    if step is not None:
+        record.add_row("next", step)
     console.print(f"[bold]saga-index status[/bold]: table {doc['table']}")
     console.print(record)
 
-    _print_backfill(doc["backfill"], console)
+    _render_backfill(doc["backfill"], console)
 
     rows = doc["rows"]
     if rows is not None:
         console.print("\n[bold]rows[/bold]")
         if rows["counted"]:
-            console.print(
-                f"  legacy key: {rows['legacy']}; shard keys (N={rows['shardCount']}): "
-                f"{rows['sharded']}"
-            )
+            console.print(f"  {rows_summary(rows)}")
+            console.print(rows_chart(rows))
         else:
             console.print(f"  not counted: {rows['error']}")
 
@@ -90,8 +97,7 @@ def render(doc: Mapping[str, Any], console: Console) -> None:
             console.print(f"  in ALARM: {alarms['inAlarm']}")
 
 
-def _print_backfill(backfill: Mapping[str, Any], console: Console) -> None:
-    """The backfill's lease, throttle, last run and what the next move's check says of it."""
+def _render_backfill(backfill: Mapping[str, Any], console: Console) -> None:
     console.print("\n[bold]backfill[/bold]")
     lease = backfill["lease"]
     if lease:

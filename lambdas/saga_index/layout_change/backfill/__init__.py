@@ -40,6 +40,7 @@ from saga_index.layout_change.backfill.estimate import (
     BackfillEstimate,
     LegacyKeyEffect,
     RowSample,
+    count_rows_to_move,
     sample_rows_to_move,
 )
 from saga_index.layout_change.backfill.fence import LEASE_STILL_OURS, LeaseFence, fence_for_run
@@ -101,6 +102,7 @@ __all__ = [
     "TokenBucket",
     "VerifyRequest",
     "backfill_locally",
+    "count_rows_to_move",
     "count_source_rows",
     "fence_for_run",
     "finish_backfill",

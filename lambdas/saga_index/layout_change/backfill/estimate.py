@@ -29,6 +29,7 @@ from saga_index.index.names import INDEX_PARTITION_KEY
 from saga_index.layout_change.backfill.move import Move
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
+from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.sizing import item_size
 
 # DynamoDB's ceiling of one partition (AWS documentation), on-demand mode and indexes included.
@@ -147,6 +148,37 @@ def sample_rows_to_move(
             if item.get("entityType") == keys.ENTITY_TYPE and move.must_move_row(item):
                 sample = sample.add(raw, move)
     return sample
+
+
+def count_rows_to_move(client: Any, table_name: str, *, index_name: str, move: Move) -> int:
+    """The saga rows the run will move, as the index shows them now (the progress bar's
+    total): every swept partition read to its end, counting the rows the row rule moves. A
+    re-shard's rows whose shard does not change, other entities and rows a sharded target
+    cannot key are not counted. The read costs what a COUNT query of the same partitions
+    costs (DynamoDB charges the items examined); only the key attributes come back."""
+    names = {
+        "#pk": "PK",
+        "#entityType": "entityType",
+        "#personId": "personId",
+        "#gsi4pk": INDEX_PARTITION_KEY,
+        "#gsi4sk": "GSI4SK",
+    }
+    rows = 0
+    for partition in move.swept_partitions():
+        request: dict[str, Any] = {
+            "TableName": table_name,
+            "IndexName": index_name,
+            "KeyConditionExpression": "#gsi4pk = :pk",
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
+        }
+        for page in query_pages(client, request):
+            for raw in page.get("Items", []):
+                item = deserialize(raw)
+                if item.get("entityType") == keys.ENTITY_TYPE and move.must_move_row(item):
+                    rows += 1
+    return rows
 
 
 @dataclass(frozen=True)

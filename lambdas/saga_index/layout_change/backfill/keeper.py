@@ -163,8 +163,10 @@ class LeaseKeeper:
     `lost` holds the LeaseLostError that stopped the run, if one did.
 
     share: the run's cap from the record's total (a Lambda segment's share; identity locally).
-    own_rate: the cap when the record sets none.
+    own_rate: the cap when the record sets none, and the most the record's throttle can give:
+    a throttle lowers a run's cap, never raises it above the run's own.
     run_rate: own_rate in the run's total units (what `run_caps` report; default own_rate).
+    on_apply: called with every state the keeper applied (a display of the pause).
     fence: the run's lease fence: every good heartbeat marks it, a lost lease closes it (and
     the bucket), and while it is transactional the run's total cap is held to what the control
     partition takes (fence.control_partition_cap).
@@ -185,8 +187,10 @@ class LeaseKeeper:
         poll_seconds: float = CONTROL_POLL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
         fence: LeaseFence | None = None,
+        on_apply: Callable[[ControlState], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_apply = on_apply
         self.fence = fence
         if fence is not None:
             fence.on_lost = self.lose
@@ -227,8 +231,11 @@ class LeaseKeeper:
     def apply(self, state: ControlState) -> None:
         self.state = state
         total = state.backfill_max_writes_per_second
+        # The operator's own --max-writes-per-second is the ceiling: a throttle only lowers it.
         run_cap, cap = (
-            (total, self.share(total)) if total is not None else (self.run_rate, self.own_rate)
+            (total, self.share(total))
+            if total is not None and total < self.run_rate
+            else (self.run_rate, self.own_rate)
         )
         limit = self.fence.write_cap() if self.fence is not None else None
         if limit is not None and run_cap > limit:
@@ -240,7 +247,7 @@ class LeaseKeeper:
                 log.warning(
                     "backfill write cap now %.3f/s (%s)",
                     cap,
-                    "the record's throttle" if total is not None else "the run's own setting",
+                    "the record's throttle" if run_cap == total else "the run's own setting",
                     extra={"writesPerSecond": cap, "recordThrottle": total},
                 )
             self.bucket.set_cap(cap)
@@ -259,6 +266,8 @@ class LeaseKeeper:
                 )
             self.bucket.set_paused(paused)
             self.pauses.append(paused)
+        if self.on_apply is not None:
+            self.on_apply(state)
 
     # ---- the thread ----------------------------------------------------------------------
 

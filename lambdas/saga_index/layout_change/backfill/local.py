@@ -199,6 +199,7 @@ def backfill_locally(
     while_running: AbstractContextManager[object] | None = None,
     page_size: int | None = None,
     transactional_fence: bool = True,
+    on_control: Callable[[ControlState], None] | None = None,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
 
@@ -212,6 +213,7 @@ def backfill_locally(
 
     on_start receives the run's ticket and the state it runs under, before the segments start.
     on_progress receives the run's live totals over all segments (without anomaly keys).
+    on_control receives every state the lease keeper applied (its throttle and pause).
     while_running is entered around the segments' run only, not around the read-back: a
     progress display, or signal handlers that set `stop`.
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
@@ -255,6 +257,7 @@ def backfill_locally(
             ttl_seconds=lease_ttl_seconds,
             poll_seconds=poll_seconds,
             fence=fence,
+            on_apply=on_control,
         )
         if token is not None
         else None

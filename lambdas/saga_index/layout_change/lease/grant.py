@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from saga_index.index.errors import RetryLaterError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import MAX_SHARD_COUNT
 from saga_index.layout_change.lease.events import (
@@ -84,6 +85,10 @@ OUR_LEASE: Final = attribute_fragment(f"#{LEASE_TOKEN} = :token", LEASE_TOKEN, s
 UNDER_THE_LEASED_STATE: Final = attribute_fragment(
     f"#{LEASE_STATE_VERSION} = #{VERSION}", LEASE_STATE_VERSION, VERSION
 )
+
+
+class LeaseChangedHandsError(ControlError, RetryLaterError):
+    """Another run's acquire or release won the race for the lease: a transient conflict."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +197,9 @@ def acquire_lease(
         if fresh.version != state.version:
             raise VersionConflictError(state.version, fresh.version, fresh.phase.value)
         _check_acquirable(fresh, wanted, token, now)
-        raise ControlError("the backfill lease changed hands while it was taken: start again")
+        raise LeaseChangedHandsError(
+            "the backfill lease changed hands while it was taken: start again"
+        )
     put_event(store, EVENT_LEASE_ACQUIRED, holder, now, updated.version, lease_attributes(lease))
     return LeaseGrant(lease, source, target, updated)
 
@@ -279,9 +286,11 @@ def _check_acquirable(
         return layouts
     wait = seconds_until(state.effective_at, now)
     if wait > 0 and state.effective_at is not None:
-        raise LeaseNotYetEffectiveError(format_time(state.effective_at), wait)
+        raise LeaseNotYetEffectiveError(
+            format_time(state.effective_at), wait, retry_at=state.effective_at
+        )
     if lease is not None and lease.token != token and lease.is_live(now):
-        raise LeaseHeldError(lease.holder, format_time(lease.expires_at))
+        raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
     return layouts
 
 

@@ -1,17 +1,19 @@
 """The control record's errors. Each names what the operator can do next.
 
 The CLI maps them to exit codes: InvalidInputError subclasses to 2, PreconditionFailedError to 3,
-everything else to 1 (docs/control-contract.md, "Exit codes").
+RetryLaterError (a held lease, a state not yet effective) to 5, everything else to 1
+(docs/control-contract.md, "Exit codes").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index.errors import InvalidInputError, RetryLaterError, SagaIndexError
 
 
 class ControlError(SagaIndexError):
@@ -113,27 +115,35 @@ class VersionConflictError(ControlError):
         )
 
 
-class LeaseHeldError(ControlError):
-    """Another backfill run holds a live lease (CLI exit 1)."""
+class LeaseHeldError(ControlError, RetryLaterError):
+    """Another backfill run holds a live lease (CLI exit 5: retry once it is free).
+    `retry_at`: when the lease expires unless its holder heartbeats again."""
 
-    def __init__(self, holder: str, expires_at: str) -> None:
+    def __init__(self, holder: str, expires_at: str, *, retry_at: datetime | None = None) -> None:
         self.holder = holder
         self.expires_at = expires_at
-        super().__init__(
+        RetryLaterError.__init__(
+            self,
             f"another backfill run holds the lease: {holder!r}, live until {expires_at} "
-            "unless it heartbeats. Wait for it, or for the lease to expire if that run died"
+            "unless it heartbeats. Wait for it, or for the lease to expire if that run died",
+            retry_at=retry_at,
         )
 
 
-class LeaseNotYetEffectiveError(ControlError):
-    """The current state is younger than its effectiveAt: some writers may still use the old key."""
+class LeaseNotYetEffectiveError(ControlError, RetryLaterError):
+    """The current state is younger than its effectiveAt: some writers may still use the old key
+    (CLI exit 5; `retry_at` is the effectiveAt)."""
 
-    def __init__(self, effective_at: str, seconds_to_wait: float) -> None:
+    def __init__(
+        self, effective_at: str, seconds_to_wait: float, *, retry_at: datetime | None = None
+    ) -> None:
         self.effective_at = effective_at
         self.seconds_to_wait = seconds_to_wait
-        super().__init__(
+        RetryLaterError.__init__(
+            self,
             f"the current state takes effect at {effective_at}: writers may still stamp the old "
-            f"key until then. Wait {seconds_to_wait:.0f} s and start again"
+            f"key until then. Wait {seconds_to_wait:.0f} s and start again",
+            retry_at=retry_at,
         )
 
 
