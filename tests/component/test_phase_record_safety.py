@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from saga_index_cli import context
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
 from tests.support.control_seed import delete_state, seed_state
 
 S16, S32 = Layout.sharded(16), Layout.sharded(32)
@@ -200,6 +201,30 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
     assert again is not None
     assert again.applied
     assert again.transition.reason == "again"
+
+
+def test_a_failed_first_state_write_is_not_applied_and_the_same_command_works_again(
+    cli: Cli, store: ControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table never migrated, and its first STATE write failing (throttled)
+    cli.hooks = replace(cli.hooks, shard_key_probe=probe_64_shard_keys)
+    fail_cli_calls(monkeypatch, "UpdateItem", state_update)
+    code, out, err = cli("phase", "set", "migrating", "--reason", "start")
+    # Then it is reported as NOT applied: no STATE item holds it, whatever the history says
+    assert (code, out) == (4, "")
+    assert "the move was NOT applied" in err
+    assert store.read_raw_state() is None
+    entry = store.history_entry(1)
+    assert entry is not None
+    assert (entry.applied, entry.abandoned) == (False, True)
+    assert store.read().condition.value == "never-migrated"
+    # And the same command, run again, takes the slot over and is applied: no restore needed
+    monkeypatch.undo()
+    code, doc, err = cli.json("phase", "set", "migrating", "--reason", "again")
+    assert (code, doc["version"], doc["historyWritten"], doc["changed"]) == (0, 1, True, True)
+    again = store.history_entry(1)
+    assert again is not None
+    assert (again.applied, again.transition.reason) == (True, "again")
 
 
 def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(

@@ -280,10 +280,13 @@ def _after_failed_write(
         current = store.read()
     except (ClientError, BotoCoreError) as read_err:
         raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
-    if current.transition == transition:
+    # Only a STATE item holding the transition says it landed: with no STATE item (the first
+    # move), the read follows the history, and our own intent is what it follows.
+    stored = current.version if current.condition is RecordCondition.PRESENT else 0
+    if current.condition is RecordCondition.PRESENT and current.transition == transition:
         return _settle_applied(store, transition)
-    if current.version != state.version:
-        raise VersionConflictError(state.version, current.version, current.phase.value) from err
+    if stored != state.version:
+        raise VersionConflictError(state.version, stored, current.phase.value) from err
     abandoned = _try(lambda: store.abandon_intent(transition))
     failed = StateWriteFailedError(transition.version, err, abandoned is True)
     # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)
