@@ -6,7 +6,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.backfill.local import local_holder
+from saga_index_cli.failures import EXIT_RETRY_LATER
 
 
 class DemoError(RuntimeError):
@@ -213,7 +214,17 @@ def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
 def set_sharded(operator: OperatorCli, reason: str) -> dict[str, Any]:
     """`saga-index phase set sharded --json` (each check noted), then wait out effectiveAt."""
     stages = operator.stages
-    document = operator.run("phase", "set", "sharded", "--reason", reason, "--json").json()
+    command = ("phase", "set", "sharded", "--reason", reason, "--json")
+    run = operator.run(*command, expect=(EXIT_OK, EXIT_RETRY_LATER))
+    if run.code == EXIT_RETRY_LATER:
+        # Too early: writes keyed on the legacy key may still land until retryAt (the settled
+        # switch). Wait it out, then the same command.
+        retry_at = datetime.fromisoformat(run.json()["retryAt"].replace("Z", "+00:00"))
+        wait = max(0.0, (retry_at - datetime.now(UTC)).total_seconds())
+        stages.note(f"waiting {wait:.1f} s for the settled switch ({run.json()['retryAt']})")
+        time.sleep(wait + 0.05)
+        run = operator.run(*command)
+    document = run.json()
     for check in document["checks"]:
         stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     stages.note(

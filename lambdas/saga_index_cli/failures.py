@@ -27,6 +27,8 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_REFUSED, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+# Not yet: the same command may succeed unchanged at `retryAt` (RetryLaterError).
+EXIT_RETRY_LATER = 5
 
 # Where a marked client's failed call leaves its service, endpoint and operation: the parsed
 # error response (which becomes ClientError.response), or an attribute of a transport error.
@@ -249,9 +251,11 @@ def service_failure(err: BaseException) -> ServiceFailure | None:
 def exit_code_of(err: BaseException) -> int:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
-    from saga_index.index.errors import InvalidInputError
+    from saga_index.index.errors import InvalidInputError, RetryLaterError
     from saga_index.layout_change.record.errors import PreconditionFailedError
 
+    if isinstance(err, RetryLaterError):
+        return EXIT_RETRY_LATER
     if isinstance(err, InvalidInputError):
         return EXIT_USAGE
     if isinstance(err, PreconditionFailedError):

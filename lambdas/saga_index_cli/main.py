@@ -22,9 +22,10 @@ from typing import Any, TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index.errors import InvalidInputError, RetryLaterError, SagaIndexError
 from saga_index.layout_change.record.errors import PreconditionFailedError
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase
+from saga_index.layout_change.record.times import format_time
 from saga_index_cli.backfill.command import backfill_group
 from saga_index_cli.checks.drift import drift_command
 from saga_index_cli.checks.verify import verify_command
@@ -35,7 +36,13 @@ from saga_index_cli.endpoints import (
     check_global_endpoint_env,
     endpoint_url_option,
 )
-from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, service_failure
+from saga_index_cli.failures import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_RETRY_LATER,
+    EXIT_UNAVAILABLE,
+    service_failure,
+)
 from saga_index_cli.options import shards_option, table_name_option
 from saga_index_cli.output import emit
 from saga_index_cli.phase.commands import phase_group
@@ -231,6 +238,12 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         emit({**err.to_json(), "requested": err.requested})
         click.echo(f"saga-index: refused: {err}", err=True)
         sys.exit(EXIT_REFUSED)
+    except RetryLaterError as err:
+        # Not yet, and when: a script waits until retryAt and runs the same command again.
+        at = None if err.retry_at is None else format_time(err.retry_at)
+        emit({"retryLater": True, "retryAt": at, "message": str(err)})
+        click.echo(f"saga-index: not yet: {err}", err=True)
+        sys.exit(EXIT_RETRY_LATER)
     except (SagaIndexError, ClientError, BotoCoreError) as err:
         failure = service_failure(err)
         if failure is not None:

@@ -221,6 +221,9 @@ def set_command(
       4  could not complete: DynamoDB could not be reached, refused the call or does not
          support it (the message names the endpoint and the operation); when that was the
          history intent or the STATE write, stderr also says the move was NOT applied
+      5  not yet: a completing move (forced too) before the state's effectiveAt plus the
+         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME}; nothing
+         written: run it again at retryAt
     """
     store = cli.control_store()
     state = _read_state(cli)
