@@ -153,7 +153,7 @@ def test_show_of_a_never_migrated_table_is_legacy_version_0(cli: Cli) -> None:
 
 
 def test_legacy_to_migrating_writes_version_1_with_n_16_and_its_history(
-    cli: Cli, store: ControlStore
+    cli: Cli, store: ControlStore, clock: Clock
 ) -> None:
     # the real probe, every possible shard key
     cli.hooks = replace(cli.hooks, shard_key_probe=probe_shard_keys)
@@ -177,8 +177,26 @@ def test_legacy_to_migrating_writes_version_1_with_n_16_and_its_history(
         }
     ]
     assert (doc["historyWritten"], doc["warnings"]) == (True, [])
-    assert doc["routing"] == {"writes": "sharded(16)", "reads": ["legacy", "sharded(16)"]}
+    # Until effectiveAt writers still stamp legacy, and the record says when that changes
+    assert doc["routing"] == {
+        "writes": "legacy",
+        "reads": ["legacy", "sharded(16)"],
+        "switchesTo": "sharded(16)",
+        "switchesAt": doc["effectiveAt"],
+    }
     assert "every process follows the new routing" in err
+    code, out, _ = cli("phase", "show")
+    assert (
+        f"writers stamp legacy until {doc['effectiveAt']}, then sharded(16); readers read "
+        "legacy, then sharded(16)"
+    ) in out
+    clock.now = store.read().effective_at or clock.now
+    shown = cli.show()["routing"]
+    assert (shown["writes"], shown["switchesTo"], shown["switchesAt"]) == (
+        "sharded(16)",
+        None,
+        None,
+    )
     assert [t.version for t in store.history()] == [1]
     shown = cli.show()
     assert {k: shown[k] for k in RECORD_KEYS} == {k: doc[k] for k in RECORD_KEYS}
@@ -653,7 +671,12 @@ def test_resharding_starts_never_blocked_and_the_record_holds_both_layouts(
     assert doc["from"] == {"phase": "sharded", "version": 1}
     assert doc["checks"] == []
     assert doc["allowedMoves"] == ["sharded", "resharding"]
-    assert doc["routing"] == {"writes": "sharded(32)", "reads": ["sharded(16)", "sharded(32)"]}
+    assert doc["routing"] == {
+        "writes": "sharded(16)",
+        "reads": ["sharded(16)", "sharded(32)"],
+        "switchesTo": "sharded(32)",
+        "switchesAt": doc["effectiveAt"],
+    }
     assert "writes sharded(32); reads sharded(16), then sharded(32)" in err
     shown = cli.show()
     assert {k: shown[k] for k in RECORD_KEYS} == {k: doc[k] for k in RECORD_KEYS}
@@ -699,7 +722,12 @@ def test_the_abort_swaps_the_layouts_never_blocked_with_rows_on_both(
     # Then the move runs back: current sharded(32), writers stamp 16, reads 32 then 16
     assert (code, doc["phase"], doc["version"], doc["checks"]) == (0, "resharding", 3, [])
     assert (doc["shardCount"], doc["movingTo"]) == (32, {"layout": "sharded", "shardCount": 16})
-    assert doc["routing"] == {"writes": "sharded(16)", "reads": ["sharded(32)", "sharded(16)"]}
+    assert doc["routing"] == {
+        "writes": "sharded(16)",
+        "reads": ["sharded(32)", "sharded(16)"],
+        "switchesTo": None,
+        "switchesAt": None,
+    }
     # And the backfill of the way back is a forward run, which puts every row on its 16 key
     code, out, err = cli("backfill", "--direction", "rollback")
     assert (code, out) == (2, "")

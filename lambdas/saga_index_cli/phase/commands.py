@@ -66,7 +66,9 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
     layout, shardCount (the current layout's N; null while legacy or migrating), movingTo
     ({layout, shardCount} or null), changedAt, changedBy, reason, effectiveAt, effective
     (effectiveAt has passed), secondsUntilEffective, previousPhase, checksPassed,
-    checksForced, routing ({writes, reads}), allowedMoves; with --history, history (one
+    checksForced, routing ({writes: the layout writers stamp NOW, reads, switchesTo and
+    switchesAt: the layout writers stamp from effectiveAt and when, null once they do}),
+    allowedMoves; with --history, history (one
     object per HISTORY item: version, from, to, changedAt, changedBy, reason, effectiveAt,
     checksPassed, checksForced, applied (a STATE write of it was confirmed), status (applied |
     intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
