@@ -15,6 +15,9 @@ Top-level keys (kept stable: other packages read them):
   routing      STATE item + wall clock -> per person the write key and read keys, and the stages
   records      items that parse (phase, version) and items a strict reader refuses (error)
   missing      no STATE item: the newest HISTORY item (or none) + wall clock -> the routing
+  missingRecord  the one missing-record rule: the STATE item (or none) and the newest two
+               HISTORY items as stored (applied, intents, abandoned intents, none) -> the state
+               followed (condition, version, phase) and its routing
   openStates   the saga states an open-saga enumeration returns, in order
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
 """
@@ -33,6 +36,11 @@ from saga_index.index.model import OPEN_STATES
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.history import (
+    HISTORY_ABANDONED,
+    HISTORY_APPLIED,
+    followed_state,
+)
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.times import format_time
@@ -306,12 +314,79 @@ def missing_cases() -> list[dict[str, Any]]:
     return cases
 
 
+# ---- the one missing-record rule: STATE and the newest HISTORY items as stored -----------------
+
+
+def _history(state: ControlState, status: str = "applied") -> dict[str, Any]:
+    """The HISTORY item of `state`'s transition: applied, an intent (`pending`), `abandoned`, or
+    written before intents existed (`unflagged`: no `applied` attribute)."""
+    assert state.transition is not None
+    item = history_item(state.transition)
+    if status != "unflagged":
+        item[HISTORY_APPLIED] = status == "applied"
+    if status == "abandoned":
+        item[HISTORY_ABANDONED] = True
+    return item
+
+
+_V1 = STATES[1][1]  # migrating(16)
+_V2 = STATES[2][1]  # sharded(16)
+_V3 = STATES[4][1]  # resharding 16 -> 32 (split)
+_BACK = STATES[3][1]  # rolling-back(16) from sharded
+# (name, STATE item or None, HISTORY items newest first)
+RECORD_CASES: tuple[tuple[str, Callable[[], dict[str, Any] | None], Callable[[], list[dict[str, Any]]]], ...] = (
+    ("STATE and HISTORY missing: never migrated", lambda: None, lambda: []),
+    ("HISTORY missing, STATE present: the STATE item", lambda: state_item(_V2()), lambda: []),
+    ("both present, a newer intent: the STATE item",
+     lambda: state_item(_V2()), lambda: [_history(_V3(), "pending"), _history(_V2())]),
+    ("STATE missing, newest applied", lambda: None, lambda: [_history(_V2()), _history(_V1())]),
+    ("STATE missing, newest written before intents existed",
+     lambda: None, lambda: [_history(_V2(), "unflagged"), _history(_V1(), "unflagged")]),
+    ("STATE missing, newest an opening intent: followed (it reads every layout before it)",
+     lambda: None, lambda: [_history(_V3(), "pending"), _history(_V2())]),
+    ("STATE missing, newest an aborting intent: followed",
+     lambda: None, lambda: [_history(_BACK(), "pending"), _history(_V2())]),
+    ("STATE missing, newest a completing intent: the state before it",
+     lambda: None, lambda: [_history(_V2(), "pending"), _history(_V1())]),
+    ("STATE missing, newest abandoned: the applied one before it",
+     lambda: None, lambda: [_history(_V3(), "abandoned"), _history(_V2())]),
+    ("STATE missing, the first intent abandoned: never migrated",
+     lambda: None, lambda: [_history(_V1(), "abandoned")]),
+    ("STATE missing, the first intent pending: followed (an opening move)",
+     lambda: None, lambda: [_history(_V1(), "pending")]),
+)  # fmt: skip
+
+
+def record_rule_cases() -> list[dict[str, Any]]:
+    cases = []
+    for name, state_of, history_of in RECORD_CASES:
+        raw_state, history = state_of(), history_of()
+        state = followed_state(raw_state, history)
+        now = OPENED if state.transition is None else state.transition.effective_at
+        cases.append(
+            {
+                "name": name,
+                "state": None if raw_state is None else _dynamo_json(raw_state),
+                "history": [_dynamo_json(item) for item in history],
+                "now": format_time(now),
+                "expect": {
+                    "condition": state.condition.value,
+                    "version": state.version,
+                    "phase": state.phase.value,
+                    **_routing_document(routing_for(state, now)),
+                },
+            }
+        )
+    return cases
+
+
 def build() -> dict[str, Any]:
     return {
         "description": DESCRIPTION,
         "routing": routing_cases(),
         "records": record_cases(),
         "missing": missing_cases(),
+        "missingRecord": record_rule_cases(),
         "openStates": list(OPEN_STATES),
         "timing": {
             "cacheSeconds": _seconds(DEFAULT_TIMING.cache_seconds),

@@ -13,6 +13,9 @@ import pytest
 from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "contract-vectors.json"
@@ -45,7 +48,15 @@ def test_given_a_stale_vectors_file_then_the_check_fails_naming_the_command(
 def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_read() -> None:
     document = _load()
 
-    assert set(document) == {"description", "routing", "records", "missing", "openStates", "timing"}
+    assert set(document) == {
+        "description",
+        "routing",
+        "records",
+        "missing",
+        "missingRecord",
+        "openStates",
+        "timing",
+    }
     assert document["openStates"] == list(OPEN_STATES)
     assert document["timing"] == {
         "cacheSeconds": 30,
@@ -62,3 +73,52 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
     assert migrating["migrating(16): from effectiveAt"] == "RenewalSaga#14"
     assert {c["valid"] for c in document["records"]} == {True, False}
     assert any("error" in c["expect"] for c in document["missing"])
+
+
+class _StoredItems:
+    """A DynamoDB client holding one case's control items: the GetItem of STATE and the
+    newest-first HISTORY Query `ControlStore.read` makes (its Limit honoured)."""
+
+    def __init__(self, state: dict[str, Any] | None, history: list[dict[str, Any]]) -> None:
+        self.state = state
+        self.history = history
+        self.limits: list[int] = []
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        assert request["Key"]["SK"] == {"S": "STATE"} and request["ConsistentRead"]
+        return {} if self.state is None else {"Item": self.state}
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        assert request["ScanIndexForward"] is False and request["ConsistentRead"]
+        self.limits.append(request["Limit"])
+        return {"Items": self.history[: request["Limit"]]}
+
+
+@pytest.mark.parametrize("case", _load()["missingRecord"], ids=lambda case: str(case["name"]))
+def test_given_the_stored_items_of_a_case_then_the_store_follows_the_state_it_names(
+    case: dict[str, Any],
+) -> None:
+    client = _StoredItems(case["state"], case["history"])
+    state = ControlStore(client, "t").read()  # type: ignore[arg-type]
+
+    expect = case["expect"]
+    assert (state.condition.value, state.version, state.phase.value) == (
+        expect["condition"],
+        expect["version"],
+        expect["phase"],
+    )
+    routing = routing_for(state, parse_time(case["now"]))
+    assert [routing.write_key(p["personId"]) for p in expect["persons"]] == [
+        p["writeKey"] for p in expect["persons"]
+    ]
+    assert [list(stage) for stage in routing.enumeration_stages()] == expect["stages"]
+
+
+def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_covered() -> None:
+    history = [item for case in _load()["missingRecord"] for item in case["history"]]
+    flags = {(item.get("applied", {}).get("BOOL"), "abandoned" in item) for item in history}
+    assert flags >= {(True, False), (False, False), (False, True), (None, False)}
+    cases = _load()["missingRecord"]
+    assert any(c["state"] is None and not c["history"] for c in cases)
+    assert any(c["state"] is not None and not c["history"] for c in cases)
+    assert any(c["state"] is None and c["history"] for c in cases)

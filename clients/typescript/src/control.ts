@@ -1,8 +1,16 @@
 // Reading the control record (docs/control-contract.md, "Missing or unreadable record") and
 // the per-process cache every read and write of the index goes through ("T and effectiveAt").
 import { GetItemCommand, QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { describeError, RecordUnavailableError } from './errors.js';
-import { CONTROL_PK, HISTORY_SK_PREFIX, parseHistoryItem, parseStateItem, STATE_SK } from './record.js';
+import { ControlRecordInvalidError, describeError, RecordUnavailableError } from './errors.js';
+import {
+  CONTROL_PK,
+  HISTORY_SK_PREFIX,
+  parseHistoryItem,
+  parseStateItem,
+  STATE_SK,
+  type Item,
+  type Transition,
+} from './record.js';
 import { missingState, NEVER_MIGRATED, presentState, type ControlState } from './routing.js';
 
 /** T: every process re-reads the record at least this often. */
@@ -16,11 +24,69 @@ export const RETRY_AFTER_SECONDS = 1;
 
 type Send = Pick<DynamoDBClient, 'send'>;
 
+/** A HISTORY item as the missing-record rule reads it: its transition, and whether a STATE
+ * write of it was confirmed (`applied`; items written before intents existed lack it and count
+ * as applied) or seen to fail (`abandoned`). */
+interface HistoryEntry {
+  readonly transition: Transition;
+  readonly applied: boolean;
+  readonly abandoned: boolean;
+}
+
+function historyEntry(item: Item): HistoryEntry {
+  const flag = (name: string, fallback: boolean): boolean => {
+    const value = item[name];
+    if (value === undefined) return fallback;
+    if (value.BOOL === undefined) {
+      throw new ControlRecordInvalidError(
+        `history item ${JSON.stringify(item.SK?.S)}: ${name} must be a boolean`,
+      );
+    }
+    return value.BOOL;
+  };
+  return {
+    transition: parseHistoryItem(item),
+    applied: flag('applied', true),
+    abandoned: flag('abandoned', false),
+  };
+}
+
+/**
+ * The HISTORY item a missing STATE is followed from, given the newest items first (as
+ * record/history.py `restore_point`): an abandoned intent is skipped (never applied); the
+ * newest applied item is followed; an undecided newest intent is followed unless it completes
+ * a move (a completing intent is skipped for the state before it, which reads both layouts).
+ */
+export function restorePoint(newestFirst: readonly Item[]): Transition | null {
+  const entries = newestFirst.map(historyEntry).filter((e) => e.applied || !e.abandoned);
+  const newest = entries[0];
+  if (newest === undefined) return null;
+  const t = newest.transition;
+  const completes = t.previousMovingTo !== null && t.movingTo === null;
+  if (newest.applied || !completes || entries.length < 2) return t;
+  return entries[1]?.transition ?? t;
+}
+
+/**
+ * The one missing-record rule (docs/control-contract.md, "Missing or unreadable record"),
+ * from the items as stored: the STATE item when there is one; else the HISTORY item
+ * `restorePoint` picks from the newest two, as a missing state; else never migrated. The
+ * contract vectors' `missingRecord` cases hold it to the Python rule.
+ */
+export function followedState(
+  stateItem: Item | null | undefined,
+  newestHistory: readonly Item[],
+): ControlState {
+  if (stateItem !== null && stateItem !== undefined) return presentState(parseStateItem(stateItem));
+  const point = restorePoint(newestHistory.slice(0, 2));
+  return point === null ? NEVER_MIGRATED : missingState(point);
+}
+
 /**
  * One read of the record: a strongly consistent GetItem of the STATE item; when there is none,
- * one strongly consistent Query of the newest HISTORY item decides "never migrated" (none) or
- * "missing" (someone deleted the STATE item). Throws when the read fails or an item does not
- * parse (ControlRecordInvalidError).
+ * one strongly consistent Query of the newest two HISTORY items decides, by `followedState`,
+ * "never migrated" (none followed) or "missing" (someone deleted the STATE item). Throws when
+ * the read fails or an item does not parse (ControlRecordInvalidError).
  */
 export async function readControlState(client: Send, tableName: string): Promise<ControlState> {
   const got = await client.send(
@@ -38,12 +104,11 @@ export async function readControlState(client: Send, tableName: string): Promise
       ExpressionAttributeNames: { '#pk': 'PK', '#sk': 'SK' },
       ExpressionAttributeValues: { ':pk': { S: CONTROL_PK }, ':prefix': { S: HISTORY_SK_PREFIX } },
       ScanIndexForward: false,
-      Limit: 1,
+      Limit: 2,
       ConsistentRead: true,
     }),
   );
-  const history = newest.Items?.[0];
-  return history === undefined ? NEVER_MIGRATED : missingState(parseHistoryItem(history));
+  return followedState(null, newest.Items ?? []);
 }
 
 export interface CacheOptions {

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record.decode import parse_history_item
+from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
-from saga_index.layout_change.record.state import Transition
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 
 # On HISTORY items: false while the item is an intent (its STATE write not yet confirmed), true
 # once a STATE item of its version was seen holding the same transition. Items written before
@@ -62,6 +62,22 @@ def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:
     if newest.applied or not newest.completes or len(newest_first) < 2:
         return newest
     return newest_first[1]
+
+
+def followed_state(
+    state_item: Mapping[str, Any] | None, newest_history: Sequence[Mapping[str, Any]]
+) -> ControlState:
+    """The one missing-record rule (docs/control-contract.md, "Missing or unreadable record"),
+    from the items as stored: the STATE item when there is one; else the HISTORY item
+    `restore_point` picks from the newest two (`newest_history`, newest first), as a MISSING
+    state; else never migrated. The TypeScript package's `followedState` is the same rule,
+    checked against the contract vectors."""
+    if state_item is not None:
+        return parse_state_item(state_item)
+    point = restore_point([parse_history_entry(item) for item in newest_history[:2]])
+    if point is None:
+        return ControlState.never_migrated()
+    return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:

@@ -30,8 +30,8 @@ from saga_index.layout_change.record.history import (
     HISTORY_APPLIED,
     NOT_SETTLED,
     HistoryEntry,
+    followed_state,
     parse_history_entry,
-    restore_point,
 )
 from saga_index.layout_change.record.items import (
     ENTITY_STATE,
@@ -43,7 +43,7 @@ from saga_index.layout_change.record.items import (
     history_key,
     state_key,
 )
-from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import all_of, is_condition_failed
 from saga_index.store.dynamo.pages import query_pages
@@ -86,10 +86,7 @@ class ControlStore:
         raw = self.read_raw_state()
         if raw is not None:
             return parse_state_item(raw)
-        point = restore_point(self.newest_history(2))
-        if point is None:
-            return ControlState.never_migrated()
-        return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
+        return followed_state(None, self.newest_history_items(2))
 
     def read_raw_state(self) -> dict[str, Any] | None:
         """The STATE item as stored (deserialised, not parsed), or None when there is none."""
@@ -101,8 +98,12 @@ class ControlStore:
 
     def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
         """The newest `limit` HISTORY items, newest first (one consistent Query)."""
+        return [parse_history_entry(item) for item in self.newest_history_items(limit)]
+
+    def newest_history_items(self, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` HISTORY items as stored (deserialised), newest first."""
         response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=limit)
-        return [parse_history_entry(deserialize(raw)) for raw in response.get("Items", [])]
+        return [deserialize(raw) for raw in response.get("Items", [])]
 
     def history_entry(self, version: int) -> HistoryEntry | None:
         response = self.client.get_item(
