@@ -333,8 +333,10 @@ _V1 = STATES[1][1]  # migrating(16)
 _V2 = STATES[2][1]  # sharded(16)
 _V3 = STATES[4][1]  # resharding 16 -> 32 (split)
 _BACK = STATES[3][1]  # rolling-back(16) from sharded
+_StateOf = Callable[[], dict[str, Any] | None]
+_HistoryOf = Callable[[], list[dict[str, Any]]]
 # (name, STATE item or None, HISTORY items newest first)
-RECORD_CASES: tuple[tuple[str, Callable[[], dict[str, Any] | None], Callable[[], list[dict[str, Any]]]], ...] = (
+RECORD_CASES: tuple[tuple[str, _StateOf, _HistoryOf], ...] = (
     ("STATE and HISTORY missing: never migrated", lambda: None, lambda: []),
     ("HISTORY missing, STATE present: the STATE item", lambda: state_item(_V2()), lambda: []),
     ("both present, a newer intent: the STATE item",
