@@ -26,7 +26,7 @@ from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_shard_k
 from saga_index.layout_change.record.errors import ControlRecordUnavailableError
 from saga_index.layout_change.record.phase import Phase, layouts_for_phase
 from saga_index.layout_change.record.routing import Routing, routing_for
-from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.state import ControlState, RecordCondition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.store.dynamo.client import make_client, retry_config
@@ -203,7 +203,12 @@ class CliContext:
         """The record's routing, or the one a reader in --phase (with --shards) would follow.
         Both overrides given: the record is not read at all."""
         if not self.overridden:
-            return routing_for(self.read_state(), self.now())
+            state = self.read_state()
+            if state.condition is RecordCondition.NEVER_MIGRATED:
+                # A read must not answer from the empty legacy key of a table whose control
+                # partition was deleted after a migration (docs/control-contract.md).
+                self.control_store().refuse_a_lost_record()
+            return routing_for(state, self.now())
         phase = self.phase_override
         shards = self.shards_override
         if phase is None or shards is None:

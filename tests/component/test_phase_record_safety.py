@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import shard
+from saga_index.layout_change.record.errors import ControlRecordLostError
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.codec import serialize
@@ -296,6 +297,28 @@ def test_the_first_migrating_refuses_when_rows_already_carry_shard_keys(
     assert "phase restore" in failed["detail"]
     assert store.read().version == 0
     assert store.history_entries() == []
+
+
+def test_a_lost_control_partition_fails_every_read_loudly_until_restored(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    # Given sharded(16) rows and no control item at all (the partition was deleted after the
+    # migration completed)
+    plant_sharded_rows(dynamo, 16)
+    # Then a read does not answer "0 sagas" from the empty legacy key: it fails, naming why
+    for argv in (("sagas", "all"), ("sagas", "open"), ("sagas", "by-person", "person-1")):
+        code, out, err = cli(*argv)
+        assert (code, out) == (1, ""), err
+        assert "the control record is lost" in err
+        assert "phase restore" in err
+    with pytest.raises(ControlRecordLostError):  # a store readers and writers route by
+        ControlStore(dynamo.client, dynamo.table_name, refuse_lost=True).read()
+    assert store.read().version == 0  # the plain read judges the rows (drift, phase set)
+    # And once restored, the same reads answer right
+    assert cli.json("phase", "restore")[0] == 0
+    code, out, err = cli("sagas", "all")
+    assert code == 0, err
+    assert sum('"sagaId"' in line for line in out.splitlines()) == 40
 
 
 def test_restore_with_no_history_rebuilds_sharded_n_from_the_rows(

@@ -82,13 +82,64 @@ export function followedState(
   return point === null ? NEVER_MIGRATED : missingState(point);
 }
 
+/** The index the lost-record probe reads (the package's INDEX_NAME). */
+const DEFAULT_INDEX_NAME = 'renewal-saga-person-index';
+/**
+ * When the control partition holds nothing at all, these shard keys are probed before "never
+ * migrated" is believed (as record/store.py LOST_RECORD_PROBE_KEYS): #0 is a key of every
+ * sharded(N), and the first few keys of any N carry rows unless the table has very few
+ * persons for its N.
+ */
+export const LOST_RECORD_PROBE_KEYS: readonly string[] = [0, 1, 2, 3].map((n) => `RenewalSaga#${n}`);
+
+/**
+ * No STATE and no HISTORY item, but saga rows on shard keys: the control partition was deleted
+ * after a migration. Reading the table as never migrated would answer from the empty legacy
+ * key as if that were right, so the record is unreadable until `saga-index phase restore`.
+ */
+export class ControlRecordLostError extends ControlRecordInvalidError {}
+
+async function refuseALostRecord(client: Send, tableName: string, indexName: string): Promise<void> {
+  let requests = 0;
+  for (const key of LOST_RECORD_PROBE_KEYS) {
+    requests += 1;
+    const found = await client.send(
+      new QueryCommand({
+        TableName: tableName,
+        IndexName: indexName,
+        KeyConditionExpression: '#pk = :pk',
+        ProjectionExpression: '#pk, #tpk',
+        ExpressionAttributeNames: { '#pk': 'GSI4PK', '#tpk': 'PK' },
+        ExpressionAttributeValues: { ':pk': { S: key } },
+        Limit: 1,
+      }),
+    );
+    const row = found.Items?.[0];
+    if (row !== undefined) {
+      throw new ControlRecordLostError(
+        `the control record is lost: no STATE and no HISTORY item, but 1 shard key(s) carry ` +
+          `rows: ${key} (${row.PK?.S ?? '?'}) (${requests} queries read). The table was ` +
+          `migrated and its control partition deleted: reading it as never migrated would miss ` +
+          `every saga on the shard keys, so reads and writes fail until it is restored ` +
+          `(saga-index phase restore)`,
+      );
+    }
+  }
+}
+
 /**
  * One read of the record: a strongly consistent GetItem of the STATE item; when there is none,
  * one strongly consistent Query of the newest two HISTORY items decides, by `followedState`,
- * "never migrated" (none followed) or "missing" (someone deleted the STATE item). Throws when
- * the read fails or an item does not parse (ControlRecordInvalidError).
+ * "never migrated" (none followed) or "missing" (someone deleted the STATE item). When there
+ * is no HISTORY item either, one Query (Limit 1) per LOST_RECORD_PROBE_KEYS key, stopping at
+ * the first row, tells a table never migrated from a lost record (ControlRecordLostError).
+ * Throws when a read fails or an item does not parse (ControlRecordInvalidError).
  */
-export async function readControlState(client: Send, tableName: string): Promise<ControlState> {
+export async function readControlState(
+  client: Send,
+  tableName: string,
+  indexName: string = DEFAULT_INDEX_NAME,
+): Promise<ControlState> {
   const got = await client.send(
     new GetItemCommand({
       TableName: tableName,
@@ -108,7 +159,9 @@ export async function readControlState(client: Send, tableName: string): Promise
       ConsistentRead: true,
     }),
   );
-  return followedState(null, newest.Items ?? []);
+  const history = newest.Items ?? [];
+  if (history.length === 0) await refuseALostRecord(client, tableName, indexName);
+  return followedState(null, history);
 }
 
 export interface CacheOptions {
