@@ -353,6 +353,59 @@ def test_restore_from_rows_on_both_sides_is_migrating_n(
     assert doc["routing"]["reads"] == ["legacy", "sharded(32)"]
 
 
+def half_split_rows(dynamo: Backend) -> list[str]:
+    """A split 16 -> 32 half done, with its control partition lost: persons whose key moves
+    ("m-*") moved, others ("z-*") not yet, and on every lower key a person whose key stays
+    ("a-*", first in the index's order), so the one row per key a probe reads fits
+    sharded(32) everywhere. Returns the persons not yet moved."""
+    stay = [p for p in (f"a-{n:04}" for n in range(2000)) if shard(p, 32) < 16]
+    moved = [p for p in (f"m-{n:04}" for n in range(2000)) if shard(p, 32) >= 16]
+    unmoved = [p for p in (f"z-{n:04}" for n in range(2000)) if shard(p, 32) >= 16]
+    for k in range(16):
+        person = next(p for p in stay if shard(p, 32) == k)
+        dynamo.put_saga(f"a{k}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 32))
+    for k in range(16, 32):
+        person = next(p for p in moved if shard(p, 32) == k)
+        dynamo.put_saga(f"m{k}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 32))
+    left = unmoved[:6]
+    for n, person in enumerate(left):
+        dynamo.put_saga(f"z{n}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 16))
+    return left
+
+
+def test_restore_from_rows_in_the_middle_of_a_split_restores_the_move_and_hides_none(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    unmoved = half_split_rows(dynamo)
+    code, doc, err = cli.json("phase", "restore")
+    # Then not sharded(32), which hides the rows not yet moved: the re-shard between the two
+    assert code == 0, err
+    assert (doc["phase"], doc["shardCount"], doc["movingTo"]) == (
+        "resharding",
+        16,
+        {"layout": "sharded", "shardCount": 32},
+    )
+    assert f"{len(unmoved)} of them sit on their sharded(16) key" in doc["detail"]
+    for n, person in enumerate(unmoved):
+        code, out, err = cli("sagas", "by-person", person)
+        assert code == 0, err
+        assert f"RSAGA#z{n}" in out
+
+
+def test_restore_from_rows_of_three_layouts_is_refused_naming_them(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    half_split_rows(dynamo)
+    dynamo.put_saga("late", "p-late")  # and a writer that followed "never migrated"
+    code, out, _ = cli("phase", "restore")
+    assert code == 3
+    (failed,) = json.loads(out)["failed"]
+    assert failed["name"] == "rows-name-one-layout"
+    assert "three layouts" in failed["detail"]
+    assert "RSAGA#z" in failed["detail"]
+    assert store.read_raw_state() is None
+
+
 def test_restore_from_rows_that_fit_several_shard_counts_is_refused(
     cli: Cli, store: ControlStore, dynamo: Backend
 ) -> None:
