@@ -13,7 +13,7 @@ from typing import Any
 from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
-from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, OperatorCli
+from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, CommandRun, OperatorCli
 from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
@@ -211,20 +211,28 @@ def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
     return record
 
 
+def completing_move(
+    operator: OperatorCli, phase: str, *args: str, expect: Sequence[int] = (EXIT_OK,)
+) -> CommandRun:
+    """`saga-index phase set PHASE ARGS` for a move that completes: told to retry later (exit 5:
+    writes keyed on the source layout may still land until retryAt, the settled switch), it
+    waits until retryAt and runs the same command again."""
+    command = ("phase", "set", phase, *args)
+    run = operator.run(*command, expect=(*expect, EXIT_RETRY_LATER))
+    if run.code != EXIT_RETRY_LATER:
+        return run
+    retry_at = run.json()["retryAt"]
+    wait = datetime.fromisoformat(retry_at.replace("Z", "+00:00")) - datetime.now(UTC)
+    seconds = max(0.0, wait.total_seconds())
+    operator.stages.note(f"waiting {seconds:.1f} s for the settled switch ({retry_at})")
+    time.sleep(seconds + 0.05)
+    return operator.run(*command, expect=expect)
+
+
 def set_sharded(operator: OperatorCli, reason: str) -> dict[str, Any]:
     """`saga-index phase set sharded --json` (each check noted), then wait out effectiveAt."""
     stages = operator.stages
-    command = ("phase", "set", "sharded", "--reason", reason, "--json")
-    run = operator.run(*command, expect=(EXIT_OK, EXIT_RETRY_LATER))
-    if run.code == EXIT_RETRY_LATER:
-        # Too early: writes keyed on the legacy key may still land until retryAt (the settled
-        # switch). Wait it out, then the same command.
-        retry_at = datetime.fromisoformat(run.json()["retryAt"].replace("Z", "+00:00"))
-        wait = max(0.0, (retry_at - datetime.now(UTC)).total_seconds())
-        stages.note(f"waiting {wait:.1f} s for the settled switch ({run.json()['retryAt']})")
-        time.sleep(wait + 0.05)
-        run = operator.run(*command)
-    document = run.json()
+    document = completing_move(operator, "sharded", "--reason", reason, "--json").json()
     for check in document["checks"]:
         stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     stages.note(
