@@ -80,9 +80,11 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
     state's writers stamp at `changed_at` (its prior layout before its own effectiveAt, else
     its target), so no writer switches before every process can read the new key.
 
-    It must be a layout the new state reads. Only a completing move forced before the previous
-    effectiveAt breaks that (the previous prior is the source it stops reading); then writers
-    stamp the new state's layout at once, which readers of both states read."""
+    It must be a layout the new state reads. Only a completing move before the previous
+    effectiveAt could break that (the previous prior is the source it stops reading), and
+    set_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
+    it happen anyway, writers stamp the new state's layout at once, which readers of both states
+    read."""
     stamped = previous.writes_at(changed_at)  # legacy when never migrated
     if stamped not in (move.layout, move.moving_to):
         return move.moving_to or move.layout
