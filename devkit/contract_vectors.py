@@ -19,13 +19,16 @@ Top-level keys (kept stable: other packages read them):
   records      items that parse (phase, version) and items a strict reader refuses: the
                refusal's kind and the attribute it names (errors.Refusal), never its wording
   missing      no STATE item: the newest HISTORY item (or none) + wall clock -> the routing
+  missingRecord  the one missing-record rule: the STATE item (or none) and the newest two
+               HISTORY items as stored (applied, intents, abandoned intents, none) -> the state
+               followed (condition, version, phase) and its routing
   openStates   the saga states an open-saga enumeration returns, in order
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -37,12 +40,15 @@ from devkit.vectors_file import vectors_main
 from saga_index.index import LEGACY, OPEN_STATES
 from saga_index.layout_change.record import (
     DEFAULT_TIMING,
+    HISTORY_ABANDONED,
+    HISTORY_APPLIED,
     ControlRecordInvalidError,
     ControlState,
     RecordCondition,
     Routing,
     Transition,
     attributes_document,
+    followed_state,
     format_time,
     history_item,
     parse_history_item,
@@ -172,6 +178,74 @@ def missing_cases() -> list[dict[str, Any]]:
     return cases
 
 
+# ---- the one missing-record rule: STATE and the newest HISTORY items as stored -----------------
+
+
+def _history(state: ControlState, status: str = "applied") -> dict[str, Any]:
+    """The HISTORY item of `state`'s transition: applied, an intent (`pending`), `abandoned`, or
+    written before intents existed (`unflagged`: no `applied` attribute)."""
+    assert state.transition is not None
+    item = history_item(state.transition)
+    if status != "unflagged":
+        item[HISTORY_APPLIED] = status == "applied"
+    if status == "abandoned":
+        item[HISTORY_ABANDONED] = True
+    return item
+
+
+_V1 = STATES[1][1]  # migrating(16)
+_V2 = STATES[2][1]  # sharded(16)
+_V3 = STATES[4][1]  # resharding 16 -> 32 (split)
+_BACK = STATES[3][1]  # rolling-back(16) from sharded
+_StateOf = Callable[[], dict[str, Any] | None]
+_HistoryOf = Callable[[], list[dict[str, Any]]]
+# (name, STATE item or None, HISTORY items newest first)
+RECORD_CASES: tuple[tuple[str, _StateOf, _HistoryOf], ...] = (
+    ("STATE and HISTORY missing: never migrated", lambda: None, lambda: []),
+    ("HISTORY missing, STATE present: the STATE item", lambda: state_item(_V2()), lambda: []),
+    ("both present, a newer intent: the STATE item",
+     lambda: state_item(_V2()), lambda: [_history(_V3(), "pending"), _history(_V2())]),
+    ("STATE missing, newest applied", lambda: None, lambda: [_history(_V2()), _history(_V1())]),
+    ("STATE missing, newest written before intents existed",
+     lambda: None, lambda: [_history(_V2(), "unflagged"), _history(_V1(), "unflagged")]),
+    ("STATE missing, newest an opening intent: followed (it reads every layout before it)",
+     lambda: None, lambda: [_history(_V3(), "pending"), _history(_V2())]),
+    ("STATE missing, newest an aborting intent: followed",
+     lambda: None, lambda: [_history(_BACK(), "pending"), _history(_V2())]),
+    ("STATE missing, newest a completing intent: the state before it",
+     lambda: None, lambda: [_history(_V2(), "pending"), _history(_V1())]),
+    ("STATE missing, newest abandoned: the applied one before it",
+     lambda: None, lambda: [_history(_V3(), "abandoned"), _history(_V2())]),
+    ("STATE missing, the first intent abandoned: never migrated",
+     lambda: None, lambda: [_history(_V1(), "abandoned")]),
+    ("STATE missing, the first intent pending: followed (an opening move)",
+     lambda: None, lambda: [_history(_V1(), "pending")]),
+)  # fmt: skip
+
+
+def record_rule_cases() -> list[dict[str, Any]]:
+    cases = []
+    for name, state_of, history_of in RECORD_CASES:
+        raw_state, history = state_of(), history_of()
+        state = followed_state(raw_state, history)
+        now = OPENED if state.transition is None else state.transition.effective_at
+        cases.append(
+            {
+                "name": name,
+                "state": None if raw_state is None else dynamo_json(raw_state),
+                "history": [dynamo_json(item) for item in history],
+                "now": format_time(now),
+                "expect": {
+                    "condition": state.condition.value,
+                    "version": state.version,
+                    "phase": state.phase.value,
+                    **_routing_document(routing_for(state, now)),
+                },
+            }
+        )
+    return cases
+
+
 def build() -> dict[str, Any]:
     return {
         "description": DESCRIPTION,
@@ -179,6 +253,7 @@ def build() -> dict[str, Any]:
         "routing": routing_cases(),
         "records": record_cases(),
         "missing": missing_cases(),
+        "missingRecord": record_rule_cases(),
         "openStates": list(OPEN_STATES),
         "timing": {
             "cacheSeconds": _seconds(DEFAULT_TIMING.cache_seconds),

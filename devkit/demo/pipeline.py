@@ -18,6 +18,7 @@ from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
     backfill_pass,
+    completing_move,
     drift_clean,
     parity_line,
     repair_anomalies,
@@ -334,9 +335,8 @@ NOTES: tuple[str, ...] = (
 def refuse_sharded(operator: OperatorCli) -> dict[str, Any]:
     """`phase set sharded` while every row is still on the legacy key: exit 3, nothing written.
     A refusal with any other outcome is a demo failure (the guard did not guard)."""
-    run = operator.run(
-        "phase",
-        "set",
+    run = completing_move(
+        operator,
         "sharded",
         "--reason",
         REASON_TOO_EARLY,

@@ -6,14 +6,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
-from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, OperatorCli
+from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, CommandRun, OperatorCli
 from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
 from devkit.traffic.plan import Plan
@@ -30,6 +30,7 @@ from saga_index.layout_change.backfill import (
 from saga_index.layout_change.checks import RepairStatus
 from saga_index.layout_change.record import BackfillDirection, ControlStore, Phase
 from saga_index_cli.backfill.local import local_holder
+from saga_index_cli.failures import EXIT_RETRY_LATER
 
 
 class DemoError(RuntimeError):
@@ -210,10 +211,28 @@ def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
     return record
 
 
+def completing_move(
+    operator: OperatorCli, phase: str, *args: str, expect: Sequence[int] = (EXIT_OK,)
+) -> CommandRun:
+    """`saga-index phase set PHASE ARGS` for a move that completes: told to retry later (exit 5:
+    writes keyed on the source layout may still land until retryAt, the settled switch), it
+    waits until retryAt and runs the same command again."""
+    command = ("phase", "set", phase, *args)
+    run = operator.run(*command, expect=(*expect, EXIT_RETRY_LATER))
+    if run.code != EXIT_RETRY_LATER:
+        return run
+    retry_at = run.json()["retryAt"]
+    wait = datetime.fromisoformat(retry_at.replace("Z", "+00:00")) - datetime.now(UTC)
+    seconds = max(0.0, wait.total_seconds())
+    operator.stages.note(f"waiting {seconds:.1f} s for the settled switch ({retry_at})")
+    time.sleep(seconds + 0.05)
+    return operator.run(*command, expect=expect)
+
+
 def set_sharded(operator: OperatorCli, reason: str) -> dict[str, Any]:
     """`saga-index phase set sharded --json` (each check noted), then wait out effectiveAt."""
     stages = operator.stages
-    document = operator.run("phase", "set", "sharded", "--reason", reason, "--json").json()
+    document = completing_move(operator, "sharded", "--reason", reason, "--json").json()
     for check in document["checks"]:
         stages.note(f"check {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     stages.note(

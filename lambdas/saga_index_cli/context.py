@@ -29,6 +29,7 @@ from saga_index.layout_change.record import (
     ControlStore,
     ControlTiming,
     Phase,
+    RecordCondition,
     Routing,
     WallClock,
     layouts_for_phase,
@@ -209,7 +210,12 @@ class CliContext:
         """The record's routing, or the one a reader in --phase (with --shards) would follow.
         Both overrides given: the record is not read at all."""
         if not self.overridden:
-            return routing_for(self.read_state(), self.now())
+            state = self.read_state()
+            if state.condition is RecordCondition.NEVER_MIGRATED:
+                # A read must not answer from the empty legacy key of a table whose control
+                # partition was deleted after a migration (docs/control-contract.md).
+                self.control_store().refuse_a_lost_record()
+            return routing_for(state, self.now())
         phase = self.phase_override
         shards = self.shards_override
         if phase is None or shards is None:

@@ -303,9 +303,11 @@ def retry_at_of(err: BaseException) -> str | None:
 def exit_code_of(err: BaseException) -> int:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
-    from saga_index.index import InvalidInputError
+    from saga_index.index import InvalidInputError, RetryLaterError
     from saga_index.layout_change.record import PreconditionFailedError
 
+    if isinstance(err, RetryLaterError):
+        return EXIT_RETRY_LATER
     if isinstance(err, InvalidInputError):
         return EXIT_USAGE
     if isinstance(err, PreconditionFailedError):

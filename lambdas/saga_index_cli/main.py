@@ -25,8 +25,13 @@ from typing import Any, TextIO
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import InvalidInputError, SagaIndexError
-from saga_index.layout_change.record import SINGLE_COUNT_PHASES, Phase, PreconditionFailedError
+from saga_index.index import InvalidInputError, RetryLaterError, SagaIndexError
+from saga_index.layout_change.record import (
+    SINGLE_COUNT_PHASES,
+    Phase,
+    PreconditionFailedError,
+    format_time,
+)
 from saga_index_cli.backfill.command import backfill_group
 from saga_index_cli.checks.drift import drift_command
 from saga_index_cli.checks.verify import verify_command
@@ -255,6 +260,14 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         emit({**err.to_json(), "requested": err.requested})
         click.echo(f"saga-index: refused: {err}", err=True)
         sys.exit(EXIT_REFUSED)
+    except RetryLaterError as err:
+        # Not yet, and when: the refusal is data (a script waits until retryAt and runs the
+        # same command again), so it goes to stdout as well.
+        at = None if err.retry_at is None else format_time(err.retry_at)
+        emit({"retryLater": True, "retryAt": at, "message": str(err)})
+        when = f" (retry at {at})" if at else ""
+        click.echo(f"saga-index: not yet{when}: {err}", err=True)
+        sys.exit(EXIT_RETRY_LATER)
     except (SagaIndexError, ClientError, BotoCoreError) as err:
         code = exit_code_of(err)
         failure = service_failure(err)

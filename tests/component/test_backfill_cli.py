@@ -239,7 +239,7 @@ def test_given_a_state_younger_than_its_effective_at_then_exit_5_saying_when_to_
     early = Clock(CHANGED_AT + timedelta(seconds=30))
     code, out, err = run(capsys, dynamo, "backfill", "--json", clock=early)
     assert code == 5
-    assert out == ""
+    assert json.loads(out)["retryLater"] is True  # the refusal as data, with its retryAt
     assert "Wait 45 s and start again" in err
     assert "not yet (retry at 20" in err
     assert dynamo.scan_all() == before
@@ -256,7 +256,7 @@ def test_given_another_runs_live_lease_then_exit_5_naming_it_and_its_expiry(
     )
     code, out, err = run(capsys, dynamo, "backfill", clock=clock)
     assert code == 5
-    assert out == ""
+    assert json.loads(out)["retryLater"] is True  # the refusal as data, with its retryAt
     assert "'bob@ci/77'" in err
     assert grant.lease.expires_at.strftime("%Y-%m-%dT%H:%M:%S") in err
     # once that lease expired (the injected clock, no sleep), the run goes ahead

@@ -240,8 +240,13 @@ def test_not_yet_is_exit_5_with_the_time_to_retry_at(
         str(report),
         clock=Clock(CHANGED_AT),
     )
-    assert (code, out) == (5, "")
     written = json.loads(report.read_text())
+    assert code == 5
+    assert json.loads(out) == {
+        "retryLater": True,
+        "retryAt": written["retryAt"],
+        "message": json.loads(out)["message"],
+    }
     assert written["exitCode"] == 5
     assert f"not yet (retry at {written['retryAt']})" in err
 

@@ -168,8 +168,10 @@ def test_the_phase_environment_variables_no_longer_override_the_record(
     monkeypatch.setenv("SAGA_TABLE_NAME", dynamo.table_name)
     monkeypatch.setenv("SAGA_INDEX_SHARDS", "4")
     monkeypatch.setenv("SAGA_INDEX_PHASE", "sharded")
-    code, lines, _ = run(capsys, "sagas", "by-person", "p-1")
-    assert (code, lines) == (0, [])  # the record (never migrated) says legacy
+    code, lines, err = run(capsys, "sagas", "by-person", "p-1")
+    # No record at all, and a row on a shard key: the record is lost, whatever the variables say
+    assert (code, lines) == (1, [])
+    assert "the control record is lost" in err
     code, lines, _ = run(capsys, "--phase", "sharded", "--shards", "4", "sagas", "by-person", "p-1")
     assert (code, [line["sagaId"] for line in lines]) == (0, ["s1"])
 

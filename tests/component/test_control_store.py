@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from saga_index.index import names
-from saga_index.index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.lease.grant import (
@@ -205,6 +205,7 @@ class ControlContract:
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._set(store, clock, "migrating")
+        clock.now = (store.read().effective_at or clock.now) + timedelta(seconds=15)
 
         with pytest.raises(PreconditionFailedError) as refused:
             self._set(store, clock, "sharded", checks=[failing("parity", "3 differences")])
@@ -232,10 +233,26 @@ class ControlContract:
         with pytest.raises(PreconditionFailedError, match="verification did not pass"):
             self._set(store, clock, "sharded")
 
+    def test_given_a_completing_move_before_effective_at_plus_the_margin_then_it_waits_forced_too(
+        self, store: ControlStore, clock: Clock
+    ) -> None:
+        self._set(store, clock, "migrating")
+        effective_at = store.read().effective_at
+        assert effective_at is not None
+        clock.now = effective_at + timedelta(seconds=15 - 0.001)
+        for force in (False, True):
+            with pytest.raises(RetryLaterError) as later:
+                executor.set_phase(
+                    store, "sharded", changed_by="ops", reason="r", force=force, clock=clock
+                )
+            assert later.value.retry_at == effective_at + timedelta(seconds=15)
+        assert store.read().version == 1
+
     def test_given_force_with_a_reason_then_the_checks_are_skipped_and_recorded_as_forced(
         self, store: ControlStore, clock: Clock
     ) -> None:
         self._set(store, clock, "migrating")
+        clock.now = (store.read().effective_at or clock.now) + timedelta(seconds=15)
 
         change = executor.set_phase(
             store,

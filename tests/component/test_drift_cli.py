@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from moto import mock_aws
 
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import utc_now
 from saga_index.layout_change.transitions.executor import set_phase
 from saga_index.store.dynamo.codec import serialize
 from saga_index_cli import progress
@@ -135,6 +137,12 @@ def test_a_missing_table_is_an_error_on_stderr_with_exit_1(
 # ---- without overrides: judged against the control record ----------------------------------
 
 
+def settled() -> datetime:
+    """A clock past the migrating state's effectiveAt plus the in-flight margin: a completing
+    move, forced or not, waits until then."""
+    return utc_now() + timedelta(seconds=91)
+
+
 def record_drift(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> tuple[int, dict[str, Any]]:
     code, out, _ = run(capsys, "--table", dynamo.table_name, "drift", "--json")
     (line,) = out.splitlines()
@@ -153,7 +161,7 @@ def test_without_overrides_drift_is_judged_against_the_record(
     code, report = record_drift(capsys, dynamo)
     assert (code, report["phase"], report["healthy"]) == (0, "migrating", True)
 
-    set_phase(store, "sharded", changed_by="ops", reason="done", force=True)
+    set_phase(store, "sharded", changed_by="ops", reason="done", force=True, clock=settled)
     dynamo.put_saga("l1", "p-2")
     code, report = record_drift(capsys, dynamo)
     assert (code, report["phase"], report["unexpectedLegacyRows"]) == (1, "sharded", 1)
@@ -164,7 +172,7 @@ def test_a_deleted_record_is_drift_and_reads_every_layout_its_history_names(
 ) -> None:
     store = ControlStore(dynamo.client, dynamo.table_name)
     set_phase(store, "migrating", changed_by="ops", reason="start")
-    set_phase(store, "sharded", changed_by="ops", reason="done", force=True)
+    set_phase(store, "sharded", changed_by="ops", reason="done", force=True, clock=settled)
     dynamo.client.delete_item(TableName=dynamo.table_name, Key=serialize(state_key()))
     dynamo.put_saga("l1", "p-2")  # on legacy: still read, since history names legacy
     code, report = record_drift(capsys, dynamo)

@@ -22,6 +22,7 @@ from saga_index.layout_change.record.items import history_key, state_key
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.store.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.identity import caller_identity, local_identity
@@ -110,7 +111,15 @@ def record_backfill(
         lease_token=token,
     )
     release_lease(store, token=token, completion=completion, clock=clock)
-    clock.advance(1)
+    past_settled_switch(store, clock)
+
+
+def past_settled_switch(store: ControlStore, clock: Clock) -> None:
+    """The clock past the record's effectiveAt plus the in-flight margin: from then on a
+    completing move is judged by its checks (before it, it is refused with exit 5)."""
+    effective_at = store.read().effective_at
+    assert effective_at is not None
+    clock.now = max(clock.now, effective_at + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1))
 
 
 def failed_names(doc: dict[str, Any]) -> list[str]:
@@ -144,7 +153,7 @@ def test_show_of_a_never_migrated_table_is_legacy_version_0(cli: Cli) -> None:
 
 
 def test_legacy_to_migrating_writes_version_1_with_n_16_and_its_history(
-    cli: Cli, store: ControlStore
+    cli: Cli, store: ControlStore, clock: Clock
 ) -> None:
     # the real probe, every possible shard key
     cli.hooks = replace(cli.hooks, shard_key_probe=probe_shard_keys)
@@ -168,8 +177,26 @@ def test_legacy_to_migrating_writes_version_1_with_n_16_and_its_history(
         }
     ]
     assert (doc["historyWritten"], doc["warnings"]) == (True, [])
-    assert doc["routing"] == {"writes": "sharded(16)", "reads": ["legacy", "sharded(16)"]}
+    # Until effectiveAt writers still stamp legacy, and the record says when that changes
+    assert doc["routing"] == {
+        "writes": "legacy",
+        "reads": ["legacy", "sharded(16)"],
+        "switchesTo": "sharded(16)",
+        "switchesAt": doc["effectiveAt"],
+    }
     assert "every process follows the new routing" in err
+    code, out, _ = cli("phase", "show")
+    assert (
+        f"writers stamp legacy until {doc['effectiveAt']}, then sharded(16); readers read "
+        "legacy, then sharded(16)"
+    ) in out
+    clock.now = store.read().effective_at or clock.now
+    shown = cli.show()["routing"]
+    assert (shown["writes"], shown["switchesTo"], shown["switchesAt"]) == (
+        "sharded(16)",
+        None,
+        None,
+    )
     assert [t.version for t in store.history()] == [1]
     shown = cli.show()
     assert {k: shown[k] for k in RECORD_KEYS} == {k: doc[k] for k in RECORD_KEYS}
@@ -252,10 +279,11 @@ def test_a_shards_that_disagrees_with_the_record_exits_2(cli: Cli) -> None:
 
 
 def test_sharded_before_the_backfill_is_refused_with_exit_3_naming_each_failed_check(
-    cli: Cli, store: ControlStore, dynamo: Backend
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
 ) -> None:
     dynamo.put_saga("old", "p-1")  # still on the legacy key
     cli.set("migrating")
+    past_settled_switch(store, clock)
     code, out, err = cli("phase", "set", "sharded", "--reason", "done", "--recheck-delay", "0")
     assert code == 3
     (line,) = out.splitlines()
@@ -336,11 +364,57 @@ def test_an_unverified_backfill_refuses(cli: Cli, store: ControlStore, clock: Cl
     assert failed_names(json.loads(out)) == ["backfill-verified"]
 
 
+def test_a_completing_move_waits_for_the_settled_switch_forced_or_not(
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    # The runbook's fastest path: a verified backfill 1 s after effectiveAt, then `phase set
+    # sharded` at once. A writer whose clock runs 10 s behind (or a request held 10 s) still
+    # stamps the legacy key after that: the move must wait until effectiveAt + the margin,
+    # and its checks then see the late row.
+    cli.set("migrating")
+    effective_at = store.read().effective_at
+    assert effective_at is not None
+    clock.now = effective_at + timedelta(seconds=1)
+    token = new_lease_token()
+    grant = acquire_lease(store, holder="test-run", token=token, direction="forward", clock=clock)
+    completion = BackfillCompletion(
+        direction=BackfillDirection.FORWARD,
+        source=grant.source,
+        target=grant.target,
+        state_version=1,
+        started_at=clock.now,
+        completed_at=clock.now + timedelta(seconds=0.5),
+        scanned=0,
+        restamped=0,
+        anomalies=0,
+        complete=True,
+        verified=True,
+        holder="test-run",
+        lease_token=token,
+    )
+    clock.advance(0.5)
+    release_lease(store, token=token, completion=completion, clock=clock)
+    settled = effective_at + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS)
+    for extra in ((), ("--force",)):
+        code, out, err = cli("phase", "set", "sharded", "--reason", "r", *extra)
+        assert code == 5, err
+        refusal = json.loads(out)
+        assert (refusal["retryLater"], refusal["retryAt"]) == (True, format_time(settled))
+        assert "--force does not skip" in err
+        assert store.read().version == 1  # nothing written
+    dynamo.put_saga("late", "p-1")  # the held write lands on the legacy key meanwhile
+    clock.now = settled
+    code, out, _ = cli("phase", "set", "sharded", "--reason", "r", "--recheck-delay", "0")
+    assert code == 3
+    assert "no-legacy-rows" in failed_names(json.loads(out))
+
+
 def test_force_skips_the_checks_and_the_history_records_which(
-    cli: Cli, store: ControlStore, dynamo: Backend
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
 ) -> None:
     dynamo.put_saga("old", "p-1")
     cli.set("migrating")
+    past_settled_switch(store, clock)
     code, doc, err = cli.set("sharded", "--force")
     assert code == 0
     forced = ["backfill-verified", "no-legacy-rows", "no-misrouted-rows", "parity"]
@@ -363,7 +437,7 @@ def test_force_skips_the_checks_and_the_history_records_which(
 
 
 def test_abort_and_rollback_edges_are_never_blocked(
-    cli: Cli, store: ControlStore, dynamo: Backend
+    cli: Cli, store: ControlStore, dynamo: Backend, clock: Clock
 ) -> None:
     dynamo.put_saga("old", "p-1")
     steps = [
@@ -375,6 +449,7 @@ def test_abort_and_rollback_edges_are_never_blocked(
     ]
     for requested, phase, version in steps:
         if phase is None:
+            past_settled_switch(store, clock)
             assert cli.set(requested, "--force")[0] == 0
             continue
         code, doc, _ = cli.set(requested)
@@ -394,6 +469,7 @@ def test_legacy_is_refused_while_rows_remain_on_the_shards_and_allowed_after_the
     cli.set("migrating")
     cli.set("rolling-back")
     dynamo.put_saga("s1", "p-1", gsi4pk="shard")
+    past_settled_switch(store, clock)
     code, out, _ = cli("phase", "set", "legacy", "--reason", "r", "--recheck-delay", "0")
     assert code == 3
     refusal = json.loads(out)
@@ -558,7 +634,7 @@ def backfill_json(cli: Cli, clock: Clock, store: ControlStore, *extra: str) -> d
     clock.now = max(clock.now, effective_at + timedelta(seconds=1))
     code, doc, err = cli.json("backfill", "--json", "--max-writes-per-second", "1000", *extra)
     assert code == 0, err
-    clock.advance(5)
+    past_settled_switch(store, clock)
     return doc
 
 
@@ -595,7 +671,12 @@ def test_resharding_starts_never_blocked_and_the_record_holds_both_layouts(
     assert doc["from"] == {"phase": "sharded", "version": 1}
     assert doc["checks"] == []
     assert doc["allowedMoves"] == ["sharded", "resharding"]
-    assert doc["routing"] == {"writes": "sharded(32)", "reads": ["sharded(16)", "sharded(32)"]}
+    assert doc["routing"] == {
+        "writes": "sharded(16)",
+        "reads": ["sharded(16)", "sharded(32)"],
+        "switchesTo": "sharded(32)",
+        "switchesAt": doc["effectiveAt"],
+    }
     assert "writes sharded(32); reads sharded(16), then sharded(32)" in err
     shown = cli.show()
     assert {k: shown[k] for k in RECORD_KEYS} == {k: doc[k] for k in RECORD_KEYS}
@@ -641,7 +722,12 @@ def test_the_abort_swaps_the_layouts_never_blocked_with_rows_on_both(
     # Then the move runs back: current sharded(32), writers stamp 16, reads 32 then 16
     assert (code, doc["phase"], doc["version"], doc["checks"]) == (0, "resharding", 3, [])
     assert (doc["shardCount"], doc["movingTo"]) == (32, {"layout": "sharded", "shardCount": 16})
-    assert doc["routing"] == {"writes": "sharded(16)", "reads": ["sharded(32)", "sharded(16)"]}
+    assert doc["routing"] == {
+        "writes": "sharded(16)",
+        "reads": ["sharded(32)", "sharded(16)"],
+        "switchesTo": None,
+        "switchesAt": None,
+    }
     # And the backfill of the way back is a forward run, which puts every row on its 16 key
     code, out, err = cli("backfill", "--direction", "rollback")
     assert (code, out) == (2, "")
@@ -674,6 +760,7 @@ def test_a_split_and_the_merge_back_through_the_cli_with_every_check(
     assert cli.set("resharding", "--shards", "32")[0] == 0
 
     # Completing before the backfill: refused, naming the rows not yet moved
+    past_settled_switch(store, clock)
     code, out, _ = cli("phase", "set", "sharded", "--reason", "r", "--recheck-delay", "0")
     assert code == 3
     refusal = json.loads(out)
@@ -713,6 +800,7 @@ def test_a_split_and_the_merge_back_through_the_cli_with_every_check(
 
     # The merge back: 32 -> 16, refused while rows sit on the upper keys the target drops
     assert cli.set("resharding", "--shards", "16")[0] == 0
+    past_settled_switch(store, clock)
     code, out, _ = cli("phase", "set", "sharded", "--reason", "r", "--recheck-delay", "0")
     assert code == 3
     refusal = json.loads(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from botocore.exceptions import ClientError
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import shard
+from saga_index.layout_change.record.errors import ControlRecordLostError
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.codec import serialize
@@ -25,7 +27,7 @@ from saga_index_cli import context
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
 from tests.support.control_seed import delete_state, seed_state
 
 S16, S32 = Layout.sharded(16), Layout.sharded(32)
@@ -171,8 +173,8 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
     fail_cli_calls(monkeypatch, "UpdateItem", state_update)
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
     # Then it is not applied and says so (not "lost the race": nobody else moved the record);
-    # the service refused the call, so the command could not complete (exit 4)
-    assert (code, out) == (4, "")
+    # the write was throttled past the retries: not yet, the same command may succeed (exit 5)
+    assert (code, out) == (5, "")
     assert "the move was NOT applied" in err
     assert "marked abandoned" in err
     assert "lost the race" not in err
@@ -202,14 +204,39 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
     assert again.transition.reason == "again"
 
 
+def test_a_failed_first_state_write_is_not_applied_and_the_same_command_works_again(
+    cli: Cli, store: ControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table never migrated, and its first STATE write failing (throttled)
+    cli.hooks = replace(cli.hooks, shard_key_probe=probe_64_shard_keys)
+    fail_cli_calls(monkeypatch, "UpdateItem", state_update)
+    code, out, err = cli("phase", "set", "migrating", "--reason", "start")
+    # Then it is reported as NOT applied (exit 5, throttled: retry later): no STATE item holds
+    # it, whatever the history says
+    assert (code, out) == (5, "")
+    assert "the move was NOT applied" in err
+    assert store.read_raw_state() is None
+    entry = store.history_entry(1)
+    assert entry is not None
+    assert (entry.applied, entry.abandoned) == (False, True)
+    assert store.read().condition.value == "never-migrated"
+    # And the same command, run again, takes the slot over and is applied: no restore needed
+    monkeypatch.undo()
+    code, doc, err = cli.json("phase", "set", "migrating", "--reason", "again")
+    assert (code, doc["version"], doc["historyWritten"], doc["changed"]) == (0, 1, True, True)
+    again = store.history_entry(1)
+    assert again is not None
+    assert (again.applied, again.transition.reason) == (True, "again")
+
+
 def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(
     cli: Cli, store: ControlStore, dynamo: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sharded_16(dynamo)
     fail_cli_calls(monkeypatch, "PutItem", history_put(applied=False))
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
-    # Could not complete (exit 4: the service refused the call), and nothing was applied
-    assert (code, out) == (4, "")
+    # Not yet (exit 5: the write was throttled past the retries), and nothing was applied
+    assert (code, out) == (5, "")
     assert "ThrottlingException" in err
     assert "the move was NOT applied" in err
     assert "lost the race" not in err
@@ -273,6 +300,28 @@ def test_the_first_migrating_refuses_when_rows_already_carry_shard_keys(
     assert store.history_entries() == []
 
 
+def test_a_lost_control_partition_fails_every_read_loudly_until_restored(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    # Given sharded(16) rows and no control item at all (the partition was deleted after the
+    # migration completed)
+    plant_sharded_rows(dynamo, 16)
+    # Then a read does not answer "0 sagas" from the empty legacy key: it fails, naming why
+    for argv in (("sagas", "all"), ("sagas", "open"), ("sagas", "by-person", "person-1")):
+        code, out, err = cli(*argv)
+        assert (code, out) == (1, ""), err
+        assert "the control record is lost" in err
+        assert "phase restore" in err
+    with pytest.raises(ControlRecordLostError):  # a store readers and writers route by
+        ControlStore(dynamo.client, dynamo.table_name, refuse_lost=True).read()
+    assert store.read().version == 0  # the plain read judges the rows (drift, phase set)
+    # And once restored, the same reads answer right
+    assert cli.json("phase", "restore")[0] == 0
+    code, out, err = cli("sagas", "all")
+    assert code == 0, err
+    assert sum('"sagaId"' in line for line in out.splitlines()) == 40
+
+
 def test_restore_with_no_history_rebuilds_sharded_n_from_the_rows(
     cli: Cli, store: ControlStore, dynamo: Backend
 ) -> None:
@@ -303,6 +352,59 @@ def test_restore_from_rows_on_both_sides_is_migrating_n(
     assert code == 0
     assert (doc["phase"], doc["movingTo"]) == ("migrating", {"layout": "sharded", "shardCount": 32})
     assert doc["routing"]["reads"] == ["legacy", "sharded(32)"]
+
+
+def half_split_rows(dynamo: Backend) -> list[str]:
+    """A split 16 -> 32 half done, with its control partition lost: persons whose key moves
+    ("m-*") moved, others ("z-*") not yet, and on every lower key a person whose key stays
+    ("a-*", first in the index's order), so the one row per key a probe reads fits
+    sharded(32) everywhere. Returns the persons not yet moved."""
+    stay = [p for p in (f"a-{n:04}" for n in range(2000)) if shard(p, 32) < 16]
+    moved = [p for p in (f"m-{n:04}" for n in range(2000)) if shard(p, 32) >= 16]
+    unmoved = [p for p in (f"z-{n:04}" for n in range(2000)) if shard(p, 32) >= 16]
+    for k in range(16):
+        person = next(p for p in stay if shard(p, 32) == k)
+        dynamo.put_saga(f"a{k}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 32))
+    for k in range(16, 32):
+        person = next(p for p in moved if shard(p, 32) == k)
+        dynamo.put_saga(f"m{k}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 32))
+    left = unmoved[:6]
+    for n, person in enumerate(left):
+        dynamo.put_saga(f"z{n}", person, gsi4pk=keys.shard_gsi4pk_for_person(person, 16))
+    return left
+
+
+def test_restore_from_rows_in_the_middle_of_a_split_restores_the_move_and_hides_none(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    unmoved = half_split_rows(dynamo)
+    code, doc, err = cli.json("phase", "restore")
+    # Then not sharded(32), which hides the rows not yet moved: the re-shard between the two
+    assert code == 0, err
+    assert (doc["phase"], doc["shardCount"], doc["movingTo"]) == (
+        "resharding",
+        16,
+        {"layout": "sharded", "shardCount": 32},
+    )
+    assert f"{len(unmoved)} of them sit on their sharded(16) key" in doc["detail"]
+    for n, person in enumerate(unmoved):
+        code, out, err = cli("sagas", "by-person", person)
+        assert code == 0, err
+        assert f"RSAGA#z{n}" in out
+
+
+def test_restore_from_rows_of_three_layouts_is_refused_naming_them(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    half_split_rows(dynamo)
+    dynamo.put_saga("late", "p-late")  # and a writer that followed "never migrated"
+    code, out, _ = cli("phase", "restore")
+    assert code == 3
+    (failed,) = json.loads(out)["failed"]
+    assert failed["name"] == "rows-name-one-layout"
+    assert "three layouts" in failed["detail"]
+    assert "RSAGA#z" in failed["detail"]
+    assert store.read_raw_state() is None
 
 
 def test_restore_from_rows_that_fit_several_shard_counts_is_refused(

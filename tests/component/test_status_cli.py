@@ -173,6 +173,7 @@ def test_drift_is_opt_in_and_judged_against_the_record(
     dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
+    clock.advance(75 + 15)  # a completing move waits for the settled switch, forced too
     executor.set_phase(store, "sharded", changed_by="ops", reason="f", force=True, clock=clock)
     dynamo.put_saga("left-behind", "p-1")
     code, doc = status_json(capsys, dynamo, clock, "--drift", "--no-counts")
@@ -284,8 +285,8 @@ def test_the_screen_shows_the_record_the_backfill_and_the_rows(
         f"table {dynamo.table_name}",
         "migrating (version 1, present)",
         "legacy -> sharded(16)",
-        "writers stamp sharded(16); readers read legacy, then sharded(16)",
         "2026-03-01T09:01:15.000Z (NOT YET: 75 s to go, countdown 0:01:15)",
+        "writers stamp legacy; readers read legacy, then sharded(16)",  # until effectiveAt
         "lease: none (no run in progress)",
         "throttle: the run's own setting; paused: no",
         "legacy key: 1; shard keys: 0 row(s) on 0 of the 16 shard keys counted",

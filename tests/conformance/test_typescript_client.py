@@ -33,11 +33,12 @@ from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.errors import ControlItemInvalidError
 from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState
+from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
 from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
 from tests.support.control_fixtures import START, Clock
@@ -364,7 +365,11 @@ def _through(*phases: str, shards: int = 16, clock: Any = None) -> Callable[[Bac
     def plant(backend: Backend) -> None:
         store = ControlStore(backend.client, backend.table_name)
         moments = clock or Clock()
-        for phase in phases:
+        for number, phase in enumerate(phases):
+            if number and isinstance(moments, Clock):
+                # Past the previous effectiveAt and the in-flight margin: a completing move,
+                # forced or not, is refused before then.
+                moments.advance(120)
             executor.set_phase(
                 store,
                 phase,
@@ -388,6 +393,31 @@ def _then_delete_state(plant: Callable[[Backend], None]) -> Callable[[Backend], 
 
 def _seeded(current: Layout, moving_to: Layout | None) -> Callable[[Backend], None]:
     return lambda backend: seed_state(backend.client, backend.table_name, current, moving_to)
+
+
+def _abandoned_reshard_then_deleted(backend: Backend) -> None:
+    """sharded(16), then a `phase set resharding --shards 32` whose STATE write failed (its
+    intent marked abandoned), then the STATE item deleted: every reader follows sharded(16)."""
+    _through("migrating", "sharded")(backend)
+    store = ControlStore(backend.client, backend.table_name)
+    state = store.read()
+    plan = plan_move(state, "resharding", shard_count=32)
+    at = START + timedelta(seconds=600)
+    intent = Transition(
+        version=state.version + 1,
+        layout=plan.layout,
+        moving_to=plan.moving_to,
+        previous_layout=state.layout,
+        previous_moving_to=state.moving_to,
+        changed_at=at,
+        changed_by="conformance",
+        reason="split",
+        effective_at=at + timedelta(seconds=75),
+        prior_write=prior_write_for(state, plan, at),
+    )
+    assert store.put_intent(intent)
+    assert store.abandon_intent(intent)
+    delete_state(backend.client, backend.table_name)
 
 
 def _broken(backend: Backend) -> None:
@@ -416,6 +446,7 @@ RECORDS: dict[str, Callable[[Backend], None]] = {
     "resharding-64-32": _seeded(Layout.sharded(64), S32),
     "missing-after-sharded": _then_delete_state(_through("migrating", "sharded")),
     "missing-after-rollback": _then_delete_state(_through("migrating", "rolling-back", "legacy")),
+    "missing-after-an-abandoned-reshard": _abandoned_reshard_then_deleted,
     "broken-phase": _broken,
 }
 

@@ -2,11 +2,13 @@
 the REAL completion checks (the ones `phase set` builds), with backfill runs started in between.
 
 A plan is a list of moves. A move that opens (`migrating`, `rolling-back`, `resharding`) is set
-at once; then the operator waits for the state's effectiveAt by its own (skewed) clock, starts a
-backfill run and waits for the record to show it released; a completing move (`sharded`,
-`legacy`) runs the real checks and is refused when they fail (then the operator runs the
-backfill again, as the runbook says). The "abort" plan opens a move, starts its run and, while
-the run is going, aborts it (`rolling-back`) and rolls back.
+at once; then the operator waits for the state's effectiveAt by its own clock (the reference
+clock: effectiveAt is written on it), starts a backfill run and watches for it to end; a
+completing move (`sharded`, `legacy`) is tried the moment the run ended, as early as the
+refusals allow: told to retry later (the settled switch), it waits until `retry_at` and tries
+again; refused by the real checks, it runs the backfill again, as the runbook says. The "abort"
+plan opens a move, starts its run and, while the run is going, aborts it (`rolling-back`) and
+rolls back.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import (
     ControlState,
     ControlStore,
@@ -105,6 +108,12 @@ def _set(
         except PreconditionFailedError as err:
             sim.note(process.name, f"phase set {phase.value} refused: {err}")
             return False
+        except RetryLaterError as err:
+            sim.note(process.name, f"phase set {phase.value}: not yet: {err}")
+            if err.retry_at is None:
+                raise AssertionError("a refusal to retry later must say when") from err
+            task.sleep(max(0.0, (err.retry_at - process.clock.wall()).total_seconds()))
+            continue
         except EXPECTED_ERRORS as err:
             sim.note(process.name, f"phase set {phase.value} failed: {type(err).__name__}: {err}")
             current = _read(store, task)
@@ -138,12 +147,13 @@ def _wait_effective(sim: Simulation, process: Process, task: Task, store: Contro
     transition = state.transition
     if transition is not None:
         wait = (transition.effective_at - process.clock.wall()).total_seconds()
-        task.sleep(max(0.0, wait) + 1.0)
+        task.sleep(max(0.0, wait) + sim.scenario.start_after_effective)
 
 
 def _wait_for_run(sim: Simulation, task: Task, worker: Process) -> None:
+    # Watched closely: the completing move follows the run's end as early as it may.
     while not sim.run_finished(worker):
-        task.sleep(5.0)
+        task.sleep(sim.scenario.operator_poll)
 
 
 def _read(store: ControlStore, task: Task) -> ControlState | None:

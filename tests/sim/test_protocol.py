@@ -4,12 +4,18 @@ in `make test`; `make simulate SEEDS=N` runs more.
 Each test prints the seed and the trace tail when it fails; `python -m tests.sim --seed S
 --plan P --trace` replays a run step for step.
 
-The checker is trusted because it is shown to catch the two bugs it is for, on deliberately
+The checker is trusted because it is shown to catch the bugs it is for, on deliberately
 broken variants of the real code:
 - writers that switch to the target key the moment they read the new state (the rule before
   the two-step switch): a stale reader misses a freshly re-stamped saga (case 1);
 - a backfill without its lease fence: a worker paused between its read and its write re-stamps
-  a row onto a key no reader of the final state reads (case 2).
+  a row onto a key no reader of the final state reads (case 2);
+- a completing move judged the moment its backfill is verified, without the settled switch:
+  a write keyed on the legacy key just before effectiveAt (a writer clock behind, a held
+  request, both within the in-flight margin) lands after the move completed, on a key no reader
+  of `sharded` reads (case 3). The world reaches the bounds for it: clocks off by the whole
+  margin, held requests to what the margin leaves, and an operator that completes as early as
+  the refusals allow.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from unittest import mock
 import pytest
 
 from saga_index.layout_change.record import Transition
+from saga_index.layout_change.transitions import executor
 from tests.sim.harness import simulated_aws
 from tests.sim.world import Outcome, Scenario, simulate
 
@@ -31,6 +38,12 @@ CLEAN_RUNS = [(2, "forward"), (1, "abort")]
 # their writes (a paused service writer is held within the in-flight margin; a backfill
 # worker is not: that is what its fence is for), long enough for the rollback to complete.
 CASE_2 = Scenario(
+    # The world this case was found in: clocks within 5 s, no held service write, an operator
+    # that looks every 5 s and starts a run 1 s after effectiveAt.
+    max_skew=5.0,
+    hold_at_write=0.0,
+    operator_poll=5.0,
+    start_after_effective=1.0,
     plan="abort",
     pause=0.0,
     pause_at_write=0.2,
@@ -38,6 +51,20 @@ CASE_2 = Scenario(
     max_pause=600.0,
     drift_every=600.0,
     backfill_rate=0.5,
+)
+
+
+# Case 3's world: quiet (no storms, lost answers, pauses or crashes: they only slow the run
+# down), a backfill fast enough that the completing move follows effectiveAt within seconds (the
+# runbook on a small table), and half of the service writes held as long as the margin lets.
+CASE_3 = Scenario(
+    plan="forward",
+    backfill_rate=100.0,
+    storm=0.0,
+    lost_answer=0.0,
+    pause=0.0,
+    crash=0.0,
+    hold_at_write=0.5,
 )
 
 
@@ -95,3 +122,23 @@ def test_it_finds_case_2_when_the_backfill_is_not_fenced() -> None:
     )
     assert outcome is not None, "an unfenced paused worker went unnoticed in seeds 1-3"
     assert "legacy" in str(outcome.violations[0]), _explain(outcome)
+
+
+def _completes_at_once(*_: object) -> None:
+    """The rule before the settled switch: a completing move is judged at once."""
+
+
+def test_it_finds_case_3_when_a_completing_move_does_not_wait_for_the_settled_switch() -> None:
+    with mock.patch.object(executor, "_require_settled_switch", _completes_at_once):
+        outcome = _first_violation(CASE_3, range(1, 4), {"unread-key", "visibility"})
+    assert outcome is not None, "a move completed before the switch settled went unnoticed"
+    assert "is on RenewalSaga, which state v2 (sharded) does not read" in str(
+        outcome.violations[0]
+    ), _explain(outcome)
+
+
+def test_case_3_holds_with_the_settled_switch(world: None) -> None:
+    outcome = simulate(1, CASE_3)
+    assert outcome.ok, _explain(outcome)
+    assert outcome.phases[-1].split("@")[0] == "sharded"
+    assert any("not yet" in line for line in outcome.trace), "the refusal was never reached"

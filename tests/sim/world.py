@@ -38,13 +38,11 @@ from tests.sim.outcome import Outcome
 from tests.sim.scheduler import HarnessError, Task
 from tests.sim.table import TABLE, Faults, SimTable
 
-# The clock skew the contract's in-flight margin covers (docs/control-contract.md).
-MAX_SKEW_SECONDS = 5.0
 # A consistent Scan of the whole base table every this many steps (and at the end).
 BASE_SCAN_EVERY = 500
-# The longest a service writer is paused between choosing a row's key and writing it: inside
-# the in-flight margin the contract states (15 s), less the skew between two clocks.
-WRITER_HOLD_SECONDS = 5.0
+# A backfill run is started by the operator, from a host whose clock is this close to its own
+# (the services' clocks may be off by the whole in-flight margin: Scenario.max_skew).
+WORKER_SKEW_SECONDS = 5.0
 # The mean latency of one request (a step), in seconds.
 REQUEST_SECONDS = 0.01
 PERSONS = ("p-1", "alice", "bob", "carol", "p-7", "dave")
@@ -76,6 +74,18 @@ class Scenario:
     # The roles a pause may hit (empty: every role).
     pause_roles: tuple[str, ...] = ()
     crash: float = 1 / 2000  # crash one process (restarted fresh)
+    # The bounds the contract states, reached: every clock but the operator's (the reference,
+    # on which effectiveAt is written) is off by up to `max_skew` seconds either way, and a
+    # service writer may hold a key it chose for up to what its clock's lag behind the
+    # operator's leaves of the in-flight margin (the margin covers both together). None: the
+    # in-flight margin itself.
+    max_skew: float | None = None
+    # Per service write: hold the writer right before it, as long as the margin allows.
+    hold_at_write: float = 0.05
+    # The operator: how often it looks whether a run ended, and how long after effectiveAt it
+    # starts one (the runbook's earliest: at once, and a completing move right after the run).
+    operator_poll: float = 0.5
+    start_after_effective: float = 0.0
     max_steps: int = 60000
     max_seconds: float = 2400.0
     quiet_seconds: float = 150.0
@@ -149,7 +159,7 @@ class Simulation:
             role=role,
             clock=ProcessClock(
                 self.time,
-                skew=self.rng.uniform(-MAX_SKEW_SECONDS, MAX_SKEW_SECONDS),
+                skew=self.rng.uniform(-self._skew_of(role), self._skew_of(role)),
                 origin=self.rng.uniform(1_000.0, 100_000.0),
             ),
             rng=random.Random(self.rng.getrandbits(64)),
@@ -305,12 +315,29 @@ class Simulation:
             )
             victim.settings["restarted_as"] = replacement
 
-    def _pause(self, victim: processes.Process) -> None:
-        seconds = self.rng.uniform(1.0, self.scenario.max_pause)
+    def _skew_of(self, role: str) -> float:
+        """How far `role`'s clock may be off the operator's, either way."""
+        if role == "operator":
+            return 0.0
+        return WORKER_SKEW_SECONDS if role == "worker" else self.max_skew
+
+    @property
+    def max_skew(self) -> float:
+        bound = self.scenario.max_skew
+        return self.timing.in_flight_margin_seconds if bound is None else bound
+
+    def writer_hold(self, writer: processes.Process) -> float:
+        """The longest `writer` may hold a key it chose: a service write has no fence, the
+        contract's in-flight margin is what bounds it, together with how far the writer's clock
+        runs behind the operator's (a late clock keeps stamping the prior layout that long after
+        effectiveAt). A small slack for the request's own latency."""
+        lag = max(0.0, -writer.clock.skew)
+        return max(0.0, self.timing.in_flight_margin_seconds - lag - 0.25)
+
+    def _pause(self, victim: processes.Process, seconds: float | None = None) -> None:
+        seconds = self.rng.uniform(1.0, self.scenario.max_pause) if seconds is None else seconds
         if victim.role == "writer" and any(_at_write(t.label) for t in victim.tasks):
-            # A service write has no fence: the contract's in-flight margin is what bounds how
-            # long a writer may hold a key it chose.
-            seconds = min(seconds, WRITER_HOLD_SECONDS)
+            seconds = min(seconds, self.writer_hold(victim))
         victim.paused_until = self.time.now + seconds
         self.note(victim.name, f"PAUSED for {seconds:.1f}s (state intact)")
 
@@ -319,6 +346,12 @@ class Simulation:
         (between its check and its write) is paused there, with `pause_at_write` per write."""
         process = next(p for p in self.processes if task in p.tasks)
         if not faults or not _at_write(task.label) or process.paused_until > self.time.now:
+            return
+        hold = self.scenario.hold_at_write
+        if hold > 0 and process.role == "writer" and self.rng.random() < hold:
+            # A held request, to the edge of what the margin allows.
+            longest = self.writer_hold(process)
+            self._pause(process, self.rng.uniform(0.5 * longest, longest))
             return
         if self.scenario.pause_roles and process.role not in self.scenario.pause_roles:
             return

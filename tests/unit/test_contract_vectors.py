@@ -14,7 +14,10 @@ from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
 from saga_index.layout_change.record.errors import Refusal
+from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.schema import PARTS
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "contract-vectors.json"
@@ -53,6 +56,7 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
         "routing",
         "records",
         "missing",
+        "missingRecord",
         "openStates",
         "timing",
     }
@@ -104,3 +108,56 @@ def test_given_the_vectors_then_their_attributes_are_the_schema_in_its_order() -
     assert by_name["leaseHolder"]["optional"] is True
     assert by_name["leaseHolder"]["requiredWith"] == "leaseToken"
     assert by_name["applied"]["items"] == ["HISTORY"]
+
+
+class _StoredItems:
+    """A DynamoDB client holding one case's control items: the GetItem of STATE and the
+    newest-first HISTORY Query `ControlStore.read` makes (its Limit honoured)."""
+
+    def __init__(self, state: dict[str, Any] | None, history: list[dict[str, Any]]) -> None:
+        self.state = state
+        self.history = history
+        self.limits: list[int] = []
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        assert request["Key"]["SK"] == {"S": "STATE"}
+        assert request["ConsistentRead"]
+        return {} if self.state is None else {"Item": self.state}
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        if "IndexName" in request:  # the lost-record probe of shard keys: no saga rows here
+            return {"Items": []}
+        assert request["ScanIndexForward"] is False
+        assert request["ConsistentRead"]
+        self.limits.append(request["Limit"])
+        return {"Items": self.history[: request["Limit"]]}
+
+
+@pytest.mark.parametrize("case", _load()["missingRecord"], ids=lambda case: str(case["name"]))
+def test_given_the_stored_items_of_a_case_then_the_store_follows_the_state_it_names(
+    case: dict[str, Any],
+) -> None:
+    client = _StoredItems(case["state"], case["history"])
+    state = ControlStore(client, "t").read()  # type: ignore[arg-type]
+
+    expect = case["expect"]
+    assert (state.condition.value, state.version, state.phase.value) == (
+        expect["condition"],
+        expect["version"],
+        expect["phase"],
+    )
+    routing = routing_for(state, parse_time(case["now"]))
+    assert [routing.write_key(p["personId"]) for p in expect["persons"]] == [
+        p["writeKey"] for p in expect["persons"]
+    ]
+    assert [list(stage) for stage in routing.enumeration_stages()] == expect["stages"]
+
+
+def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_covered() -> None:
+    history = [item for case in _load()["missingRecord"] for item in case["history"]]
+    flags = {(item.get("applied", {}).get("BOOL"), "abandoned" in item) for item in history}
+    assert flags >= {(True, False), (False, False), (False, True), (None, False)}
+    cases = _load()["missingRecord"]
+    assert any(c["state"] is None and not c["history"] for c in cases)
+    assert any(c["state"] is not None and not c["history"] for c in cases)
+    assert any(c["state"] is None and c["history"] for c in cases)

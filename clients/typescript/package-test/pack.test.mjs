@@ -145,8 +145,9 @@ test('npm pack on a clean copy builds dist; ESM, CommonJS and Bundler consumers 
       keys: { GSI4PK: 'RenewalSaga', GSI4SK: 'p-1#2026-07-10T12:00:00.000Z' },
       layouts: [[null, 'legacy']],
       classes: [true, false],
-      // The record (GetItem, then the newest history item) once per T, one Query per read.
-      commands: ['control', 'control', 'index', 'index'],
+      // The record (GetItem, then the newest history items, then the lost-record probe of four
+      // shard keys) once per T, one Query per read.
+      commands: ['control', 'control', 'index', 'index', 'index', 'index', 'index', 'index'],
     });
   } finally {
     rmSync(tmp, { recursive: true, force: true });

@@ -1,9 +1,17 @@
 // Reading the control record (docs/control-contract.md, "Missing or unreadable record") and
 // the per-process cache every read and write of the index goes through ("T and effectiveAt").
 import { GetItemCommand, QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { describeError, RecordUnavailableError } from './errors.js';
+import { ControlRecordInvalidError, describeError, RecordUnavailableError } from './errors.js';
 import { sameLayout } from './layout.js';
-import { CONTROL_PK, HISTORY_SK_PREFIX, parseHistoryItem, parseStateItem, STATE_SK } from './record.js';
+import {
+  CONTROL_PK,
+  HISTORY_SK_PREFIX,
+  parseHistoryItem,
+  parseStateItem,
+  STATE_SK,
+  type Item,
+  type Transition,
+} from './record.js';
 import { missingState, NEVER_MIGRATED, presentState, type ControlState } from './routing.js';
 
 /** T: every process re-reads the record at least this often. */
@@ -17,13 +25,122 @@ export const RETRY_AFTER_SECONDS = 1;
 
 type Send = Pick<DynamoDBClient, 'send'>;
 
+/** A HISTORY item as the missing-record rule reads it: its transition, and whether a STATE
+ * write of it was confirmed (`applied`; items written before intents existed lack it and count
+ * as applied) or seen to fail (`abandoned`). */
+interface HistoryEntry {
+  readonly transition: Transition;
+  readonly applied: boolean;
+  readonly abandoned: boolean;
+}
+
+function historyEntry(item: Item): HistoryEntry {
+  const flag = (name: string, fallback: boolean): boolean => {
+    const value = item[name];
+    if (value === undefined) return fallback;
+    if (value.BOOL === undefined) {
+      throw new ControlRecordInvalidError(
+        `history item ${JSON.stringify(item.SK?.S)}: ${name} must be a boolean`,
+      );
+    }
+    return value.BOOL;
+  };
+  return {
+    transition: parseHistoryItem(item),
+    applied: flag('applied', true),
+    abandoned: flag('abandoned', false),
+  };
+}
+
+/**
+ * The HISTORY item a missing STATE is followed from, given the newest items first (as
+ * record/history.py `restore_point`): an abandoned intent is skipped (never applied); the
+ * newest applied item is followed; an undecided newest intent is followed unless it completes
+ * a move (a completing intent is skipped for the state before it, which reads both layouts).
+ */
+export function restorePoint(newestFirst: readonly Item[]): Transition | null {
+  const entries = newestFirst.map(historyEntry).filter((e) => e.applied || !e.abandoned);
+  const newest = entries[0];
+  if (newest === undefined) return null;
+  const t = newest.transition;
+  const completes = t.previousMovingTo !== null && t.movingTo === null;
+  if (newest.applied || !completes || entries.length < 2) return t;
+  return entries[1]?.transition ?? t;
+}
+
+/**
+ * The one missing-record rule (docs/control-contract.md, "Missing or unreadable record"),
+ * from the items as stored: the STATE item when there is one; else the HISTORY item
+ * `restorePoint` picks from the newest two, as a missing state; else never migrated. The
+ * contract vectors' `missingRecord` cases hold it to the Python rule.
+ */
+export function followedState(
+  stateItem: Item | null | undefined,
+  newestHistory: readonly Item[],
+): ControlState {
+  if (stateItem !== null && stateItem !== undefined) return presentState(parseStateItem(stateItem));
+  const point = restorePoint(newestHistory.slice(0, 2));
+  return point === null ? NEVER_MIGRATED : missingState(point);
+}
+
+/** The index the lost-record probe reads (the package's INDEX_NAME). */
+const DEFAULT_INDEX_NAME = 'renewal-saga-person-index';
+/**
+ * When the control partition holds nothing at all, these shard keys are probed before "never
+ * migrated" is believed (as record/store.py LOST_RECORD_PROBE_KEYS): #0 is a key of every
+ * sharded(N), and the first few keys of any N carry rows unless the table has very few
+ * persons for its N.
+ */
+export const LOST_RECORD_PROBE_KEYS: readonly string[] = [0, 1, 2, 3].map((n) => `RenewalSaga#${n}`);
+
+/**
+ * No STATE and no HISTORY item, but saga rows on shard keys: the control partition was deleted
+ * after a migration. Reading the table as never migrated would answer from the empty legacy
+ * key as if that were right, so the record is unreadable until `saga-index phase restore`.
+ */
+export class ControlRecordLostError extends ControlRecordInvalidError {}
+
+async function refuseALostRecord(client: Send, tableName: string, indexName: string): Promise<void> {
+  let requests = 0;
+  for (const key of LOST_RECORD_PROBE_KEYS) {
+    requests += 1;
+    const found = await client.send(
+      new QueryCommand({
+        TableName: tableName,
+        IndexName: indexName,
+        KeyConditionExpression: '#pk = :pk',
+        ProjectionExpression: '#pk, #tpk',
+        ExpressionAttributeNames: { '#pk': 'GSI4PK', '#tpk': 'PK' },
+        ExpressionAttributeValues: { ':pk': { S: key } },
+        Limit: 1,
+      }),
+    );
+    const row = found.Items?.[0];
+    if (row !== undefined) {
+      throw new ControlRecordLostError(
+        `the control record is lost: no STATE and no HISTORY item, but 1 shard key(s) carry ` +
+          `rows: ${key} (${row.PK?.S ?? '?'}) (${requests} queries read). The table was ` +
+          `migrated and its control partition deleted: reading it as never migrated would miss ` +
+          `every saga on the shard keys, so reads and writes fail until it is restored ` +
+          `(saga-index phase restore)`,
+      );
+    }
+  }
+}
+
 /**
  * One read of the record: a strongly consistent GetItem of the STATE item; when there is none,
- * one strongly consistent Query of the newest HISTORY item decides "never migrated" (none) or
- * "missing" (someone deleted the STATE item). Throws when the read fails or an item does not
- * parse (ControlRecordInvalidError).
+ * one strongly consistent Query of the newest two HISTORY items decides, by `followedState`,
+ * "never migrated" (none followed) or "missing" (someone deleted the STATE item). When there
+ * is no HISTORY item either, one Query (Limit 1) per LOST_RECORD_PROBE_KEYS key, stopping at
+ * the first row, tells a table never migrated from a lost record (ControlRecordLostError).
+ * Throws when a read fails or an item does not parse (ControlRecordInvalidError).
  */
-export async function readControlState(client: Send, tableName: string): Promise<ControlState> {
+export async function readControlState(
+  client: Send,
+  tableName: string,
+  indexName: string = DEFAULT_INDEX_NAME,
+): Promise<ControlState> {
   const got = await client.send(
     new GetItemCommand({
       TableName: tableName,
@@ -39,12 +156,13 @@ export async function readControlState(client: Send, tableName: string): Promise
       ExpressionAttributeNames: { '#pk': 'PK', '#sk': 'SK' },
       ExpressionAttributeValues: { ':pk': { S: CONTROL_PK }, ':prefix': { S: HISTORY_SK_PREFIX } },
       ScanIndexForward: false,
-      Limit: 1,
+      Limit: 2,
       ConsistentRead: true,
     }),
   );
-  const history = newest.Items?.[0];
-  return history === undefined ? NEVER_MIGRATED : missingState(parseHistoryItem(history));
+  const history = newest.Items ?? [];
+  if (history.length === 0) await refuseALostRecord(client, tableName, indexName);
+  return followedState(null, history);
 }
 
 export interface CacheOptions {

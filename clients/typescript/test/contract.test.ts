@@ -22,6 +22,7 @@ import {
   type Item,
   type RefusalKind,
 } from '../src/internal.js';
+import { followedState } from '../src/control.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';
@@ -51,6 +52,19 @@ interface Vectors {
     expect:
       | { condition: string; persons: PersonRouting[]; stages: string[][] }
       | { error: string };
+  }[];
+  missingRecord: {
+    name: string;
+    state: Item | null;
+    history: Item[];
+    now: string;
+    expect: {
+      condition: string;
+      version: number;
+      phase: string;
+      persons: PersonRouting[];
+      stages: string[][];
+    };
   }[];
   openStates: string[];
   timing: {
@@ -131,6 +145,22 @@ describe('contract vectors: the missing-record fallback', () => {
       }
       const state = resolve();
       assert.equal(state.condition, v.expect.condition);
+      const ids = v.expect.persons.map((p) => p.personId);
+      assert.deepEqual(routed(state, v.now, ids), v.expect.persons);
+      assert.deepEqual(enumerationStages(state), v.expect.stages);
+    });
+  }
+});
+
+describe('contract vectors: the one missing-record rule (STATE, HISTORY applied, intents, abandoned)', () => {
+  assert.ok(vectors.missingRecord.length > 0);
+  for (const v of vectors.missingRecord) {
+    test(v.name, () => {
+      const state = followedState(v.state, v.history);
+      assert.deepEqual(
+        { condition: state.condition, version: state.version, phase: state.phase },
+        { condition: v.expect.condition, version: v.expect.version, phase: v.expect.phase },
+      );
       const ids = v.expect.persons.map((p) => p.personId);
       assert.deepEqual(routed(state, v.now, ids), v.expect.persons);
       assert.deepEqual(enumerationStages(state), v.expect.stages);

@@ -70,7 +70,9 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
     layout, shardCount (the current layout's N; null while legacy or migrating), movingTo
     ({layout, shardCount} or null), changedAt, changedBy, reason, effectiveAt, effective
     (effectiveAt has passed), secondsUntilEffective, previousPhase, checksPassed,
-    checksForced, routing ({writes, reads}), allowedMoves; with --history, history (one
+    checksForced, routing ({writes: the layout writers stamp NOW, reads, switchesTo and
+    switchesAt: the layout writers stamp from effectiveAt and when, null once they do}),
+    allowedMoves; with --history, history (one
     object per HISTORY item: version, from, to, changedAt, changedBy, reason, effectiveAt,
     checksPassed, checksForced, applied (a STATE write of it was confirmed), status (applied |
     intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
@@ -225,6 +227,9 @@ def set_command(
       4  could not complete: DynamoDB could not be reached, refused the call or does not
          support it (the message names the endpoint and the operation); when that was the
          history intent or the STATE write, stderr also says the move was NOT applied
+      5  not yet: a completing move (forced too) before the state's effectiveAt plus the
+         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME}; nothing
+         written: run it again at retryAt
     """
     store = cli.control_store()
     state = _read_state(cli)

@@ -84,11 +84,23 @@ def record_document(state: ControlState, table: str, now: datetime) -> dict[str,
         "checksPassed": list(transition.checks_passed) if transition else [],
         "checksForced": list(transition.checks_forced) if transition else [],
         "routing": {
-            "writes": str(routing.target),
+            # What writers stamp NOW (the prior write layout before effectiveAt), and the
+            # switch still ahead of them, if any.
+            "writes": str(routing.writes),
             "reads": list(dict.fromkeys((str(routing.source), str(routing.target)))),
+            "switchesTo": None if routing.switched else str(routing.target),
+            "switchesAt": None if routing.switched else _time(effective_at),
         },
         "allowedMoves": [] if missing else list(allowed_moves(state.phase)),
     }
+
+
+def writes_now(routing: dict[str, Any]) -> str:
+    """ "legacy until <effectiveAt>, then sharded(16)": what writers stamp now, and from when
+    they stamp something else."""
+    if routing.get("switchesTo") is None:
+        return str(routing["writes"])
+    return f"{routing['writes']} until {routing['switchesAt']}, then {routing['switchesTo']}"
 
 
 def record_lines(doc: dict[str, Any]) -> list[str]:
@@ -101,7 +113,7 @@ def record_lines(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"phase {doc['phase']}  (version {doc['version']}, record {doc['condition']})",
         f"  layout:       {layout}",
-        f"  routing:      writers stamp {doc['routing']['writes']}; readers read "
+        f"  routing:      writers stamp {writes_now(doc['routing'])}; readers read "
         + ", then ".join(doc["routing"]["reads"]),
     ]
     if doc["version"]:

@@ -35,13 +35,18 @@ async function main(): Promise<void> {
   const client = new DynamoDBClient({ region: 'us-east-1', credentials: { accessKeyId: 'a', secretAccessKey: 'b' } });
   const commands: string[] = [];
   // Answers every request before it leaves the process: no STATE item, no history (a table
-  // never migrated), one saga row under the legacy key.
+  // never migrated), one saga row under the legacy key and none on a shard key.
   client.middlewareStack.add(
     () => async (args) => {
-      const input = args.input as { IndexName?: string };
+      const input = args.input as {
+        IndexName?: string;
+        ExpressionAttributeValues?: Record<string, { S?: string }>;
+      };
       const name = input.IndexName === undefined ? 'control' : 'index';
       commands.push(name);
-      return { output: { $metadata: {}, Items: name === 'index' ? [ROW] : [] }, response: {} } as never;
+      const keys = Object.values(input.ExpressionAttributeValues ?? {}).map((v) => v.S);
+      const items = name === 'index' && keys.includes(ROW.GSI4PK.S) ? [ROW] : [];
+      return { output: { $metadata: {}, Items: items }, response: {} } as never;
     },
     { step: 'initialize', name: 'answerInProcess' },
   );

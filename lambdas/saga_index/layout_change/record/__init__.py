@@ -30,7 +30,13 @@ from saga_index.layout_change.record.errors import (
     LeaseNotYetEffectiveError,
     PreconditionFailedError,
 )
-from saga_index.layout_change.record.history import HistoryEntry, restore_point
+from saga_index.layout_change.record.history import (
+    HISTORY_ABANDONED,
+    HISTORY_APPLIED,
+    HistoryEntry,
+    followed_state,
+    restore_point,
+)
 from saga_index.layout_change.record.items import (
     LEASE_EXPIRES_AT,
     LEASE_STATE_VERSION,
@@ -66,6 +72,8 @@ __all__ = [
     "COMPLETION",
     "CONTROLS",
     "DEFAULT_TIMING",
+    "HISTORY_ABANDONED",
+    "HISTORY_APPLIED",
     "HISTORY_FLAGS",
     "LEASE",
     "LEASE_EXPIRES_AT",
@@ -99,6 +107,7 @@ __all__ = [
     "Transition",
     "WallClock",
     "attributes_document",
+    "followed_state",
     "format_time",
     "history_item",
     "items",

@@ -45,6 +45,24 @@ class ControlItemInvalidError(ControlRecordInvalidError):
         super().__init__(message)
 
 
+class ControlRecordLostError(ControlRecordInvalidError):
+    """No STATE and no HISTORY item, but saga rows on shard keys: the control partition was
+    deleted after a migration. Following "never migrated" would read the empty legacy key and
+    answer wrong as if right, so the record is treated as unreadable (served stale within the
+    grace, then every read and write fails) until `phase restore` rebuilds it."""
+
+    def __init__(self, gsi4pk: str, pk: str, requests: int) -> None:
+        self.gsi4pk = gsi4pk
+        self.pk = pk
+        super().__init__(
+            f"the control record is lost: no STATE and no HISTORY item, but 1 shard key(s) "
+            f"carry rows: {gsi4pk} ({pk}) ({requests} queries read). The table was migrated and "
+            "its control partition deleted: reading it as never migrated would miss every "
+            "saga on the shard keys, so reads and writes fail until it is restored "
+            "(saga-index phase restore, docs/runbook.md)"
+        )
+
+
 class ControlRecordUnavailableError(ControlError):
     """The record could not be read and no last good state is young enough to serve."""
 

@@ -8,10 +8,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.layout_change.record.decode import parse_history_flags, parse_history_item
-from saga_index.layout_change.record.errors import ControlItemInvalidError
+from saga_index.layout_change.record.decode import (
+    parse_history_flags,
+    parse_history_item,
+    parse_state_item,
+)
+from saga_index.layout_change.record.errors import (
+    ControlItemInvalidError,
+)
 from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
-from saga_index.layout_change.record.state import Transition
+from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.expressions import Expression
 
@@ -20,6 +26,7 @@ __all__ = [
     "HISTORY_APPLIED",
     "NOT_SETTLED",
     "HistoryEntry",
+    "followed_state",
     "parse_history_entry",
     "restore_point",
 ]
@@ -69,6 +76,22 @@ def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:
     if newest.applied or not newest.completes or len(newest_first) < 2:
         return newest
     return newest_first[1]
+
+
+def followed_state(
+    state_item: Mapping[str, Any] | None, newest_history: Sequence[Mapping[str, Any]]
+) -> ControlState:
+    """The one missing-record rule (docs/control-contract.md, "Missing or unreadable record"),
+    from the items as stored: the STATE item when there is one; else the HISTORY item
+    `restore_point` picks from the newest two (`newest_history`, newest first), as a MISSING
+    state; else never migrated. The TypeScript package's `followedState` is the same rule,
+    checked against the contract vectors."""
+    if state_item is not None:
+        return parse_state_item(state_item)
+    point = restore_point([parse_history_entry(item) for item in newest_history[:2]])
+    if point is None:
+        return ControlState.never_migrated()
+    return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:

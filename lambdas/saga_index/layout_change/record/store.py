@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
-from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index.keys import sharded_gsi4pk
+from saga_index.index.names import (
+    CONTROL_PK,
+    INDEX_NAME,
+    INDEX_PARTITION_KEY,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+)
 from saga_index.layout_change.record.decode import parse_state_item
 from saga_index.layout_change.record.encode import (
     ControlEvent,
@@ -24,13 +31,14 @@ from saga_index.layout_change.record.encode import (
     transition_attributes,
     wire_value,
 )
+from saga_index.layout_change.record.errors import ControlRecordLostError
 from saga_index.layout_change.record.history import (
     HISTORY_ABANDONED,
     HISTORY_APPLIED,
     NOT_SETTLED,
     HistoryEntry,
+    followed_state,
     parse_history_entry,
-    restore_point,
 )
 from saga_index.layout_change.record.items import (
     ENTITY_STATE,
@@ -42,7 +50,7 @@ from saga_index.layout_change.record.items import (
     history_key,
     state_key,
 )
-from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
+from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
 from saga_index.store.dynamo.expressions import (
@@ -105,31 +113,52 @@ _ITEMS_UNDER_PREFIX: Final = Expression(
 )
 
 
+# When the control partition holds nothing at all, these shard keys are probed before "never
+# migrated" is believed: #0 is a key of every sharded(N), and the first few keys of any N carry
+# rows unless the table has very few persons for its N (docs/control-contract.md, "A lost
+# record").
+LOST_RECORD_PROBE_KEYS: Final = tuple(sharded_gsi4pk(n) for n in range(4))
+
+
 class ControlStore:
     """The control items of one table. The client is injected (thread-safe)."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        index_name: str = INDEX_NAME,
+        refuse_lost: bool = False,
+    ) -> None:
+        """`refuse_lost`: a store that readers and writers route by. Its `read` of a control
+        partition that holds nothing probes a few shard keys and raises ControlRecordLostError
+        when rows sit there (`refuse_a_lost_record`), where a plain read (the drift guard's,
+        `phase set`'s own guard, `phase restore`) says never migrated and judges the rows."""
         if not table_name:
             raise ValueError("table_name is required")
         self.client = client
         self.table_name = table_name
+        self.index_name = index_name
+        self.refuse_lost = refuse_lost
 
     # ---- reads ---------------------------------------------------------------------------
 
     def read(self) -> ControlState:
         """The state as the contract defines it: the STATE item; else, when history exists, a
         MISSING state built from the history item `restore_point` picks; else never migrated
-        (legacy, v0).
+        (legacy, v0), unless `refuse_lost` and rows on shard keys say the record was lost
+        (ControlRecordLostError).
 
         Client errors propagate; a malformed item raises ControlRecordInvalidError.
         """
         raw = self.read_raw_state()
         if raw is not None:
             return parse_state_item(raw)
-        point = restore_point(self.newest_history(2))
-        if point is None:
-            return ControlState.never_migrated()
-        return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
+        history = self.newest_history_items(2)
+        if not history and self.refuse_lost:
+            self.refuse_a_lost_record()
+        return followed_state(None, history)
 
     def read_raw_state(self) -> dict[str, Any] | None:
         """The STATE item as stored (deserialised, not parsed), or None when there is none."""
@@ -141,8 +170,12 @@ class ControlStore:
 
     def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
         """The newest `limit` HISTORY items, newest first (one consistent Query)."""
+        return [parse_history_entry(item) for item in self.newest_history_items(limit)]
+
+    def newest_history_items(self, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` HISTORY items as stored (deserialised), newest first."""
         response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=limit)
-        return [parse_history_entry(deserialize(raw)) for raw in response.get("Items", [])]
+        return [deserialize(raw) for raw in response.get("Items", [])]
 
     def history_entry(self, version: int) -> HistoryEntry | None:
         response = self.client.get_item(
@@ -169,6 +202,25 @@ class ControlStore:
                 "ConsistentRead": True,
             }
         )
+
+    def refuse_a_lost_record(self) -> None:
+        """Call when the control partition holds nothing: never migrated, or deleted after a
+        migration. One index Query (`Limit = 1`, keys only) per LOST_RECORD_PROBE_KEYS key,
+        stopping at the first row: a row there raises ControlRecordLostError."""
+        for requests, gsi4pk in enumerate(LOST_RECORD_PROBE_KEYS, start=1):
+            response = self.client.query(
+                TableName=self.table_name,
+                IndexName=self.index_name,
+                KeyConditionExpression="#pk = :pk",
+                ProjectionExpression="#pk, #tpk",
+                ExpressionAttributeNames={"#pk": INDEX_PARTITION_KEY, "#tpk": TABLE_PARTITION_KEY},
+                ExpressionAttributeValues={":pk": {"S": gsi4pk}},
+                Limit=1,
+            )
+            items = response.get("Items", [])
+            if items:
+                pk = deserialize(items[0]).get(TABLE_PARTITION_KEY, "?")
+                raise ControlRecordLostError(gsi4pk, str(pk), requests)
 
     # ---- writes --------------------------------------------------------------------------
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.layout_change.record.errors import (
     CheckResult,
     ControlError,
@@ -32,7 +33,7 @@ from saga_index.layout_change.record.errors import (
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import to_millis
+from saga_index.layout_change.record.times import format_time, to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.layout_change.transitions import restore
 from saga_index.layout_change.transitions.rules import (
@@ -42,6 +43,7 @@ from saga_index.layout_change.transitions.rules import (
     check_backfill,
     plan_move,
     prior_write_for,
+    settled_at,
 )
 from saga_index.layout_change.transitions.settle import repair_history
 
@@ -125,11 +127,14 @@ def set_phase(
     VersionConflictError (someone else changed the record first: not applied),
     StateWriteFailedError (the STATE write failed and STATE still holds the version read: not
     applied), MoveOutcomeUnknownError (neither the write nor the read-back answered),
-    ControlRecordMissingError (the STATE item was deleted: restore it first).
+    ControlRecordMissingError (the STATE item was deleted: restore it first),
+    RetryLaterError (a completing move, forced or not, before the state's effectiveAt plus the
+    in-flight margin: writes chosen under its prior layout may still land; nothing written,
+    `retry_at` says when).
     Once the STATE write landed the move is returned as applied, whatever fails after it: what
     failed is in PhaseChange.warnings. `guards` run before any move (not only completing ones).
-    `force` skips the checks and guards; it needs a reason, and the transition records the
-    names of the checks it skipped.
+    `force` skips the checks and guards (never the settled switch); it needs a reason, and the
+    transition records the names of the checks it skipped.
     """
     changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
     state = store.read()
@@ -137,6 +142,8 @@ def set_phase(
         raise ControlRecordMissingError(state.version)
     repair_history(store, state)
     move = plan_move(state, requested, shard_count=shard_count)
+    if move.completes is not None:
+        _require_settled_switch(state, move, clock(), timing)
 
     results, forced = _judge(state, move, checks, guards, force=force)
     now = to_millis(clock())
@@ -175,6 +182,27 @@ def set_phase(
         checks=results,
         history_written=not any(w.startswith(_UNSETTLED) for w in warnings),
         warnings=tuple(warnings),
+    )
+
+
+def _require_settled_switch(
+    state: ControlState, move: PlannedMove, now: datetime, timing: ControlTiming
+) -> None:
+    """A completing move stops readers from reading the source layout: refused until every
+    write that could still target it has landed (rules.settled_at). The checks run after this,
+    so they judge the table as it is once those writes landed. `--force` does not skip it."""
+    settled = settled_at(state, timing.in_flight_margin_seconds)
+    if settled is None or now >= settled:
+        return
+    wait = (settled - now).total_seconds()
+    raise RetryLaterError(
+        f"phase {move.to_phase.value} stops readers from reading {state.layout}, and writes "
+        f"keyed under version {state.version}'s prior layout may still land until "
+        f"{format_time(settled)} (effectiveAt {format_time(state.effective_at or settled)} "
+        f"plus the {timing.in_flight_margin_seconds:g} s in-flight margin): nothing written; "
+        f"run it again at or after {format_time(settled)} (in {wait:.1f} s). --force does not "
+        "skip this wait",
+        retry_at=settled,
     )
 
 
@@ -280,10 +308,13 @@ def _after_failed_write(
         current = store.read()
     except (ClientError, BotoCoreError) as read_err:
         raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
-    if current.transition == transition:
+    # Only a STATE item holding the transition says it landed: with no STATE item (the first
+    # move), the read follows the history, and our own intent is what it follows.
+    stored = current.version if current.condition is RecordCondition.PRESENT else 0
+    if current.condition is RecordCondition.PRESENT and current.transition == transition:
         return _settle_applied(store, transition)
-    if current.version != state.version:
-        raise VersionConflictError(state.version, current.version, current.phase.value) from err
+    if stored != state.version:
+        raise VersionConflictError(state.version, stored, current.phase.value) from err
     abandoned = _try(lambda: store.abandon_intent(transition))
     failed = StateWriteFailedError(transition.version, err, abandoned is True)
     # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)

@@ -7,7 +7,8 @@ unreadable record"; docs/runbook.md, "The control record is lost or unreadable")
                                 hides nothing); an unparseable STATE is replaced only while it
                                 is still the item read
   no history either             rebuilt from the rows (`rows`): which keys carry them, refused
-                                (exit 3) when that is ambiguous; no row on a shard key: never
+                                (exit 3) when that is ambiguous; rows of two layouts: the move
+                                between them (rows_move.py); no row on a shard key: never
                                 migrated, nothing written
 
 Lease, throttle, pause and the last backfill are not in history: they come back empty, so a
@@ -34,6 +35,11 @@ from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+from saga_index.layout_change.transitions.rows_move import (
+    KeyRows,
+    check_rows_layout,
+    rows_on_keys,
+)
 from saga_index.layout_change.transitions.settle import repair_history
 
 log = logging.getLogger(__name__)
@@ -62,13 +68,17 @@ def restore_state(
     store: ControlStore,
     *,
     rows: Callable[[], RowsSeen] | None = None,
+    key_rows: KeyRows | None = None,
     changed_by: str = "saga-index phase restore",
     clock: WallClock = utc_now,
     timing: ControlTiming = DEFAULT_TIMING,
 ) -> Restored:
     """Rebuild the STATE item when it is missing or does not parse; see the module docstring.
 
-    Raises PreconditionFailedError (exit 3, nothing written) when the rows are ambiguous,
+    With no history, `rows` probes one row per key, and the keys where rows of another layout
+    could sit unseen are then read to their end (`key_rows`; by default through the store's
+    client: rows_move.py). Raises PreconditionFailedError (exit 3, nothing written) when the
+    rows are ambiguous or name no single move,
     RestoreRaceError when the unparseable item changed meanwhile; client errors propagate.
     """
     raw = store.read_raw_state()
@@ -91,7 +101,8 @@ def restore_state(
         if rows is None:
             return Restored(state=ControlState.never_migrated(), source=None, detail="no history")
         seen = rows()
-        inferred = infer_layout(seen)
+        read_keys = key_rows or rows_on_keys(store.client, store.table_name, store.index_name)
+        inferred = check_rows_layout(infer_layout(seen), read_keys)
         if inferred.problem is not None:
             raise PreconditionFailedError(
                 "restore", [CheckResult(CHECK_ROWS_NAME_ONE_LAYOUT, False, inferred.problem)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
@@ -80,9 +80,11 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
     state's writers stamp at `changed_at` (its prior layout before its own effectiveAt, else
     its target), so no writer switches before every process can read the new key.
 
-    It must be a layout the new state reads. Only a completing move forced before the previous
-    effectiveAt breaks that (the previous prior is the source it stops reading); then writers
-    stamp the new state's layout at once, which readers of both states read."""
+    It must be a layout the new state reads. Only a completing move before the previous
+    effectiveAt could break that (the previous prior is the source it stops reading), and
+    set_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
+    it happen anyway, writers stamp the new state's layout at once, which readers of both states
+    read."""
     stamped = previous.writes_at(changed_at)  # legacy when never migrated
     if stamped not in (move.layout, move.moving_to):
         return move.moving_to or move.layout
@@ -244,6 +246,21 @@ def check_backfill(state: ControlState, direction: BackfillDirection) -> CheckRe
         f"{format_time(run.completed_at)}: scanned {run.scanned}, restamped {run.restamped}, "
         f"anomalies {run.anomalies}, verified",
     )
+
+
+def settled_at(state: ControlState, margin_seconds: float) -> datetime | None:
+    """When a completing move from `state` may be judged: its effectiveAt plus the in-flight
+    margin (None: the state has no effectiveAt, never migrated).
+
+    Writers stamp the state's prior layout until effectiveAt by their own clock, and a request
+    that chose its key just before may still be on its way, or a writer's clock may run behind:
+    the margin bounds both together. Until it has passed, a write that readers of the completed
+    state would not read can still land after checks that did not see it, so a completing move
+    (forced or not) is refused before then, and its checks run only after it."""
+    effective_at = state.effective_at
+    if effective_at is None:
+        return None
+    return effective_at + timedelta(seconds=margin_seconds)
 
 
 def seconds_until(moment: datetime | None, now: datetime) -> float:
