@@ -30,6 +30,8 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from bench.output import emit, num, progress, save
@@ -119,7 +121,10 @@ def _measure_all(
 def _plant_sharded(client: Any, table: str, shards: int) -> None:
     """The record of a finished migration to sharded(shards) (forced: the rows are seeded so)."""
     store = ControlStore(client, table)
-    for phase in ("migrating", "sharded"):
+    # The move opened long enough ago that its switch has settled (effectiveAt plus the
+    # in-flight margin), which a completing move waits for even when forced.
+    now = datetime.now(UTC)
+    for phase, at in (("migrating", now - timedelta(minutes=10)), ("sharded", now)):
         set_phase(
             store,
             phase,
@@ -127,7 +132,12 @@ def _plant_sharded(client: Any, table: str, shards: int) -> None:
             reason=f"{NAME}: at rest in sharded({shards})",
             shard_count=shards if phase == "migrating" else None,
             force=True,
+            clock=partial(_fixed, at),
         )
+
+
+def _fixed(at: datetime) -> datetime:
+    return at
 
 
 class _QueryMeter:

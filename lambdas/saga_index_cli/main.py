@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         failure = service_failure(err)
         if code == EXIT_RETRY_LATER:
             retry_at = retry_at_of(err)
+            emit({"retryLater": True, "retryAt": retry_at, "message": _transient_words(err)})
             when = f" (retry at {retry_at})" if retry_at else ""
             click.echo(f"saga-index: not yet{when}: {_transient_words(err)}", err=True)
         elif code == EXIT_UNAVAILABLE and failure is not None:

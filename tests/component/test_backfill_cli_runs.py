@@ -182,7 +182,8 @@ def test_stop_refuses_a_fresh_local_lease_with_exit_5_then_releases_it_when_the_
 
     code, out, err = run(capsys, dynamo, "backfill", "--stop", clock=clock)
 
-    assert (code, out) == (5, "")
+    assert code == 5
+    assert json.loads(out)["retryLater"] is True  # the refusal as data, with its retryAt
     assert "'bob@elsewhere/77', which heartbeated at" in err
     assert store(dynamo).read().lease is not None
     retry_at = parse(err.split("run `saga-index backfill --stop` again after ")[1][:24])

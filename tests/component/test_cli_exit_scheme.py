@@ -264,7 +264,8 @@ def test_a_control_write_that_lost_a_transient_conflict_is_exit_5(
 
     monkeypatch.setattr(ControlStore, "update", conflict)
     code, out, err = run(capsys, "--table", dynamo.table_name, "backfill", "pause")
-    assert (code, out) == (5, "")
+    assert code == 5
+    assert json.loads(out)["retryLater"] is True
     assert "DynamoDB refused the UpdateItem (TransactionConflictException)" in err
     assert "Run the same command again in a moment" in err
 

@@ -174,7 +174,8 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
     # Then it is not applied and says so (not "lost the race": nobody else moved the record);
     # the write was throttled past the retries: not yet, the same command may succeed (exit 5)
-    assert (code, out) == (5, "")
+    assert code == 5
+    assert json.loads(out)["retryLater"] is True
     assert "the move was NOT applied" in err
     assert "marked abandoned" in err
     assert "lost the race" not in err
@@ -213,7 +214,8 @@ def test_a_failed_first_state_write_is_not_applied_and_the_same_command_works_ag
     code, out, err = cli("phase", "set", "migrating", "--reason", "start")
     # Then it is reported as NOT applied (exit 5, throttled: retry later): no STATE item holds
     # it, whatever the history says
-    assert (code, out) == (5, "")
+    assert code == 5
+    assert json.loads(out)["retryLater"] is True
     assert "the move was NOT applied" in err
     assert store.read_raw_state() is None
     entry = store.history_entry(1)
@@ -236,7 +238,8 @@ def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(
     fail_cli_calls(monkeypatch, "PutItem", history_put(applied=False))
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
     # Not yet (exit 5: the write was throttled past the retries), and nothing was applied
-    assert (code, out) == (5, "")
+    assert code == 5
+    assert json.loads(out)["retryLater"] is True
     assert "ThrottlingException" in err
     assert "the move was NOT applied" in err
     assert "lost the race" not in err
