@@ -1,0 +1,269 @@
+"""A local backfill under the semantics layer with an operator at work, and the fences it may
+run with: what tests/component and bench/fence.py both drive.
+
+The fence the run uses is a parameter (`FenceVariant`):
+  UNFENCED            the clock fence only (`transactional_fence=False`): plain UpdateItems
+  PRODUCT_FENCE       whatever backfill_locally builds (layout_change.backfill.fence)
+  SHARED_STATE_FENCE  every re-stamp a TransactWriteItems of [ConditionCheck on the ONE control
+                      STATE item, the row's Update]: the design that makes STATE a hot item,
+                      kept here as a known-bad variant so it stays measurable after the
+                      product's fence changes
+Every client of the run (its re-stamps, its heartbeats, the operator's commands) is put under
+ONE model; the outcome counts what each of them saw and what the re-stamps consumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from devkit.capacity.pricing import Charge
+from devkit.capacity.table_schema import TableSchema
+from devkit.semantics.hooks import SemanticsHooks
+from devkit.semantics.model import DynamoSemantics
+from saga_index.index.errors import SagaIndexError
+from saga_index.index.names import CONTROL_PK
+from saga_index.layout_change.backfill import local as local_backfill
+from saga_index.layout_change.backfill.fence import LEASE_STILL_OURS, LeaseFence, fence_for_run
+from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
+from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.record.items import (
+    LEASE_EXPIRES_AT,
+    LEASE_STATE_VERSION,
+    LEASE_TOKEN,
+    VERSION,
+    state_key,
+)
+from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.store.dynamo.client import error_code
+from saga_index.store.dynamo.codec import serialize
+
+
+class SharedStateFence(LeaseFence):
+    """The fence whose every re-stamp ConditionChecks the ONE control STATE item."""
+
+    def _transaction(self, update: Any) -> dict[str, Any]:
+        row = {k: v for k, v in update.items() if k != "ReturnValues"}
+        names = {f"#{a}": a for a in (LEASE_TOKEN, VERSION, LEASE_STATE_VERSION, LEASE_EXPIRES_AT)}
+        check = {
+            "TableName": self.table_name,
+            "Key": serialize(state_key()),
+            "ConditionExpression": LEASE_STILL_OURS,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {
+                ":fenceToken": {"S": self.token},
+                ":fenceVersion": {"N": str(self.state_version)},
+                ":fenceNow": {"S": format_time(self.clock())},
+            },
+        }
+        return {"TransactItems": [{"ConditionCheck": check}, {"Update": row}]}
+
+
+@dataclass(frozen=True)
+class FenceVariant:
+    """Which fence a scenario's run uses: `install` makes backfill_locally build it."""
+
+    name: str
+    install: Callable[[], contextlib.AbstractContextManager[object]]
+    transactional: bool = True  # False: the run's clock fence only
+
+
+def _shared_state_fence(*args: Any, **kwargs: Any) -> LeaseFence:
+    built = fence_for_run(*args, **kwargs)
+    fence = SharedStateFence(
+        built.client,
+        built.table_name,
+        token=built.token,
+        state_version=built.state_version,
+        max_heartbeat_age=built.max_heartbeat_age,
+        transactional=kwargs.get("transactional", True),
+        clock=built.clock,
+        monotonic=built.monotonic,
+        sleep=built.sleep,
+    )
+    fence.partition_cap = built.partition_cap
+    return fence
+
+
+PRODUCT_FENCE = FenceVariant("product", contextlib.nullcontext)
+UNFENCED = FenceVariant("unfenced", contextlib.nullcontext, transactional=False)
+SHARED_STATE_FENCE = FenceVariant(
+    "shared-state",
+    lambda: mock.patch.object(local_backfill, "fence_for_run", _shared_state_fence),
+)
+
+
+@dataclass
+class Tally:
+    """What one client's writes of the control STATE item came to: "ok" or the error code."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+    def watch(self, client: Any) -> Any:
+        def after(http_response: Any, parsed: Any, context: dict[str, Any], **_: Any) -> None:
+            if context.get("contended.state"):
+                status = getattr(http_response, "status_code", 200)
+                code = (parsed.get("Error") or {}).get("Code") if status >= 300 else None
+                self.outcomes[code or "ok"] += 1
+
+        def mark(params: Any, context: dict[str, Any], **_: Any) -> None:
+            context["contended.state"] = params.get("Key", {}).get("PK", {}).get("S") == CONTROL_PK
+
+        client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", mark)
+        client.meta.events.register("after-call.dynamodb.UpdateItem", after)
+        return client
+
+    @property
+    def ok(self) -> int:
+        return self.outcomes["ok"]
+
+    @property
+    def total(self) -> int:
+        return sum(self.outcomes.values())
+
+
+@dataclass
+class Contended:
+    run: LocalBackfill
+    semantics: DynamoSemantics
+    heartbeats: Tally
+    operator: Tally
+    operator_failures: list[str]
+    restamp_wcu: dict[str, float]  # "rows", "index", "control": what the run's own writes consumed
+    seconds: float
+
+    @property
+    def stopped_segments(self) -> dict[int, str]:
+        return self.run.run.failures
+
+
+@dataclass
+class _RunCharges:
+    """What the run's own requests consumed (its re-stamps and scans), by kind of partition."""
+
+    table_name: str
+    wcu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, operation: str, charges: list[Charge]) -> None:
+        with self.lock:
+            for charge in charges:
+                if not charge.wcu:
+                    continue
+                if charge.target != self.table_name:
+                    self.wcu["index"] += charge.wcu
+                elif charge.partition_key == CONTROL_PK:
+                    self.wcu["control"] += charge.wcu
+                else:
+                    self.wcu["rows"] += charge.wcu
+
+
+def _operator_loop(
+    store: ControlStore, stop: threading.Event, failures: list[str], every: float, rate: float
+) -> None:
+    """The operator's commands while the run runs, one every `every` seconds: mostly
+    `backfill throttle` to the run's own cap (it changes nothing the run does), now and then a
+    short `pause` and its `resume`."""
+    commands: list[Callable[[], object]] = [
+        lambda: set_throttle(store, rate, changed_by="ops", reason="keep the cap"),
+        lambda: set_throttle(store, rate, changed_by="ops", reason="keep the cap"),
+        lambda: pause_backfill(store, changed_by="ops", reason="peak"),
+        lambda: resume_backfill(store, changed_by="ops", reason="off-peak"),
+    ]
+    turn = 0
+    while not stop.wait(every):
+        try:
+            commands[turn % len(commands)]()
+        except (ClientError, BotoCoreError, SagaIndexError) as err:
+            code = (error_code(err) if isinstance(err, ClientError) else None) or type(err).__name__
+            failures.append(code)
+        turn += 1
+    # Whatever the last command was, the run is left resumed.
+    with contextlib.suppress(ClientError, BotoCoreError, SagaIndexError):
+        resume_backfill(store, changed_by="ops", reason="done")
+
+
+def run_contended(
+    new_client: Callable[[], Any],
+    table_name: str,
+    schema: TableSchema,
+    *,
+    fence: FenceVariant,
+    segments: int,
+    rate: float,
+    semantics: DynamoSemantics,
+    poll_seconds: float = 0.05,
+    operator_every: float | None = 0.03,
+    clock: WallClock = utc_now,
+) -> Contended:
+    """A forward backfill of the record's move (the caller seeded the rows and the record) in
+    `segments` segments at `rate` writes/s, every client under `semantics`, while an operator
+    throttles, pauses and resumes it every `operator_every` seconds (None: no operator)."""
+    run_charges = _RunCharges(table_name)
+    reader = new_client()
+    hooks = SemanticsHooks(semantics, schema, reader=reader)
+    heartbeats, operator = Tally(), Tally()
+    run_client = SemanticsHooks(semantics, schema, reader=reader, on_charge=run_charges).attach(
+        new_client()
+    )
+    keeper_client = heartbeats.watch(hooks.attach(new_client()))
+    operator_client = operator.watch(hooks.attach(new_client()))
+    stop_operator = threading.Event()
+    failures: list[str] = []
+    ops = threading.Thread(
+        target=_operator_loop,
+        args=(
+            ControlStore(operator_client, table_name),
+            stop_operator,
+            failures,
+            operator_every or 0.0,
+            rate,
+        ),
+        name="contended-operator",
+    )
+    request = BackfillRequest(
+        direction=BackfillDirection.FORWARD,
+        total_segments=segments,
+        max_writes_per_second=rate,
+        dry_run=False,
+    )
+    started = time.monotonic()
+    with fence.install():
+        if operator_every is not None:
+            ops.start()
+        try:
+            outcome = backfill_locally(
+                run_client,
+                table_name,
+                request,
+                holder="contended@host/1",
+                store=ControlStore(keeper_client, table_name),
+                clock=clock,
+                poll_seconds=poll_seconds,
+                transactional_fence=fence.transactional,
+            )
+        finally:
+            stop_operator.set()
+            if ops.is_alive():
+                ops.join(timeout=30)
+    return Contended(
+        run=outcome,
+        semantics=semantics,
+        heartbeats=heartbeats,
+        operator=operator,
+        operator_failures=failures,
+        restamp_wcu=run_charges.wcu,
+        seconds=outcome.seconds or (time.monotonic() - started),
+    )

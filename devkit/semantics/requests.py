@@ -1,0 +1,136 @@
+"""What a request includes (its items, for the conflict rules) and what it costs (its charges,
+for the ceilings), priced by devkit.capacity's documented rules.
+
+A write is priced twice: before it runs, from the item as it is and the request (an UpdateItem's
+result is not known yet, so the item is assumed unchanged in size: an estimate the ceilings
+admit on), and after it ran, from the item before and after (what it really consumed). An item
+in a transaction costs twice; a ConditionCheck costs the write units of the item it checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from devkit.capacity.pricing import (
+    Charge,
+    query_charge,
+    query_partition_key,
+    scan_charges,
+    write_charges,
+)
+from devkit.capacity.table_schema import TableSchema, key_text
+from devkit.capacity.units import read_units, write_units
+from devkit.semantics.model import ItemRef
+from saga_index.store.dynamo.sizing import item_size
+
+SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+READS = frozenset({"GetItem", "Query", "Scan"})
+TRANSACTIONAL_FACTOR = 2  # prepare and commit: each item in a transaction is charged twice
+Items = Mapping[ItemRef, Mapping[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write of a request: a single-item write, or one action of a transaction."""
+
+    kind: (
+        str  # PutItem, UpdateItem, DeleteItem, or a transaction's Put/Update/Delete/ConditionCheck
+    )
+    ref: ItemRef | None  # None: another table than the modelled one
+    key: dict[str, Any]
+    item: Mapping[str, Any] | None = None  # a Put's item
+
+
+@dataclass(frozen=True)
+class Touch:
+    operation: str
+    actions: tuple[Action, ...] = field(default_factory=tuple)
+
+    @property
+    def refs(self) -> list[ItemRef]:
+        return [a.ref for a in self.actions if a.ref is not None]
+
+
+def item_ref(schema: TableSchema, table_name: str, key: Mapping[str, Any]) -> ItemRef | None:
+    if table_name != schema.name:
+        return None
+    return (table_name, tuple(key_text(key.get(a)) for a in schema.key_attributes))
+
+
+def touched(schema: TableSchema, operation: str, params: Mapping[str, Any]) -> Touch:
+    """The writes of a request on the modelled table (none for a read or another operation)."""
+    if operation in SINGLE_WRITES:
+        return Touch(operation, (_action(schema, operation, params),))
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        actions = []
+        for entry in params.get("TransactItems", []):
+            ((kind, body),) = entry.items()
+            actions.append(_action(schema, kind, body))
+        return Touch(operation, tuple(actions))
+    return Touch(operation)
+
+
+def _action(schema: TableSchema, kind: str, body: Mapping[str, Any]) -> Action:
+    item = body.get("Item")
+    key = schema.key_of(item) if item is not None else dict(body["Key"])
+    return Action(kind, item_ref(schema, body["TableName"], key), key, item)
+
+
+def write_cost(
+    schema: TableSchema, touch: Touch, before: Items, after: Items | None = None
+) -> list[Charge]:
+    """The write units of `touch`'s writes: estimated from `before` alone (after None), or
+    what they consumed given the items `after`."""
+    factor = 1 if touch.operation in SINGLE_WRITES else TRANSACTIONAL_FACTOR
+    charges: list[Charge] = []
+    for action in touch.actions:
+        if action.ref is None or action.kind == "Get":
+            continue
+        old = before.get(action.ref)
+        if action.kind == "ConditionCheck":
+            units = write_units(item_size(old)) if old else 1
+            pk = key_text(action.key[schema.hash_key])
+            charges.append(Charge(schema.name, pk, wcu=units * factor))
+            continue
+        if after is not None:
+            new = after.get(action.ref)
+        elif action.kind in ("PutItem", "Put"):
+            new = action.item
+        elif action.kind in ("DeleteItem", "Delete"):
+            new = None
+        else:
+            new = old  # an update, before it ran: assumed unchanged in size
+        for charge in write_charges(schema, old, new, key=action.key):
+            charges.append(Charge(charge.target, charge.partition_key, wcu=charge.wcu * factor))
+    return charges
+
+
+def read_cost(
+    schema: TableSchema,
+    operation: str,
+    params: Mapping[str, Any],
+    before: Items,
+    response: Mapping[str, Any] | None = None,
+) -> list[Charge]:
+    """The read units of a GetItem (exact, from the item), or of a Query/Scan page: estimated
+    at its least (one unit; response None) or from the items it returned."""
+    if params.get("TableName") != schema.name or operation not in READS:
+        return []
+    consistent = bool(params.get("ConsistentRead", False)) and "IndexName" not in params
+    if operation == "GetItem":
+        ref = item_ref(schema, schema.name, params["Key"])
+        assert ref is not None
+        units = read_units(item_size(before.get(ref)), consistent=consistent)
+        return [Charge(schema.name, ref[1][0], rcu=units)]
+    index_name = params.get("IndexName")
+    target = index_name or schema.name
+    hash_key = schema.index(index_name).hash_key if index_name else schema.hash_key
+    items: Sequence[Mapping[str, Any]] = (response or {}).get("Items") or []
+    if operation == "Query":
+        key = query_partition_key(params, hash_key) or ""
+        return [query_charge(target, key, items, consistent=consistent)]
+    if response is None:
+        return []  # a Scan page's keys are not known before it runs
+    return scan_charges(target, hash_key, items, consistent=consistent)
