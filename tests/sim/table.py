@@ -18,12 +18,13 @@ the thread parks (the scheduler decides when it runs), then a seeded fault may a
 against the base table (or the visible index) and its answer is returned as DynamoDB's.
 
 DynamoDB's conflict rules and per-key ceilings (devkit.semantics, the model the component tests
-and bench/fence.py share) judge every request of every process before it runs, on the virtual
-clock: a refused request is answered as DynamoDB answers it and never reaches moto. An admitted
-TransactWriteItems takes two scheduler steps: it marks its items ongoing and parks for the
-model's in-flight time (other processes run meanwhile and meet its items), then it runs against
-moto and its items are free. What each request consumed is charged to its partition keys from
-the rows as the table holds them (`mirror`), no extra request.
+and bench/fence.py share; its adapter here is tests/sim/semantics.py) judge every request of
+every process before it runs, on the virtual clock: a refused request is answered as DynamoDB
+answers it and never reaches moto. An admitted TransactWriteItems takes two scheduler steps: it
+marks its items ongoing and parks for the model's in-flight time (other processes run meanwhile
+and meet its items), then it runs against moto and its items are free. What each request
+consumed is charged to its partition keys from the rows as the table holds them (`mirror`), no
+extra request.
 """
 
 from __future__ import annotations
@@ -39,14 +40,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from devkit.capacity.table_schema import IndexSchema, TableSchema
-from devkit.semantics.model import (
-    DEFAULT_IN_FLIGHT_SECONDS,
-    DynamoSemantics,
-    Refusal,
-    Transaction,
-)
-from devkit.semantics.requests import READS, SINGLE_WRITES, Touch, read_cost, touched, write_cost
+from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, Refusal
 from devkit.semantics.wire import answer as refused
 from saga_index.index import names
 from tests.sim.clock import VirtualTime
@@ -56,6 +50,7 @@ from tests.sim.requests import error as _error
 from tests.sim.requests import snake as _snake
 from tests.sim.requests import table_keys as _table_keys
 from tests.sim.scheduler import Task
+from tests.sim.semantics import SimSemantics
 
 SHADOW = "sim-visible-index"
 SHADOW_KEY = "SIMVISIBLEKEY"
@@ -111,15 +106,8 @@ class SimTable:
     in_flight: float = DEFAULT_IN_FLIGHT_SECONDS
 
     def __post_init__(self) -> None:
-        self.schema = TableSchema(
-            TABLE,
-            "PK",
-            "SK",
-            (IndexSchema(names.INDEX_NAME, names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY),),
-        )
-        self.semantics = DynamoSemantics(
-            TABLE, clock=lambda: self.time.now, in_flight=self.in_flight
-        )
+        self.judge = SimSemantics(self.time, in_flight=self.in_flight)
+        self.semantics = self.judge.model
         self.raw = boto3.client(
             "dynamodb",
             region_name="us-east-1",
@@ -210,11 +198,8 @@ class SimTable:
         storm = faults is not None and faults.storms.get(process, -1.0) > self.time.now
         if storm and faults is not None and self.rng.random() < faults.storm_throttle:
             return _error(400, "ThrottlingException", "simulated throttle (before the call)")
-        touch = touched(self.schema, operation, params)
-        before = {a.ref: self.mirror.get(_sim_key(a.ref)) for a in touch.actions if a.ref}
-        if operation in ("GetItem", "Query", "Scan"):
-            before = self._read_items(operation, params)
-        verdict = self._judge(operation, params, touch, before, task)
+        request = self.judge.arrived(operation, params, self.mirror)
+        verdict = self.judge.verdict(request, task)
         if isinstance(verdict, Refusal):
             return refused(verdict, operation)
         try:
@@ -225,64 +210,11 @@ class SimTable:
         finally:
             if verdict is not None:
                 self.semantics.finish(verdict)
-        self._charge(operation, params, touch, before, parsed)
+        self.judge.charge(request, parsed, self.mirror)
         if faults is not None and operation in _WRITES and self.rng.random() < faults.lost_answer:
             return _error(500, "InternalServerError", "simulated lost answer (the write landed)")
         parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = 200
         return AWSResponse("https://sim", 200, {}, None), parsed
-
-    # ---- DynamoDB's semantics ---------------------------------------------------------------
-
-    def _judge(
-        self,
-        operation: str,
-        params: dict[str, Any],
-        touch: Touch,
-        before: dict[Any, Any],
-        task: Task | None,
-    ) -> Refusal | Transaction | None:
-        """The model's verdict on a request that just arrived: a refusal, or an admitted
-        transaction (its task parked for its in-flight time, its items ongoing meanwhile)."""
-        model = self.semantics
-        if operation in SINGLE_WRITES and touch.refs:
-            refusal = model.admit_write(operation, touch.refs[0])
-            if refusal is not None:
-                return refusal
-        estimate = (
-            read_cost(self.schema, operation, params, before)
-            if operation in READS
-            else write_cost(self.schema, touch, before)
-        )
-        refusal = model.admit(estimate)
-        if refusal is not None or operation not in ("TransactWriteItems", "TransactGetItems"):
-            return refusal
-        begun = model.begin_transaction([a.ref for a in touch.actions], operation=operation)
-        if not isinstance(begun, Refusal) and task is not None and begun.items:
-            task.park(f"in flight: {operation} {_describe(params)}", begun.until)
-        return begun
-
-    def _charge(
-        self,
-        operation: str,
-        params: dict[str, Any],
-        touch: Touch,
-        before: dict[Any, Any],
-        parsed: dict[str, Any],
-    ) -> None:
-        if operation in READS:
-            charges = read_cost(self.schema, operation, params, before, parsed)
-        elif operation == "TransactGetItems":
-            return
-        else:
-            after = {a.ref: self.mirror.get(_sim_key(a.ref)) for a in touch.actions if a.ref}
-            charges = write_cost(self.schema, touch, before, after)
-        self.semantics.charge(charges)
-
-    def _read_items(self, operation: str, params: dict[str, Any]) -> dict[Any, Any]:
-        if operation != "GetItem" or params.get("TableName") != TABLE:
-            return {}
-        key = (params["Key"]["PK"]["S"], params["Key"]["SK"]["S"])
-        return {(TABLE, key): self.mirror.get(key)}
 
     def _run(self, process: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         method = getattr(self.raw, _snake(operation))
@@ -443,11 +375,6 @@ class SimTable:
     @property
     def index_caught_up(self) -> bool:
         return not self._pending
-
-
-def _sim_key(ref: tuple[str, tuple[str, ...]]) -> TableKey:
-    pk, sk = ref[1]
-    return (pk, sk)
 
 
 def _entry(item: Mapping[str, Any]) -> EntryKey | None:
