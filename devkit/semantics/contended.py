@@ -32,9 +32,9 @@ from devkit.semantics.model import DynamoSemantics
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import CONTROL_PK
 from saga_index.layout_change.backfill import local as local_backfill
-from saga_index.layout_change.backfill.fence import LEASE_STILL_OURS, LeaseFence, fence_for_run
+from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
-from saga_index.layout_change.backfill.messages import BackfillRequest
+from saga_index.layout_change.backfill.wire import BackfillRequest
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.record.items import (
     LEASE_EXPIRES_AT,
@@ -50,11 +50,18 @@ from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import error_code
 from saga_index.store.dynamo.codec import serialize
 
+# The lease as the shared-state fence checked it on STATE at write time: the run's token, under
+# the version it was taken under, not yet expired by the writer's clock.
+LEASE_STILL_OURS = (
+    f"#{LEASE_TOKEN} = :fenceToken AND #{VERSION} = :fenceVersion "
+    f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow"
+)
+
 
 class SharedStateFence(LeaseFence):
     """The fence whose every re-stamp ConditionChecks the ONE control STATE item."""
 
-    def _transaction(self, update: Any) -> dict[str, Any]:
+    def _transaction(self, update: Any, slot: int) -> dict[str, Any]:
         row = {k: v for k, v in update.items() if k != "ReturnValues"}
         names = {f"#{a}": a for a in (LEASE_TOKEN, VERSION, LEASE_STATE_VERSION, LEASE_EXPIRES_AT)}
         check = {
@@ -87,13 +94,13 @@ def _shared_state_fence(*args: Any, **kwargs: Any) -> LeaseFence:
         built.table_name,
         token=built.token,
         state_version=built.state_version,
+        epoch=built.epoch,
         max_heartbeat_age=built.max_heartbeat_age,
         transactional=kwargs.get("transactional", True),
         clock=built.clock,
         monotonic=built.monotonic,
         sleep=built.sleep,
     )
-    fence.partition_cap = built.partition_cap
     return fence
 
 
