@@ -283,7 +283,9 @@ def test_given_a_paused_worker_then_the_transactional_fence_lets_no_row_move(
 
     assert outcome.run.fence_mode == FenceMode.TRANSACTIONAL.value
     assert outcome.run.lease_lost is not None
+    # Its re-stamp was refused by its slot: the rollback run armed it with a newer epoch
     assert "refused" in outcome.run.lease_lost
+    assert "is armed by epoch" in outcome.run.lease_lost
     assert outcome.strays == []
     assert cli.sagas_all() == sorted(SAGAS)
     assert cli.drift() == 0
