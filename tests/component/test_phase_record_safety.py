@@ -67,7 +67,9 @@ def cli(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> Cli:
 
 class FailingCalls:
     """Every matching call of a client fails in its before-call hook, before it reaches the
-    table: botocore raises the throttle as it would DynamoDB's, nothing is written."""
+    table: botocore raises a service failure as it would DynamoDB's, nothing is written (not a
+    throttle or a conflict: the control writes retry those, tests/component/
+    test_control_write_retries.py)."""
 
     def __init__(
         self, client: Any, operation: str, match: Callable[[dict[str, Any]], bool]
@@ -82,7 +84,7 @@ class FailingCalls:
         if self.match(body):
             self.failed += 1
             raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
+                {"Error": {"Code": "InternalServerError", "Message": "Internal server error"}},
                 self.operation,
             )
 
@@ -210,7 +212,7 @@ def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
     # Could not complete (exit 4: the service refused the call), and nothing was applied
     assert (code, out) == (4, "")
-    assert "ThrottlingException" in err
+    assert "InternalServerError" in err
     assert "the move was NOT applied" in err
     assert "lost the race" not in err
     assert store.read().version == 2
