@@ -27,14 +27,12 @@ UnknownOperationException (dynalite: the demo and the conformance suite): that i
 per run, logged as a warning naming the server and the window that remains, and the run goes on
 with the clock fence only.
 
-What the transactional fence costs (AWS documentation): an item in a transaction is charged
-twice (prepare and commit), so a re-stamp of a row up to 1 KB costs 2 WCU instead of 1, and the
-slot's ConditionCheck 2 WCU on the SLOT's partition; the control partition pays nothing per
-re-stamp. A partition takes at most 1,000 WCU/s, so one segment re-stamps at most
-SLOT_PARTITION_CAP times a second (far above what one sequential segment does at ~10 ms a
-transaction). A TransactionConflict on a slot can only come from an arming racing the segment
-(the segment is being fenced): retried a bounded number of times (CONFLICT_RETRIES), then the
-slot is read, and the segment stops as LEASE_LOST when a newer epoch holds it.
+Cost (AWS documentation): an item in a transaction is charged twice, so a re-stamp of a row up
+to 1 KB costs 2 WCU instead of 1, and the slot's ConditionCheck 2 WCU on the SLOT's partition;
+the control partition pays nothing per re-stamp. One segment re-stamps at most
+SLOT_PARTITION_CAP times a second (its slot's partition). A TransactionConflict on a slot comes
+only from an arming racing the segment: retried CONFLICT_RETRIES times, then the slot is read,
+and the segment stops as LEASE_LOST when a newer epoch holds it.
 """
 
 from __future__ import annotations
