@@ -15,8 +15,8 @@ WCU and 3,000 RCU per second) while an operator runs `backfill throttle` (to the
                     machine's cores and cannot reach 1,000 writes/s, so the absolute ratio says
                     what moto can do and this one what the fence costs
   WCU/re-stamp      what the run's own requests consumed per re-stamp: on the rows' partitions,
-                    on the index, and on the control partition (heartbeats and operator writes
-                    are not the run's: they are counted apart)
+                    on the index, on the control partition and on the fence slots' partitions
+                    (heartbeats and operator writes are not the run's: they are counted apart)
   cancelled         the run's TransactWriteItems cancelled by another's (TransactionConflict)
   heartbeats, ops   the share of the keeper's heartbeats and of the operator's writes of STATE
                     that were answered (the rest met TransactionConflictException)
@@ -238,6 +238,7 @@ def render(result: dict[str, Any]) -> None:
                 num(wcu.get("rows", 0.0), 2),
                 num(wcu.get("index", 0.0), 2),
                 num(wcu.get("control", 0.0), 2),
+                num(wcu.get("slots", 0.0), 2),
                 str(r["cancelled_transactions"]),
                 pct(r["heartbeat_success"]),
                 pct(r["operator_success"]),
@@ -257,6 +258,7 @@ def render(result: dict[str, Any]) -> None:
             "WCU rows",
             "WCU index",
             "WCU control",
+            "WCU slots",
             "cancelled",
             "heartbeats ok",
             "operator ok",

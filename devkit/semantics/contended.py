@@ -30,7 +30,7 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DynamoSemantics
 from saga_index.index.errors import SagaIndexError
-from saga_index.index.names import CONTROL_PK
+from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX
 from saga_index.layout_change.backfill import local as local_backfill
 from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
@@ -148,7 +148,8 @@ class Contended:
     heartbeats: Tally
     operator: Tally
     operator_failures: list[str]
-    restamp_wcu: dict[str, float]  # "rows", "index", "control": what the run's own writes consumed
+    # "rows", "index", "control", "slots" (the fence slots): what the run's own writes consumed
+    restamp_wcu: dict[str, float]
     seconds: float
 
     @property
@@ -173,6 +174,8 @@ class _RunCharges:
                     self.wcu["index"] += charge.wcu
                 elif charge.partition_key == CONTROL_PK:
                     self.wcu["control"] += charge.wcu
+                elif str(charge.partition_key).startswith(FENCE_PK_PREFIX):
+                    self.wcu["slots"] += charge.wcu
                 else:
                     self.wcu["rows"] += charge.wcu
 
