@@ -15,8 +15,8 @@ WCU and 3,000 RCU per second) while an operator runs `backfill throttle` (to the
                     machine's cores and cannot reach 1,000 writes/s, so the absolute ratio says
                     what moto can do and this one what the fence costs
   WCU/re-stamp      what the run's own requests consumed per re-stamp: on the rows' partitions,
-                    on the index, and on the control partition (heartbeats and operator writes
-                    are not the run's: they are counted apart)
+                    on the index, on the control partition and on the fence slots' partitions
+                    (heartbeats and operator writes are not the run's: they are counted apart)
   cancelled         the run's TransactWriteItems cancelled by another's (TransactionConflict)
   heartbeats, ops   the share of the keeper's heartbeats and of the operator's writes of STATE
                     that were answered (the rest met TransactionConflictException)
@@ -28,8 +28,8 @@ and a transaction's rollback copy made of the items it includes, not of the whol
 own copy costs 40 ms a transaction at 200 rows and 190 ms at 1,000 on this machine, where an
 UpdateItem takes 8 ms).
 
-The fences: FENCES below. The per-segment fence (each re-stamp checks its own segment's fence
-item) registers there once the product builds it.
+The fences: FENCES below: unfenced, the shared-state fence (the known-bad design, kept in
+devkit.semantics.contended) and the per-segment fence the product runs.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from bench.output import emit, num, pct, progress, save
 from devkit.capacity.table_schema import TableSchema
 from devkit.schema import create_table, load_template
 from devkit.semantics.contended import (
+    PRODUCT_FENCE,
     SHARED_STATE_FENCE,
     UNFENCED,
     Contended,
@@ -72,10 +73,10 @@ TINY: dict[str, Any] = {"segments": [2, 4], "caps": [25.0], "seconds": 1.0, "max
 FENCES: dict[str, FenceVariant] = {
     "unfenced": UNFENCED,
     "shared-state": SHARED_STATE_FENCE,
+    # The product's fence (layout_change.backfill.fence): each re-stamp checks its own
+    # segment's fence slot.
+    "per-segment": PRODUCT_FENCE,
 }
-# Registration point for the per-segment fence: once layout_change.backfill.fence builds it,
-#     FENCES["per-segment"] = PRODUCT_FENCE   (devkit.semantics.contended)
-# and the run reports it beside the two above.
 SEGMENTS = (16, 64)
 CAPS = (100.0, 1000.0)
 SECONDS = 3.0
@@ -240,6 +241,7 @@ def render(result: dict[str, Any]) -> None:
                 num(wcu.get("rows", 0.0), 2),
                 num(wcu.get("index", 0.0), 2),
                 num(wcu.get("control", 0.0), 2),
+                num(wcu.get("slots", 0.0), 2),
                 str(r["cancelled_transactions"]),
                 pct(r["heartbeat_success"]),
                 pct(r["operator_success"]),
@@ -259,6 +261,7 @@ def render(result: dict[str, Any]) -> None:
             "WCU rows",
             "WCU index",
             "WCU control",
+            "WCU slots",
             "cancelled",
             "heartbeats ok",
             "operator ok",

@@ -39,9 +39,13 @@ Least privilege, per role:
             (dynamodb:LeadingKeys = CONTROL_PK);
   planner, verifier  PutItem + UpdateItem of the control partition's items (the run's lease,
             its event items, the recorded result); no saga data access beyond what follows;
+  planner   GetItem + PutItem of the fence slots (LeadingKeys like "RSAGA_INDEX#FENCE#*"):
+            arming them with the run's lease epoch;
   worker    UpdateItem of the control partition's items (the lease's heartbeats; it creates no
-            item there) and ConditionCheckItem of them (the lease fence's check of STATE in
-            every re-stamp's TransactWriteItems); dynamodb:Scan on the TABLE only projecting
+            item there); ConditionCheckItem + GetItem of the fence slots only (the fence's
+            check of its segment's slot in every re-stamp's TransactWriteItems, and the read
+            that names the epoch that armed it when refused; nothing on the control partition
+            is in a re-stamp); dynamodb:Scan on the TABLE only projecting
             WORKER_SCAN_ATTRIBUTES (dynamodb:Select = SPECIFIC_ATTRIBUTES); dynamodb:UpdateItem
             on the TABLE only of saga rows (LeadingKeys like "RSAGA#*"), naming only
             WORKER_UPDATE_ATTRIBUTES, ReturnValues NONE where given (the re-stamp);
@@ -64,7 +68,6 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.functions import SagaFunctions
-from infra.table import CONTROL_PARTITION_CONDITION
 from saga_index.index.names import (
     BACKFILL_SEGMENT_TEMPLATE_FIELDS,
     BACKFILL_THROTTLED_ERROR,
@@ -177,17 +180,14 @@ class SagaBackfill(Construct):
         for fn in (self.plan_function, self.verify_function):
             table.grant_control_write(fn)
         table.grant_control_update(self.worker_function)
-        # Every fenced re-stamp is a TransactWriteItems whose ConditionCheck reads the lease
-        # on the STATE item (saga_index/layout_change/backfill/fence.py): IAM authorises it as
-        # dynamodb:ConditionCheckItem, here for the control partition's items only; the
-        # transaction's Update is the re-stamp's UpdateItem grant above.
-        self.worker_function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:ConditionCheckItem"],
-                resources=[table.table.table_arn],
-                conditions=CONTROL_PARTITION_CONDITION,
-            )
-        )
+        # The plan step takes the run: it arms the fence slots with the lease's epoch
+        # (saga_index/layout_change/backfill/slots.py).
+        table.grant_fence_arm(self.plan_function)
+        # Every fenced re-stamp is a TransactWriteItems whose ConditionCheck reads its
+        # segment's fence slot (saga_index/layout_change/backfill/fence.py): IAM authorises it
+        # as dynamodb:ConditionCheckItem, for the fence slots only; the transaction's Update is
+        # the re-stamp's UpdateItem grant above.
+        table.grant_fence_check(self.worker_function)
 
         self.log_group = logs.LogGroup(
             self,

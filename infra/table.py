@@ -9,6 +9,7 @@ from constructs import Construct
 
 from saga_index.index.names import (
     CONTROL_PK,
+    FENCE_PK_PREFIX,
     INDEX_NAME,
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
@@ -31,6 +32,17 @@ SAGA_PARTITIONS = "RSAGA#*"
 SAGA_PARTITION_CONDITION: dict[str, dict[str, object]] = {
     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [SAGA_PARTITIONS]}
 }
+# The backfill's fence slots (layout_change.backfill.slots: PK = FENCE_PK_PREFIX + the slot's
+# number), one partition key each: neither the control partition nor a saga row's.
+FENCE_SLOT_PARTITIONS = FENCE_PK_PREFIX + "*"
+FENCE_SLOT_CONDITION: dict[str, dict[str, object]] = {
+    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [FENCE_SLOT_PARTITIONS]}
+}
+# The re-stamp's check of its slot (a TransactWriteItems' ConditionCheck is authorised as
+# dynamodb:ConditionCheckItem), and the slot read that says which epoch armed it when refused.
+FENCE_CHECK_ACTIONS = ("dynamodb:ConditionCheckItem", "dynamodb:GetItem")
+# Arming: a consistent read of slot 0 (the high-water mark), then a conditional PutItem a slot.
+FENCE_ARM_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
 
 # Contributor Insights on throttled keys only: it names the hot key when something throttles, and
 # its rules see only throttled requests rather than every request. Owned tables only:
@@ -147,6 +159,25 @@ class SagaTable(Construct):
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:Scan"], resources=[self.table.table_arn], conditions=conditions
+            )
+        )
+
+    def grant_fence_check(self, grantee: iam.IGrantable) -> None:
+        """ConditionCheckItem and GetItem on the TABLE, for the fence slots only: what a
+        re-stamping function needs of them (no write, no delete)."""
+        self._grant_fence(grantee, FENCE_CHECK_ACTIONS)
+
+    def grant_fence_arm(self, grantee: iam.IGrantable) -> None:
+        """GetItem and PutItem on the TABLE, for the fence slots only: what taking a run needs
+        (arming them with its lease epoch; never a delete)."""
+        self._grant_fence(grantee, FENCE_ARM_ACTIONS)
+
+    def _grant_fence(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions),
+                resources=[self.table.table_arn],
+                conditions=FENCE_SLOT_CONDITION,
             )
         )
 

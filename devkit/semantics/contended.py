@@ -29,7 +29,7 @@ from devkit.capacity.pricing import Charge
 from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DynamoSemantics
-from saga_index.index import CONTROL_PK, SagaIndexError
+from saga_index.index import CONTROL_PK, FENCE_PK_PREFIX, SagaIndexError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     LeaseFence,
@@ -53,9 +53,9 @@ from saga_index.layout_change.record import (
 )
 from saga_index.store.dynamo import error_code, serialize
 
-# The condition that fence checks on STATE, spelled out here so the known-bad variant keeps
-# running whatever the product's fence becomes.
-_STATE_LEASE_STILL_OURS = (
+# The lease as the shared-state fence checked it on STATE at write time: the run's token, under
+# the version it was taken under, not yet expired by the writer's clock.
+LEASE_STILL_OURS = (
     f"#{LEASE_TOKEN} = :fenceToken AND #{VERSION} = :fenceVersion "
     f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow"
 )
@@ -64,13 +64,13 @@ _STATE_LEASE_STILL_OURS = (
 class SharedStateFence(LeaseFence):
     """The fence whose every re-stamp ConditionChecks the ONE control STATE item."""
 
-    def _transaction(self, update: Any) -> dict[str, Any]:
+    def _transaction(self, update: Any, slot: int) -> dict[str, Any]:
         row = {k: v for k, v in update.items() if k != "ReturnValues"}
         names = {f"#{a}": a for a in (LEASE_TOKEN, VERSION, LEASE_STATE_VERSION, LEASE_EXPIRES_AT)}
         check = {
             "TableName": self.table_name,
             "Key": serialize(state_key()),
-            "ConditionExpression": _STATE_LEASE_STILL_OURS,
+            "ConditionExpression": LEASE_STILL_OURS,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {
                 ":fenceToken": {"S": self.token},
@@ -97,13 +97,13 @@ def _shared_state_fence(*args: Any, **kwargs: Any) -> LeaseFence:
         built.table_name,
         token=built.token,
         state_version=built.state_version,
+        epoch=built.epoch,
         max_heartbeat_age=built.max_heartbeat_age,
         transactional=kwargs.get("transactional", True),
         clock=built.clock,
         monotonic=built.monotonic,
         sleep=built.sleep,
     )
-    fence.partition_cap = built.partition_cap
     return fence
 
 
@@ -151,7 +151,8 @@ class Contended:
     heartbeats: Tally
     operator: Tally
     operator_failures: list[str]
-    restamp_wcu: dict[str, float]  # "rows", "index", "control": what the run's own writes consumed
+    # "rows", "index", "control", "slots" (the fence slots): what the run's own writes consumed
+    restamp_wcu: dict[str, float]
     seconds: float
 
     @property
@@ -176,6 +177,8 @@ class _RunCharges:
                     self.wcu["index"] += charge.wcu
                 elif charge.partition_key == CONTROL_PK:
                     self.wcu["control"] += charge.wcu
+                elif str(charge.partition_key).startswith(FENCE_PK_PREFIX):
+                    self.wcu["slots"] += charge.wcu
                 else:
                     self.wcu["rows"] += charge.wcu
 

@@ -1,6 +1,8 @@
-"""The lease fence on moto (which has TransactWriteItems): a worker that lost its lease writes
-nothing, however long it was paused; conflicts with heartbeats are retried a bounded number of
-times; a server without transactions falls back to the clock fence once, with a warning."""
+"""The lease fence on moto (which has TransactWriteItems): once a newer run armed the fence
+slots, a worker of an older one writes nothing, however long it was paused; a re-stamp touches
+its own slot and the row, never the control partition; conflicts with an arming are retried a
+bounded number of times; a server without transactions falls back to the clock fence once, with
+a warning."""
 
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ from saga_index.layout_change.backfill.fence import (
     FenceMode,
     LeaseFence,
     RowWrite,
-    control_partition_cap,
     default_max_heartbeat_age,
 )
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
-from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token
+from saga_index.layout_change.backfill.slots import arm_fence, read_slot
+from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
 from saga_index.layout_change.record.store import ControlStore, attribute_fragment
+from saga_index.layout_change.transitions.executor import set_phase
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 from tests.support.fence_scenario import SAGAS, run_paused_worker_scenario
@@ -57,12 +60,22 @@ def leased_fence(dynamo: Backend, clock: Clock, **kw: Any) -> tuple[LeaseFence, 
     plant(dynamo, "migrating")
     store = ControlStore(dynamo.client, dynamo.table_name)
     token = new_lease_token()
-    acquire_lease(store, holder="t", token=token, direction="forward", clock=clock)
+    grant = acquire_lease(store, holder="t", token=token, direction="forward", clock=clock)
+    arm_fence(
+        dynamo.client,
+        dynamo.table_name,
+        epoch=grant.epoch,
+        token=token,
+        state_version=1,
+        segments=2,
+        armed_by="t",
+    )
     fence = LeaseFence(
         dynamo.client,
         dynamo.table_name,
         token=token,
         state_version=1,
+        epoch=grant.epoch,
         max_heartbeat_age=10.0,
         clock=clock,
         **kw,
@@ -94,9 +107,27 @@ def test_a_fenced_write_under_a_held_lease_lands_and_a_changed_row_is_skipped(
     assert fence.lost is None
 
 
-@pytest.mark.parametrize("loss", ["taken-over", "released", "transition", "expired"])
-def test_a_write_after_the_lease_is_lost_is_refused_by_dynamodb_and_writes_nothing(
-    dynamo: Backend, loss: str
+def a_newer_run(dynamo: Backend, clock: Clock, direction: str) -> None:
+    """Another run takes the lease and arms its fence slots (one segment: the other slots it
+    finds are revoked)."""
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    token = new_lease_token()
+    grant = acquire_lease(store, holder="newer", token=token, direction=direction, clock=clock)
+    arm_fence(
+        dynamo.client,
+        dynamo.table_name,
+        epoch=grant.epoch,
+        token=token,
+        state_version=grant.state.version,
+        segments=1,
+        armed_by="newer",
+    )
+
+
+@pytest.mark.parametrize("loss", ["taken-over", "released", "rolled-back"])
+@pytest.mark.parametrize("slot", [0, 1])
+def test_a_write_after_a_newer_run_armed_is_refused_by_dynamodb_and_writes_nothing(
+    dynamo: Backend, loss: str, slot: int
 ) -> None:
     # Given a fence whose clock check still passes (a worker paused after it)
     dynamo.put_saga("a", "p-1")
@@ -107,27 +138,49 @@ def test_a_write_after_the_lease_is_lost_is_refused_by_dynamodb_and_writes_nothi
     fence.on_lost = lambda err: lost.append(str(err))
     if loss == "taken-over":
         clock.advance(200)
-        acquire_lease(
-            store, holder="other", token=new_lease_token(), direction="forward", clock=clock
-        )
+        a_newer_run(dynamo, clock, "forward")
     elif loss == "released":
-        store.update(set_values={}, remove=("leaseToken",), condition=STATE_ITEM_EXISTS)
-    elif loss == "transition":
-        store.update(set_values={"version": 2}, condition=STATE_ITEM_EXISTS)
+        release_lease(store, token=token, clock=clock)
+        a_newer_run(dynamo, clock, "forward")
     else:
-        clock.advance(200)
+        release_lease(store, token=token, clock=clock)
+        set_phase(store, "rolling-back", changed_by="ops", reason="abort", clock=clock)
+        clock.advance(600)
+        a_newer_run(dynamo, clock, "rollback")
     fence.mark_heartbeat()  # the clock fence alone would let it through
 
-    # When it writes
-    outcome = fence.write(restamp_request(dynamo, "a"))
+    # When it writes, through its segment's slot
+    outcome = fence.write(restamp_request(dynamo, "a"), slot=slot)
 
-    # Then DynamoDB refused the lease check: nothing moved, and the run is told why
+    # Then DynamoDB refused the slot's check: nothing moved, and the run is told which epoch
+    # armed the slot
     assert outcome is RowWrite.LEASE_LOST
     assert gsi4pk(dynamo, "a") == keys.LEGACY_GSI4PK
     assert len(lost) == 1
     assert "refused" in lost[0]
-    assert fence.write(restamp_request(dynamo, "a")) is RowWrite.LEASE_LOST
-    assert token
+    assert f"fence slot {slot} is armed by epoch" in lost[0]
+    assert ("revoked" in lost[0]) == (slot == 1)
+    assert fence.write(restamp_request(dynamo, "a"), slot=slot) is RowWrite.LEASE_LOST
+
+
+def test_a_restamp_checks_its_own_slot_and_never_the_control_partition(dynamo: Backend) -> None:
+    dynamo.put_saga("a", "p-1")
+    fence, token = leased_fence(dynamo, Clock())
+    sent: list[dict[str, Any]] = []
+    dynamo.client.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: sent.append(params),
+    )
+    assert fence.write(restamp_request(dynamo, "a"), slot=1) is RowWrite.WRITTEN
+    [request] = sent
+    keys_touched = [
+        next(iter(action.values()))["Key"]["PK"]["S"] for action in request["TransactItems"]
+    ]
+    assert keys_touched == ["RSAGA_INDEX#FENCE#1", "RSAGA#a"]
+    slot = read_slot(dynamo.client, dynamo.table_name, 1)
+    assert slot is not None
+    assert slot["leaseToken"] == token
+    assert slot["epoch"] == fence.epoch
 
 
 def test_the_clock_fence_refuses_a_write_once_the_last_heartbeat_is_too_old(
@@ -162,7 +215,7 @@ def _cancel(reasons: list[str]) -> ClientError:
     )
 
 
-def test_heartbeat_conflicts_are_retried_a_bounded_number_of_times(dynamo: Backend) -> None:
+def test_arming_conflicts_are_retried_a_bounded_number_of_times(dynamo: Backend) -> None:
     dynamo.put_saga("a", "p-1")
     fence, _ = leased_fence(dynamo, Clock(), sleep=lambda _: None)
     calls: list[int] = []
@@ -180,11 +233,21 @@ def test_heartbeat_conflicts_are_retried_a_bounded_number_of_times(dynamo: Backe
     def always(**_: Any) -> None:
         raise _cancel(["TransactionConflict", "None"])
 
+    # Still our slot after every retry: the segment stops, nothing lost
     dynamo.put_saga("b", "p-2")
     dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", always)
     with pytest.raises(SegmentThrottledError, match="TransactionConflict"):
         fence.write(restamp_request(dynamo, "b"))
     assert fence.conflicts == 2 + CONFLICT_RETRIES
+    assert fence.lost is None
+
+    # A newer run armed the slot meanwhile: the lease is lost, not a throttle
+    clock = Clock()
+    clock.advance(200)
+    a_newer_run(dynamo, clock, "forward")
+    assert fence.write(restamp_request(dynamo, "b")) is RowWrite.LEASE_LOST
+    assert fence.lost is not None
+    assert "armed by epoch" in str(fence.lost)
 
 
 def test_a_server_without_transactions_falls_back_to_the_clock_fence_once_with_a_warning(
@@ -208,14 +271,7 @@ def test_a_server_without_transactions_falls_back_to_the_clock_fence_once_with_a
     assert fence.mode is FenceMode.CLOCK
     assert len(sent) == 1
     [warning] = [r for r in caplog.records if "clock fence only" in r.getMessage()]
-    assert "10 s after the last good heartbeat" in warning.getMessage()
-    assert fence.write_cap() is None  # the clock fence adds no write to the control partition
-
-
-def test_the_control_partition_cap_follows_the_state_item_size() -> None:
-    assert control_partition_cap(300) == 400.0
-    assert control_partition_cap(1024) == 400.0
-    assert control_partition_cap(1025) == 200.0
+    assert "10 s after the last good heartbeat was sent" in warning.getMessage()
 
 
 def test_given_a_paused_worker_then_the_transactional_fence_lets_no_row_move(
@@ -227,7 +283,9 @@ def test_given_a_paused_worker_then_the_transactional_fence_lets_no_row_move(
 
     assert outcome.run.fence_mode == FenceMode.TRANSACTIONAL.value
     assert outcome.run.lease_lost is not None
+    # Its re-stamp was refused by its slot: the rollback run armed it with a newer epoch
     assert "refused" in outcome.run.lease_lost
+    assert "is armed by epoch" in outcome.run.lease_lost
     assert outcome.strays == []
     assert cli.sagas_all() == sorted(SAGAS)
     assert cli.drift() == 0
@@ -249,7 +307,9 @@ def test_given_a_paused_worker_without_a_fence_then_the_same_scenario_hides_a_sa
 
 def test_timedelta_of_the_injected_clock_is_what_the_fence_measures() -> None:
     clock = Clock()
-    fence = LeaseFence(None, "t", token="x", state_version=1, max_heartbeat_age=5, clock=clock)
+    fence = LeaseFence(
+        None, "t", token="x", state_version=1, epoch=1, max_heartbeat_age=5, clock=clock
+    )
     fence.mark_heartbeat(mono=0.0)
     clock.now += timedelta(seconds=3)
     assert fence.heartbeat_age() >= 3.0

@@ -18,6 +18,7 @@ from saga_index.index import keys, names
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.keeper import token_for_execution
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.lease.controls import clear_throttle, pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
@@ -59,14 +60,25 @@ def store(dynamo: Backend) -> ControlStore:
 
 
 def leased(dynamo: Backend, phase: str = "migrating") -> RunTicket:
-    """The record in `phase`, and a lease taken for EXECUTION (what the plan step does)."""
+    """The record in `phase`, and a lease taken for EXECUTION with its fence slots armed (what
+    the plan step does)."""
     plant(dynamo, phase)
     grant = acquire_lease(store(dynamo), holder=EXECUTION, token=TOKEN, direction="forward")
+    arm_fence(
+        dynamo.client,
+        dynamo.table_name,
+        epoch=grant.epoch,
+        token=TOKEN,
+        state_version=grant.state.version,
+        segments=1,
+        armed_by=EXECUTION,
+    )
     return RunTicket.of(
         Move(grant.lease.direction, grant.source, grant.target),
         state_version=grant.state.version,
         holder=EXECUTION,
         lease_token=TOKEN,
+        lease_epoch=grant.epoch,
         started_at=format_time(grant.lease.acquired_at),
     )
 

@@ -43,7 +43,6 @@ from infra.backfill import (
     WORKER_TIMEOUT,
 )
 from saga_index.index import keys
-from saga_index.layout_change.backfill.fence import control_partition_cap
 from saga_index.layout_change.backfill.keeper import token_for_execution
 from saga_index.layout_change.backfill.wire import SegmentResult
 from saga_index.layout_change.lease.controls import set_throttle
@@ -286,8 +285,9 @@ def test_given_migrating_writers_when_the_forward_run_executes_then_rows_move_an
     assert sorted(k["PK"] for k in summary["anomalyKeys"]) == sorted(
         f"RSAGA#{s}" for s in ANOMALIES
     )
-    # every row is scanned, the control record's too: STATE, HISTORY#1, the lease's EVENT
-    assert summary["scanned"] == len(before) + 3
+    # every row is scanned, the control record's too (STATE, HISTORY#1, the lease's EVENT) and
+    # the run's three fence slots
+    assert summary["scanned"] == len(before) + 3 + 3
     assert summary["complete"] is True
     assert summary["verification"]["ok"] is True
     assert summary["verification"]["remainingAnomalies"] == len(ANOMALIES)
@@ -495,20 +495,20 @@ def test_given_a_throttle_during_a_deployed_run_then_its_report_names_the_caps_i
     world.before_invoke["handlers.backfill_worker.handler"] = throttle_after_the_first_invocation
     # When the CLI runs it through the state machine
     code, [report], err = run_deployed(capsys, world)
-    # Then the report names the cap the run started at (1,000/s held to the 400/s the control
-    # partition takes while every re-stamp condition-checks STATE), the throttle it then ran
-    # at, and what was asked for, as a local run's report does
+    # Then the report names the cap the run started at (the 1,000/s asked: no re-stamp checks
+    # the control partition), the throttle it then ran at, and what was asked for, as a local
+    # run's report does
     assert code == 3, err
     assert report["status"] == "SUCCEEDED"
-    assert report["maxWritesPerSecond"] == control_partition_cap(1024) == 400.0
-    assert report["appliedMaxWritesPerSecond"] == [400.0, 200.0]
+    assert report["maxWritesPerSecond"] == 1000.0
+    assert report["appliedMaxWritesPerSecond"] == [1000.0, 200.0]
     assert report["requestedMaxWritesPerSecond"] == 1000.0
     # and the state machine's own output carries the caps too (for whoever reads it)
     [execution] = world.sfn.list_executions(stateMachineArn=world.arn)["executions"]
     output = json.loads(
         world.sfn.describe_execution(executionArn=execution["executionArn"])["output"]
     )
-    assert output["appliedMaxWritesPerSecond"] == [400.0, 200.0]
+    assert output["appliedMaxWritesPerSecond"] == [1000.0, 200.0]
 
 
 def test_given_the_arn_when_the_execution_fails_then_the_cli_exits_1_with_the_cause(

@@ -69,7 +69,9 @@ def cli(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> Cli:
 
 class FailingCalls:
     """Every matching call of a client fails in its before-call hook, before it reaches the
-    table: botocore raises the throttle as it would DynamoDB's, nothing is written."""
+    table: botocore raises a service failure as it would DynamoDB's, nothing is written (not a
+    throttle or a conflict: the control writes retry those, tests/component/
+    test_control_write_retries.py)."""
 
     def __init__(
         self, client: Any, operation: str, match: Callable[[dict[str, Any]], bool]
@@ -84,7 +86,7 @@ class FailingCalls:
         if self.match(body):
             self.failed += 1
             raise ClientError(
-                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
+                {"Error": {"Code": "InternalServerError", "Message": "Internal server error"}},
                 self.operation,
             )
 
@@ -173,9 +175,8 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
     fail_cli_calls(monkeypatch, "UpdateItem", state_update)
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
     # Then it is not applied and says so (not "lost the race": nobody else moved the record);
-    # the write was throttled past the retries: not yet, the same command may succeed (exit 5)
-    assert code == 5
-    assert json.loads(out)["retryLater"] is True
+    # the service refused the call, so the command could not complete (exit 4)
+    assert (code, out) == (4, "")
     assert "the move was NOT applied" in err
     assert "marked abandoned" in err
     assert "lost the race" not in err
@@ -208,14 +209,13 @@ def test_a_failed_state_write_exits_1_not_applied_and_restore_follows_the_applie
 def test_a_failed_first_state_write_is_not_applied_and_the_same_command_works_again(
     cli: Cli, store: ControlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a table never migrated, and its first STATE write failing (throttled)
+    # Given a table never migrated, and its first STATE write failing
     cli.hooks = replace(cli.hooks, shard_key_probe=probe_64_shard_keys)
     fail_cli_calls(monkeypatch, "UpdateItem", state_update)
     code, out, err = cli("phase", "set", "migrating", "--reason", "start")
-    # Then it is reported as NOT applied (exit 5, throttled: retry later): no STATE item holds
-    # it, whatever the history says
-    assert code == 5
-    assert json.loads(out)["retryLater"] is True
+    # Then it is reported as NOT applied (exit 4: the service refused the call): no STATE item
+    # holds it, whatever the history says
+    assert (code, out) == (4, "")
     assert "the move was NOT applied" in err
     assert store.read_raw_state() is None
     entry = store.history_entry(1)
@@ -237,10 +237,12 @@ def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(
     sharded_16(dynamo)
     fail_cli_calls(monkeypatch, "PutItem", history_put(applied=False))
     code, out, err = cli("phase", "set", "resharding", "--shards", "32", "--reason", "split")
-    # Not yet (exit 5: the write was throttled past the retries), and nothing was applied
-    assert code == 5
-    assert json.loads(out)["retryLater"] is True
-    assert "ThrottlingException" in err
+    # Could not complete (exit 4: the service refused the call), and nothing was applied
+    assert (code, out) == (4, "")
+    assert "InternalServerError" in err
+    # Could not complete (exit 4: the service refused the call), and nothing was applied
+    assert (code, out) == (4, "")
+    assert "InternalServerError" in err
     assert "the move was NOT applied" in err
     assert "lost the race" not in err
     assert store.read().version == 2

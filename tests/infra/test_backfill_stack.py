@@ -12,6 +12,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.backfill import LAMBDA_SERVICE_ERRORS, VERIFICATION_FAILED_ERROR, WORKER_MAX_ATTEMPTS
 from infra.observability.dashboard import BACKFILL_METRICS
+from infra.table import FENCE_SLOT_CONDITION
 from saga_index.index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SERVICE_BACKFILL_WORKER
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
@@ -55,13 +56,17 @@ def function_statements(template: Template, role: str) -> list[dict[str, Any]]:
 
 
 def data_actions(
-    statements: list[dict[str, Any]], *, control: bool = False
+    statements: list[dict[str, Any]], *, control: bool = False, fence: bool = False
 ) -> list[tuple[str, str]]:
     """(action, resource) pairs of the dynamodb statements, resources rendered as JSON: the
-    saga-data grants, or (control=True) the grants limited to the control record's items."""
+    saga-data grants, or (control=True) the grants limited to the control record's items, or
+    (fence=True) those limited to the backfill's fence slots."""
     pairs: list[tuple[str, str]] = []
     for statement in statements:
-        if (statement.get("Condition") == CONTROL_CONDITION) is not control:
+        condition = statement.get("Condition")
+        if (condition == CONTROL_CONDITION) is not control:
+            continue
+        if (condition == FENCE_SLOT_CONDITION) is not fence:
             continue
         # Saga-data grants may carry their own conditions (saga rows only, attribute lists):
         # tests/infra/test_function_policies.py asserts them exactly.
@@ -125,14 +130,34 @@ def test_each_backfill_function_may_read_and_write_only_the_control_records_item
 ) -> None:
     # The lease, its heartbeat, the runtime throttle and the recorded result live in the control
     # record; the IAM condition keeps these writes off every saga row. The worker only
-    # heartbeats an existing lease: UpdateItem, never PutItem (least privilege), and its fenced
-    # re-stamps condition-check the lease on STATE (ConditionCheckItem).
+    # heartbeats an existing lease: UpdateItem, never PutItem (least privilege); its fenced
+    # re-stamps check their fence slot, never the control partition (no ConditionCheckItem
+    # here).
     arn = table_arn(owned_template)
-    worker = {"dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"}
+    worker = {"dynamodb:UpdateItem"}
     writes = worker if role == "worker" else CONTROL_WRITE
     assert data_actions(function_statements(owned_template, role), control=True) == sorted(
         (action, arn) for action in CONTROL_READ | writes
     )
+
+
+@pytest.mark.parametrize(
+    ("role", "actions"),
+    [
+        ("plan", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+        ("worker", ["dynamodb:ConditionCheckItem", "dynamodb:GetItem"]),
+        ("verify", []),
+    ],
+)
+def test_the_fence_slots_are_armed_by_the_planner_and_only_checked_by_the_worker(
+    owned_template: Template, role: str, actions: list[str]
+) -> None:
+    # The plan step arms the run's fence slots (read slot 0, put each slot); every re-stamp's
+    # transaction condition-checks its segment's slot; nobody may update or delete one.
+    arn = table_arn(owned_template)
+    assert data_actions(function_statements(owned_template, role), fence=True) == [
+        (action, arn) for action in actions
+    ]
 
 
 def test_every_backfill_statement_names_its_resources(owned_template: Template) -> None:
@@ -148,7 +173,8 @@ def test_in_import_mode_the_worker_grant_points_at_the_named_table(
     statements = [
         s
         for s in function_statements(import_mode_template, "worker")
-        if s.get("Condition") != CONTROL_CONDITION and str(s["Action"]).startswith("dynamodb:")
+        if s.get("Condition") not in (CONTROL_CONDITION, FENCE_SLOT_CONDITION)
+        and str(s["Action"]).startswith("dynamodb:")
     ]
     assert sorted(s["Action"] for s in statements) == ["dynamodb:Scan", "dynamodb:UpdateItem"]
     for statement in statements:

@@ -1,11 +1,13 @@
 """No role of the stack can delete a control item (docs/control-contract.md, "The record"): a
 lost STATE, HISTORY or EVENT item would make every reader follow "never migrated" while rows
-say otherwise. Judged over every statement of every policy in the template, in both table
-modes, against every action that can delete an item (DeleteItem, BatchWriteItem, PartiQL's
-delete) whether named or matched by a wildcard.
+say otherwise, and a lost fence slot would let a stale worker's re-stamp land again (its check
+is the slot's epoch; "The fence"). Judged over every statement of every policy in the
+template, in both table modes, against every action that can delete an item (DeleteItem,
+BatchWriteItem, PartiQL's delete) whether named or matched by a wildcard.
 
 A statement that grants such an action is accepted only with a dynamodb:LeadingKeys condition
-of ForAllValues that no control key can satisfy, and only on the saga table's ARNs as granted.
+of ForAllValues that no control key (the control partition's, a fence slot's) can satisfy, and
+only on the saga table's ARNs as granted.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from saga_index.index.names import CONTROL_PK
+from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX
 from tests.infra.template_tools import as_list, render, resources
 
 pytestmark = pytest.mark.infra
@@ -46,16 +48,20 @@ def _deleting(statement: dict[str, Any]) -> list[str]:
     return [a for a in DELETING_ACTIONS if any(fnmatchcase(a, p) for p in patterns)]
 
 
+# The partition keys of control items: the record's, and fence slots (the lowest, a high one).
+CONTROL_KEYS = (CONTROL_PK, f"{FENCE_PK_PREFIX}0", f"{FENCE_PK_PREFIX}999")
+
+
 def _excludes_control(condition: dict[str, Any] | None) -> bool:
     """A ForAllValues LeadingKeys condition no control key satisfies."""
     for operator, test in (condition or {}).items():
         keys = as_list((test or {}).get("dynamodb:LeadingKeys", []))
         if not keys:
             continue
-        if operator == "ForAllValues:StringEquals" and CONTROL_PK not in keys:
+        if operator == "ForAllValues:StringEquals" and not set(CONTROL_KEYS) & set(keys):
             return True
         if operator == "ForAllValues:StringLike" and not any(
-            fnmatchcase(CONTROL_PK, str(k)) for k in keys
+            fnmatchcase(control, str(k)) for k in keys for control in CONTROL_KEYS
         ):
             return True
     return False
@@ -80,15 +86,17 @@ def test_no_role_can_delete_a_control_item(
 
 
 def test_the_rule_sees_a_grant_that_would_delete_control_items() -> None:
-    """The judge itself: a table-wide grant, a wildcard, a control-partition grant and a
-    NotAction statement are caught; a saga-rows-only DeleteItem is not."""
+    """The judge itself: a table-wide grant, a wildcard, a control-partition grant, a fence
+    slots' grant and a NotAction statement are caught; a saga-rows-only DeleteItem is not."""
     saga_rows = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]}}
     control = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
+    fence = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{FENCE_PK_PREFIX}*"]}}
     statements = [
         {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": "t"},
         {"Effect": "Allow", "Action": "dynamodb:*", "Resource": "t", "Condition": control},
         {"Effect": "Allow", "Action": ["dynamodb:Batch*"], "Resource": "t"},
         {"Effect": "Allow", "NotAction": "s3:*", "Resource": "*"},
+        {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Condition": fence},
         {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Condition": saga_rows},
         {"Effect": "Deny", "Action": "dynamodb:DeleteItem", "Resource": "t"},
     ]
@@ -106,4 +114,5 @@ def test_the_rule_sees_a_grant_that_would_delete_control_items() -> None:
         list(DELETING_ACTIONS),
         ["dynamodb:BatchWriteItem"],
         list(DELETING_ACTIONS),
+        ["dynamodb:DeleteItem"],
     ]

@@ -30,6 +30,7 @@ IMPORTED_TABLE_ARN = (
 )
 CONTROL = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
 SAGA_ROWS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]}}
+FENCE_SLOTS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#FENCE#*"]}}
 PROJECTED = {"StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}}
 WORKER_SCAN = {
     "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
@@ -149,13 +150,19 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
         grants |= {plain("dynamodb:Query", index), on("dynamodb:Scan", PROJECTED)}
     if name in {"backfill-plan", "backfill-verify"}:
         grants |= {on("dynamodb:PutItem", CONTROL), on("dynamodb:UpdateItem", CONTROL)}
+    if name == "backfill-plan":
+        # taking the run arms its fence slots: slot 0 read, every slot put
+        grants |= {on("dynamodb:GetItem", FENCE_SLOTS), on("dynamodb:PutItem", FENCE_SLOTS)}
     if name == "backfill-verify":
         grants |= {plain("dynamodb:Query", index), plain("dynamodb:GetItem", table)}
     if name == "backfill-worker":
         grants |= {
             on("dynamodb:UpdateItem", CONTROL),
-            # the lease fence: every re-stamp's transaction condition-checks STATE
-            on("dynamodb:ConditionCheckItem", CONTROL),
+            # the lease fence: every re-stamp's transaction condition-checks its segment's
+            # fence slot (and reads it to say which epoch armed it when refused); nothing of
+            # the control partition is in a re-stamp
+            on("dynamodb:ConditionCheckItem", FENCE_SLOTS),
+            on("dynamodb:GetItem", FENCE_SLOTS),
             on("dynamodb:Scan", WORKER_SCAN),
             on("dynamodb:UpdateItem", WORKER_UPDATE),
         }

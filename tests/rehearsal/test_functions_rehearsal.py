@@ -201,11 +201,10 @@ def test_given_a_released_lease_when_a_worker_of_the_run_is_invoked_then_it_writ
     assert stale.error is not None
     assert stale.error.startswith("LeaseLostError: ")
     assert "released" in stale.error
-    # Its only calls: the fence's read of the STATE item (its size sets the transactional
-    # fence's cap on the control partition), the heartbeat the condition refused, and the read
-    # that said why. No saga row is touched.
+    # Its only calls: the heartbeat the condition refused, and the read that said why (its
+    # ticket carries the lease's epoch: nothing is read before). No saga row and no fence slot
+    # is touched.
     assert [(c["operation"], c["leadingKeys"]) for c in stale.calls] == [
-        ("GetItem", [CONTROL_PK]),
         ("UpdateItem", [CONTROL_PK]),
         ("GetItem", [CONTROL_PK]),
     ]

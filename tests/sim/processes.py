@@ -212,6 +212,8 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                     token=token,
                     clock=process.clock.wall,
                     ttl_seconds=sim.lease_ttl,
+                    # Fence slots are armed only for the transactional fence that checks them.
+                    arm=sim.scenario.fence == "transactional",
                 )
                 break
             except EXPECTED_ERRORS as err:

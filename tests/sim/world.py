@@ -51,7 +51,7 @@ PERSONS = ("p-1", "alice", "bob", "carol", "p-7", "dave")
 @dataclass(frozen=True)
 class Scenario:
     plan: str = "forward"  # runbook.PLANS
-    # The backfill's lease fence: transactional (ConditionCheck on STATE, moto has
+    # The backfill's lease fence: transactional (ConditionCheck on its fence slot, moto has
     # transactions), clock (the heartbeat-age check only), none (the broken variant).
     fence: str = "transactional"
     readers: int = 3

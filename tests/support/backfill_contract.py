@@ -15,7 +15,7 @@ import pytest
 
 from saga_index.index import keys, names
 from saga_index.index.layout import Layout
-from saga_index.index.names import CONTROL_PK
+from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX
 from saga_index.layout_change.backfill.local import LocalRun, run_backfill
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError, TokenBucket
@@ -696,9 +696,10 @@ def plant(dynamo: Backend, phase: str = "migrating", *, version: int = 1) -> Con
 
 
 def is_control_row(raw: dict[str, Any]) -> bool:
-    return raw["PK"]["S"] == CONTROL_PK
+    """A control item: the record's (STATE, HISTORY, EVENT) or a backfill fence slot."""
+    return raw["PK"]["S"] == CONTROL_PK or raw["PK"]["S"].startswith(FENCE_PK_PREFIX)
 
 
 def data_rows(dynamo: Backend) -> list[dict[str, Any]]:
-    """Every row but the control record's items (a run changes those: lease, completion)."""
+    """Every row but the control items (a run changes those: lease, completion, fence slots)."""
     return [raw for raw in dynamo.scan_all() if not is_control_row(raw)]

@@ -30,13 +30,14 @@ S16 = Layout.sharded(16)
 
 
 def fail_calls(client: Any, operation: str, match: Callable[[dict[str, Any]], bool]) -> list[int]:
-    """Every matching call of `client` raises a throttle before it is sent; the list counts."""
+    """Every matching call of `client` fails before it is sent, as a service failure (not a
+    throttle or a conflict: the control writes retry those); the list counts."""
     failed: list[int] = []
 
     def hook(params: dict[str, Any], **_: Any) -> None:
         if match(json.loads(params.get("body") or b"{}")):
             failed.append(1)
-            raise ClientError({"Error": {"Code": "ThrottlingException"}}, operation)
+            raise ClientError({"Error": {"Code": "InternalServerError"}}, operation)
 
     client.meta.events.register(f"before-call.dynamodb.{operation}", hook)
     return failed

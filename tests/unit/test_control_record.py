@@ -51,6 +51,7 @@ def _full_state() -> ControlState:
         lease=Lease("ops@host", "tok", BackfillDirection.ROLLBACK, at, at, at, 7),
         backfill_max_writes_per_second=12.5,
         backfill_paused=True,
+        lease_epoch=1_767_225_600_000,
         last_backfill=BackfillCompletion(
             BackfillDirection.FORWARD, LEGACY, S16, 6, at, at, 10, 9, 1, True, False, "h", "t0"
         ),

@@ -112,6 +112,7 @@ const CONTROLS: PartSpec = {
   attributes: [
     { name: 'backfillMaxWritesPerSecond', value: 'number', optional: true },
     { name: 'backfillPaused', value: 'boolean', optional: true, absent: false },
+    { name: 'leaseEpoch', value: 'integer', optional: true },
   ],
 };
 

@@ -24,6 +24,7 @@ from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES
 from saga_index.index.names import (
     BACKFILL_THROTTLED_ERROR,
     CONTROL_PK,
+    FENCE_PK_PREFIX,
     INDEX_NAME,
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
@@ -37,6 +38,7 @@ __all__ = [
     "BACKFILL_THROTTLED_ERROR",
     "CONTROL_PK",
     "DEFAULT_SHARD_COUNT",
+    "FENCE_PK_PREFIX",
     "INDEX_NAME",
     "JOBS_BY_NAME",
     "LEGACY",

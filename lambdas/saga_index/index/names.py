@@ -172,6 +172,10 @@ METRIC_CONTROL_RECORD_MISSING: Final = "ControlRecordMissing"
 # The partition key of every control item (STATE, HISTORY#..., EVENT#...): the handlers read it,
 # infra grants access to exactly this partition (an IAM dynamodb:LeadingKeys condition).
 CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
+# The backfill's fence slots (docs/control-contract.md, "The fence"): PK = this prefix + the
+# slot's number, each slot on its own partition key (never the control partition, never in the
+# index). infra grants the re-stamping functions a ConditionCheck on exactly these keys.
+FENCE_PK_PREFIX: Final = "RSAGA_INDEX#FENCE#"
 
 # ---- the deployed stack ----------------------------------------------------------------------
 # The stack names its alarms "<stack>-<Name>" (infra/observability/alarms.py): `saga-index status

@@ -144,8 +144,14 @@ def _seed(backend: Backend, shard_count: int) -> None:
 
 
 def _saga_rows(backend: Backend) -> list[dict[str, Any]]:
+    """Every row but the control items (the record's, and the backfill's fence slots)."""
     rows = (deserialize(item) for item in backend.scan_all())
-    return [row for row in rows if row[names.TABLE_PARTITION_KEY] != names.CONTROL_PK]
+    return [
+        row
+        for row in rows
+        if row[names.TABLE_PARTITION_KEY] != names.CONTROL_PK
+        and not row[names.TABLE_PARTITION_KEY].startswith(names.FENCE_PK_PREFIX)
+    ]
 
 
 def _by_handler(synth: Synth) -> dict[str, str]:

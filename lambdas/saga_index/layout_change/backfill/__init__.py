@@ -43,7 +43,7 @@ from saga_index.layout_change.backfill.estimate import (
     count_rows_to_move,
     sample_rows_to_move,
 )
-from saga_index.layout_change.backfill.fence import LEASE_STILL_OURS, LeaseFence, fence_for_run
+from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
@@ -81,7 +81,6 @@ __all__ = [
     "DEFAULT_MAX_WRITES_PER_SECOND",
     "DEFAULT_SAFETY_MARGIN_SECONDS",
     "DEFAULT_TOTAL_SEGMENTS",
-    "LEASE_STILL_OURS",
     "MAX_TOTAL_SEGMENTS",
     "PARTITION_WCU_PER_SECOND",
     "BackfillEstimate",

@@ -5,34 +5,34 @@ A lease checked by time alone cannot stop a worker that was paused (SIGSTOP, a s
 a long GC) between its check and its write: it resumes with its decision intact. Two fences,
 both used wherever they can be:
 
-  transactional  every re-stamp is a TransactWriteItems of two actions: a ConditionCheck on the
-                 STATE item (leaseToken = the run's token AND version = leaseStateVersion = the
-                 version the lease was taken under AND leaseExpiresAt > now) and the row's own
-                 conditional Update. DynamoDB judges the lease at write time, so a worker that
-                 lost it (taken over, released, a transition since) writes nothing, however long
-                 it was paused. No window remains.
-  clock          before every write: the last successful heartbeat is younger than
-                 `max_heartbeat_age` by the wall clock AND by the monotonic clock (a suspended
-                 laptop stops the monotonic clock; a stepped wall clock fools the other), and the
-                 keeper has not said stop. This narrows the window, it does not close it: a pause
-                 between this check and the request reaching DynamoDB can still write one row
-                 per segment after the lease is gone. The drift guard pages for such a row and
-                 `saga-index backfill --direction rollback` (in `legacy`) or a forward run (in
-                 `sharded`) moves it home.
+  transactional  every re-stamp of segment i is a TransactWriteItems of two actions: a
+                 ConditionCheck on fence slot i (its `epoch` = the run's lease epoch AND its
+                 `leaseToken` = the run's token; backfill.slots armed it before the run's first
+                 write) and the row's own conditional Update. DynamoDB judges it at write time,
+                 so once a newer run armed the slots, a worker of an older one writes nothing,
+                 however long it was paused. No item is shared by two segments: re-stamps never
+                 conflict with each other, with the heartbeats, `phase set` or the operator's
+                 controls (those write only STATE).
+  clock          before every write: the last successful heartbeat, dated when its request was
+                 SENT, is younger than `max_heartbeat_age` by the wall clock AND by the
+                 monotonic clock (a suspended laptop stops the monotonic clock; a stepped wall
+                 clock fools the other), and the keeper has not said stop. This narrows the
+                 window, it does not close it: a pause between this check and the request
+                 reaching DynamoDB can still write one row per segment after the lease is gone.
+                 The drift guard pages for such a row and `saga-index backfill --direction
+                 rollback` (in `legacy`) or a forward run (in `sharded`) moves it home.
 
 The clock fence always runs. The transactional one runs unless the server answers
 UnknownOperationException (dynalite: the demo and the conformance suite): that is detected once
 per run, logged as a warning naming the server and the window that remains, and the run goes on
 with the clock fence only.
 
-What the transactional fence costs (AWS documentation): an item in a transaction is charged
-twice (prepare and commit), so a re-stamp of a row up to 1 KB costs 2 WCU instead of 1, and the
-ConditionCheck costs 2 WCU per KB of the STATE item. The STATE item is ONE item in the control
-partition, and one partition serves at most 1,000 WCU/s: every fenced re-stamp checks it, so the
-run's cap is held to `control_partition_cap` (with a STATE item up to 1 KB: 400 re-stamps/s,
-leaving 200 WCU/s of the partition to heartbeats, `phase set` and the events). A heartbeat that
-updates STATE while a re-stamp checks it cancels the re-stamp with TransactionConflict: that is
-retried a bounded number of times (CONFLICT_RETRIES), then the segment stops like a throttle.
+Cost (AWS documentation): an item in a transaction is charged twice, so a re-stamp of a row up
+to 1 KB costs 2 WCU instead of 1, and the slot's ConditionCheck 2 WCU on the SLOT's partition;
+the control partition pays nothing per re-stamp. One segment re-stamps at most
+SLOT_PARTITION_CAP times a second (its slot's partition). A TransactionConflict on a slot comes
+only from an arming racing the segment: retried CONFLICT_RETRIES times, then the slot is read,
+and the segment stops as LEASE_LOST when a newer epoch holds it.
 """
 
 from __future__ import annotations
@@ -51,46 +51,25 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import SagaIndexError
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
-from saga_index.layout_change.lease.grant import why_lost
-from saga_index.layout_change.record.errors import LeaseLostError
-from saga_index.layout_change.record.items import (
-    LEASE_EXPIRES_AT,
-    LEASE_STATE_VERSION,
-    LEASE_TOKEN,
-    VERSION,
-    state_key,
+from saga_index.layout_change.backfill.slots import (
+    SLOT_PARTITION_CAP,
+    SLOT_STILL_OURS,
+    describe_slot,
+    read_slot,
 )
-from saga_index.layout_change.record.store import ControlStore, attribute_fragment
-from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.record.items import FENCE_EPOCH, LEASE_TOKEN, fence_slot_key
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import THROTTLE_CODES, error_code
 from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.expressions import request_expressions
-from saga_index.store.dynamo.sizing import item_size
 
 log = logging.getLogger(__name__)
 
-# The lease as DynamoDB checks it at write time: the run's token, under the version it was taken
-# under, not yet expired by the writer's clock at send time. The pause flag is not in it: a
-# pause is a pace control (the bucket stops handing out tokens), not a loss of the lease, and a
-# re-stamp that lands just after a pause is still correct.
-LEASE_STILL_OURS: Final = attribute_fragment(
-    f"#{LEASE_TOKEN} = :fenceToken AND #{VERSION} = :fenceVersion "
-    f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow",
-    LEASE_TOKEN,
-    VERSION,
-    LEASE_STATE_VERSION,
-    LEASE_EXPIRES_AT,
-    slots=(":fenceToken", ":fenceVersion", ":fenceNow"),
-)
-# A heartbeat updating STATE at the same moment cancels a re-stamp: retried this many times.
+# An arming racing a segment's re-stamp on its slot cancels the re-stamp: retried this often.
 CONFLICT_RETRIES: Final = 5
 CONFLICT_BACKOFF_SECONDS: Final = 0.02
-# One partition's write limit (AWS), and what the run leaves of it to heartbeats, `phase set`,
-# the events and the drift guard's alarms: the fenced re-stamps get the rest.
-PARTITION_WCU_PER_SECOND: Final = 1000.0
-CONTROL_PARTITION_HEADROOM_WCU: Final = 200.0
-TRANSACTIONAL_WCU_PER_KB: Final = 2.0
 # The least heartbeat age the clock fence allows (default_max_heartbeat_age).
 MIN_HEARTBEAT_AGE_SECONDS: Final = 2.0
 # The cancellation reasons of a transaction that was throttled, not refused.
@@ -110,14 +89,6 @@ class RowWrite(StrEnum):
     LEASE_LOST = "lease-lost"  # the fence refused: nothing written, the run must stop
 
 
-def control_partition_cap(state_item_bytes: int) -> float:
-    """The most fenced re-stamps per second the control partition takes: each ConditionCheck
-    costs TRANSACTIONAL_WCU_PER_KB per started KB of the STATE item."""
-    kilobytes = max(1, math.ceil(state_item_bytes / 1024))
-    budget = PARTITION_WCU_PER_SECOND - CONTROL_PARTITION_HEADROOM_WCU
-    return budget / (TRANSACTIONAL_WCU_PER_KB * kilobytes)
-
-
 def cancellation_codes(err: ClientError) -> list[str]:
     """The per-action codes of a TransactionCanceledException, in TransactItems order."""
     reasons = err.response.get("CancellationReasons") or []
@@ -133,9 +104,10 @@ def is_transaction_throttle(err: BaseException) -> bool:
 class LeaseFence:
     """The fence of one run (or one Lambda invocation) under its lease.
 
-    The lease keeper calls `mark_heartbeat` after every successful heartbeat and `lose` when the
-    lease is gone; the row re-stamper calls `write` for every re-stamp. Thread-safe: a local
-    run's segments share one fence.
+    The lease keeper calls `mark_heartbeat` after every successful heartbeat (with the clock
+    readings taken when that heartbeat was sent) and `lose` when the lease is gone; segment i's
+    re-stamper calls `write(update, slot=i)` for every re-stamp. Thread-safe: a local run's
+    segments share one fence, each through its own slot.
     """
 
     def __init__(
@@ -146,6 +118,7 @@ class LeaseFence:
         token: str,
         state_version: int,
         max_heartbeat_age: float,
+        epoch: int | None = None,
         transactional: bool = True,
         clock: WallClock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
@@ -154,9 +127,12 @@ class LeaseFence:
     ) -> None:
         if not max_heartbeat_age > 0:
             raise ValueError(f"max_heartbeat_age must be positive, got {max_heartbeat_age!r}")
+        if transactional and epoch is None:
+            raise ValueError("a transactional fence checks its slots for the lease's epoch")
         self.client = client
         self.table_name = table_name
         self.token = token
+        self.epoch = epoch
         self.state_version = state_version
         self.max_heartbeat_age = max_heartbeat_age
         self.mode = FenceMode.TRANSACTIONAL if transactional else FenceMode.CLOCK
@@ -165,23 +141,20 @@ class LeaseFence:
         self.sleep = sleep
         self.on_lost = on_lost
         self.lost: LeaseLostError | None = None
-        # The most re-stamps/s the control partition takes while every one checks STATE
-        # (control_partition_cap); the keeper holds the run's cap to it. None: not measured.
-        self.partition_cap: float | None = None
         self.conflicts = 0  # TransactionConflict cancellations retried (the run's report)
         self._lock = threading.Lock()
         self._wall_mark: datetime | None = None
         self._mono_mark = -math.inf
-
-    def write_cap(self) -> float | None:
-        """The cap the fence imposes on the run's TOTAL rate: only while it is transactional
-        (the clock fence adds no write to the control partition)."""
-        return self.partition_cap if self.mode is FenceMode.TRANSACTIONAL else None
+        # Per slot: the monotonic time before which its next re-stamp waits (the slot's
+        # partition takes SLOT_PARTITION_CAP re-stamps a second).
+        self._slot_next: dict[int, float] = {}
 
     # ---- what the keeper tells it ------------------------------------------------------
 
     def mark_heartbeat(self, wall: datetime | None = None, mono: float | None = None) -> None:
-        """A heartbeat just proved the lease."""
+        """A heartbeat proved the lease: `wall` and `mono` are the clocks' readings when its
+        request was SENT (now when not given), so a pause after the heartbeat, or an answer
+        that arrives late, never makes the proof younger than it is."""
         with self._lock:
             self._wall_mark = wall if wall is not None else self.clock()
             self._mono_mark = mono if mono is not None else self.monotonic()
@@ -199,8 +172,9 @@ class LeaseFence:
     # ---- the clock fence ---------------------------------------------------------------
 
     def heartbeat_age(self) -> float:
-        """Seconds since the last good heartbeat, the larger of the wall-clock and the monotonic
-        measure (inf before the first; a wall clock that stepped back counts as stale)."""
+        """Seconds since the last good heartbeat was sent, the larger of the wall-clock and the
+        monotonic measure (inf before the first; a wall clock that stepped back counts as
+        stale)."""
         with self._lock:
             wall_mark, mono_mark = self._wall_mark, self._mono_mark
         if wall_mark is None:
@@ -229,13 +203,14 @@ class LeaseFence:
 
     # ---- the write ---------------------------------------------------------------------
 
-    def write(self, update: Mapping[str, Any]) -> RowWrite:
-        """One re-stamp: `update` is the row's UpdateItem request (TableName, Key, expressions).
-        Raises the ClientError of a failure that is neither a condition nor a conflict."""
+    def write(self, update: Mapping[str, Any], *, slot: int = 0) -> RowWrite:
+        """One re-stamp of segment `slot`: `update` is the row's UpdateItem request
+        (TableName, Key, expressions). Raises the ClientError of a failure that is neither a
+        condition nor a conflict."""
         if not self.check_clock():
             return RowWrite.LEASE_LOST
         if self.mode is FenceMode.TRANSACTIONAL:
-            return self._transact(update)
+            return self._transact(update, slot)
         try:
             self.client.update_item(**update)
         except ClientError as err:
@@ -244,14 +219,13 @@ class LeaseFence:
             raise
         return RowWrite.WRITTEN
 
-    def _transact(self, update: Mapping[str, Any]) -> RowWrite:
-        request = self._transaction(update)
+    def _transact(self, update: Mapping[str, Any], slot: int) -> RowWrite:
+        request = self._transaction(update, slot)
         for attempt in range(CONFLICT_RETRIES + 1):
-            check = request["TransactItems"][0]["ConditionCheck"]
-            check["ExpressionAttributeValues"][":fenceNow"] = {"S": format_time(self.clock())}
+            self._pace(slot)
             # botocore's own retries of a lost answer resend this very request: one
             # transaction, not a second one that fails its row condition and counts the row
-            # as skipped. A conflict retry is a new transaction (a new now): a new token.
+            # as skipped. A conflict retry is a new transaction: a new token.
             request["ClientRequestToken"] = _request_token(self.token, update, attempt)
             try:
                 self.client.transact_write_items(**request)
@@ -260,58 +234,84 @@ class LeaseFence:
                 code = error_code(err)
                 if code == "UnknownOperationException":
                     self._fall_back_to_clock(err)
-                    return self.write(update)
+                    return self.write(update, slot=slot)
                 if code != "TransactionCanceledException":
                     raise
                 reasons = cancellation_codes(err)
-                state_reason, row_reason = [*reasons, "None", "None"][:2]
-                if state_reason == "ConditionalCheckFailed":
-                    self.lose(LeaseLostError(self._why_refused()))
+                fence_reason, row_reason = [*reasons, "None", "None"][:2]
+                if fence_reason == "ConditionalCheckFailed":
+                    self.lose(LeaseLostError(self._why_refused(slot)))
                     return RowWrite.LEASE_LOST
                 if row_reason == "ConditionalCheckFailed":
                     return RowWrite.ROW_CHANGED
                 if "TransactionConflict" in reasons and attempt < CONFLICT_RETRIES:
-                    # A heartbeat (or `phase set`) wrote STATE at that moment: try again.
+                    # Only an arming writes a slot besides its segment: try again.
                     self.conflicts += 1
                     self.sleep(CONFLICT_BACKOFF_SECONDS * 2**attempt)
                     continue
                 if "TransactionConflict" in reasons:
-                    raise SegmentThrottledError(
-                        f"the control record stayed contended: {CONFLICT_RETRIES + 1} fenced "
-                        f"re-stamps of {update['Key']} were cancelled by TransactionConflict; "
-                        "the segment stopped, nothing was lost: run the backfill again"
-                    ) from err
+                    return self._still_contended(update, slot, err)
                 raise
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _why_refused(self) -> str:
-        """Why DynamoDB refused the lease check, from the STATE item as it is now."""
-        refused = (
-            f"the fenced write was refused, nothing written (lease under version "
-            f"{self.state_version})"
-        )
+    def _pace(self, slot: int) -> None:
+        """Hold segment `slot` to SLOT_PARTITION_CAP re-stamps a second."""
+        with self._lock:
+            now = self.monotonic()
+            at = max(now, self._slot_next.get(slot, -math.inf))
+            self._slot_next[slot] = at + 1.0 / SLOT_PARTITION_CAP
+        if at > now:
+            self.sleep(at - now)
+
+    def _still_contended(self, update: Mapping[str, Any], slot: int, err: ClientError) -> RowWrite:
+        """Every retry met a conflict: the slot says whether a newer run is arming it."""
         try:
+            item = read_slot(self.client, self.table_name, slot)
+        except (ClientError, BotoCoreError) as read_err:
+            item, why = None, f"the slot could not be read: {read_err}"
+        else:
+            why = describe_slot(slot, item)
+        if item is not None and (
+            int(item.get(FENCE_EPOCH, -1)) != self.epoch or item.get(LEASE_TOKEN) != self.token
+        ):
+            self.lose(LeaseLostError(self._refused(why)))
+            return RowWrite.LEASE_LOST
+        raise SegmentThrottledError(
+            f"fence slot {slot} stayed contended: {CONFLICT_RETRIES + 1} fenced re-stamps of "
+            f"{update['Key']} were cancelled by TransactionConflict ({why}); the segment "
+            "stopped, nothing was lost: run the backfill again"
+        ) from err
+
+    def _refused(self, why: str) -> str:
+        return (
+            f"the fenced write was refused, nothing written (lease epoch {self.epoch} under "
+            f"version {self.state_version}): {why}"
+        )
+
+    def _why_refused(self, slot: int) -> str:
+        """Why DynamoDB refused the slot's check: which epoch armed it, and what STATE says."""
+        try:
+            why = describe_slot(slot, read_slot(self.client, self.table_name, slot))
             state = ControlStore(self.client, self.table_name).read()
         except (ClientError, BotoCoreError, SagaIndexError) as err:
-            return f"{refused}; the STATE item could not be read to say why: {err}"
+            return self._refused(f"the fence slot could not be read to say why: {err}")
         lease = state.lease
-        if lease is not None and lease.token == self.token and lease.state_version == state.version:
-            return f"{refused}: the lease expired at {format_time(lease.expires_at)}"
-        return f"{refused}: {why_lost(state, self.token)}"
+        holder = (
+            "this run still holds the lease in STATE"
+            if lease is not None and lease.token == self.token
+            else f"STATE's lease: {lease.holder if lease else 'none'}"
+        )
+        return self._refused(f"{why}; a newer run armed it ({holder})")
 
-    def _transaction(self, update: Mapping[str, Any]) -> dict[str, Any]:
+    def _transaction(self, update: Mapping[str, Any], slot: int) -> dict[str, Any]:
         row = {k: v for k, v in update.items() if k != "ReturnValues"}
-        lease = LEASE_STILL_OURS.given(
-            {
-                ":fenceToken": {"S": self.token},
-                ":fenceVersion": {"N": str(self.state_version)},
-                ":fenceNow": {"S": format_time(self.clock())},
-            }
+        ours = SLOT_STILL_OURS.given(
+            {":fenceEpoch": {"N": str(self.epoch)}, ":fenceToken": {"S": self.token}}
         )
         check = {
             "TableName": self.table_name,
-            "Key": serialize(state_key()),
-            **request_expressions(condition=lease),
+            "Key": serialize(fence_slot_key(slot)),
+            **request_expressions(condition=ours),
         }
         return {"TransactItems": [{"ConditionCheck": check}, {"Update": row}]}
 
@@ -325,8 +325,8 @@ class LeaseFence:
             "%s has no transactions (%s): the backfill goes on with the clock fence only; a "
             "worker paused between its check and its write can still re-stamp one row per "
             "segment after losing its lease, and a write more than %.0f s after the last good "
-            "heartbeat is refused. The drift guard pages for such a row; see the runbook, "
-            "'Stray rows'",
+            "heartbeat was sent is refused. The drift guard pages for such a row; see the "
+            "runbook, 'Stray rows'",
             server,
             error_code(err),
             self.max_heartbeat_age,
@@ -349,32 +349,47 @@ def fence_for_run(
     state_version: int,
     ttl_seconds: float,
     poll_seconds: float,
+    epoch: int | None = None,
     transactional: bool = True,
     clock: WallClock = utc_now,
     monotonic: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
 ) -> LeaseFence:
-    """The fence of a run holding `token` under `state_version`, on the given clocks (the wall
-    clock, the monotonic clock, and the sleep between conflict retries). Transactional: the
-    STATE item is read once (strongly consistent) to size its ConditionCheck, which sets the
-    cap."""
-    fence = LeaseFence(
+    """The fence of a run holding `token` under `state_version` with lease epoch `epoch`, on
+    the given clocks (the wall clock, the monotonic clock, and the sleep between conflict
+    retries). Transactional without an epoch (a ticket planned before epochs): the STATE item
+    is read once (strongly consistent) for the epoch of the lease this token holds; a
+    ControlError when it holds none (the run lost it, or never armed its slots)."""
+    if transactional and epoch is None:
+        epoch = _epoch_in_state(client, table_name, token)
+    return LeaseFence(
         client,
         table_name,
         token=token,
         state_version=state_version,
+        epoch=epoch,
         max_heartbeat_age=default_max_heartbeat_age(ttl_seconds, poll_seconds),
         transactional=transactional,
         clock=clock,
         monotonic=monotonic,
         sleep=sleep,
     )
-    if transactional:
-        raw = client.get_item(
-            TableName=table_name, Key=serialize(state_key()), ConsistentRead=True
-        ).get("Item")
-        fence.partition_cap = control_partition_cap(item_size(raw))
-    return fence
+
+
+def _epoch_in_state(client: Any, table_name: str, token: str) -> int:
+    state = ControlStore(client, table_name).read()
+    lease = state.lease
+    if lease is None or lease.token != token:
+        raise LeaseLostError(
+            "this run's ticket names no fencing epoch, and "
+            + ("no backfill lease is held" if lease is None else f"{lease.holder!r} holds it")
+        )
+    if state.lease_epoch is None:
+        raise LeaseLostError(
+            "the lease this run holds has no fencing epoch (`leaseEpoch`): its fence slots "
+            "were never armed; start the run again"
+        )
+    return state.lease_epoch
 
 
 def default_max_heartbeat_age(ttl_seconds: float, poll_seconds: float) -> float:

@@ -16,12 +16,14 @@ makes the bucket hand out no token: the run stops writing, still heartbeating, u
 A heartbeat that fails because the lease is gone (taken over after it expired, released, or the
 state's version moved on) sets the stop event and makes the bucket refuse every further token:
 the run ends after its in-flight writes, and whoever runs it reports the loss. The writes
-themselves are fenced (layout_change.backfill.fence): checked by DynamoDB at write time where
-the server has transactions, and by the age of the last good heartbeat everywhere.
+themselves are fenced (layout_change.backfill.fence): checked by DynamoDB at write time against
+the run's fence slots (armed by take_run) where the server has transactions, and by the age of
+the last good heartbeat everywhere, dated when that heartbeat was sent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -32,9 +34,11 @@ from typing import Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.index.errors import RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
 from saga_index.layout_change.lease.grant import (
@@ -70,10 +74,12 @@ def take_run(
     token: str,
     clock: WallClock = utc_now,
     ttl_seconds: float = LEASE_TTL_SECONDS,
+    arm: bool = True,
 ) -> tuple[RunTicket, ControlState]:
     """The ticket of a run of `request`, and the state it runs under: the move is the record's,
     and the run takes the lease with `token` (a dry run, which writes nothing, takes none: its
-    ticket has no token).
+    ticket has no token), then arms its fence slots with the lease's epoch (backfill.slots;
+    `arm` False: a run with the clock fence only, on a server without transactions).
 
     Refused before anything is written: a direction the record's writers would undo
     (LeaseDirectionError), a missing record, and (not for a dry run) a state younger than its
@@ -83,6 +89,7 @@ def take_run(
     # The record is read once: the lease is taken under the very state the move comes from.
     state = store.read()
     started_at = now_text(clock)
+    epoch: int | None = None
     if request.dry_run:
         move = Move.for_state(state, request.direction)
         lease_token: str | None = None
@@ -98,16 +105,48 @@ def take_run(
         )
         state = grant.state
         move = Move(request.direction, grant.source, grant.target)
-        lease_token = token
+        lease_token, epoch = token, grant.epoch
         started_at = format_time(grant.lease.acquired_at)
+        if arm:
+            _arm_or_release(store, request, grant.epoch, token, state.version, holder, clock)
     ticket = RunTicket.of(
         move,
         state_version=state.version,
         holder=holder,
         lease_token=lease_token,
+        lease_epoch=epoch if lease_token is not None else None,
         started_at=started_at,
     )
     return ticket, state
+
+
+def _arm_or_release(
+    store: ControlStore,
+    request: BackfillRequest,
+    epoch: int,
+    token: str,
+    state_version: int,
+    holder: str,
+    clock: WallClock,
+) -> None:
+    try:
+        arm_fence(
+            store.client,
+            store.table_name,
+            epoch=epoch,
+            token=token,
+            state_version=state_version,
+            segments=request.total_segments,
+            armed_by=holder,
+            clock=clock,
+        )
+    except LeaseLostError:
+        raise
+    except (SagaIndexError, ClientError, BotoCoreError):
+        # The run never wrote: free the lease for the next attempt at once.
+        with contextlib.suppress(SagaIndexError, ClientError, BotoCoreError):
+            release_lease(store, token=token, clock=clock)
+        raise
 
 
 def completion_of(
@@ -167,9 +206,8 @@ class LeaseKeeper:
     a throttle lowers a run's cap, never raises it above the run's own.
     run_rate: own_rate in the run's total units (what `run_caps` report; default own_rate).
     on_apply: called with every state the keeper applied (a display of the pause).
-    fence: the run's lease fence: every good heartbeat marks it, a lost lease closes it (and
-    the bucket), and while it is transactional the run's total cap is held to what the control
-    partition takes (fence.control_partition_cap).
+    fence: the run's lease fence: every good heartbeat marks it (with the clocks' readings
+    taken when the heartbeat was sent), and a lost lease closes it (and the bucket).
     """
 
     def __init__(
@@ -218,13 +256,17 @@ class LeaseKeeper:
     # ---- one heartbeat -------------------------------------------------------------------
 
     def heartbeat(self) -> ControlState:
-        """Extend the lease and apply what the record says; LeaseLostError when it is gone."""
+        """Extend the lease and apply what the record says; LeaseLostError when it is gone.
+
+        The proof is dated when the request was SENT (both clocks read before it): an answer
+        that arrives late, or a pause right after it, cannot make the lease look younger."""
+        sent_wall, sent_mono = self.clock(), self._monotonic()
         state = heartbeat_lease(
-            self.store, token=self.token, clock=self.clock, ttl_seconds=self.ttl_seconds
+            self.store, token=self.token, clock=lambda: sent_wall, ttl_seconds=self.ttl_seconds
         )
-        self._last_ok = self._monotonic()
+        self._last_ok = sent_mono
         if self.fence is not None:
-            self.fence.mark_heartbeat(mono=self._last_ok)
+            self.fence.mark_heartbeat(sent_wall, sent_mono)
         self.apply(state)
         return state
 
@@ -237,11 +279,6 @@ class LeaseKeeper:
             if total is not None and total < self.run_rate
             else (self.run_rate, self.own_rate)
         )
-        limit = self.fence.write_cap() if self.fence is not None else None
-        if limit is not None and run_cap > limit:
-            # Every fenced re-stamp condition-checks the one STATE item: above this the
-            # control partition would throttle the heartbeats and `phase set` too.
-            run_cap, cap = limit, self.share(limit)
         if self._bucket_cap != cap:
             if self._bucket_cap is not None:
                 log.warning(
@@ -293,7 +330,7 @@ class LeaseKeeper:
                 self.heartbeat()
             except LeaseLostError as err:
                 self.lose(err)
-            except (ClientError, BotoCoreError) as err:
+            except (ClientError, BotoCoreError, RetryLaterError) as err:
                 log.warning("final backfill heartbeat failed: %s", err)
 
     def _beat(self) -> None:
@@ -303,7 +340,7 @@ class LeaseKeeper:
             except LeaseLostError as err:
                 self.lose(err)
                 return
-            except (ClientError, BotoCoreError) as err:
+            except (ClientError, BotoCoreError, RetryLaterError) as err:
                 # A heartbeat may fail now and then (the TTL allows several misses); past half
                 # the TTL without one, the lease can no longer be assumed held: stop writing.
                 silent = self._monotonic() - self._last_ok

@@ -217,8 +217,9 @@ def backfill_locally(
     while_running is entered around the segments' run only, not around the read-back: a
     progress display, or signal handlers that set `stop`.
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
-    transactional unless `transactional_fence` is False or the server has no transactions
-    (then the clock fence only, with a warning).
+    transactional (the run's fence slots armed when it takes the lease) unless
+    `transactional_fence` is False or the server has no transactions (then the clock fence
+    only, with a warning).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -229,6 +230,7 @@ def backfill_locally(
         token=new_lease_token(),
         clock=clock,
         ttl_seconds=lease_ttl_seconds,
+        arm=transactional_fence,
     )
     token = ticket.lease_token
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
@@ -238,6 +240,7 @@ def backfill_locally(
             table_name,
             token=token,
             state_version=ticket.state_version,
+            epoch=ticket.lease_epoch,
             ttl_seconds=lease_ttl_seconds,
             poll_seconds=poll_seconds,
             transactional=transactional_fence,

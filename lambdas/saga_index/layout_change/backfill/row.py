@@ -199,7 +199,7 @@ class RowRestamper:
 
     def _write(self, update: dict[str, Any]) -> RowWrite:
         if self.fence is not None:
-            return self.fence.write(update)
+            return self.fence.write(update, slot=self.request.segment)
         try:
             self.client.update_item(**update)
         except ClientError as err:

@@ -1,7 +1,8 @@
 """The backfill as the Step Functions state machine runs it: one function per state, each what
 that state's Lambda handler (handlers/backfill_*.py) calls.
 
-  plan     plan_run: take the run's lease (none for a dry run) and lay out the segments
+  plan     plan_run: take the run's lease (none for a dry run), arm its fence slots and lay
+           out the segments
   worker   run_leased_segment: one invocation on one segment, under the lease
   verify   verify_run: read back what is left on the source keys, then release the lease with
            the run's completion
@@ -48,10 +49,11 @@ from saga_index.store.dynamo.client import attach_throttle_observer
 
 
 def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
-    """Take the run's lease for the execution `plan.holder` and lay out its segments.
+    """Take the run's lease for the execution `plan.holder`, arm its fence slots (the workers'
+    re-stamps check them) and lay out its segments.
 
-    The token is derived from the execution id, so a retried plan step finds its own lease.
-    Refusals: keeper.take_run's, before anything is written.
+    The token is derived from the execution id, so a retried plan step finds its own lease
+    and arms again (idempotent). Refusals: keeper.take_run's, before any row is written.
     """
     ticket, _ = take_run(
         ControlStore(client, table_name),
@@ -96,8 +98,9 @@ def run_leased_segment(
     every few seconds while it runs and when it ends; each heartbeat applies the record's
     throttle (this segment's share of it) and pause flag to the token bucket, and the result
     carries the caps applied (in the run's total units, after the earlier invocations'). Every
-    re-stamp is fenced (fence.py: a transaction that condition-checks the lease on STATE): a
-    lease lost while it runs stops it before its next write: the outcome then carries the error.
+    re-stamp is fenced (fence.py: a transaction that condition-checks this segment's fence slot
+    for the run's lease epoch): a lease lost while it runs stops it before its next write: the
+    outcome then carries the error.
     remaining_seconds: the Lambda's remaining time.
     """
     stop = threading.Event()
@@ -111,6 +114,7 @@ def run_leased_segment(
             table_name,
             token=token,
             state_version=request.run.state_version,
+            epoch=request.run.lease_epoch,
             ttl_seconds=LEASE_TTL_SECONDS,
             poll_seconds=CONTROL_POLL_SECONDS,
         )

@@ -163,6 +163,9 @@ class RunTicket(Payload):
     state_version: Annotated[int, Field(strict=True, ge=0)]
     holder: str = Field(min_length=1)
     lease_token: str | None = None
+    # The lease's fencing epoch: every re-stamp is conditional on the run's fence slot still
+    # holding it (backfill.fence). None without a lease, and on a ticket planned before epochs.
+    lease_epoch: Annotated[int, Field(strict=True, ge=0)] | None = None
     # UTC ISO-8601 with milliseconds (record.times.format_time): the completion's startedAt.
     started_at: str
 
@@ -175,6 +178,7 @@ class RunTicket(Payload):
         holder: str,
         lease_token: str | None,
         started_at: str,
+        lease_epoch: int | None = None,
     ) -> RunTicket:
         return cls(
             direction=move.direction,
@@ -183,6 +187,7 @@ class RunTicket(Payload):
             state_version=state_version,
             holder=holder,
             lease_token=lease_token,
+            lease_epoch=lease_epoch,
             started_at=started_at,
         )
 

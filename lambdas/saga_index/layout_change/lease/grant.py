@@ -2,7 +2,9 @@
 lease").
 
   acquire    refused while another run's lease is live, before the state's effectiveAt, when
-             the direction disagrees with the state, or when the record is missing
+             the direction disagrees with the state, or when the record is missing; a new
+             token gets the next fencing epoch (`leaseEpoch`), which arms the run's fence
+             slots (layout_change.backfill.fence)
   heartbeat  extends the lease; fails once the token no longer holds it or the state's version
              moved on (a transition while a run is in flight: the run must stop)
   release    frees the lease and records the run's completion (what `phase set` checks)
@@ -41,6 +43,7 @@ from saga_index.layout_change.record.errors import (
 )
 from saga_index.layout_change.record.items import (
     LEASE_ATTRIBUTES,
+    LEASE_EPOCH,
     LEASE_EXPIRES_AT,
     LEASE_HEARTBEAT_AT,
     LEASE_STATE_VERSION,
@@ -81,6 +84,13 @@ LEASE_FREE_OR_OURS: Final = attribute_fragment(
 )
 # The lease is this run's.
 OUR_LEASE: Final = attribute_fragment(f"#{LEASE_TOKEN} = :token", LEASE_TOKEN, slots=(":token",))
+# The fencing epoch only grows: an acquire computed from an older read (another run took and lost
+# the lease meanwhile) cannot hand out an epoch at or below one already handed out.
+EPOCH_STILL_BELOW: Final = attribute_fragment(
+    f"attribute_not_exists(#{LEASE_EPOCH}) OR #{LEASE_EPOCH} < :epoch",
+    LEASE_EPOCH,
+    slots=(":epoch",),
+)
 # The layouts have not changed since the lease was taken: a run moves rows for one state only.
 UNDER_THE_LEASED_STATE: Final = attribute_fragment(
     f"#{LEASE_STATE_VERSION} = #{VERSION}", LEASE_STATE_VERSION, VERSION
@@ -99,6 +109,8 @@ class LeaseGrant:
     source: Layout
     target: Layout
     state: ControlState
+    # The lease's fencing epoch (Kleppmann's fencing token): what the run's fence slots carry.
+    epoch: int
 
 
 def new_lease_token() -> str:
@@ -175,7 +187,8 @@ def acquire_lease(
     source, target = _check_acquirable(state, wanted, token, now)
     held = state.lease
     if held is not None and held.token == token and held.state_version == state.version:
-        return LeaseGrant(held, source, target, state)
+        return LeaseGrant(held, source, target, state, _epoch_of(state))
+    epoch = next_epoch(state, now)
     lease = Lease(
         holder=holder,
         token=token,
@@ -186,22 +199,55 @@ def acquire_lease(
         state_version=state.version,
     )
     updated = store.update(
-        set_values=lease_attributes(lease),
-        condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS),
-        values={":expectedVersion": state.version, ":now": format_time(now), ":token": token},
+        set_values={**lease_attributes(lease), LEASE_EPOCH: epoch},
+        condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS, EPOCH_STILL_BELOW),
+        values={
+            ":expectedVersion": state.version,
+            ":now": format_time(now),
+            ":token": token,
+            ":epoch": epoch,
+        },
     )
     if updated is None:
         fresh = store.read()
         if fresh.lease is not None and fresh.lease.token == token:
-            return LeaseGrant(fresh.lease, source, target, fresh)
+            return LeaseGrant(fresh.lease, source, target, fresh, _epoch_of(fresh))
         if fresh.version != state.version:
             raise VersionConflictError(state.version, fresh.version, fresh.phase.value)
         _check_acquirable(fresh, wanted, token, now)
         raise LeaseChangedHandsError(
             "the backfill lease changed hands while it was taken: start again"
         )
-    put_event(store, EVENT_LEASE_ACQUIRED, holder, now, updated.version, lease_attributes(lease))
-    return LeaseGrant(lease, source, target, updated)
+    put_event(
+        store,
+        EVENT_LEASE_ACQUIRED,
+        holder,
+        now,
+        updated.version,
+        {**lease_attributes(lease), LEASE_EPOCH: epoch},
+    )
+    return LeaseGrant(lease, source, target, updated, epoch)
+
+
+def next_epoch(state: ControlState, now: datetime) -> int:
+    """The fencing epoch of a lease taken now by a new token: above every epoch handed out
+    before, and at least `now` in epoch milliseconds, so it keeps increasing after `phase
+    restore` rebuilt STATE without `leaseEpoch` (a takeover waits for the previous lease to
+    expire, LEASE_TTL_SECONDS, far above any clock skew)."""
+    floor = int(now.timestamp() * 1000)
+    previous = state.lease_epoch
+    return floor if previous is None else max(previous + 1, floor)
+
+
+def _epoch_of(state: ControlState) -> int:
+    """The epoch of the lease `state` holds for the caller's token (a retry finds its own)."""
+    if state.lease_epoch is None:
+        raise ControlError(
+            "the backfill lease is held without a fencing epoch (`leaseEpoch`): it was taken "
+            "by an older release of saga-index; release it (`saga-index backfill --stop`) or "
+            "let it expire, then start the run again"
+        )
+    return state.lease_epoch
 
 
 def heartbeat_lease(

@@ -3,6 +3,8 @@
   STATE    PK = "RSAGA_INDEX#CONTROL", SK = "STATE": the state every process follows
   HISTORY  PK = "RSAGA_INDEX#CONTROL", SK = "HISTORY#" + version (10 digits): one per transition
   EVENT    PK = "RSAGA_INDEX#CONTROL", SK = "EVENT#" + time + "#" + id: backfill control changes
+  FENCE    PK = "RSAGA_INDEX#FENCE#" + slot, SK = "FENCE": the backfill's fence slots, one
+           partition key each (layout_change.backfill.fence), outside the control partition
 
 The PK does not start with "RSAGA#", so nothing that looks for sagas sees these items. Every
 attribute is flat (strings, numbers, booleans, lists of strings) so any language reads it
@@ -15,7 +17,12 @@ from datetime import datetime
 from typing import Final
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index.names import (
+    CONTROL_PK,
+    FENCE_PK_PREFIX,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+)
 from saga_index.layout_change.record.times import format_time
 
 STATE_SK: Final = "STATE"
@@ -25,6 +32,8 @@ HISTORY_VERSION_DIGITS: Final = 10
 ENTITY_STATE: Final = "RenewalSagaIndexControl"
 ENTITY_HISTORY: Final = "RenewalSagaIndexControlHistory"
 ENTITY_EVENT: Final = "RenewalSagaIndexControlEvent"
+FENCE_SK: Final = "FENCE"
+ENTITY_FENCE: Final = "RenewalSagaIndexFence"
 
 # ---- attribute names -------------------------------------------------------------------------
 ENTITY_TYPE: Final = "entityType"
@@ -66,6 +75,9 @@ LEASE_ATTRIBUTES: Final = (
     LEASE_STATE_VERSION,
 )
 
+# The fencing epoch of the latest lease taken: strictly increasing, kept after a release.
+LEASE_EPOCH: Final = "leaseEpoch"
+
 BACKFILL_MAX_WRITES_PER_SECOND: Final = "backfillMaxWritesPerSecond"
 BACKFILL_PAUSED: Final = "backfillPaused"
 
@@ -94,12 +106,26 @@ EVENT: Final = "event"
 STATE_VERSION: Final = "stateVersion"
 EVENT_ID: Final = "eventId"
 
+# On FENCE slots (with LEASE_TOKEN and STATE_VERSION): the epoch that armed the slot, when and
+# by whom; slot 0 also holds the high-water mark of slots any run armed.
+FENCE_EPOCH: Final = "epoch"
+FENCE_ARMED_AT: Final = "armedAt"
+FENCE_ARMED_BY: Final = "armedBy"
+FENCE_SLOTS: Final = "slots"
+
 
 # ---- keys ----------------------------------------------------------------------------------
 
 
 def state_key() -> dict[str, str]:
     return {TABLE_PARTITION_KEY: CONTROL_PK, TABLE_SORT_KEY: STATE_SK}
+
+
+def fence_slot_key(slot: int) -> dict[str, str]:
+    """The key of fence slot `slot` (segment `slot` of a run checks it)."""
+    if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
+        raise InvalidInputError(f"a fence slot is a non-negative integer, got {slot!r}")
+    return {TABLE_PARTITION_KEY: f"{FENCE_PK_PREFIX}{slot}", TABLE_SORT_KEY: FENCE_SK}
 
 
 def history_sk(version: int) -> str:

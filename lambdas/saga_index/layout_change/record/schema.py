@@ -280,6 +280,14 @@ CONTROLS: Final = Part(
             optional=True,
             absent=False,
         ),
+        Attribute(
+            n.LEASE_EPOCH,
+            Value.INTEGER,
+            "the fencing epoch of the latest lease taken: strictly increasing (at least its "
+            "acquisition time in epoch ms), kept after the release; the fence slots' `epoch`",
+            "lease_epoch",
+            optional=True,
+        ),
     ),
 )
 

@@ -148,6 +148,8 @@ class ControlState:
     lease: Lease | None = None
     backfill_max_writes_per_second: float | None = None
     backfill_paused: bool = False
+    # The fencing epoch of the latest lease taken (None: no lease since the record was written).
+    lease_epoch: int | None = None
     last_backfill: BackfillCompletion | None = field(default=None)
 
     @classmethod

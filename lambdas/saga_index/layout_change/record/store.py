@@ -5,6 +5,11 @@ transition's HISTORY item is written FIRST, as an intent (`applied = false`), th
 compare-and-set, then the intent is settled (`applied = true`): so no STATE ever exists without
 its history, and a history item whose STATE write lost or failed is told apart from an applied
 one (docs/control-contract.md, "Transitions").
+
+Every write is sent again while DynamoDB refuses it for now (a conflict with an ongoing
+transaction, a throttle: store.dynamo.retry, bounded back-off with jitter), then given up with
+RetryLaterError naming the item: the heartbeat, the lease, the operator's controls and `phase
+set` all write through here.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from saga_index.layout_change.record.items import (
     EVENT_SK_PREFIX,
     HISTORY_SK_PREFIX,
     LAYOUT,
+    STATE_SK,
     VERSION,
     history_key,
     state_key,
@@ -61,6 +67,7 @@ from saga_index.store.dynamo.expressions import (
     update,
 )
 from saga_index.store.dynamo.pages import query_pages
+from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -121,7 +128,8 @@ LOST_RECORD_PROBE_KEYS: Final = tuple(sharded_gsi4pk(n) for n in range(4))
 
 
 class ControlStore:
-    """The control items of one table. The client is injected (thread-safe)."""
+    """The control items of one table. The client is injected (thread-safe). `retry`: how a
+    write refused for now is sent again (store.dynamo.retry)."""
 
     def __init__(
         self,
@@ -130,6 +138,7 @@ class ControlStore:
         *,
         index_name: str = INDEX_NAME,
         refuse_lost: bool = False,
+        retry: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         """`refuse_lost`: a store that readers and writers route by. Its `read` of a control
         partition that holds nothing probes a few shard keys and raises ControlRecordLostError
@@ -141,6 +150,7 @@ class ControlStore:
         self.table_name = table_name
         self.index_name = index_name
         self.refuse_lost = refuse_lost
+        self.retry = retry
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -261,12 +271,15 @@ class ControlStore:
         removed = {f"#{attribute}": attribute for attribute in remove}
         removes = [attribute_list(removed)] if removed else []
         change = update(set_=sets, remove=removes)
+        request = {
+            "TableName": self.table_name,
+            "Key": serialize(state_key()),
+            **request_expressions(update=change, condition=_given(condition, values or {})),
+            "ReturnValues": "ALL_NEW",
+        }
         try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key=serialize(state_key()),
-                **request_expressions(update=change, condition=_given(condition, values or {})),
-                ReturnValues="ALL_NEW",
+            response = retry_transient(
+                lambda: self.client.update_item(**request), what=_STATE_ITEM, policy=self.retry
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -310,21 +323,26 @@ class ControlStore:
         """Mark this transition's own unconfirmed intent abandoned (its STATE write failed and
         STATE still holds the version before); False when the slot holds something else."""
         history = history_item(transition)
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=serialize(history_key(transition.version)),
-                **request_expressions(
-                    update=update(set_=[_MARK_ABANDONED.given(serialize({":yes": True}))]),
-                    condition=_given(
-                        STILL_THE_UNAPPLIED_INTENT_SEEN,
-                        {
-                            ":notApplied": False,
-                            ":seenAt": history["changedAt"],
-                            ":seenBy": transition.changed_by,
-                        },
-                    ),
+        request = {
+            "TableName": self.table_name,
+            "Key": serialize(history_key(transition.version)),
+            **request_expressions(
+                update=update(set_=[_MARK_ABANDONED.given(serialize({":yes": True}))]),
+                condition=_given(
+                    STILL_THE_UNAPPLIED_INTENT_SEEN,
+                    {
+                        ":notApplied": False,
+                        ":seenAt": history["changedAt"],
+                        ":seenBy": transition.changed_by,
+                    },
                 ),
+            ),
+        }
+        try:
+            retry_transient(
+                lambda: self.client.update_item(**request),
+                what=_item_named(request["Key"]),
+                policy=self.retry,
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -366,11 +384,16 @@ class ControlStore:
     ) -> bool:
         """One conditional PutItem; False when the condition failed. `values`: the
         condition's, by slot, as Python values."""
+        request = {
+            "TableName": self.table_name,
+            "Item": serialize(item),
+            **request_expressions(condition=_given(condition, values)),
+        }
         try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=serialize(item),
-                **request_expressions(condition=_given(condition, values)),
+            retry_transient(
+                lambda: self.client.put_item(**request),
+                what=_item_named(request["Item"]),
+                policy=self.retry,
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -390,6 +413,14 @@ class ControlStore:
         for page in query_pages(self.client, request):
             items.extend(deserialize(raw) for raw in page.get("Items", []))
         return items
+
+
+_STATE_ITEM: Final = f"the control record's STATE item ({CONTROL_PK} / {STATE_SK})"
+
+
+def _item_named(key: Mapping[str, Any]) -> str:
+    """A control item by its key, as a give-up message names it."""
+    return f"the control item {key[TABLE_PARTITION_KEY]['S']} / {key[TABLE_SORT_KEY]['S']}"
 
 
 def all_conditions(*fragments: Expression) -> Expression:

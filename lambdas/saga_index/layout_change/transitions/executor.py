@@ -256,6 +256,11 @@ def _apply(store: ControlStore, state: ControlState, transition: Transition) -> 
         raise
     try:
         won = store.compare_and_set(state.version, transition)
+    except RetryLaterError:
+        # Every attempt was refused for now (conflicts, throttles), none applied: the intent is
+        # abandoned, and the operator is told to run the same command again.
+        _try(lambda: store.abandon_intent(transition))
+        raise
     except (ClientError, BotoCoreError) as err:
         return _after_failed_write(store, state, transition, err)
     if not won:
@@ -347,7 +352,7 @@ def _try_settle(store: ControlStore, transition: Transition) -> bool:
 def _try(call: Callable[[], _T]) -> _T | None:
     try:
         return call()
-    except (ClientError, BotoCoreError) as err:
+    except (ClientError, BotoCoreError, RetryLaterError) as err:
         log.warning("control history write failed: %s", _describe(err))
         return None
 
