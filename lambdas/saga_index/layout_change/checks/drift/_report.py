@@ -43,6 +43,8 @@ class DriftReport:
     unindexed: tuple[RowRef, ...] = ()
     stray: tuple[RowRef, ...] = ()
     requests: int = 0
+    # What the index reads cost (ConsumedCapacity), the per-key paced reads only.
+    index_read_units: float = 0.0
 
     @property
     def phase(self) -> Phase:
@@ -138,6 +140,7 @@ class DriftReport:
             "stray": [ref.to_dict() for ref in self.stray],
             "sampleLimit": SAMPLE_LIMIT,
             "requests": self.requests,
+            "indexReadUnits": round(self.index_read_units, 1),
         }
 
 
