@@ -81,9 +81,10 @@ class KeyReadPace:
         return self.units_per_key - self.page_units
 
     def seconds_for(self, units: float) -> float:
-        """How long reading `units` read units of one key takes at this pace (from a full
-        bucket: the first page is banked)."""
-        return max(0.0, units - self.page_units) / self.rate
+        """At most how long reading `units` read units of one key takes at this pace: each page
+        waits for what the pages before it cost (the last page's own cost, and the first page,
+        which is banked, make the true figure up to two pages shorter)."""
+        return units / self.rate
 
     def seconds_for_keys(self, units_per_key: list[float], workers: int) -> float:
         """How long reading these keys takes with `workers` of them read at once, each paced

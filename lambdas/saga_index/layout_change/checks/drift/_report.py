@@ -43,7 +43,8 @@ class DriftReport:
     unindexed: tuple[RowRef, ...] = ()
     stray: tuple[RowRef, ...] = ()
     requests: int = 0
-    # What the index reads cost (ConsumedCapacity), the per-key paced reads only.
+    # What the paced index reads cost (ConsumedCapacity); the 3N Limit-1 probes of the keys
+    # above N (0.5 read units each) aside.
     index_read_units: float = 0.0
 
     @property
