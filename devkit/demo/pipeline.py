@@ -18,6 +18,7 @@ from devkit.demo.steps import (
     backfill_dry_run,
     backfill_pass,
     drift_clean,
+    drift_run,
     parity_line,
     repair_anomalies,
     replay,
@@ -79,6 +80,7 @@ def run_demo(
     legacy, legacy_stats = replay(
         endpoint_url, config, schema, plan, phase=Phase.LEGACY, stages=stages
     )
+    legacy_drift = drift_run(endpoint_url, config, schema, phase=Phase.LEGACY, stages=stages)
 
     stages.step("snapshot the reads before the migration (parity baseline)")
     # Shown and passed as an operator would type it: relative to the working directory.
@@ -152,6 +154,7 @@ def run_demo(
         stages=stages,
         time_base=EPOCH + timedelta(days=1),
     )
+    sharded_drift = drift_run(endpoint_url, config, schema, phase=Phase.SHARDED, stages=stages)
 
     act = reshard_act(
         operator,
@@ -171,8 +174,10 @@ def run_demo(
     legacy_key = next(
         (p for p in backfill_load.partitions if p.partition_key == keys.LEGACY_GSI4PK), None
     )
-    legacy_json = layout_json(legacy, replay=legacy_stats.to_json())
-    sharded_json = layout_json(sharded_load, replay=sharded_stats.to_json())
+    legacy_json = layout_json(legacy, replay=legacy_stats.to_json(), driftGuard=legacy_drift)
+    sharded_json = layout_json(
+        sharded_load, replay=sharded_stats.to_json(), driftGuard=sharded_drift
+    )
     resharded = resharded_json(act)
     report: dict[str, Any] = {
         "legacy": legacy_json,
