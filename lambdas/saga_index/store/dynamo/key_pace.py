@@ -12,9 +12,11 @@ key's whole ceiling from the traffic the key exists for (the sweeps and by-perso
   asks for; a server that does not report it is charged the whole reservation);
 - the bucket refills at `units_per_key - page_units` per second and holds at most one page.
 
-Whatever arrives in any window of one second is then at most one page banked plus a second's
-refill: `units_per_key`. A read that would still be waiting at its deadline stops before its
-next request with KeyReadIncompleteError: never a partial count returned as a whole one.
+Whatever is sent in any window of one second then costs at most one page banked plus a second's
+refill: `units_per_key` (as long as no page costs more than `page_units`; one that does puts the
+bucket in debt, so the next waits for it). A read that would still be waiting at its deadline
+stops before its next request with KeyReadIncompleteError: never a partial count returned as a
+whole one.
 """
 
 from __future__ import annotations
