@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.layouts_drift import drift_guard_figures, render_drift
 from bench.layouts_keys import LAYOUTS, LabLayout
 from bench.layouts_model import (
     Aggregates,
@@ -115,6 +116,7 @@ def _price_all(
                 "openSagas": int(agg.open_rows.sum()),
                 "terminalSagas": int(agg.terminal_rows.sum()),
                 **{k: v for k, v in figures.items() if k != "name"},
+                **drift_guard_figures(layout, agg, config.shard_count),
             }
         )
     return rows
@@ -507,6 +509,7 @@ def render(result: dict[str, Any]) -> None:
         ],
         rows,
     )
+    render_drift(result["layouts"])
     check = result.get("check")
     if not check:
         return

@@ -2,7 +2,8 @@
 saga_index.index.jobs), and exactly the permissions its checks need.
 
 Least privilege:
-  - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads);
+  - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads, each key
+    paced to at most `index_read_units_per_key` in any second: docs/observability.md, "Its pace");
   - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index), only
     with a projection (dynamodb:Select = SPECIFIC_ATTRIBUTES): the scan never reads whole items.
 It runs at most once at a time (reserved concurrency 1). Metrics leave through the function's
@@ -20,6 +21,7 @@ from infra.functions import SagaFunctions
 from infra.schedules import ScheduledInvocation
 from saga_index.index.jobs import DRIFT_GUARD
 from saga_index.index.names import (
+    ENV_DRIFT_KEY_READ_UNITS,
     ENV_DRIFT_PERIOD_MINUTES,
     ENV_DRIFT_SCAN_EVERY,
     ENV_DRIFT_SCAN_RATE,
@@ -29,6 +31,8 @@ from saga_index.index.names import (
 
 # With the 5-minute schedule: one base-table scan an hour.
 SCAN_EVERY = 12
+# Read units on any one index key in any second: 10 % of a partition's 3,000.
+INDEX_READ_UNITS_PER_KEY = 300
 
 
 class DriftGuard(Construct):
@@ -43,12 +47,16 @@ class DriftGuard(Construct):
         scan_every: int = SCAN_EVERY,
         scan_segments: int = 4,
         scan_read_units_per_second: int = 400,
+        index_read_units_per_key: int = INDEX_READ_UNITS_PER_KEY,
     ) -> None:
         super().__init__(scope, construct_id)
         self.job = DRIFT_GUARD
         self.scan_every = _validate_scan_every(scan_every)
-        # A run must end before the next one starts: the period is 5 minutes.
+        self.index_read_units_per_key = _validate_key_read_units(index_read_units_per_key)
+        # A run must end before the next one starts: the period is 5 minutes, the timeout 4,
+        # of which the paced index reads may use all but the handler's safety margin (220 s).
         timeout = cdk.Duration.minutes(max(1, self.job.period_minutes - 1))
+        self.timeout = timeout
         self.function = functions.function(
             self.job.construct_id,
             handler=self.job.handler,
@@ -62,6 +70,7 @@ class DriftGuard(Construct):
                 ENV_DRIFT_PERIOD_MINUTES: str(self.job.period_minutes),
                 ENV_DRIFT_SCAN_SEGMENTS: str(scan_segments),
                 ENV_DRIFT_SCAN_RATE: str(scan_read_units_per_second),
+                ENV_DRIFT_KEY_READ_UNITS: str(self.index_read_units_per_key),
             },
         )
         table = functions.table
@@ -82,5 +91,15 @@ def _validate_scan_every(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SCAN_EVERY:
         raise ValueError(
             f"scan-every K must be an integer from 1 to {MAX_SCAN_EVERY}, got {value!r}"
+        )
+    return value
+
+
+def _validate_key_read_units(value: object) -> int:
+    # The handler's bounds (KeyReadPace, saga_index.store.dynamo.key_pace): above one 1 MB
+    # page's 128 read units, at most a partition's 3,000 per second.
+    if isinstance(value, bool) or not isinstance(value, int) or not 128 < value <= 3000:
+        raise ValueError(
+            f"index read units per key must be an integer above 128 and at most 3000, got {value!r}"
         )
     return value

@@ -20,6 +20,7 @@ from devkit.demo.steps import (
     backfill_pass,
     completing_move,
     drift_clean,
+    drift_run,
     parity_line,
     repair_anomalies,
     replay,
@@ -70,6 +71,7 @@ def run_demo(
     legacy, legacy_stats = replay(
         endpoint_url, config, schema, plan, phase=Phase.LEGACY, stages=stages
     )
+    legacy_drift = drift_run(endpoint_url, config, schema, phase=Phase.LEGACY, stages=stages)
 
     stages.step("snapshot the reads before the migration (parity baseline)")
     # Shown and passed as an operator would type it: relative to the working directory.
@@ -81,16 +83,7 @@ def run_demo(
         f"wrote {snapshot}"
     )
 
-    stages.step("phase migrating: writers stamp the shard keys, readers read both")
-    migrating = operator.run(
-        "phase", "set", "migrating", "--shards", shards, "--reason", REASON_MIGRATING, "--json"
-    ).json()
-    stages.note(
-        f"version {migrating['version']}: {migrating['routing']['writes']} written, "
-        f"{' then '.join(migrating['routing']['reads'])} read; effectiveAt "
-        f"{migrating['effectiveAt']}"
-    )
-    stages.note(timing_note(operator.timing))
+    _open_migration(operator, shards, stages)
 
     stages.step("phase sharded BEFORE the backfill: refused by its preconditions")
     refused = refuse_sharded(operator)
@@ -118,6 +111,7 @@ def run_demo(
         stages=stages,
         time_base=EPOCH + timedelta(days=1),
     )
+    sharded_drift = drift_run(endpoint_url, config, schema, phase=Phase.SHARDED, stages=stages)
 
     act = reshard_act(
         operator,
@@ -133,8 +127,10 @@ def run_demo(
     history = phase_history(operator)
     for item in history[-2:]:
         stages.note(history_line(item))
-    legacy_json = layout_json(legacy, replay=legacy_stats.to_json())
-    sharded_json = layout_json(sharded_load, replay=sharded_stats.to_json())
+    legacy_json = layout_json(legacy, replay=legacy_stats.to_json(), driftGuard=legacy_drift)
+    sharded_json = layout_json(
+        sharded_load, replay=sharded_stats.to_json(), driftGuard=sharded_drift
+    )
     resharded = resharded_json(act)
     report: dict[str, Any] = {
         "legacy": legacy_json,
@@ -155,6 +151,19 @@ def run_demo(
     }
     _write_report(report, config, stages, loads=(legacy, sharded_load, act.load))
     return report
+
+
+def _open_migration(operator: OperatorCli, shards: str, stages: Stages) -> None:
+    stages.step("phase migrating: writers stamp the shard keys, readers read both")
+    migrating = operator.run(
+        "phase", "set", "migrating", "--shards", shards, "--reason", REASON_MIGRATING, "--json"
+    ).json()
+    stages.note(
+        f"version {migrating['version']}: {migrating['routing']['writes']} written, "
+        f"{' then '.join(migrating['routing']['reads'])} read; effectiveAt "
+        f"{migrating['effectiveAt']}"
+    )
+    stages.note(timing_note(operator.timing))
 
 
 def _control_section(operator: OperatorCli) -> dict[str, Any]:

@@ -92,6 +92,7 @@ def render(report: Mapping[str, Any]) -> str:
             "requests per all-open enumeration",
             lambda x: _per(x["replay"], "enumerationRequests", "enumerations"),
         ),
+        row("drift run: RCU, peak per key", _drift_run),
     ]
     lines = [
         f"Load on the renewal-saga index (GSI4) during {report['config']['traffic']['durationS']}"
@@ -225,6 +226,14 @@ def _cutover_lines(report: Mapping[str, Any]) -> list[str]:
                 f"{item['changedBy']}: {item['reason']} (checks passed: {passed}{forced})"
             )
     return lines
+
+
+def _drift_run(layout: Mapping[str, Any]) -> str:
+    """One drift-guard run's index reads (every 5 minutes), at its per-key pace."""
+    run = layout.get("driftGuard")
+    if not run:
+        return "-"
+    return f"{run['rcu']:,.1f} / {run['peakRcuPerKey']:,.1f}"
 
 
 def _units(layout: Mapping[str, Any]) -> str:

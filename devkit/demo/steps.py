@@ -16,6 +16,7 @@ from devkit.demo.config import DemoConfig
 from devkit.demo.operator import EXIT_ANOMALIES, EXIT_OK, CommandRun, OperatorCli
 from devkit.demo.ui import Stages
 from devkit.seed import EPOCH
+from devkit.traffic.drift_run import metered_drift_run
 from devkit.traffic.plan import Plan
 from devkit.traffic.replay import ReplayStats, metered_replay
 from saga_index.index import INDEX_NAME
@@ -88,6 +89,22 @@ def replay(
         f"{summary.peak_rcu_per_key:,.1f} RCU/s"
     )
     return summary, stats
+
+
+def drift_run(
+    endpoint_url: str, config: DemoConfig, schema: TableSchema, *, phase: Phase, stages: Stages
+) -> dict[str, Any]:
+    """One drift-guard run's index reads on the layout just replayed, metered at its pace
+    (devkit.traffic.drift_run): a run every 5 minutes is part of the index's load."""
+    load = metered_drift_run(
+        endpoint_url, config.table_name, schema, phase=phase, shard_count=config.shards
+    )
+    stages.note(
+        f"drift guard run ({phase.value}): {load.rcu:,.1f} RCU in {load.requests} requests, "
+        f"at most {load.peak_rcu_per_key:,.1f} RCU/s on one key (paced at "
+        f"{load.units_per_key:,.0f}), {load.paced_seconds:.2f} s at its pace"
+    )
+    return load.to_json()
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from handlers.drift_guard_messages import DriftGuardEvent, DriftGuardResult, pub
 from handlers.runtime import clients, control_provider, entry_point, logger
 from handlers.settings import DriftGuardSettings
 from saga_index.layout_change.checks.drift import DriftChecker, scan_due
-from saga_index.store.dynamo import ScanOptions
+from saga_index.store.dynamo import KeyReadPace, ScanOptions
 
 # Leave time to publish the metrics and log the report before Lambda's own timeout.
 SAFETY_MARGIN_SECONDS = 20.0
@@ -48,6 +48,7 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
             segments=settings.scan_segments,
             read_units_per_second=settings.scan_read_units_per_second,
         ),
+        index_pace=KeyReadPace(units_per_key=settings.index_read_units_per_key),
     )
     budget = max(1.0, context.get_remaining_time_in_millis() / 1000 - SAFETY_MARGIN_SECONDS)
     report = checker.check(scan_unindexed=scan, deadline=time.monotonic() + budget)

@@ -23,6 +23,7 @@ from saga_index.layout_change.backfill import DEFAULT_SAFETY_MARGIN_SECONDS
 from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
 from saga_index.layout_change.record import Routing
 from saga_index.store import SagaRepository
+from saga_index.store.dynamo import DEFAULT_KEY_READ_UNITS, PAGE_READ_UNITS, PARTITION_READ_UNITS
 from saga_index.sweeps import (
     DEFAULT_HEARTBEAT_THRESHOLD,
     DEFAULT_MAX_PREPARE_ATTEMPTS,
@@ -66,6 +67,14 @@ class DriftGuardSettings(HandlerSettings):
     scan_segments: int = Field(default=4, alias=names.ENV_DRIFT_SCAN_SEGMENTS, ge=1, le=64)
     scan_read_units_per_second: float = Field(
         default=400.0, alias=names.ENV_DRIFT_SCAN_RATE, gt=0, le=40_000
+    )
+    # Read units on any one index key in any second: above one page's cost, at most a
+    # partition's ceiling (KeyReadPace checks the same).
+    index_read_units_per_key: float = Field(
+        default=DEFAULT_KEY_READ_UNITS,
+        alias=names.ENV_DRIFT_KEY_READ_UNITS,
+        gt=PAGE_READ_UNITS,
+        le=PARTITION_READ_UNITS,
     )
 
 

@@ -113,6 +113,12 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert report["parity"]["ok"] is True
     assert report["drift"]["healthy"] is True
     assert report["drift"]["legacyRows"] == 0
+    # One drift-guard run on each layout is part of the load report, read at its pace.
+    for layout in ("legacy", "sharded"):
+        run = report[layout]["driftGuard"]
+        assert run["healthy"] is True
+        assert run["rcu"] > 0
+        assert 0 < run["peakRcuPerKey"] <= run["unitsPerKey"] == 300
     # The cutover went through the operator's commands: the early `phase set sharded` was
     # refused by its checks, the record's history holds the two changes that were made.
     refused = report["refusedSharded"]

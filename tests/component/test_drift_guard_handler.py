@@ -213,6 +213,17 @@ def test_a_bad_scan_setting_is_rejected_naming_it(
         invoke(SCAN_TIME)
 
 
+@pytest.mark.parametrize("units", ["128", "3001", "fast"])
+def test_a_pace_that_cannot_hold_is_rejected_naming_it(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, units: str
+) -> None:
+    # At most one 1 MB page (128 units) would leave no pace at all; above 3,000 is more than
+    # a partition serves.
+    monkeypatch.setenv("DRIFT_INDEX_READ_UNITS_PER_KEY", units)
+    with pytest.raises(ValidationError, match="DRIFT_INDEX_READ_UNITS_PER_KEY"):
+        invoke(SCAN_TIME)
+
+
 # ---- the state comes from the control record ---------------------------------------------------
 
 

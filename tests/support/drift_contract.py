@@ -5,6 +5,7 @@ A subclass provides the `dynamo` fixture (a fresh table built from the synthesis
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,8 @@ from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.codec import serialize
-from saga_index.store.dynamo.scan import ScanIncompleteError, ScanOptions
+from saga_index.store.dynamo.key_pace import KeyReadIncompleteError
+from saga_index.store.dynamo.scan import SagaTableScanner, ScanIncompleteError, ScanOptions
 from tests.support.backends import Backend
 from tests.support.control_seed import delete_state, seed_state
 from tests.support.faults import ThrottleInjector, queries_partition
@@ -235,11 +237,25 @@ class DriftContract:
         self, dynamo: Backend
     ) -> None:
         plant_drift(dynamo)
-        # Given a clock that has reached the deadline before the scan's first page
-        drift = checker(dynamo, clock=lambda: 100.0)
+        # Given index reads well within the deadline (an hour from now), and a scanner whose
+        # clock is past it before the scan's first page
+        deadline = time.monotonic() + 3600
+        drift = checker(dynamo)
+        drift.scanner = SagaTableScanner(
+            dynamo.client, dynamo.table_name, clock=lambda: deadline + 1
+        )
         with pytest.raises(ScanIncompleteError, match="did not finish") as caught:
-            drift.check(scan_unindexed=True, deadline=100.0)
+            drift.check(scan_unindexed=True, deadline=deadline)
         assert caught.value.unfinished == [f"segment {n} of 4" for n in range(4)]
+
+    def test_an_index_read_past_its_deadline_fails_instead_of_reporting_a_partial_count(
+        self, dynamo: Backend
+    ) -> None:
+        plant_drift(dynamo)
+        # Given a clock that has reached the deadline before the first index read
+        drift = checker(dynamo, clock=lambda: 100.0)
+        with pytest.raises(KeyReadIncompleteError, match="did not finish"):
+            drift.check(scan_unindexed=False, deadline=100.0)
 
     # ---- what is wrong now, judged against the state's routing -------------------------
 

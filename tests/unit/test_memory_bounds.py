@@ -16,6 +16,7 @@ from saga_index.index.shard import shard
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.readback import verify_source_drained
 from saga_index.layout_change.checks.drift import SAMPLE_LIMIT, DriftChecker
+from saga_index.store.dynamo.key_pace import KeyReadPace
 from saga_index.store.dynamo.scan import ScanOptions
 
 ROWS_PER_PAGE = 40
@@ -72,6 +73,7 @@ class ManyPagesClient:
         self.shards_empty = shards_empty
         self.requests: list[dict[str, Any]] = []
         self._scan_pages: Iterator[dict[str, Any]] | None = None
+        self._query_pages: dict[str, Iterator[dict[str, Any]]] = {}
 
     # ---- the index ----
 
@@ -93,8 +95,13 @@ class ManyPagesClient:
         return paged(self.pages, lambda p: self._shard_page(number, p))
 
     def query(self, **request: Any) -> dict[str, Any]:
+        # Page by page (the paced reads send each request themselves): a request without
+        # ExclusiveStartKey starts the partition's pages again, one with it takes the next.
         self.requests.append(request)
-        return next(iter(self._query(request)))
+        partition = request["ExpressionAttributeValues"][":pk"]["S"]
+        if "ExclusiveStartKey" not in request:
+            self._query_pages[partition] = iter(self._query(request))
+        return next(self._query_pages[partition])
 
     def _legacy_page(self, page: int) -> list[dict[str, Any]]:
         base = page * ROWS_PER_PAGE
@@ -163,6 +170,9 @@ def drift(client: ManyPagesClient) -> object:
         phase="sharded",
         shard_count=N,
         scan_options=ScanOptions(segments=1, read_units_per_second=1e9),
+        # The fake reports no ConsumedCapacity, so each page is charged a whole page's
+        # reservation: a 1-unit page keeps its hundreds of pages from waiting.
+        index_pace=KeyReadPace(units_per_key=3000, page_units=1),
     )
     report = checker.check(scan_unindexed=True)
     rows = client.pages * ROWS_PER_PAGE

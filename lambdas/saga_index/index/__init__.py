@@ -17,7 +17,7 @@ from saga_index.index.errors import (
     RetryLaterError,
     SagaIndexError,
 )
-from saga_index.index.jobs import JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
+from saga_index.index.jobs import DRIFT_GUARD, JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
 from saga_index.index.keys import Person
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES
@@ -38,6 +38,7 @@ __all__ = [
     "BACKFILL_THROTTLED_ERROR",
     "CONTROL_PK",
     "DEFAULT_SHARD_COUNT",
+    "DRIFT_GUARD",
     "FENCE_PK_PREFIX",
     "INDEX_NAME",
     "JOBS_BY_NAME",

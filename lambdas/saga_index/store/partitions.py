@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index import names
 from saga_index.index.errors import EnumerationError
 from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
+from saga_index.store.dynamo.key_pace import KeyReadPacer
 from saga_index.store.dynamo.pages import query_pages
 
 if TYPE_CHECKING:
@@ -73,9 +74,13 @@ def count_partition(
     *,
     index_name: str = names.INDEX_NAME,
     page_size: int | None = None,
+    pacer: KeyReadPacer | None = None,
+    deadline: float | None = None,
 ) -> tuple[int, int]:
     """(rows under one GSI4 partition, requests): a COUNT Query read to its last page, because
-    Count covers one 1 MB page only. Client errors propagate to the caller."""
+    Count covers one 1 MB page only (and costs what reading the rows costs). With a `pacer`,
+    each page waits for the key's turn, and a read that cannot finish before `deadline` raises
+    KeyReadIncompleteError. Client errors propagate to the caller."""
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
@@ -84,8 +89,13 @@ def count_partition(
     }
     if page_size is not None:
         request["Limit"] = page_size
+    pages = (
+        query_pages(client, request)
+        if pacer is None
+        else pacer.pages(client.query, request, gsi4pk, deadline=deadline)
+    )
     count = requests = 0
-    for page in query_pages(client, request):
+    for page in pages:
         requests += 1
         count += int(page.get("Count", 0))
     return count, requests

@@ -1,19 +1,20 @@
 """The drift guard: what is wrong NOW in the index, judged against the state the control record
 names (docs/observability.md, "The drift guard").
 
-  _checker  the checker: the index reads, the probe of the next splits' keys, the base-table
-            scan of every K-th scheduled run (scan_due)
+  _checker  the checker: the index reads (each key paced), the probe of the next splits' keys,
+            the base-table scan
+  _schedule which scheduled runs scan the base table: every K-th (scan_due)
   _report   what a run reports (DriftReport), and what it keeps of the rows it reads while it
             reads them (exact counts, at most SAMPLE_LIMIT named rows per finding)
 """
 
-from saga_index.layout_change.checks.drift._checker import (
+from saga_index.layout_change.checks.drift._checker import DriftChecker
+from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, shard_skew
+from saga_index.layout_change.checks.drift._schedule import (
     DEFAULT_SCAN_EVERY,
-    DriftChecker,
     scan_due,
     validate_scan_every,
 )
-from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, shard_skew
 from saga_index.layout_change.checks.expectations import RowRef
 
 __all__ = [

@@ -17,11 +17,9 @@ that IS read are reported, not drift: a human repairs them.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -47,7 +45,7 @@ from saga_index.store.dynamo.expressions import (
     on_index_partition,
     request_expressions,
 )
-from saga_index.store.dynamo.pages import query_pages
+from saga_index.store.dynamo.key_pace import KeyReadPace, KeyReadPacer
 from saga_index.store.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
 from saga_index.store.partitions import count_partition, read_partitions
 
@@ -86,6 +84,7 @@ class DriftChecker:
         shard_count: int = DEFAULT_SHARD_COUNT,
         index_name: str = names.INDEX_NAME,
         scan_options: ScanOptions | None = None,
+        index_pace: KeyReadPace | None = None,
         max_workers: int = 16,
         page_size: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -107,6 +106,9 @@ class DriftChecker:
         self.index_name = index_name
         self.page_size = page_size
         self.max_workers = max_workers
+        self.index_pace = index_pace or KeyReadPace()
+        self._clock = clock
+        self._sleep = sleep
         self.scanner = SagaTableScanner(
             client,
             table_name,
@@ -135,15 +137,21 @@ class DriftChecker:
         and at most SAMPLE_LIMIT rows per finding. A row the index shows under two keys at once
         (a re-stamp between its two index writes) is counted under both.
 
+        Every index read is paced per key (`index_pace`: at most its units_per_key in any
+        second on any one key, saga_index.store.dynamo.key_pace), the keys read in parallel on
+        at most max_workers threads.
+
         Raises EnumerationError (naming the partitions or segments) when any read fails after
-        botocore's retries, and ScanIncompleteError when the scan passes `deadline`.
+        botocore's retries, KeyReadIncompleteError when an index key's paced read cannot finish
+        before `deadline`, and ScanIncompleteError when the scan passes it.
 
         `on_index_read` hears (partitions read, partitions to read) after the legacy key's
         COUNT and after each partition's read; the number to read is known after that COUNT
         (whether the legacy key is read too). `on_scan_page` hears of every page of the scan.
         """
         expect = self.expect
-        legacy_rows, requests = self.count_legacy_rows()
+        pacer = KeyReadPacer(self.index_pace, clock=self._clock, sleep=self._sleep)
+        legacy_rows, requests = self.count_legacy_rows(pacer, deadline)
         tally = ReadTally()
         read_legacy = bool(legacy_rows and not expect.reads_legacy)
         shard_count = expect.shard_count
@@ -154,13 +162,14 @@ class DriftChecker:
             # Only then is the legacy key read, and each row judged (anomalous or unexpected):
             # while a layout is legacy it holds every unmoved saga, and its COUNT is all the
             # dashboard needs.
-            tally.merge(self._read_partitions([keys.LEGACY_GSI4PK], reads)[keys.LEGACY_GSI4PK])
-        per_key = self._read_partitions(shard_keys, reads)
+            legacy = self._read_partitions([keys.LEGACY_GSI4PK], reads, pacer, deadline)
+            tally.merge(legacy[keys.LEGACY_GSI4PK])
+        per_key = self._read_partitions(shard_keys, reads, pacer, deadline)
         rows_per_shard = {}
         for number, gsi4pk in enumerate(shard_keys):
             rows_per_shard[number] = per_key[gsi4pk].rows
             tally.merge(per_key[gsi4pk])
-        tally.merge(self._beyond(shard_count))
+        tally.merge(self._beyond(shard_count, pacer, deadline))
         report = DriftReport(
             table_name=self.table_name,
             index_name=self.index_name,
@@ -178,18 +187,20 @@ class DriftChecker:
             unexpected_legacy=tuple(tally.samples[Verdict.UNEXPECTED_LEGACY]),
             unexpected_sharded=tuple(tally.samples[Verdict.UNEXPECTED_SHARDED]),
             requests=requests + tally.requests,
+            index_read_units=pacer.units_spent,
         )
         if not scan_unindexed:
             return report
         return self._with_scan(report, deadline, on_scan_page)
 
-    def _beyond(self, shard_count: int) -> ReadTally:
+    def _beyond(self, shard_count: int, pacer: KeyReadPacer, deadline: float | None) -> ReadTally:
         """The shard keys N .. 4N-1, which no reader of the state reads (#16..#63 while legacy:
         where a lost record's rows of sharded(32) or sharded(64) sit): one Query with Limit 1
         per key, and for a key that has rows its exact COUNT and one page to name them. Every
         run, so the alarm's 2-of-3 sees them; ~0.5 read unit per key (3N Queries). Rows only on
         keys at or above 4N (a layout at least 8 times the state's, with very few rows below 4N)
-        are the scan's: it counts them as stray, whose alarm pages on one scan."""
+        are the scan's: it counts them as stray, whose alarm pages on one scan. The probes are
+        one request per key and are not paced; an occupied key's reads are."""
         tally = ReadTally()
         if shard_count >= MAX_SHARD_COUNT:
             return tally
@@ -207,7 +218,7 @@ class DriftChecker:
         if occupied:
             found = read_partitions(
                 occupied,
-                self._tally_partition,
+                lambda gsi4pk: self._tally_partition(gsi4pk, pacer, deadline),
                 max_workers=self.max_workers,
                 thread_name_prefix="drift-beyond",
                 logger=log,
@@ -217,13 +228,19 @@ class DriftChecker:
                 tally.merge(found[gsi4pk])
         return tally
 
-    def _read_partitions(self, partitions: list[str], reads: ReadCounter) -> dict[str, ReadTally]:
+    def _read_partitions(
+        self,
+        partitions: list[str],
+        reads: ReadCounter,
+        pacer: KeyReadPacer,
+        deadline: float | None,
+    ) -> dict[str, ReadTally]:
         """Each partition's tally, read in parallel on a bounded pool (each worker holds one
-        page at a time); EnumerationError naming every partition that failed. `reads` counts
-        each partition read to its end."""
+        page at a time), each key paced by `pacer`; EnumerationError naming every partition that
+        failed. `reads` counts each partition read to its end."""
 
         def tally_and_count(gsi4pk: str) -> ReadTally:
-            tally = self._tally_partition(gsi4pk)
+            tally = self._tally_partition(gsi4pk, pacer, deadline)
             reads.finished()
             return tally
 
@@ -236,20 +253,24 @@ class DriftChecker:
             failure_message="drift read failed on %s: %s",
         )
 
-    def _tally_partition(self, gsi4pk: str) -> ReadTally:
+    def _tally_partition(
+        self, gsi4pk: str, pacer: KeyReadPacer, deadline: float | None
+    ) -> ReadTally:
         tally = ReadTally()
         if gsi4pk != keys.LEGACY_GSI4PK and gsi4pk not in self.expect.readable():
             # Every row under a shard key no reader reads is unexpected, whoever it belongs
             # to: a COUNT, and one page of rows to name when there are any.
-            count, tally.requests = self._count(gsi4pk)
+            count, tally.requests = self._count(gsi4pk, pacer, deadline)
             if count:
                 tally.requests += 1
-                for item in self._query_page(gsi4pk, limit=SAMPLE_LIMIT).get("Items", []):
+                sample = self._query_page(gsi4pk, SAMPLE_LIMIT, pacer, deadline)
+                for item in sample.get("Items", []):
                     self._sample(tally, Verdict.UNEXPECTED_SHARDED, deserialize(item))
             tally.rows = count
             tally.counts[Verdict.UNEXPECTED_SHARDED] = count
             return tally
-        for page in query_pages(self.client, self._judged_query(gsi4pk)):
+        request = self._judged_query(gsi4pk)
+        for page in pacer.pages(self.client.query, request, gsi4pk, deadline=deadline):
             tally.requests += 1
             for raw in page.get("Items", []):
                 item = deserialize(raw)
@@ -288,23 +309,32 @@ class DriftChecker:
         request["Limit"] = self.page_size or JUDGED_PAGE_ROWS
         return request
 
-    def _query_page(self, gsi4pk: str, *, limit: int) -> Mapping[str, Any]:
+    def _query_page(
+        self, gsi4pk: str, limit: int, pacer: KeyReadPacer, deadline: float | None
+    ) -> Mapping[str, Any]:
+        """The first page of `limit` rows only (LastEvaluatedKey ignored: rows to name)."""
         request = self._judged_query(gsi4pk)
         request["Limit"] = limit
-        response: Mapping[str, Any] = self.client.query(**request)
-        return response
+        for page in pacer.pages(self.client.query, request, gsi4pk, deadline=deadline):
+            return page
+        return {}
 
-    def _count(self, gsi4pk: str) -> tuple[int, int]:
+    def _count(self, gsi4pk: str, pacer: KeyReadPacer, deadline: float | None) -> tuple[int, int]:
         return count_partition(
             self.client,
             self.table_name,
             gsi4pk,
             index_name=self.index_name,
             page_size=self.page_size,
+            pacer=pacer,
+            deadline=deadline,
         )
 
-    def count_legacy_rows(self) -> tuple[int, int]:
-        """(rows on the legacy key, requests): a COUNT Query to its last page."""
+    def count_legacy_rows(
+        self, pacer: KeyReadPacer | None = None, deadline: float | None = None
+    ) -> tuple[int, int]:
+        """(rows on the legacy key, requests): a COUNT Query to its last page, paced by
+        `pacer` when given."""
         try:
             return count_partition(
                 self.client,
@@ -312,6 +342,8 @@ class DriftChecker:
                 keys.LEGACY_GSI4PK,
                 index_name=self.index_name,
                 page_size=self.page_size,
+                pacer=pacer,
+                deadline=deadline,
             )
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
@@ -346,36 +378,3 @@ class DriftChecker:
             stray=stray.sample(),
             requests=report.requests + stats.requests,
         )
-
-
-# --- Which scheduled runs also scan the base table: every K-th run (docs/observability.md, "When
-# the scan runs")
-
-DEFAULT_SCAN_EVERY = 12  # with the 5-minute schedule: one base-table scan an hour
-
-
-def validate_scan_every(value: object) -> int:
-    # names.MAX_SCAN_EVERY: the longest interval the unindexed-rows alarm can still watch.
-    highest = names.MAX_SCAN_EVERY
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= highest:
-        raise InvalidInputError(
-            f"scan-every K must be an integer from 1 to {highest}, got {value!r}"
-        )
-    return value
-
-
-def scan_due(scheduled_time: datetime, *, every: int, period_minutes: int = 5) -> bool:
-    """True when the run scheduled at `scheduled_time` is one of the every-K-th runs that scan.
-
-    Deterministic from the scheduled time alone (no state, and Scheduler retries of the same run
-    decide the same): the run's slot is the number of whole periods since the Unix epoch, and
-    slots divisible by K scan. Epoch slots have no midnight seam, so scans are exactly K periods
-    apart forever (K = 12 at 5 minutes: the top of every hour, UTC).
-    """
-    validate_scan_every(every)
-    if period_minutes < 1:
-        raise InvalidInputError(f"period must be at least one minute, got {period_minutes}")
-    if scheduled_time.tzinfo is None or scheduled_time.utcoffset() is None:
-        raise InvalidInputError(f"scheduled time must carry a time zone, got {scheduled_time!r}")
-    slot = math.floor(scheduled_time.timestamp()) // (period_minutes * 60)
-    return slot % every == 0

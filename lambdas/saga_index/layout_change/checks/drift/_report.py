@@ -43,6 +43,9 @@ class DriftReport:
     unindexed: tuple[RowRef, ...] = ()
     stray: tuple[RowRef, ...] = ()
     requests: int = 0
+    # What the paced index reads cost (ConsumedCapacity); the 3N Limit-1 probes of the keys
+    # above N (0.5 read units each) aside.
+    index_read_units: float = 0.0
 
     @property
     def phase(self) -> Phase:
@@ -138,6 +141,7 @@ class DriftReport:
             "stray": [ref.to_dict() for ref in self.stray],
             "sampleLimit": SAMPLE_LIMIT,
             "requests": self.requests,
+            "indexReadUnits": round(self.index_read_units, 1),
         }
 
 
