@@ -182,6 +182,52 @@ def _running_totals(on_totals: Callable[[SegmentCounts], None]) -> Callable[[Seg
     return track
 
 
+def _run_guards(
+    client: Any,
+    table_name: str,
+    store: ControlStore,
+    ticket: RunTicket,
+    bucket: TokenBucket,
+    *,
+    own_rate: float,
+    stop: threading.Event,
+    clock: WallClock,
+    ttl_seconds: float,
+    poll_seconds: float,
+    transactional: bool,
+    on_control: Callable[[ControlState], None] | None,
+) -> tuple[LeaseFence | None, LeaseKeeper | None]:
+    """The fence every re-stamp goes through and the keeper that heartbeats the lease; neither
+    for a dry run, which holds no lease."""
+    token = ticket.lease_token
+    if token is None:
+        return None, None
+    fence = fence_for_run(
+        client,
+        table_name,
+        token=token,
+        state_version=ticket.state_version,
+        epoch=ticket.lease_epoch,
+        ttl_seconds=ttl_seconds,
+        poll_seconds=poll_seconds,
+        transactional=transactional,
+        clock=clock,
+    )
+    keeper = LeaseKeeper(
+        store,
+        token,
+        bucket,
+        own_rate=own_rate,
+        stop=stop,
+        clock=clock,
+        ttl_seconds=ttl_seconds,
+        poll_seconds=poll_seconds,
+        fence=fence,
+        on_apply=on_control,
+    )
+    return fence, keeper
+
+
 def backfill_locally(
     client: Any,
     table_name: str,
@@ -234,36 +280,19 @@ def backfill_locally(
     )
     token = ticket.lease_token
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
-    fence = (
-        fence_for_run(
-            client,
-            table_name,
-            token=token,
-            state_version=ticket.state_version,
-            epoch=ticket.lease_epoch,
-            ttl_seconds=lease_ttl_seconds,
-            poll_seconds=poll_seconds,
-            transactional=transactional_fence,
-            clock=clock,
-        )
-        if token is not None
-        else None
-    )
-    keeper = (
-        LeaseKeeper(
-            store,
-            token,
-            bucket,
-            own_rate=request.max_writes_per_second,
-            stop=stop,
-            clock=clock,
-            ttl_seconds=lease_ttl_seconds,
-            poll_seconds=poll_seconds,
-            fence=fence,
-            on_apply=on_control,
-        )
-        if token is not None
-        else None
+    fence, keeper = _run_guards(
+        client,
+        table_name,
+        store,
+        ticket,
+        bucket,
+        own_rate=request.max_writes_per_second,
+        stop=stop,
+        clock=clock,
+        ttl_seconds=lease_ttl_seconds,
+        poll_seconds=poll_seconds,
+        transactional=transactional_fence,
+        on_control=on_control,
     )
     try:
         if keeper is not None:
