@@ -94,7 +94,7 @@ test:
 	@$(TIMED) static-checks/2-lanes $(MAKE) --no-print-directory -j2 --output-sync=target \
 		static-checks
 	@echo "make test, wall time per step:" && $(SHOW_STEPS)
-	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not simulation_long" \
+	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not simulation_long and not long" \
 		$(PYTEST_ARGS)
 
 # typecheck first: the longest step starts at once and the other steps share the second slot.
@@ -137,11 +137,13 @@ local: deps
 bench: deps synth
 	$(PY) -m bench
 
-# More seeds of the protocol simulator (tests/sim) than `make test` runs: make simulate SEEDS=50
+# More seeds of the protocol simulator (tests/sim) than `make test` runs, its long scenario and
+# the tests at production-like size (-m long): make simulate SEEDS=50
 SEEDS ?= 20
 simulate: deps
 	PYTHONPATH=lambdas:. $(PY) -m tests.sim --seeds $(SEEDS)
-	$(VENV)/bin/pytest tests/sim -m simulation_long $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests/sim tests/component/test_backfill_cli_contended.py \
+		-m "simulation_long or long" $(PYTEST_ARGS)
 
 lock: deps
 	{ echo "# Every transitive dependency, pinned (pip freeze of requirements-dev.txt on Python 3.11)."; \

@@ -26,9 +26,13 @@ from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 from tests.support.contended_backfill import on_legacy, seed_rows
 
-ROWS = 320
 SEGMENTS = 8
-RATE = 60.0  # the run lasts several seconds: time for every operator command during it
+# (rows, writes/s): the run lasts several seconds, time for every operator command during it.
+# Thousands of rows take about a minute on moto: `make simulate` runs that size.
+SIZES = [
+    pytest.param(320, 60.0, id="320-rows"),
+    pytest.param(2000, 200.0, id="2000-rows", marks=pytest.mark.long),
+]
 
 
 @pytest.fixture
@@ -46,13 +50,16 @@ def cli(clock: Clock, table: str, *argv: str) -> int:
     return 0
 
 
+@pytest.mark.parametrize(("rows", "rate"), SIZES)
 def test_a_cli_backfill_completes_while_the_operator_throttles_pauses_and_resumes_it(
+    rows: int,
+    rate: float,
     dynamo: Backend,
     synthesized_template: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    seed_rows(dynamo, ROWS)
+    seed_rows(dynamo, rows)
     plant(dynamo, "migrating")
     semantics = DynamoSemantics(
         dynamo.table_name, clock=time.monotonic, in_flight=DEFAULT_IN_FLIGHT_SECONDS
@@ -74,7 +81,7 @@ def test_a_cli_backfill_completes_while_the_operator_throttles_pauses_and_resume
         started.wait(timeout=30)
         time.sleep(0.5)
         for name, argv in (
-            ("throttle", ("backfill", "throttle", "--max-writes-per-second", str(RATE))),
+            ("throttle", ("backfill", "throttle", "--max-writes-per-second", str(rate))),
             ("pause", ("backfill", "pause", "--reason", "peak")),
             ("resume", ("backfill", "resume", "--reason", "off-peak")),
         ):
@@ -104,7 +111,7 @@ def test_a_cli_backfill_completes_while_the_operator_throttles_pauses_and_resume
             "--segments",
             str(SEGMENTS),
             "--max-writes-per-second",
-            str(RATE),
+            str(rate),
         )
         finished.set()
         ops.join(timeout=60)
@@ -117,7 +124,7 @@ def test_a_cli_backfill_completes_while_the_operator_throttles_pauses_and_resume
         for line in out.splitlines()
         if line.startswith("{") and "restamped" in line
     ]
-    assert summary["restamped"] == ROWS, report
+    assert summary["restamped"] == rows, report
     assert summary["complete"] is True, report
     assert on_legacy(dynamo) == 0, report
     # every operator command was issued during the run and exited 0
