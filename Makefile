@@ -33,7 +33,7 @@ TIMED = timed() { local step=$$1 rc=0 start end; shift; start=$$(date +%s%N); "$
 	return $$rc; }; timed
 SHOW_STEPS = awk '$$1 != "start" { printf "  %-28s %7.1f s\n", $$1, $$2 / 1000 }' $(STEP_TIMES)
 
-.PHONY: help deps demo local simulate test static-checks ts-client lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
+.PHONY: help deps demo local simulate test static-checks ts-client ts-build lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
@@ -134,7 +134,11 @@ demo: deps synth
 local: deps
 	$(PY) -m devkit.local $(LOCAL_ARGS)
 
-bench: deps synth
+# The TypeScript package built from its sources (bench.ts_vs_python runs it beside Python).
+ts-build: $(TS_CLIENT)/node_modules/.installed
+	cd $(TS_CLIENT) && npm run --silent build
+
+bench: deps synth ts-build
 	$(PY) -m bench
 
 # More seeds of the protocol simulator (tests/sim) than `make test` runs, its long scenario and
