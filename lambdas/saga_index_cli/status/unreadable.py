@@ -4,40 +4,30 @@ record is lost or unreadable")."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from saga_index.layout_change.record import (
+    ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlStore,
-    items,
     restore_point,
 )
 from saga_index_cli.output import emit
 from saga_index_cli.phase.documents import transition_document
 
-# Every attribute name the contract gives a control item (camelCase constants of items.py).
-_ATTRIBUTE = re.compile(r"[a-z][A-Za-z0-9]*")
-KNOWN_ATTRIBUTES = frozenset(
-    value
-    for name, value in vars(items).items()
-    if name.isupper() and isinstance(value, str) and _ATTRIBUTE.fullmatch(value)
-)
 
-
-def bad_attribute(message: str, raw: Mapping[str, Any]) -> str | None:
-    """The attribute the parse error names first (the decoder names the attribute it refused
-    in its message); None when it names none."""
-    candidates = KNOWN_ATTRIBUTES | {k for k in raw if isinstance(k, str)}
-    found = [
-        (match.start(), name)
-        for name in candidates
-        if (match := re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", message))
-    ]
-    return min(found)[1] if found else None
+def bad_attribute(err: BaseException) -> str | None:
+    """The attribute the decoder refused (ControlItemInvalidError names it), through the chain
+    of errors that carried the refusal; None when no refusal names one."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, ControlItemInvalidError):
+            return seen.attribute
+        seen = seen.__cause__
+    return None
 
 
 def unreadable_document(
@@ -46,7 +36,7 @@ def unreadable_document(
     """The STATE item as stored, the attribute that does not parse and its value, and the
     history item a restore would rewrite it from."""
     raw = store.read_raw_state() or {}
-    attribute = bad_attribute(str(err), raw)
+    attribute = bad_attribute(err)
     try:
         point = restore_point(store.newest_history(2))
         history: dict[str, Any] | None = (
