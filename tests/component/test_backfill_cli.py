@@ -16,11 +16,10 @@ from moto import mock_aws
 from saga_index.index import keys
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill
-from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.backfill_cli import run, store
 from tests.support.backfill_contract import (
     ANOMALIES,
     CHANGED_AT,
@@ -32,7 +31,6 @@ from tests.support.backfill_contract import (
     plant,
     seed,
 )
-from tests.support.control_fixtures import probe_64_shard_keys
 
 CONTRACT_KEYS = {
     "direction",
@@ -50,29 +48,6 @@ CONTRACT_KEYS = {
 def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
     with mock_aws():
         yield make_backend("cli-backfill", synthesized_template, endpoint_url=None)
-
-
-def run(
-    capsys: pytest.CaptureFixture[str],
-    dynamo: Backend | None,
-    *argv: str,
-    clock: Clock | None = None,
-) -> tuple[int, str, str]:
-    """The CLI in-process, following the record (no --phase/--shards unless argv has them)."""
-    table = ["--table", dynamo.table_name] if dynamo is not None else []
-    hooks = CliHooks(
-        identity=lambda _: "operator@test",
-        clock=clock or Clock(),
-        shard_key_probe=probe_64_shard_keys,
-    )
-    with pytest.raises(SystemExit) as exited:
-        main([*table, *argv], hooks=hooks)
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
-
-
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.new_client(), dynamo.table_name)
 
 
 def test_given_a_clean_table_when_backfilled_with_json_then_one_object_and_exit_0(

@@ -14,38 +14,17 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index.layout_change.record.store import ControlStore
-from saga_index_cli.context import CliHooks
-from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.backfill_cli import run, store
 
 # seed() plants VALID sagas and the contract's anomaly rows: a complete run exits 3.
 from tests.support.backfill_contract import CHANGED_AT, VALID, Clock, plant, seed
-from tests.support.control_fixtures import probe_64_shard_keys
 
 
 @pytest.fixture
 def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
     with mock_aws():
         yield make_backend("cli-backfill-polish", synthesized_template, endpoint_url=None)
-
-
-def run(
-    capsys: pytest.CaptureFixture[str], dynamo: Backend, *argv: str, clock: Clock | None = None
-) -> tuple[int, str, str]:
-    hooks = CliHooks(
-        identity=lambda _: "operator@test",
-        clock=clock or Clock(),
-        shard_key_probe=probe_64_shard_keys,
-    )
-    with pytest.raises(SystemExit) as exited:
-        main(["--table", dynamo.table_name, *argv], hooks=hooks)
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
-
-
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.new_client(), dynamo.table_name)
 
 
 # ---- the runtime throttle ------------------------------------------------------------------

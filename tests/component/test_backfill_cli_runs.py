@@ -27,13 +27,12 @@ from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.lease.controls import pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.backfill.local import leftover_control_lines
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.backfill_cli import run, store
 from tests.support.backfill_contract import ANOMALIES, VALID, Clock, plant, seed
-from tests.support.control_fixtures import probe_64_shard_keys
 from tests.support.control_seed import seed_state
 
 
@@ -41,24 +40,6 @@ from tests.support.control_seed import seed_state
 def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
     with mock_aws():
         yield make_backend("cli-backfill-runs", synthesized_template, endpoint_url=None)
-
-
-def run(
-    capsys: pytest.CaptureFixture[str], dynamo: Backend, *argv: str, clock: Clock | None = None
-) -> tuple[int, str, str]:
-    hooks = CliHooks(
-        identity=lambda _: "operator@test",
-        clock=clock or Clock(),
-        shard_key_probe=probe_64_shard_keys,
-    )
-    with pytest.raises(SystemExit) as exited:
-        main(["--table", dynamo.table_name, *argv], hooks=hooks)
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
-
-
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.new_client(), dynamo.table_name)
 
 
 def parse(text: str) -> datetime:
