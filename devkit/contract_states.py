@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from saga_index.index import Layout
-from saga_index.layout_change.record import DEFAULT_TIMING, ControlState, Transition
-from saga_index.layout_change.transitions import plan_move, prior_write_for
+from saga_index.layout_change.record import DEFAULT_TIMING, ControlState
+from saga_index.layout_change.transitions import plan_move, transition_for
 from saga_index.store.dynamo import serialize
 
 OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -26,18 +26,13 @@ def _move(
 ) -> ControlState:
     plan = plan_move(previous, phase, shard_count=shards)
     return ControlState(
-        transition=Transition(
-            version=previous.version + 1,
-            layout=plan.layout,
-            moving_to=plan.moving_to,
-            previous_layout=previous.layout,
-            previous_moving_to=previous.moving_to,
-            changed_at=at,
+        transition=transition_for(
+            plan,
+            at,
             changed_by="ops@example",
             reason=f"to {phase}",
-            effective_at=at + DELAY,
+            effective_delay=DELAY,
             checks_passed=("backfill-verified",) if plan.completes else (),
-            prior_write=prior_write_for(previous, plan, at),
         )
     )
 

@@ -33,12 +33,12 @@ from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.errors import ControlItemInvalidError
 from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.routing import routing_for
-from saga_index.layout_change.record.state import ControlState, Transition
+from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
 from saga_index.layout_change.transitions import executor
-from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
+from saga_index.layout_change.transitions.rules import plan_move, transition_for
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
 from tests.support.control_fixtures import START, Clock
@@ -403,17 +403,8 @@ def _abandoned_reshard_then_deleted(backend: Backend) -> None:
     state = store.read()
     plan = plan_move(state, "resharding", shard_count=32)
     at = START + timedelta(seconds=600)
-    intent = Transition(
-        version=state.version + 1,
-        layout=plan.layout,
-        moving_to=plan.moving_to,
-        previous_layout=state.layout,
-        previous_moving_to=state.moving_to,
-        changed_at=at,
-        changed_by="conformance",
-        reason="split",
-        effective_at=at + timedelta(seconds=75),
-        prior_write=prior_write_for(state, plan, at),
+    intent = transition_for(
+        plan, at, changed_by="conformance", reason="split", effective_delay=timedelta(seconds=75)
     )
     assert store.put_intent(intent)
     assert store.abandon_intent(intent)

@@ -19,7 +19,7 @@ from saga_index.layout_change.record.provider import ControlProvider, FixedState
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.layout_change.record.timing import DEFAULT_TIMING
-from saga_index.layout_change.transitions.rules import plan_move, prior_write_for
+from saga_index.layout_change.transitions.rules import plan_move, transition_for
 
 AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 DELAY = DEFAULT_TIMING.effective_delay
@@ -32,18 +32,7 @@ def _next(previous: ControlState, phase: str, at: datetime, **kwargs: Any) -> Co
     """The state `phase set` writes at `at` (the executor's construction, without a store)."""
     move = plan_move(previous, phase, **kwargs)
     return ControlState(
-        transition=Transition(
-            version=previous.version + 1,
-            layout=move.layout,
-            moving_to=move.moving_to,
-            previous_layout=previous.layout,
-            previous_moving_to=previous.moving_to,
-            changed_at=at,
-            changed_by="op",
-            reason="test",
-            effective_at=at + DELAY,
-            prior_write=prior_write_for(previous, move, at),
-        )
+        transition=transition_for(move, at, changed_by="op", reason="test", effective_delay=DELAY)
     )
 
 

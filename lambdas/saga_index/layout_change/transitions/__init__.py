@@ -17,6 +17,7 @@ from saga_index.layout_change.transitions.rules import (
     plan_move,
     prior_write_for,
     seconds_until,
+    transition_for,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "restore_state",
     "seconds_until",
     "set_phase",
+    "transition_for",
 ]

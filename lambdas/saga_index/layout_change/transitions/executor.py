@@ -42,8 +42,8 @@ from saga_index.layout_change.transitions.rules import (
     Precondition,
     check_backfill,
     plan_move,
-    prior_write_for,
     settled_at,
+    transition_for,
 )
 from saga_index.layout_change.transitions.settle import repair_history
 
@@ -147,19 +147,14 @@ def set_phase(
 
     results, forced = _judge(state, move, checks, guards, force=force)
     now = to_millis(clock())
-    transition = Transition(
-        version=state.version + 1,
-        layout=move.layout,
-        moving_to=move.moving_to,
-        previous_layout=state.layout,
-        previous_moving_to=state.moving_to,
-        changed_at=now,
+    transition = transition_for(
+        move,
+        now,
         changed_by=changed_by,
         reason=reason,
-        effective_at=now + timing.effective_delay,
+        effective_delay=timing.effective_delay,
         checks_passed=tuple(r.name for r in results if r.passed),
         checks_forced=forced,
-        prior_write=prior_write_for(state, move, now),
     )
     warnings = _apply(store, state, transition)
     if forced:

@@ -36,7 +36,12 @@ from saga_index.layout_change.record.errors import (
     TransitionNotAllowedError,
 )
 from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
+from saga_index.layout_change.record.state import (
+    BackfillDirection,
+    ControlState,
+    RecordCondition,
+    Transition,
+)
 from saga_index.layout_change.record.times import format_time
 
 ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {
@@ -89,6 +94,35 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
     if stamped not in (move.layout, move.moving_to):
         return move.moving_to or move.layout
     return stamped
+
+
+def transition_for(
+    move: PlannedMove,
+    changed_at: datetime,
+    *,
+    changed_by: str,
+    reason: str,
+    effective_delay: timedelta,
+    checks_passed: tuple[str, ...] = (),
+    checks_forced: tuple[str, ...] = (),
+) -> Transition:
+    """The transition `phase set` writes for `move` at `changed_at`: the next version, the
+    move's layouts, the state it leaves, effectiveAt and the prior write layout."""
+    previous = move.from_state
+    return Transition(
+        version=previous.version + 1,
+        layout=move.layout,
+        moving_to=move.moving_to,
+        previous_layout=previous.layout,
+        previous_moving_to=previous.moving_to,
+        changed_at=changed_at,
+        changed_by=changed_by,
+        reason=reason,
+        effective_at=changed_at + effective_delay,
+        checks_passed=checks_passed,
+        checks_forced=checks_forced,
+        prior_write=prior_write_for(previous, move, changed_at),
+    )
 
 
 def allowed_moves(phase: Phase) -> tuple[str, ...]:
