@@ -148,6 +148,7 @@ BACKFILL_SEGMENT_TEMPLATE_FIELDS: Final[tuple[str, ...]] = (
     "dryRun",
     "anomalyKeyLimit",
     "appliedCapLimit",
+    "paceFloor",
 )
 # The error the backfill worker raises when DynamoDB keeps throttling; the state machine retries
 # it by this name (the exception's class name).

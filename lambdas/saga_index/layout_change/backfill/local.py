@@ -66,6 +66,16 @@ class LocalRun(BaseModel):
         return not self.failures and not self.interrupted
 
 
+def paced_bucket(request: BackfillRequest, stop: threading.Event) -> TokenBucket:
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer."""
+    return TokenBucket(
+        request.max_writes_per_second,
+        sleep=stop.wait,
+        rules=request.pace_rules(),
+        segments=request.total_segments,
+    )
+
+
 def run_backfill(
     client: Any,
     table_name: str,
@@ -93,7 +103,7 @@ def run_backfill(
     """
     stop = stop or threading.Event()
     segments = request.segment_requests(run)
-    bucket = bucket or TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = bucket or paced_bucket(request, stop)
     results: dict[int, SegmentResult] = {}
     failures: dict[int, str] = {}
     # The live counts of every segment: a segment that fails still reports what it did.
@@ -192,6 +202,7 @@ def _run_guards(
     own_rate: float,
     stop: threading.Event,
     clock: WallClock,
+    monotonic: Callable[[], float],
     ttl_seconds: float,
     poll_seconds: float,
     transactional: bool,
@@ -212,6 +223,7 @@ def _run_guards(
         poll_seconds=poll_seconds,
         transactional=transactional,
         clock=clock,
+        monotonic=monotonic,
     )
     keeper = LeaseKeeper(
         store,
@@ -220,6 +232,7 @@ def _run_guards(
         own_rate=own_rate,
         stop=stop,
         clock=clock,
+        monotonic=monotonic,
         ttl_seconds=ttl_seconds,
         poll_seconds=poll_seconds,
         fence=fence,
@@ -246,6 +259,7 @@ def backfill_locally(
     page_size: int | None = None,
     transactional_fence: bool = True,
     on_control: Callable[[ControlState], None] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
 
@@ -259,7 +273,8 @@ def backfill_locally(
 
     on_start receives the run's ticket and the state it runs under, before the segments start.
     on_progress receives the run's live totals over all segments (without anomaly keys).
-    on_control receives every state the lease keeper applied (its throttle and pause).
+    on_control receives every state the lease keeper applied (its throttle, pause and pace).
+    monotonic: the clock the heartbeat ages are measured on (the clock fence's).
     while_running is entered around the segments' run only, not around the read-back: a
     progress display, or signal handlers that set `stop`.
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
@@ -279,7 +294,7 @@ def backfill_locally(
         arm=transactional_fence,
     )
     token = ticket.lease_token
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = paced_bucket(request, stop)
     fence, keeper = _run_guards(
         client,
         table_name,
@@ -289,6 +304,7 @@ def backfill_locally(
         own_rate=request.max_writes_per_second,
         stop=stop,
         clock=clock,
+        monotonic=monotonic,
         ttl_seconds=lease_ttl_seconds,
         poll_seconds=poll_seconds,
         transactional=transactional_fence,

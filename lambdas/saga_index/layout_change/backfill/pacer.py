@@ -21,10 +21,10 @@ the run, as a table limit would.
 The rules are Vitess' throttler's (go/vt/throttler, its defaults): a decrease halves the rate
 ("emergency decrease") at most once per `decrease_interval` (20 s), so the throttles of one hot
 moment count once; an increase doubles it at most once per `increase_interval` (40 s) after the
-last change; a rate that was throttled is remembered as bad for `bad_rate_seconds` (180 s), and
-while it is remembered increases stop at `approach` (90 %) of it. Unlike Vitess, a bad rate is
-forgotten when its time is up instead of being raised by 10 % every 180 s: the load that made it
-bad is the application's traffic, which comes and goes, not a capacity that only degrades.
+last change; a rate that was throttled is remembered as bad (the lowest one), increases stop at
+`approach` (90 %) of it, and a bad rate that stood `bad_rate_seconds` (180 s) ages: it is raised
+by `bad_rate_increase` (10 %), again every 180 s, so higher rates are tried again (the traffic
+that made it bad comes and goes) without a jump back to the rate that was throttled.
 
 Bounds: the rate is never above the cap (the operator's --max-writes-per-second or the record's
 throttle, whichever is lower) and never below `floor_fraction` of it except while paused (a
@@ -89,6 +89,7 @@ class PaceRules:
     increase_interval: float = 40.0
     decrease_interval: float = 20.0
     bad_rate_seconds: float = 180.0
+    bad_rate_increase: float = 0.10
     approach: float = 0.9
     pause_seconds: float = 60.0
     floor_fraction: float = DEFAULT_FLOOR_FRACTION
@@ -103,6 +104,8 @@ class PaceRules:
                 raise InvalidInputError(f"{name} must be positive, got {getattr(self, name)!r}")
         if not 0 < self.approach <= 1 or not self.pause_seconds >= 0:
             raise InvalidInputError("approach must be in (0, 1] and pause_seconds >= 0")
+        if not self.bad_rate_increase > 0:
+            raise InvalidInputError("bad_rate_increase must be positive")
 
 
 @dataclass(frozen=True)
@@ -147,8 +150,7 @@ class _Limit:
     def grow(self, now: float, ceiling: float, rules: PaceRules, held: float = -math.inf) -> None:
         """Double toward `ceiling` once the increase interval has passed since the last change
         (or since `held`, the end of a pause: a pause is no time spent at a rate)."""
-        if now >= self.bad_until:
-            self.bad_rate = None
+        self.age_bad_rate(now, ceiling, rules)
         since_change = now - max(self.last_increase, self.last_decrease, held)
         if self.rate >= ceiling or since_change < rules.increase_interval:
             self.rate = min(self.rate, ceiling)
@@ -162,6 +164,16 @@ class _Limit:
         self.last_increase = now
         if self.rate >= ceiling:
             self.reason = "cap"
+
+    def age_bad_rate(self, now: float, ceiling: float, rules: PaceRules) -> None:
+        """A bad rate that stood `bad_rate_seconds` is raised by `bad_rate_increase` (again
+        every `bad_rate_seconds`), so rates above it are tried again; forgotten once the cap
+        is below it."""
+        while self.bad_rate is not None and now >= self.bad_until:
+            self.bad_rate *= 1 + rules.bad_rate_increase
+            self.bad_until += rules.bad_rate_seconds
+            if self.bad_rate * rules.approach >= ceiling:
+                self.bad_rate = None
 
     def halve(
         self, now: float, floor: float, reason: str, rules: PaceRules, *, force: bool = False
@@ -236,10 +248,10 @@ class Pacer:
             self.cap = float(cap)
             if at_cap:
                 ceiling = self.cap
-                if run.bad_rate is not None and self._clock() < run.bad_until:
+                if run.bad_rate is not None:
                     ceiling = min(ceiling, run.bad_rate * self.rules.approach)
                 run.rate = max(run.rate, ceiling)
-            if run.bad_rate is not None and self._clock() < run.bad_until:
+            if run.bad_rate is not None:
                 # A lower floor lets a rate it had held up fall back under the bad one.
                 run.rate = min(run.rate, run.bad_rate * self.rules.approach)
             run.rate = min(max(run.rate, self.floor), self.cap)

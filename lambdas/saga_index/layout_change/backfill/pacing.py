@@ -140,6 +140,14 @@ class TokenBucket:
             # max_sleep.
             self._sleep(wait)
 
+    def try_acquire(self, segment: int | None = None) -> bool:
+        """Take a token if one is due now, never waiting (a caller that keeps its own time: a
+        simulation in virtual time)."""
+        if self.refused:
+            return False
+        with self._lock:
+            return self._try_take(segment) is None
+
     def _try_take(self, segment: int | None) -> float | None:
         """Take a token (None) or say how long to wait for one."""
         now = self._clock()

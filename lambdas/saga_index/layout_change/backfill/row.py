@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 # A re-stamp still throttled after botocore's retries is tried again this many times in all,
 # each after the pacer's next token, before its segment stops.
-PACED_ATTEMPTS = 4
+PACED_ATTEMPTS = 8
 
 # What the decision reads of a row (the Scan's projection, and the read-back's after a run).
 ROW_DECISION_ATTRIBUTES = attribute_list(

@@ -104,7 +104,11 @@ def run_leased_segment(
     remaining_seconds: the Lambda's remaining time.
     """
     stop = threading.Event()
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait, rules=request.pace_rules())
+    carried_pace = request.totals.pace if request.totals is not None else None
+    if carried_pace is not None:
+        # The pace and its memory go on from the segment's previous invocation.
+        bucket.pacer.restore(carried_pace)
     token = request.run.lease_token
     leased = not request.dry_run and token is not None
     # DynamoDB on AWS has transactions: every re-stamp proves the lease at write time.
@@ -131,6 +135,7 @@ def run_leased_segment(
             run_rate=request.run_cap(),
             stop=stop,
             fence=fence,
+            pace_label=f"segment {request.segment}: ",
         )
         if leased and token is not None
         else None
@@ -148,6 +153,9 @@ def run_leased_segment(
             bucket=bucket,
             fence=fence,
         )
+    # Only for the segment's next invocation: a finished segment's result (one of up to 1,000
+    # the Map hands the verification) carries none.
+    result.pace = None if result.done else bucket.pacer.snapshot()
     if keeper is not None:
         # The caps this invocation ran at, after the earlier invocations' (the report's).
         carried = request.totals.applied_caps if request.totals is not None else []

@@ -47,9 +47,13 @@ from saga_index.layout_change.backfill.caps import (
     applied_cap_limit,
 )
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
+
+# A pace floor: a fraction of the cap, above 0 (a run always makes progress) and at most 1.
+PaceFloor = Annotated[float, Field(strict=True, gt=0, le=1)]
 
 # The table's key schema (infra/table.py): the cursor is a key of this shape.
 TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
@@ -232,6 +236,9 @@ class SegmentCounts(Payload):
     # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
     # no control record followed) and in a local run, whose one keeper reports the run's.
     applied_caps: list[float] = Field(default_factory=list)
+    # Step Functions: the pace this segment's last invocation ended at, with its memory
+    # (pacer.Pacer.snapshot), for the next invocation to go on from. Not added up.
+    pace: dict[str, float | str | None] | None = None
 
     @property
     def handled(self) -> int:
@@ -311,6 +318,10 @@ class SegmentRequest(Payload):
     applied_cap_limit: Annotated[
         int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
     ] = MAX_APPLIED_CAPS
+    pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+
+    def pace_rules(self) -> PaceRules:
+        return PaceRules(floor_fraction=self.pace_floor)
 
     @field_validator("cursor")
     @classmethod
@@ -355,6 +366,11 @@ class BackfillRequest(Payload):
     ] = DEFAULT_MAX_WRITES_PER_SECOND
     # Required: whoever starts a run against the production table says whether it writes.
     dry_run: Annotated[bool, Field(strict=True)]
+    # The least pace the pacer falls to, as a fraction of the cap (pacer.PaceRules).
+    pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+
+    def pace_rules(self) -> PaceRules:
+        return PaceRules(floor_fraction=self.pace_floor)
 
     def per_segment_writes_per_second(self) -> float:
         return segment_share(self.max_writes_per_second, self.total_segments)
@@ -387,6 +403,7 @@ class BackfillRequest(Payload):
                 dry_run=self.dry_run,
                 anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
                 applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
+                pace_floor=self.pace_floor,
             )
             for segment in range(self.total_segments)
         ]

@@ -16,7 +16,8 @@ What the rows cannot say, and decode and encode therefore spell out:
   - `priorWriteLayout` is written as the layout writers stamp until effectiveAt (never absent)
     and read as Transition.prior_write, where absent means `layout` (items older than it);
   - a lease (a completed backfill) is on the item as a whole or not at all: its attributes are
-    optional on the item, and required once `leaseToken` (`lastBackfillDirection`) is there.
+    optional on the item, and required once `leaseToken` (`lastBackfillDirection`) is there
+    (but `leasePace`, optional within the lease: a run reports it with its heartbeats).
 """
 
 from __future__ import annotations
@@ -256,6 +257,13 @@ LEASE: Final = Part(
             Value.INTEGER,
             "the `version` the lease was taken under",
             "state_version",
+        ),
+        Attribute(
+            n.LEASE_PACE,
+            Value.STRING,
+            "the pace the run chose and why, as of its last heartbeat (its pacer's words)",
+            "pace",
+            optional=True,
         ),
     ),
     present_if=n.LEASE_TOKEN,
