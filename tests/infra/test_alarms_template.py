@@ -73,6 +73,7 @@ ALARM_NAMES = {
     "RenewalSagaIndex-BackfillExecutionsFailed",
     "RenewalSagaIndex-BackfillExecutionsTimedOut",
     "RenewalSagaIndex-BackfillExecutionsAborted",
+    "RenewalSagaIndex-BackfillPacePaused",
 }
 RUNBOOK = f"{DEFAULT_RUNBOOK_BASE_URL}/observability.md"
 ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
@@ -305,6 +306,25 @@ def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
         assert (metric["Stat"], metric["Period"]) == ("Sum", 300)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
     assert alarm["TreatMissingData"] == "notBreaching"
+    pages(template, alarm)
+
+
+def test_the_backfill_pausing_itself_on_an_account_or_on_demand_maximum_pages(
+    template: Template,
+) -> None:
+    # the worker's PacePauses, which its pacer counts when DynamoDB answers an account limit
+    # or an on-demand maximum
+    found = template.find_resources(
+        ALARM, {"Properties": {"AlarmName": "RenewalSagaIndex-BackfillPacePaused"}}
+    )
+    (alarm,) = (resource["Properties"] for resource in found.values())
+    assert alarm["MetricName"] == "PacePauses"
+    assert alarm["Namespace"] == "RenewalSagaIndex"
+    assert {"Name": "service", "Value": "backfill-worker"} in alarm["Dimensions"]
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert "status" in alarm["AlarmDescription"]
     pages(template, alarm)
 
 

@@ -271,16 +271,15 @@ def backfill_locally(
     (`lease_lost`, nothing recorded). A complete run is read back (finish_backfill); an
     incomplete one is only summarised. Then the lease is released with the completion.
 
-    on_start receives the run's ticket and the state it runs under, before the segments start.
-    on_progress receives the run's live totals over all segments (without anomaly keys).
-    on_control receives every state the lease keeper applied (its throttle, pause and pace).
-    monotonic: the clock the heartbeat ages are measured on (the clock fence's).
-    while_running is entered around the segments' run only, not around the read-back: a
+    on_start receives the run's ticket and the state it runs under, before the segments start;
+    on_progress the run's live totals over all segments (without anomaly keys); on_control
+    every state the lease keeper applied (its throttle, pause and pace). `monotonic`: the clock
+    heartbeat ages are measured on (the clock fence's). while_running is entered around the segments' run only, not around the read-back: a
     progress display, or signal handlers that set `stop`.
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
     transactional (the run's fence slots armed when it takes the lease) unless
-    `transactional_fence` is False or the server has no transactions (then the clock fence
-    only, with a warning).
+    `transactional_fence` is False or the server has no transactions (then the clock fence only,
+    with a warning).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()

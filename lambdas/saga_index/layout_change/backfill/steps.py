@@ -156,6 +156,10 @@ def run_leased_segment(
     # Only for the segment's next invocation: a finished segment's result (one of up to 1,000
     # the Map hands the verification) carries none.
     result.pace = None if result.done else bucket.pacer.snapshot()
+    # The pauses are this invocation's own (its metric) and the segment's running count.
+    result.pace_pauses += bucket.pacer.pauses
+    if result.invocation is not None:
+        result.invocation.pace_pauses = bucket.pacer.pauses
     if keeper is not None:
         # The caps this invocation ran at, after the earlier invocations' (the report's).
         carried = request.totals.applied_caps if request.totals is not None else []

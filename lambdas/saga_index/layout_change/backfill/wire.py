@@ -31,6 +31,7 @@ from saga_index.index.names import (
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
     METRIC_ANOMALIES,
+    METRIC_PACE_PAUSES,
     METRIC_RESTAMPED,
     METRIC_SCANNED,
     METRIC_SKIPPED,
@@ -231,6 +232,8 @@ class SegmentCounts(Payload):
     anomalies: int = Field(default=0, ge=0)
     would_restamp: int = Field(default=0, ge=0)
     throttles: int = Field(default=0, ge=0)
+    # Times the pacer paused on an account limit or an on-demand maximum.
+    pace_pauses: int = Field(default=0, ge=0)
     anomaly_keys: list[TableKey] = Field(default_factory=list)
     # The run's total write cap, each time this segment's lease keeper changed it, in order
     # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
@@ -254,6 +257,7 @@ class SegmentCounts(Payload):
             METRIC_ANOMALIES: self.anomalies,
             METRIC_WOULD_RESTAMP: self.would_restamp,
             METRIC_THROTTLES: self.throttles,
+            METRIC_PACE_PAUSES: self.pace_pauses,
         }
 
     def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
@@ -265,6 +269,7 @@ class SegmentCounts(Payload):
         self.anomalies += other.anomalies
         self.would_restamp += other.would_restamp
         self.throttles += other.throttles
+        self.pace_pauses += other.pace_pauses
         room = max(0, key_limit - len(self.anomaly_keys))
         self.anomaly_keys.extend(other.anomaly_keys[:room])
 
