@@ -82,8 +82,8 @@ JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
 # 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
-# 5 failed-invocation queues and 3 backfill execution outcomes.
-ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3
+# 5 failed-invocation queues, 3 backfill execution outcomes and the backfill pausing itself.
+ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3 + 1
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
@@ -369,6 +369,7 @@ KEPT_LOGICAL_IDS = {
     "ObservabilityBackfillExecutionsFailedAlarm7E155696",
     "ObservabilityBackfillExecutionsTimedOutAlarm0BDF2BAD",
     "ObservabilityBackfillExecutionsAbortedAlarmA7F31AEC",
+    "ObservabilityBackfillPacePausedAlarmE0F5ED5A",
     "ObservabilityDashboard9A1D08B3",
     "ObservabilityPager0629C20C",
     "ObservabilityPagerKey39BF971A",

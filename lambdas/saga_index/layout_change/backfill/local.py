@@ -274,9 +274,9 @@ def backfill_locally(
     on_start receives the run's ticket and the state it runs under, before the segments start;
     on_progress the run's live totals over all segments (without anomaly keys); on_control
     every state the lease keeper applied (its throttle, pause and pace). `monotonic`: the clock
-    heartbeat ages are measured on (the clock fence's). while_running is entered around the segments' run only, not around the read-back: a
-    progress display, or signal handlers that set `stop`.
-    Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
+    heartbeat ages are measured on (the clock fence's). while_running is entered around the
+    segments' run only, not the read-back: a progress display, or signal handlers that set
+    `stop`. Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
     transactional (the run's fence slots armed when it takes the lease) unless
     `transactional_fence` is False or the server has no transactions (then the clock fence only,
     with a warning).
