@@ -21,7 +21,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from saga_index.index.errors import InvalidInputError
@@ -232,8 +240,9 @@ class SegmentCounts(Payload):
     anomalies: int = Field(default=0, ge=0)
     would_restamp: int = Field(default=0, ge=0)
     throttles: int = Field(default=0, ge=0)
-    # Times the pacer paused on an account limit or an on-demand maximum.
-    pace_pauses: int = Field(default=0, ge=0)
+    # Times the pacer paused on an account limit or an on-demand maximum: this invocation's
+    # metric, never carried in the state (1,000 results must fit it).
+    pace_pauses: int = Field(default=0, ge=0, exclude=True)
     anomaly_keys: list[TableKey] = Field(default_factory=list)
     # The run's total write cap, each time this segment's lease keeper changed it, in order
     # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
@@ -242,6 +251,15 @@ class SegmentCounts(Payload):
     # Step Functions: the pace this segment's last invocation ended at, with its memory
     # (pacer.Pacer.snapshot), for the next invocation to go on from. Not added up.
     pace: dict[str, float | str | None] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_an_empty_pace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A finished segment's result carries no pace, not even a null: the Map's output of
+        # 1,000 results must fit the state.
+        data: dict[str, Any] = handler(self)
+        if data.get("pace", False) is None:
+            del data["pace"]
+        return data
 
     @property
     def handled(self) -> int:

@@ -389,7 +389,12 @@ def attributes_document() -> list[dict[str, Any]]:
             "type": attribute.value.dynamo_type,
             "value": attribute.value.value,
             "optional": attribute.optional or part.present_if is not None,
-            "requiredWith": part.present_if if part.present_if != attribute.name else None,
+            # An attribute optional within its part (leasePace) is required with nothing.
+            "requiredWith": (
+                part.present_if
+                if part.present_if != attribute.name and not attribute.optional
+                else None
+            ),
         }
         for part in PARTS
         for attribute in part.attributes
