@@ -8,7 +8,7 @@
             row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
             second task of the same process, the real read-back and release
   drift     the real DriftChecker against the record's state, now and then
-  operator  the real set_phase with the CLI's real completion checks (operator.py)
+  operator  the real change_phase, choosing its completion checks as for the CLI (runbook.py)
 
 Each process has its own wall clock (skewed) and monotonic clock, injected where the code takes
 clocks; every wait is a virtual sleep (Task.sleep).

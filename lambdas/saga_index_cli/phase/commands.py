@@ -2,8 +2,8 @@
 
 A completing move (migrating -> sharded, resharding -> sharded, rolling-back -> legacy) stops
 reading the layout rows moved away from: before it, `phase set` checks that readers AFTER the
-change see every saga (layout_change/transitions/requirements.py says which checks, and why
-against the TARGET state).
+change see every saga (`change_phase` chooses them: layout_change/transitions/requirements.py
+says which, and why against the TARGET state).
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from saga_index.layout_change.record import (
 from saga_index.layout_change.transitions import (
     CheckOptions,
     PhaseChange,
-    completion_checks,
-    first_move_guard,
+    change_phase,
     plan_move,
-    set_phase,
 )
 from saga_index_cli.context import (
     CliContext,
@@ -239,21 +237,21 @@ def set_command(
         print_unchanged(cli, store.table_name, state, as_json)
         return
     # Refuse a move that is not allowed before anything expensive (exit 2).
-    move = plan_move(state, phase, shard_count=shards)
-    options = CheckOptions(
-        sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
-    )
-    checks = completion_checks(store, state, phase, options) if move.guarded else []
-    guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
-    change = set_phase(
+    plan_move(state, phase, shard_count=shards)
+    change = change_phase(
         store,
         phase,
         changed_by=cli.changed_by(),
         reason=reason,
         shard_count=shards,
         force=force,
-        checks=checks,
-        guards=guards,
+        options=CheckOptions(
+            sample=sample,
+            recheck_delay_seconds=recheck_delay,
+            scan_rate=scan_rate,
+            segments=segments,
+        ),
+        probe=cli.hooks.shard_key_probe,
         clock=cli.hooks.clock,
         timing=cli.hooks.timing,
     )

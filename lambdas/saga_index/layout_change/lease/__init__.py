@@ -1,7 +1,8 @@
 """The backfill lease (docs/control-contract.md, "The backfill lease"): one run at a time, held
 in the STATE item, with the run-time throttle and pause flag the holder follows.
 
-  grant     the lease's conditional writes: acquire, heartbeat, release (with the completion)
+  grant     the lease's conditional writes: acquire, heartbeat, release (with the completion),
+            and the start rule every starter asks (check_startable)
   controls  the operator's throttle, pause and resume of the running backfill
   events    the EVENT item each of those writes leaves behind (an audit trail)
 
@@ -19,10 +20,11 @@ from saga_index.layout_change.lease.controls import (
     resume_backfill,
     set_throttle,
 )
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, release_lease
+from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, check_startable, release_lease
 
 __all__ = [
     "LEASE_TTL_SECONDS",
+    "check_startable",
     "clear_throttle",
     "pause_backfill",
     "release_lease",

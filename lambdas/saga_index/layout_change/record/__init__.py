@@ -65,7 +65,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.times import format_time, seconds_until
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 
 __all__ = [
@@ -116,6 +116,7 @@ __all__ = [
     "parse_state_item",
     "restore_point",
     "routing_for",
+    "seconds_until",
     "state_item",
     "state_key",
     "utc_now",

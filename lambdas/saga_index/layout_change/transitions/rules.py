@@ -295,10 +295,3 @@ def settled_at(state: ControlState, margin_seconds: float) -> datetime | None:
     if effective_at is None:
         return None
     return effective_at + timedelta(seconds=margin_seconds)
-
-
-def seconds_until(moment: datetime | None, now: datetime) -> float:
-    """How long from now until `moment` (0 when it has passed or there is none)."""
-    if moment is None:
-        return 0.0
-    return max(0.0, (moment - now).total_seconds())
