@@ -21,8 +21,8 @@ from saga_index.layout_change.backfill.fence import (
     FenceMode,
     LeaseFence,
     RowWrite,
-    default_max_heartbeat_age,
 )
+from saga_index.layout_change.backfill.leased import default_max_heartbeat_age
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import arm_fence, read_slot
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease

@@ -297,7 +297,7 @@ def _fence(
     the deliberately broken variant), on the process's clocks."""
     if sim.scenario.fence == "none":
         return None
-    from saga_index.layout_change.backfill import fence_for_run
+    from saga_index.layout_change.backfill.leased import fence_for_run
 
     return fence_for_run(
         client,
