@@ -16,8 +16,9 @@ from saga_index.layout_change.backfill import backfill_locally
 from saga_index.layout_change.backfill.keeper import take_run, token_for_execution
 from saga_index.layout_change.backfill.steps import plan_run
 from saga_index.layout_change.backfill.wire import BackfillRequest, PlanRequest
+from saga_index.layout_change.lease import LeaseHeldError
 from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.record.errors import LeaseHeldError, VersionConflictError
+from saga_index.layout_change.record.errors import VersionConflictError
 from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore

@@ -22,8 +22,8 @@ from saga_index.layout_change.backfill.wire import (
     SegmentRequest,
     VerifyRequest,
 )
+from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.lease.grant import release_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import VALID, N, data_rows, plant, seed

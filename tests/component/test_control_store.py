@@ -13,6 +13,13 @@ import pytest
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.lease import (
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
@@ -21,18 +28,7 @@ from saga_index.layout_change.lease.grant import (
     new_lease_token,
     release_lease,
 )
-from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlRecordMissingError,
-    InvalidBackfillControlError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
-    PreconditionFailedError,
-    TransitionNotAllowedError,
-    VersionConflictError,
-)
+from saga_index.layout_change.record.errors import ControlRecordMissingError, VersionConflictError
 from saga_index.layout_change.record.items import STATE_SK, history_sk
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import routing_for
@@ -45,7 +41,12 @@ from saga_index.layout_change.record.state import (
 )
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions import (
+    CheckResult,
+    PreconditionFailedError,
+    TransitionNotAllowedError,
+    executor,
+)
 from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, set_phase

@@ -18,9 +18,9 @@ import pytest
 
 from saga_index.index import keys
 from saga_index.layout_change import transitions
-from saga_index.layout_change.record import ControlStore, Phase, PreconditionFailedError
+from saga_index.layout_change.record import ControlStore, Phase
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
-from saga_index.layout_change.transitions import change_phase
+from saga_index.layout_change.transitions import PreconditionFailedError, change_phase
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend

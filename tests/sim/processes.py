@@ -35,13 +35,8 @@ from saga_index.layout_change.backfill import (
     take_run,
 )
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record import (
-    BackfillDirection,
-    ControlProvider,
-    ControlStore,
-    LeaseDirectionError,
-    LeaseLostError,
-)
+from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
+from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task

@@ -20,13 +20,8 @@ from typing import TYPE_CHECKING
 
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.checks import probe_keys
-from saga_index.layout_change.record import (
-    ControlState,
-    ControlStore,
-    Phase,
-    PreconditionFailedError,
-)
-from saga_index.layout_change.transitions import CheckOptions, change_phase
+from saga_index.layout_change.record import ControlState, ControlStore, Phase
+from saga_index.layout_change.transitions import CheckOptions, PreconditionFailedError, change_phase
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE

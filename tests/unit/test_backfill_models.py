@@ -28,7 +28,8 @@ from saga_index.layout_change.backfill.wire import (
     anomaly_key,
     plan_segments,
 )
-from saga_index.layout_change.record.errors import ControlRecordMissingError, LeaseDirectionError
+from saga_index.layout_change.lease import LeaseDirectionError
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
 from saga_index_cli.backfill.output import exit_code
 from tests.support.control_seed import transition

@@ -13,6 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 TREES = ("lambdas", "devkit", "bench")
 
 
+def _names_patch(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "patch"
+    return isinstance(node, ast.Name) and node.id == "patch"
+
+
 def patch_uses(source: str) -> list[int]:
     """The lines of `source` that import or call unittest.mock's patch."""
     lines: list[int] = []
@@ -20,9 +26,9 @@ def patch_uses(source: str) -> list[int]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("unittest.mock"):
             if any(alias.name == "patch" for alias in node.names):
                 lines.append(node.lineno)
-        elif isinstance(node, ast.Attribute) and node.attr == "patch":
-            lines.append(node.lineno)
-        elif isinstance(node, ast.Name) and node.id == "patch":
+        elif (isinstance(node, ast.Attribute) and node.attr == "patch") or (
+            isinstance(node, ast.Name) and node.id == "patch"
+        ):
             lines.append(node.lineno)
     return sorted(set(lines))
 

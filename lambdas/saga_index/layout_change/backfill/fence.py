@@ -58,7 +58,7 @@ from saga_index.layout_change.backfill.slots import (
     describe_slot,
     read_slot,
 )
-from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.record.items import FENCE_EPOCH, LEASE_TOKEN, fence_slot_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import WallClock, utc_now

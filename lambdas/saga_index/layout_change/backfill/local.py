@@ -42,8 +42,8 @@ from saga_index.layout_change.backfill.wire import (
     SegmentCounts,
     SegmentResult,
 )
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.state import BackfillCompletion, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import WallClock, utc_now
@@ -221,8 +221,7 @@ def backfill_locally(
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
     transactional (the run's fence slots armed when it takes the lease) unless
     `transactional_fence` is False or the server has no transactions (then the clock fence
-    only, with a warning). `fence_check` is what a fenced re-stamp condition-checks (None:
-    the segment's own fence slot, fence.SlotCheck; a harness passes another FenceCheck).
+    only, with a warning), condition-checking `fence_check` (None: the segment's fence slot).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()

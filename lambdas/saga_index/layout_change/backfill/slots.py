@@ -33,7 +33,8 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.index.names import TABLE_PARTITION_KEY
-from saga_index.layout_change.record.errors import ControlError, LeaseLostError
+from saga_index.layout_change.lease.errors import LeaseLostError
+from saga_index.layout_change.record.errors import ControlError
 from saga_index.layout_change.record.items import (
     ENTITY_FENCE,
     ENTITY_TYPE,

@@ -40,8 +40,8 @@ from saga_index.layout_change.backfill.wire import (
     plan_segments,
     segment_share,
 )
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import heartbeat_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.client import attach_throttle_observer
 

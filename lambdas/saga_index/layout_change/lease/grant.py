@@ -24,6 +24,13 @@ from typing import Any, Final
 from saga_index.index.errors import RetryLaterError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import MAX_SHARD_COUNT
+from saga_index.layout_change.lease.errors import (
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
     EVENT_LEASE_RELEASED,
@@ -34,11 +41,6 @@ from saga_index.layout_change.record.encode import completion_attributes, lease_
 from saga_index.layout_change.record.errors import (
     ControlError,
     ControlRecordMissingError,
-    InvalidBackfillControlError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
     VersionConflictError,
 )
 from saga_index.layout_change.record.items import (

@@ -3,7 +3,8 @@ that every reader and writer follows, changed only through guarded transitions.
 
   phase     the operator's name for a state
   state     what one read of the record says, as values (pure)
-  errors    the record's errors, each naming what the operator can do next
+  errors    the record's own errors (a reader's refusal, a lost compare-and-set), each naming
+            what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
@@ -19,16 +20,10 @@ from saga_index.layout_change.record import items
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import (
-    CheckResult,
     ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
-    PreconditionFailedError,
 )
 from saga_index.layout_change.record.history import (
     HISTORY_ABANDONED,
@@ -84,7 +79,6 @@ __all__ = [
     "VERSION",
     "BackfillCompletion",
     "BackfillDirection",
-    "CheckResult",
     "ControlItemInvalidError",
     "ControlProvider",
     "ControlRecordInvalidError",
@@ -95,13 +89,8 @@ __all__ = [
     "ControlTiming",
     "HistoryEntry",
     "Lease",
-    "LeaseDirectionError",
-    "LeaseHeldError",
-    "LeaseLostError",
-    "LeaseNotYetEffectiveError",
     "Part",
     "Phase",
-    "PreconditionFailedError",
     "RecordCondition",
     "Routing",
     "Transition",

@@ -4,6 +4,13 @@ from the table), `executor` (`change_phase`, the one way a move is written: it c
 move's checks and guards itself, then compare-and-set, history),
 `settle` (a version's history item settled from STATE) and `restore`."""
 
+from saga_index.layout_change.transitions.errors import (
+    CheckResult,
+    MoveOutcomeUnknownError,
+    PreconditionFailedError,
+    StateWriteFailedError,
+    TransitionNotAllowedError,
+)
 from saga_index.layout_change.transitions.executor import PhaseChange, change_phase
 from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
@@ -21,10 +28,15 @@ from saga_index.layout_change.transitions.rules import (
 
 __all__ = [
     "CheckOptions",
+    "CheckResult",
+    "MoveOutcomeUnknownError",
     "PhaseChange",
     "Precondition",
+    "PreconditionFailedError",
     "Restored",
     "ShardKeyProbe",
+    "StateWriteFailedError",
+    "TransitionNotAllowedError",
     "allowed_moves",
     "change_phase",
     "check_backfill",

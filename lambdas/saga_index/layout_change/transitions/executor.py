@@ -25,11 +25,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.layout_change.checks.layout_probe import probe_shard_keys
 from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
-    PreconditionFailedError,
     VersionConflictError,
 )
 from saga_index.layout_change.record.phase import Phase
@@ -38,6 +35,12 @@ from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time, to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.layout_change.transitions import restore
+from saga_index.layout_change.transitions.errors import (
+    CheckResult,
+    MoveOutcomeUnknownError,
+    PreconditionFailedError,
+    StateWriteFailedError,
+)
 from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
     ShardKeyProbe,
@@ -56,9 +59,7 @@ from saga_index.layout_change.transitions.rules import (
 from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
-    "MoveOutcomeUnknownError",
     "PhaseChange",
-    "StateWriteFailedError",
     "change_phase",
     "repair_history",
     "restore_state",
@@ -67,37 +68,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 DEFAULT_CHECK_OPTIONS = CheckOptions()
 _T = TypeVar("_T")
-
-
-class StateWriteFailedError(ControlError):
-    """The STATE write failed and a read-back shows it did not land: the move was NOT applied
-    (CLI exit 1). Its history intent stays, marked abandoned, and no reader follows it."""
-
-    def __init__(self, version: int, cause: BaseException, abandoned: bool) -> None:
-        self.version = version
-        mark = (
-            "marked abandoned"
-            if abandoned
-            else "left unconfirmed (marking it abandoned failed too; the next phase set takes "
-            "it over)"
-        )
-        super().__init__(
-            f"the STATE write of version {version} failed ({_describe(cause)}) and the record "
-            f"still holds version {version - 1}: the move was NOT applied. Its history intent "
-            f"(HISTORY version {version}) is {mark}. Run the same `phase set` again"
-        )
-
-
-class MoveOutcomeUnknownError(ControlError):
-    """Neither the STATE write nor a read-back of it answered: applied or not is unknown."""
-
-    def __init__(self, version: int, cause: BaseException, read_error: BaseException) -> None:
-        super().__init__(
-            f"the STATE write of version {version} failed ({_describe(cause)}) and reading it "
-            f"back failed too ({_describe(read_error)}): whether the move was applied is "
-            "unknown. Read it (phase show): if it shows this version, it was applied; run the "
-            "same `phase set` otherwise"
-        )
 
 
 @dataclass(frozen=True)

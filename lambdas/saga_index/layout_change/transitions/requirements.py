@@ -35,11 +35,11 @@ from saga_index.layout_change.checks.parity import (
     ParityReport,
     ParityVerifier,
 )
-from saga_index.layout_change.record.errors import CheckResult
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.errors import CheckResult
 from saga_index.layout_change.transitions.rules import Precondition, plan_move
 from saga_index.store.dynamo.scan import ScanOptions
 from saga_index.store.partitions import count_partition

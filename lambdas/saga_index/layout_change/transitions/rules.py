@@ -30,11 +30,7 @@ from datetime import datetime, timedelta
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
-from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlRecordMissingError,
-    TransitionNotAllowedError,
-)
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import (
     BackfillDirection,
@@ -43,6 +39,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.transitions.errors import CheckResult, TransitionNotAllowedError
 
 ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {
     Phase.LEGACY: (Phase.MIGRATING,),
