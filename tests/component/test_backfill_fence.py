@@ -26,7 +26,8 @@ from saga_index.layout_change.backfill.leased import default_max_heartbeat_age
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import arm_fence, read_slot
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
-from saga_index.layout_change.record.store import ControlStore, attribute_fragment
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.expressions import attribute_fragment
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
 from tests.support.control_fixtures import set_phase

@@ -46,13 +46,12 @@ from saga_index.layout_change.record.items import (
     STATE_VERSION,
     fence_slot_key,
 )
-from saga_index.layout_change.record.store import attribute_fragment
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import error_code
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import Expression, request_expressions
+from saga_index.store.dynamo.expressions import Expression, attribute_fragment, request_expressions
 from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
 
 # How many slot writes an arming has in flight at once.

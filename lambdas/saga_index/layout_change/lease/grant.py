@@ -37,6 +37,7 @@ from saga_index.layout_change.lease.events import (
     put_event,
     required,
 )
+from saga_index.layout_change.record.conditions import STILL_THE_VERSION_READ
 from saga_index.layout_change.record.encode import completion_attributes, lease_attributes
 from saga_index.layout_change.record.errors import (
     ControlError,
@@ -60,14 +61,10 @@ from saga_index.layout_change.record.state import (
     Lease,
     RecordCondition,
 )
-from saga_index.layout_change.record.store import (
-    STILL_THE_VERSION_READ,
-    ControlStore,
-    all_conditions,
-    attribute_fragment,
-)
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time, seconds_until, to_millis
 from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.store.dynamo.expressions import all_conditions, attribute_fragment
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0
