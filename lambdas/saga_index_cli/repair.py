@@ -12,7 +12,7 @@ import sys
 import click
 
 from saga_index.index import keys
-from saga_index.layout_change.checks import repair_anomaly
+from saga_index.store import repair_anomaly
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.output import emit
 

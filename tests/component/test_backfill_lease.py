@@ -12,10 +12,9 @@ from moto import mock_aws
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import CONTROL_PK
 from saga_index.layout_change import lease
-from saga_index.layout_change.backfill import backfill_locally
+from saga_index.layout_change.backfill import BackfillRequest, PlanRequest, backfill_locally
 from saga_index.layout_change.backfill.keeper import take_run, token_for_execution
 from saga_index.layout_change.backfill.steps import plan_run
-from saga_index.layout_change.backfill.wire import BackfillRequest, PlanRequest
 from saga_index.layout_change.lease import LeaseHeldError
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.errors import VersionConflictError

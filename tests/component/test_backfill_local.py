@@ -17,8 +17,9 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
-from saga_index.layout_change.backfill.wire import BackfillRequest, SegmentCounts
+from saga_index.layout_change.backfill.wire import SegmentCounts
 from saga_index.layout_change.lease import (
     LeaseDirectionError,
     LeaseHeldError,

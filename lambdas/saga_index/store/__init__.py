@@ -3,20 +3,31 @@
   dynamo      DynamoDB building blocks (client, codec, conditions, pages, scan, sizing, target)
   repository  the by-person read and the complete enumerations
   writer      creates and transitions sagas, stamping the key the plan says
+  partitions  reading GSI4 partitions: a set of them whole, one partition's rows, its count
+  repair      the repair of one anomalous saga row (a row write, like the writer's)
+  watch       the index's throttle events over a window (DynamoDB's CloudWatch metrics)
 
 The store never imports saga_index.layout_change: the machinery provides the plan.
 """
 
 from saga_index.store.partitions import count_partition
 from saga_index.store.plan import KeyPlan
+from saga_index.store.repair import RepairStatus, repair_anomaly
 from saga_index.store.repository import ReadResult, SagaRepository
+from saga_index.store.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
 from saga_index.store.writer import SagaWriter, utc_iso
 
 __all__ = [
+    "DEFAULT_DAYS",
+    "MAX_DAYS",
     "KeyPlan",
     "ReadResult",
+    "RepairStatus",
     "SagaRepository",
     "SagaWriter",
+    "WatchReport",
     "count_partition",
+    "read_throttle_window",
+    "repair_anomaly",
     "utc_iso",
 ]

@@ -46,6 +46,15 @@ from saga_index.layout_change.backfill.estimate import (
     sample_rows_to_move,
 )
 from saga_index.layout_change.backfill.fence import FenceCheck, LeaseFence
+from saga_index.layout_change.backfill.inputs import (
+    DEFAULT_MAX_WRITES_PER_SECOND,
+    DEFAULT_TOTAL_SEGMENTS,
+    BackfillRequest,
+    PlanRequest,
+    SegmentPlan,
+    SegmentRequest,
+    VerifyRequest,
+)
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
@@ -65,17 +74,10 @@ from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECO
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
-    DEFAULT_MAX_WRITES_PER_SECOND,
-    DEFAULT_TOTAL_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
-    BackfillRequest,
-    PlanRequest,
     RunTicket,
     SegmentCounts,
-    SegmentPlan,
-    SegmentRequest,
     SegmentResult,
-    VerifyRequest,
 )
 
 __all__ = [

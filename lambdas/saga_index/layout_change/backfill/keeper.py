@@ -36,11 +36,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill.fence import LeaseFence
+from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
+from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
 from saga_index.layout_change.backfill.fence import SLOT_CHECK, FenceCheck, LeaseFence
+from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
@@ -36,12 +37,7 @@ from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
-from saga_index.layout_change.backfill.wire import (
-    BackfillRequest,
-    RunTicket,
-    SegmentCounts,
-    SegmentResult,
-)
+from saga_index.layout_change.backfill.wire import RunTicket, SegmentCounts, SegmentResult
 from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
 from saga_index.layout_change.record.state import BackfillCompletion, ControlState

@@ -21,6 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.layout_change.backfill.caps import extend_caps
+from saga_index.layout_change.backfill.inputs import (
+    PlanRequest,
+    SegmentPlan,
+    SegmentRequest,
+    VerifyRequest,
+    plan_segments,
+    segment_share,
+)
 from saga_index.layout_change.backfill.keeper import (
     release_with_completion,
     take_run,
@@ -31,15 +39,7 @@ from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.wire import (
-    PlanRequest,
-    SegmentPlan,
-    SegmentRequest,
-    SegmentResult,
-    VerifyRequest,
-    plan_segments,
-    segment_share,
-)
+from saga_index.layout_change.backfill.wire import SegmentResult
 from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import heartbeat_lease
 from saga_index.layout_change.record.store import ControlStore

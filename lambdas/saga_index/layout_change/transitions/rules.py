@@ -84,7 +84,7 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
 
     It must be a layout the new state reads. Only a completing move before the previous
     effectiveAt could break that (the previous prior is the source it stops reading), and
-    set_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
+    change_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
     it happen anyway, writers stamp the new state's layout at once, which readers of both states
     read."""
     stamped = previous.writes_at(changed_at)  # legacy when never migrated
