@@ -26,8 +26,10 @@ pytestmark = [pytest.mark.conformance, pytest.mark.packaging]
 
 ROOT = Path(__file__).resolve().parents[2]
 UV = Path(sys.executable).parent / "uv"
-# Not the pinned 1.44.8: a service that stayed on an older release.
+# Not the pinned 1.44.8 / 2.14.4: a service that stayed on older releases, the lower bounds of
+# the library's ranges (pyproject.toml).
 OTHER_BOTO3 = "1.40.0"
+OTHER_PYDANTIC = "2.7.0"
 README_TABLE = "propflow-prod"
 
 
@@ -79,7 +81,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     python = venv / "bin" / "python"
     install = _installer(
         [str(UV), "pip", "install", "--quiet", "--python", str(python), str(wheel),
-         f"boto3=={OTHER_BOTO3}"],
+         f"boto3=={OTHER_BOTO3}", f"botocore=={OTHER_BOTO3}", f"pydantic=={OTHER_PYDANTIC}"],
         base,
         env,
     )  # fmt: skip
@@ -105,9 +107,12 @@ def test_the_wheel_installs_beside_another_boto3_and_the_resolver_check_is_clean
         [
             str(python),
             "-c",
-            "import boto3, importlib.util, pathlib, saga_index; print(boto3.__version__); "
+            "import boto3, botocore, importlib.util, pathlib, pydantic, saga_index; "
+            "print(boto3.__version__, botocore.__version__, pydantic.VERSION); "
             "print((pathlib.Path(saga_index.__file__).parent / 'py.typed').is_file()); "
-            "print([m for m in ('click', 'rich') if importlib.util.find_spec(m)])",
+            "print([m for m in ('click', 'rich') if importlib.util.find_spec(m)]); "
+            # The library's pydantic models, defined under the older pydantic.
+            "import saga_index.layout_change.backfill.wire, saga_index.layout_change.checks.repair",
         ],
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
@@ -115,7 +120,11 @@ def test_the_wheel_installs_beside_another_boto3_and_the_resolver_check_is_clean
 
     assert check.returncode == 0, check.stdout + check.stderr
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.splitlines() == [OTHER_BOTO3, "True", "[]"]
+    assert probe.stdout.splitlines() == [
+        f"{OTHER_BOTO3} {OTHER_BOTO3} {OTHER_PYDANTIC}",
+        "True",
+        "[]",
+    ]
 
 
 def test_the_readmes_python_block_runs_against_a_local_server(
