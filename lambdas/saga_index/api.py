@@ -11,7 +11,7 @@ the routing of the state followed at the moment of the call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from saga_index.layout_change.record import (
 )
 from saga_index.layout_change.record.provider import StateSource
 from saga_index.store import SagaPage, SagaRepository
+from saga_index.store.paging import MAX_PAGE_LIMIT, validate_limit
 from saga_index.store.partitions import read_partitions
 
 if TYPE_CHECKING:
@@ -164,6 +165,36 @@ class SagaIndex:
     def page_of_open_sagas(self, *, limit: int, cursor: str | None = None) -> SagaPage:
         """page_of_all_sagas for the open sagas."""
         return self._repository().page_of_open_sagas(limit=limit, cursor=cursor)
+
+    def pages_of_all_sagas(self, *, page_size: int = MAX_PAGE_LIMIT) -> Iterator[list[Row]]:
+        """get_all_sagas a page at a time, along the routing of the state at the first page (as
+        the TypeScript page iterators). At rest each page is read when asked for (one page of
+        rows held at a time); while rows move the full enumeration is read first (its dual read
+        holds every row to de-duplicate a moving one) and handed out in pages."""
+        return self._pages("all", page_size)
+
+    def pages_of_open_sagas(self, *, page_size: int = MAX_PAGE_LIMIT) -> Iterator[list[Row]]:
+        """pages_of_all_sagas for the open sagas."""
+        return self._pages("open", page_size)
+
+    def _pages(self, of: str, page_size: int) -> Iterator[list[Row]]:
+        validate_limit(page_size)
+        repository = self._repository()
+        if len(repository.plan.enumeration_stages()) > 1:
+            full = repository.get_all_sagas if of == "all" else repository.get_all_open_sagas
+            rows = full().items
+            for at in range(0, len(rows), page_size):
+                yield rows[at : at + page_size]
+            return
+        read = repository.page_of_all_sagas if of == "all" else repository.page_of_open_sagas
+        cursor: str | None = None
+        while True:
+            page = read(limit=page_size, cursor=cursor)
+            if page.rows:
+                yield page.rows
+            if page.cursor is None:
+                return
+            cursor = page.cursor
 
     def _repository(self) -> SagaRepository:
         return SagaRepository(

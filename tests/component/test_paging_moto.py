@@ -185,3 +185,23 @@ def test_given_a_partition_that_fails_then_the_page_raises_naming_it(dynamo: Bac
     with pytest.raises(EnumerationError, match="RenewalSaga: ResourceNotFoundException") as raised:
         missing.page_of_all_sagas(limit=5)
     assert raised.value.partitions == ["RenewalSaga"]
+
+
+@pytest.mark.parametrize("phase", ["legacy", "sharded", "migrating"])
+def test_given_any_phase_then_the_page_iterators_hold_every_saga_once(
+    dynamo: Backend, phase: str
+) -> None:
+    # Half the rows on the legacy key, half on their shard: a migration half done.
+    for n in range(11):
+        dynamo.put_saga(
+            f"s{n:02d}", f"p-{n}", gsi4pk="shard" if n % 2 else None, state=STATES[n % 5]
+        )
+    index = _index(dynamo, Routing.for_phase(phase, 16))
+
+    for pages, full in (
+        (index.pages_of_all_sagas(page_size=3), index.get_all_sagas()),
+        (index.pages_of_open_sagas(page_size=2), index.get_all_open_sagas()),
+    ):
+        seen = list(pages)
+        assert all(0 < len(page) <= 3 for page in seen)
+        assert sorted(_keys([r for page in seen for r in page])) == sorted(_keys(full))
