@@ -24,7 +24,7 @@ from saga_index.layout_change.record import (
     Routing,
 )
 from saga_index.layout_change.record.provider import StateSource
-from saga_index.store import SagaPage, SagaRepository
+from saga_index.store import SagaPage, SagaRepository, decode_cursor
 from saga_index.store.paging import MAX_PAGE_LIMIT, validate_limit
 from saga_index.store.partitions import read_partitions
 
@@ -160,10 +160,12 @@ class SagaIndex:
         after the last page). Refused with InvalidCursorError (a cursor that does not parse),
         CursorLayoutChangedError (taken under another layout) or PagingDuringMoveError (rows
         are moving: use get_all_sagas)."""
+        _check_page(limit, cursor)
         return self._repository().page_of_all_sagas(limit=limit, cursor=cursor)
 
     def page_of_open_sagas(self, *, limit: int, cursor: str | None = None) -> SagaPage:
         """page_of_all_sagas for the open sagas."""
+        _check_page(limit, cursor)
         return self._repository().page_of_open_sagas(limit=limit, cursor=cursor)
 
     def pages_of_all_sagas(self, *, page_size: int = MAX_PAGE_LIMIT) -> Iterator[list[Row]]:
@@ -204,3 +206,10 @@ class SagaIndex:
             index_name=self.index_name,
             max_workers=self.max_workers,
         )
+
+
+def _check_page(limit: int, cursor: str | None) -> None:
+    """A bad limit or a cursor that does not parse is refused before the record is read."""
+    validate_limit(limit)
+    if cursor is not None:
+        decode_cursor(cursor)
