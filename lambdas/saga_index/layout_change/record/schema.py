@@ -372,7 +372,8 @@ PARTS: Final = (TRANSITION, LEASE, CONTROLS, COMPLETION, HISTORY_FLAGS)
 
 def attributes_document() -> list[dict[str, Any]]:
     """The table as data, for docs/contract-vectors.json: every attribute of a STATE or HISTORY
-    item, its DynamoDB type, what it holds and whether an item may lack it."""
+    item, its DynamoDB type, what it holds, whether an item may lack it, what it then reads as
+    (`absent`) and, for a layout's kind, its shard-count attribute (`count`)."""
     return [
         {
             "name": attribute.name,
@@ -382,6 +383,10 @@ def attributes_document() -> list[dict[str, Any]]:
             "value": attribute.value.value,
             "optional": attribute.optional or part.present_if is not None,
             "requiredWith": part.present_if if part.present_if != attribute.name else None,
+            "absent": list(attribute.absent)
+            if isinstance(attribute.absent, tuple)
+            else attribute.absent,
+            "count": attribute.count,
         }
         for part in PARTS
         for attribute in part.attributes
