@@ -24,6 +24,7 @@ def vectors_main(
     default_path: Path,
     build: Callable[[], dict[str, Any]],
     summary: Callable[[dict[str, Any]], str],
+    render: Callable[[dict[str, Any]], str] = render,
 ) -> int:
     """`python -m <module> [--check] [--path P]`: write the file, or check it is current."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)

@@ -25,12 +25,13 @@ from saga_index.layout_change.record.items import (
     ENTITY_HISTORY,
     ENTITY_STATE,
     ENTITY_TYPE,
+    HISTORY_SK_PREFIX,
+    HISTORY_VERSION_DIGITS,
     MOVING_TO_LAYOUT,
     PHASE,
     PREVIOUS_MOVING_TO_LAYOUT,
     PRIOR_WRITE_LAYOUT,
     VERSION,
-    history_sk,
 )
 from saga_index.layout_change.record.phase import phase_of
 from saga_index.layout_change.record.schema import (
@@ -76,7 +77,10 @@ def parse_state_item(item: Mapping[str, Any]) -> ControlState:
 def parse_history_item(item: Mapping[str, Any]) -> Transition:
     _expect_entity(item, ENTITY_HISTORY)
     transition = parse_transition(item)
-    if item.get(TABLE_SORT_KEY) != history_sk(transition.version):
+    # Formatted, not history_sk: a version too wide for any written key is refused as a key
+    # that does not hold it, as every reader formats it, rather than failing the read.
+    expected = f"{HISTORY_SK_PREFIX}{transition.version:0{HISTORY_VERSION_DIGITS}d}"
+    if item.get(TABLE_SORT_KEY) != expected:
         _refuse(
             f"history item {item.get(TABLE_SORT_KEY)!r} holds version {transition.version}",
             Refusal.INCONSISTENT,
