@@ -54,7 +54,8 @@ def named_attributes(params: dict[str, Any]) -> set[str]:
     """Every attribute a request names; fails on a bare (placeholder-less) name in an
     expression, which this reading could miss."""
     named = set(params.get("Key", {})) | set(params.get("ExpressionAttributeNames", {}).values())
-    for field in ("ProjectionExpression", "UpdateExpression", "ConditionExpression"):
+    fields = ("ProjectionExpression", "UpdateExpression", "ConditionExpression", "FilterExpression")
+    for field in fields:
         bare = set(_WORD.findall(params.get(field, ""))) - EXPRESSION_WORDS
         assert not bare, f"{field} names {bare} without a placeholder: {params[field]!r}"
     return named
@@ -85,6 +86,10 @@ def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) ->
     if operation == "Scan":
         implied = "SPECIFIC_ATTRIBUTES" if "ProjectionExpression" in params else "ALL_ATTRIBUTES"
         context["dynamodb:Select"] = [params.get("Select", implied)]
+    if operation == "GetItem" and "ProjectionExpression" not in params:
+        # No projection reads the whole item (AWS's attribute-level example requires
+        # SPECIFIC_ATTRIBUTES where dynamodb:Select is present).
+        context["dynamodb:Select"] = ["ALL_ATTRIBUTES"]
     if operation == "UpdateItem":
         context["dynamodb:ReturnValues"] = [params.get("ReturnValues", "NONE")]
     # The Update element of a TransactWriteItems carries no ReturnValues: the key is absent.
