@@ -36,6 +36,8 @@ from saga_index.layout_change.record import (
     PARTS,
     ControlItemInvalidError,
     ControlRecordInvalidError,
+    ControlState,
+    Routing,
     Value,
     deserialize_control_item,
     followed_state,
@@ -169,11 +171,16 @@ def outcome(state: dict[str, Any] | None, history: list[dict[str, Any]], now: da
         if THREE_LAYOUTS not in str(err):
             raise
         return {"error": THREE_LAYOUTS}
+    return route_of(followed, routing)
+
+
+def route_of(state: ControlState, routing: Routing) -> dict[str, Any]:
+    """A case's `expect` when the record routes: the state followed and its layouts."""
     return {
         "route": {
-            "condition": followed.condition.value,
-            "version": followed.version,
-            "phase": followed.phase.value,
+            "condition": state.condition.value,
+            "version": state.version,
+            "phase": state.phase.value,
             "source": str(routing.source),
             "target": str(routing.target),
             "writes": str(routing.writes),

@@ -11,13 +11,12 @@ reaches TypeScript by running this, and `make test` fails until someone does.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from devkit.vectors_file import generated_main
 from saga_index.layout_change.record import (
     COMPLETION,
     CONTROLS,
@@ -129,27 +128,14 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="do not write; exit 1 if the file differs from what would be generated",
+    return generated_main(
+        argv,
+        module="devkit.ts_record",
+        description=__doc__,
+        default_path=DEFAULT_PATH,
+        text=render,
+        summary=lambda: f"{sum(len(p.attributes) for p in PARTS)} attributes",
     )
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the generated file")
-    args = parser.parse_args(argv)
-    path: Path = args.path
-    expected = render()
-    if args.check:
-        actual = path.read_text(encoding="utf-8") if path.is_file() else None
-        if actual != expected:
-            state = "is missing" if actual is None else "is out of date"
-            print(f"{path} {state}: run `{COMMAND}` and commit the result", file=sys.stderr)
-            return 1
-        print(f"{path} is current")
-        return 0
-    path.write_text(expected, encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

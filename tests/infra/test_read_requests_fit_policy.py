@@ -21,13 +21,14 @@ from infra.backfill import VERIFY_READ_ATTRIBUTES
 from infra.drift import DRIFT_SCAN_ATTRIBUTES
 from saga_index.index import keys
 from saga_index.index.layout import Layout
+from saga_index.index.names import INDEX_NAME
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.readback import verify_source_drained
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection
 from tests.infra.conftest import Synthesised
-from tests.infra.template_tools import as_list, render, resources
+from tests.infra.template_tools import function_statements
 from tests.infra.test_worker_requests_fit_policy import allows
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import seed
@@ -37,24 +38,6 @@ pytestmark = pytest.mark.infra
 DRIFT_HANDLER = "handlers.drift_guard.handler"
 VERIFY_HANDLER = "handlers.backfill_verify.handler"
 SAGA_ROW = {"PK": {"S": "RSAGA#s1"}, "SK": {"S": keys.SAGA_SK}}
-
-
-def role_statements(template: dict[str, Any], handler: str, action: str) -> list[dict[str, Any]]:
-    """The statements of the role of the function with `handler` that grant `action`."""
-    [function_id] = [
-        fid
-        for fid, r in resources(template, "AWS::Lambda::Function").items()
-        if r["Properties"]["Handler"] == handler
-    ]
-    role_id = render(template["Resources"][function_id]["Properties"]["Role"])
-    role_id = str(role_id).removeprefix("${").removesuffix(".Arn}")
-    return [
-        statement
-        for policy in resources(template, "AWS::IAM::Policy").values()
-        if "${" + role_id + "}" in [render(r) for r in policy["Properties"]["Roles"]]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-        if action in as_list(statement["Action"])
-    ]
 
 
 @pytest.fixture
@@ -75,16 +58,10 @@ def recorded(synthesized_template: dict[str, Any]) -> Iterator[list[tuple[str, d
         verify_source_drained(
             dynamo.client,
             dynamo.table_name,
-            index_name=dynamo_index(synthesized_template),
+            index_name=INDEX_NAME,
             move=Move(BackfillDirection.FORWARD, Layout.legacy(), Layout.sharded(16)),
         )
         yield calls
-
-
-def dynamo_index(template: dict[str, Any]) -> str:
-    [table] = resources(template, "AWS::DynamoDB::Table").values()
-    [index] = table["Properties"]["GlobalSecondaryIndexes"]
-    return str(index["IndexName"])
 
 
 def test_every_scan_of_the_drift_guard_and_read_of_the_verify_step_is_allowed(
@@ -105,7 +82,7 @@ def test_every_scan_of_the_drift_guard_and_read_of_the_verify_step_is_allowed(
         (DRIFT_HANDLER, "Scan", scans),
         (VERIFY_HANDLER, "GetItem", reads),
     ):
-        statements = role_statements(template, handler, f"dynamodb:{operation}")
+        statements = function_statements(template, handler, f"dynamodb:{operation}")
         for params in requests:
             assert any(allows(s, params, operation) for s in statements), (operation, params)
 
@@ -113,7 +90,7 @@ def test_every_scan_of_the_drift_guard_and_read_of_the_verify_step_is_allowed(
 def test_the_drift_guard_may_scan_only_the_attributes_it_judges(
     owned_synth: Synthesised,
 ) -> None:
-    [scan] = role_statements(owned_synth.template_json, DRIFT_HANDLER, "dynamodb:Scan")
+    [scan] = function_statements(owned_synth.template_json, DRIFT_HANDLER, "dynamodb:Scan")
     assert scan["Condition"] == {
         "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
         "ForAllValues:StringEquals": {"dynamodb:Attributes": list(DRIFT_SCAN_ATTRIBUTES)},
@@ -135,7 +112,7 @@ def test_the_verify_step_may_read_only_saga_rows_and_only_what_it_confirms(
     owned_synth: Synthesised,
 ) -> None:
     template = owned_synth.template_json
-    statements = role_statements(template, VERIFY_HANDLER, "dynamodb:GetItem")
+    statements = function_statements(template, VERIFY_HANDLER, "dynamodb:GetItem")
     # No GetItem on the table without a condition (the control record's has its own).
     assert all("Condition" in s for s in statements)
     confirm = {

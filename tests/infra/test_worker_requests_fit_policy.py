@@ -20,7 +20,7 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from tests.infra.conftest import Synthesised
-from tests.infra.template_tools import as_list, render, resources
+from tests.infra.template_tools import as_list, function_statements
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import backfill, seed
 
@@ -62,20 +62,7 @@ def named_attributes(params: dict[str, Any]) -> set[str]:
 
 
 def worker_statements(template: dict[str, Any], action: str) -> list[dict[str, Any]]:
-    [function_id] = [
-        fid
-        for fid, r in resources(template, "AWS::Lambda::Function").items()
-        if r["Properties"]["Handler"] == WORKER_HANDLER
-    ]
-    role_id = render(template["Resources"][function_id]["Properties"]["Role"])
-    role_id = str(role_id).removeprefix("${").removesuffix(".Arn}")
-    found = []
-    for policy in resources(template, "AWS::IAM::Policy").values():
-        if "${" + role_id + "}" in [render(r) for r in policy["Properties"]["Roles"]]:
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-                if action in as_list(statement["Action"]):
-                    found.append(statement)
-    return found
+    return function_statements(template, WORKER_HANDLER, action)
 
 
 def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) -> bool:

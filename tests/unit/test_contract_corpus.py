@@ -56,16 +56,7 @@ def _read(case: dict[str, Any], bases: list[dict[str, Any]]) -> dict[str, Any]:
         if contract_corpus.THREE_LAYOUTS not in str(err):
             raise
         return {"error": contract_corpus.THREE_LAYOUTS}
-    return {
-        "route": {
-            "condition": followed.condition.value,
-            "version": followed.version,
-            "phase": followed.phase.value,
-            "source": str(routing.source),
-            "target": str(routing.target),
-            "writes": str(routing.writes),
-        }
-    }
+    return contract_corpus.route_of(followed, routing)
 
 
 def test_given_every_case_when_the_store_reads_it_then_it_makes_what_the_corpus_says() -> None:
