@@ -2,7 +2,7 @@
 GSI4PK the record's current state stamps for that person.
 
 The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
-rule, its conditional write and its outcomes are in saga_index/layout_change/checks/repair.py.
+rule, its conditional write and its outcomes are in saga_index/store/repair.py.
 """
 
 from __future__ import annotations

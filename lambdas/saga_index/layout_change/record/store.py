@@ -47,6 +47,7 @@ from saga_index.layout_change.record.encode import (
     wire_value,
 )
 from saga_index.layout_change.record.errors import ControlRecordLostError
+from saga_index.layout_change.record.grammar import deserialize_control_item
 from saga_index.layout_change.record.history import (
     HISTORY_APPLIED,
     NOT_SETTLED,
@@ -65,7 +66,7 @@ from saga_index.layout_change.record.items import (
     state_key,
 )
 from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
 from saga_index.store.dynamo.expressions import (
     Expression,
@@ -138,7 +139,7 @@ class ControlStore:
             TableName=self.table_name, Key=serialize(state_key()), ConsistentRead=True
         )
         raw = response.get("Item")
-        return deserialize(raw) if raw else None
+        return deserialize_control_item(raw) if raw else None
 
     def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
         """The newest `limit` HISTORY items, newest first (one consistent Query)."""
@@ -147,14 +148,14 @@ class ControlStore:
     def newest_history_items(self, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` HISTORY items as stored (deserialised), newest first."""
         response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=limit)
-        return [deserialize(raw) for raw in response.get("Items", [])]
+        return [deserialize_control_item(raw) for raw in response.get("Items", [])]
 
     def history_entry(self, version: int) -> HistoryEntry | None:
         response = self.client.get_item(
             TableName=self.table_name, Key=serialize(history_key(version)), ConsistentRead=True
         )
         raw = response.get("Item")
-        return parse_history_entry(deserialize(raw)) if raw else None
+        return parse_history_entry(deserialize_control_item(raw)) if raw else None
 
     def history_entries(self) -> list[HistoryEntry]:
         """Every HISTORY item with its applied flag, oldest first."""
@@ -239,7 +240,9 @@ class ControlStore:
             "ReturnValues": "ALL_NEW",
         }
         response = self._conditional(self.client.update_item, request, _STATE_ITEM)
-        return None if response is None else parse_state_item(deserialize(response["Attributes"]))
+        if response is None:
+            return None
+        return parse_state_item(deserialize_control_item(response["Attributes"]))
 
     def put_intent(self, transition: Transition) -> bool:
         """Write the HISTORY item of a transition about to be tried, as an intent
@@ -358,7 +361,7 @@ class ControlStore:
     def _query_all(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         for page in query_pages(self.client, request):
-            items.extend(deserialize(raw) for raw in page.get("Items", []))
+            items.extend(deserialize_control_item(raw) for raw in page.get("Items", []))
         return items
 
 
