@@ -42,6 +42,7 @@ from saga_index_cli.endpoints import (
     check_global_endpoint_env,
     endpoint_url_option,
 )
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.failures import (
     EXIT_FOUND,
     EXIT_OK,
@@ -60,7 +61,7 @@ from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
 from saga_index_cli.status.command import status_command
 
-EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, 2, 3
+EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, ExitCode.USAGE, ExitCode.REFUSED
 PROG_NAME = "saga-index"
 # The distribution (pyproject.toml [project].name) whose installed version --version prints.
 DISTRIBUTION = "renewal-saga-index"

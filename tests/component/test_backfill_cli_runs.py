@@ -55,7 +55,14 @@ def test_a_run_that_wrote_rows_then_lost_the_table_exits_6_and_the_same_command_
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
-    command = ("backfill", "--json", "--output", str(report), "--max-writes-per-second", "1000")
+    command = (
+        "backfill",
+        "--json",
+        "--report-file",
+        str(report),
+        "--max-writes-per-second",
+        "1000",
+    )
     real_release = domain_local.release_with_completion
 
     def server_gone(*_: Any, **__: Any) -> Any:

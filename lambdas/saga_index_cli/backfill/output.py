@@ -25,13 +25,14 @@ from saga_index.layout_change.backfill import BackfillSummary, SegmentCounts
 from saga_index.layout_change.record import ControlState
 from saga_index_cli.backfill.advice import BackfillRefusedError
 from saga_index_cli.context import CliContext
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.failures import EXIT_PARTIAL, exit_code_of, retry_at_of
 from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
 
 log = logging.getLogger("saga_index.cli.backfill")
 
-EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
+EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = ExitCode.OK, ExitCode.FOUND, ExitCode.REFUSED
 
 
 def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
@@ -94,7 +95,7 @@ def failure_report(err: BaseException) -> dict[str, Any]:
 @contextlib.contextmanager
 def report_failures(output: Path | None) -> Iterator[None]:
     """Around a run: when it ends in an error before its report was written (refused before it
-    started, the record unreadable, a service that could not be reached), --output FILE still
+    started, the record unreadable, a service that could not be reached), --report-file PATH still
     gets one, naming the error and the exit code the command exits with (stdout stays empty:
     the message on stderr says the same)."""
     try:

@@ -32,13 +32,14 @@ from saga_index_cli.context import (
     describe_routing,
     pass_cli,
 )
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.documents import history_document, record_document, record_lines
 from saga_index_cli.phase.restore import restore_command
 from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
 
-EXIT_OK, EXIT_MISSING = 0, 1
+EXIT_OK, EXIT_MISSING = ExitCode.OK, ExitCode.FOUND
 
 
 def _missing_warning(state: ControlState) -> None:
@@ -99,7 +100,9 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
             )
         click.echo("\n".join(lines))
     _missing_warning(state)
-    raise click.exceptions.Exit(EXIT_MISSING if state.condition is RecordCondition.MISSING else 0)
+    raise click.exceptions.Exit(
+        EXIT_MISSING if state.condition is RecordCondition.MISSING else EXIT_OK
+    )
 
 
 def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
