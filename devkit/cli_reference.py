@@ -139,7 +139,7 @@ SECTIONS: dict[str, Callable[[], str]] = {
 
 def _block(name: str) -> re.Pattern[str]:
     return re.compile(
-        rf"(<!-- cli-reference:{name} -->\n)(.*?)(\n<!-- /cli-reference:{name} -->)", re.DOTALL
+        rf"(<!-- cli-reference:{name} -->\n)(.*?)(<!-- /cli-reference:{name} -->)", re.DOTALL
     )
 
 
@@ -152,7 +152,7 @@ def render_doc(text: str) -> str:
         body = render()
 
         def replaced(match: re.Match[str], body: str = body) -> str:
-            return match.group(1) + body + match.group(3)
+            return match.group(1) + body + "\n" + match.group(3)
 
         text = pattern.sub(replaced, text)
     return text

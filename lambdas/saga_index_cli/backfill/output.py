@@ -122,14 +122,7 @@ def _cli_prefix() -> str:
     command printed as advice runs as it is, in any shell."""
     ctx = click.get_current_context(silent=True)
     cli = ctx.find_object(CliContext) if ctx is not None else None
-    words = ["saga-index"]
-    if cli is not None and cli.table:
-        words += ["--table", cli.table]
-    if cli is not None and cli.endpoint_url:
-        words += ["--endpoint-url", cli.endpoint_url]
-    if cli is not None and cli.region:
-        words += ["--region", cli.region]
-    return shlex.join(words)
+    return "saga-index" if cli is None else cli.command_prefix()
 
 
 def print_summary(

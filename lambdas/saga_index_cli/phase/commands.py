@@ -8,9 +8,11 @@ against the TARGET state).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
-from saga_index.index import InvalidInputError
+from saga_index.index import InvalidInputError, RetryLaterError
 from saga_index.layout_change.record import (
     ControlRecordInvalidError,
     ControlState,
@@ -36,10 +38,16 @@ from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.documents import history_document, record_document, record_lines
+from saga_index_cli.phase.not_yet import NotYetError, failing_checks
 from saga_index_cli.phase.restore import restore_command
 from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
+from saga_index_cli.phase.wait import interrupted_after_write, wait_until, wait_until_effective
 
 EXIT_OK, EXIT_MISSING = ExitCode.OK, ExitCode.FOUND
+WAIT_HELP = (
+    "Wait until the change is effective (effectiveAt has passed: every process follows it), "
+    "then print the record. Progress on stderr; Ctrl-C is safe (nothing is half-written)."
+)
 
 
 def _missing_warning(state: ControlState) -> None:
@@ -60,8 +68,9 @@ def phase_group() -> None:
 @phase_group.command("show")
 @json_option
 @click.option("--history", is_flag=True, help="Also list every transition, oldest first.")
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
 @pass_cli
-def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
+def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> None:
     """Print the control record: the state every reader and writer follows.
 
     The global --phase/--shards do not apply: this is the record as stored.
@@ -79,11 +88,17 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
     intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
     STATE write failed, never applied), ...).
 
+    --wait: first wait until the record's state is effective (its effectiveAt has passed;
+    the record is read again then, and waited for again if it changed meanwhile), then print
+    it: `effective: true`. Progress on stderr; Ctrl-C ends the wait, exit 1, nothing written.
+
     Exit 0 shown; 1 the record is missing (it is still shown, from its history) or cannot be
     read.
     """
     store = cli.control_store()
     state = _read_state(cli)
+    if wait:
+        state = wait_until_effective(cli, state)
     doc = record_document(state, store.table_name, cli.now())
     if history:
         doc["history"] = [history_document(entry, state) for entry in store.history_entries()]
@@ -135,6 +150,7 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
     is_flag=True,
     help="Skip the checks of a completing move (recorded as checksForced in the history).",
 )
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
 @json_option
 @click.option(
     "--sample",
@@ -176,6 +192,7 @@ def set_command(
     recheck_delay: float,
     scan_rate: float,
     segments: int,
+    wait: bool,
 ) -> None:
     """Move the record to the given phase along an allowed edge (compare-and-set on its
     version).
@@ -231,36 +248,90 @@ def set_command(
          support it (the message names the endpoint and the operation); when that was the
          history intent or the STATE write, stderr also says the move was NOT applied
       5  not yet: a completing move (forced too) before the state's effectiveAt plus the
-         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME}; nothing
-         written: run it again at retryAt
+         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME, "failed":
+         [{name, passed, detail}]}: the move's checks that already fail (run read-only before
+         the answer, parity left to the change itself); nothing written: fix what failed,
+         run it again at retryAt
+      6  --wait interrupted (Ctrl-C) after the change was written: it stands; `phase show
+         --wait` waits for it
+
+    \b
+    --wait: a "not yet" with no failed check waits until retryAt and sets the phase then
+    (the checks run at that moment); once written, waits until the new state is effective
+    (effectiveAt), then prints it. Progress on stderr. Ctrl-C before the write: exit 1,
+    nothing written.
     """
-    store = cli.control_store()
-    state = _read_state(cli)
-    cli.require_overrides_agree(state)
-    if is_already(state, phase, shards):
-        # A runbook step run again (a script under `set -e`): the record already says it.
-        print_unchanged(cli, store.table_name, state, as_json)
-        return
-    # Refuse a move that is not allowed before anything expensive (exit 2).
-    move = plan_move(state, phase, shard_count=shards)
     options = CheckOptions(
         sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
-    checks = completion_checks(store, state, phase, options) if move.guarded else []
+    request = _Request(phase, reason, shards, force, options)
+    table = cli.control_store().table_name
+    while True:
+        try:
+            change = _change(cli, request)
+        except NotYetError as err:
+            if not wait or err.failed or err.retry_at is None:
+                raise
+            wait_until(cli, err.retry_at, f"phase {phase.value} can be set once the switch settles")
+            cli.reread_state()
+            continue
+        break
+    if change is None:
+        state = wait_until_effective(cli, cli.read_state()) if wait else cli.read_state()
+        # A runbook step run again (a script under `set -e`): the record already says it.
+        print_unchanged(cli, table, state, as_json)
+        return
+    if wait:
+        try:
+            wait_until_effective(cli, change.state)
+        except KeyboardInterrupt:
+            _print_change(cli, table, change, as_json)
+            raise interrupted_after_write(cli, change.state) from None
+    _print_change(cli, table, change, as_json)
+
+
+@dataclass(frozen=True)
+class _Request:
+    phase: Phase
+    reason: str
+    shards: int | None
+    force: bool
+    options: CheckOptions
+
+
+def _change(cli: CliContext, request: _Request) -> PhaseChange | None:
+    """One attempt of `phase set`: the change written, or None when the record already is what
+    was asked. A completing move before its switch settled raises NotYetError naming the
+    checks that already fail."""
+    store = cli.control_store()
+    phase, shards = request.phase, request.shards
+    state = _read_state(cli)
+    cli.require_overrides_agree(state)
+    if is_already(state, phase, shards):
+        return None
+    # Refuse a move that is not allowed before anything expensive (exit 2).
+    move = plan_move(state, phase, shard_count=shards)
+    checks = completion_checks(store, state, phase, request.options) if move.guarded else []
     guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
-    change = set_phase(
-        store,
-        phase,
-        changed_by=cli.changed_by(),
-        reason=reason,
-        shard_count=shards,
-        force=force,
-        checks=checks,
-        guards=guards,
-        clock=cli.hooks.clock,
-        timing=cli.hooks.timing,
-    )
-    _print_change(cli, store.table_name, change, as_json)
+    try:
+        return set_phase(
+            store,
+            phase,
+            changed_by=cli.changed_by(),
+            reason=request.reason,
+            shard_count=shards,
+            force=request.force,
+            checks=checks,
+            guards=guards,
+            clock=cli.hooks.clock,
+            timing=cli.hooks.timing,
+        )
+    except RetryLaterError as err:
+        if not move.guarded or err.retry_at is None:
+            raise
+        # The checks --force skips are not run: it would be set at retryAt whatever they say.
+        failed = [] if request.force else failing_checks(store, state, phase, request.options)
+        raise NotYetError(err, failed) from err
 
 
 def _read_state(cli: CliContext) -> ControlState:

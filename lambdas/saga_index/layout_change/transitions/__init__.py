@@ -5,6 +5,7 @@ from the table), `executor` (`phase set` against the store: checks, compare-and-
 
 from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
 from saga_index.layout_change.transitions.requirements import (
+    CHECK_PARITY,
     CheckOptions,
     completion_checks,
     first_move_guard,
@@ -21,6 +22,7 @@ from saga_index.layout_change.transitions.rules import (
 )
 
 __all__ = [
+    "CHECK_PARITY",
     "CheckOptions",
     "PhaseChange",
     "Precondition",
