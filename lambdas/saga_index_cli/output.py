@@ -117,18 +117,26 @@ WRITER: Final = "saga-index"
 _NOT_THE_COMMAND = frozenset({"overwrite", "log_level", "output_format", "as_json"})
 
 
+def _camel(name: str) -> str:
+    """A parameter's name as every JSON key this CLI writes spells it: max_writes_per_second
+    -> maxWritesPerSecond."""
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
 def invocation(ctx: click.Context | None = None) -> dict[str, Any]:
     """The command being run, as a report records it: its path (`saga-index backfill`) and
-    every option's value, global ones included (--table, --endpoint-url, ...), --overwrite,
-    --log-level and the output format (--output, --json) left out. Two runs with the same
-    arguments in any order have the same invocation."""
+    every option's value under its name in camelCase, global ones included (--table,
+    --endpoint-url, ...), --overwrite, --log-level and the output format (--output, --json)
+    left out. Two runs with the same arguments in any order have the same invocation."""
     ctx = ctx or click.get_current_context()
     options: dict[str, Any] = {}
     path = ctx.command_path
     while ctx is not None:
         for name, value in ctx.params.items():
-            if name not in _NOT_THE_COMMAND and name not in options:
-                options[name] = str(value) if isinstance(value, Path | os.PathLike) else value
+            key = _camel(name)
+            if name not in _NOT_THE_COMMAND and key not in options:
+                options[key] = str(value) if isinstance(value, Path | os.PathLike) else value
         ctx = ctx.parent
     return {"path": path, "options": to_plain_json(options)}
 

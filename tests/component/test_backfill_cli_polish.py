@@ -165,7 +165,7 @@ def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_comman
     code, _, err = run(capsys, dynamo, *command, clock=Clock(CHANGED_AT))
 
     assert code == 5
-    assert "effective: true" in err
+    assert "phase show --wait` returns then" in err
     assert "Start the same command again once that time has passed" in err
     written = json.loads(report.read_text())
     assert (written["refused"], written["error"], written["exitCode"]) == (

@@ -292,3 +292,37 @@ def test_a_second_ctrl_c_after_rows_were_re_stamped_is_exit_6_and_frees_the_leas
     assert "Run the same command again: it converges" in err
     assert json.loads(out)["completionRecorded"] is False
     assert store(dynamo).read().lease is None
+
+
+def test_exit_3_in_json_carries_each_anomalys_repair_command_and_following_them_works(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    seed(dynamo, VALID)
+    for saga_id in ANOMALIES:  # each anomaly's lease names its tenant
+        dynamo.client.put_item(
+            TableName=dynamo.table_name,
+            Item={
+                "PK": {"S": f"LEASE#lease-{saga_id}"},
+                "SK": {"S": "META"},
+                "entityType": {"S": "Lease"},
+                "personId": {"S": f"tenant-{saga_id}"},
+            },
+        )
+    plant(dynamo, "migrating")
+    report = tmp_path / "bf.json"
+    command = ("backfill", "--json", "--max-writes-per-second", "1000")
+
+    code, out, err = run(capsys, dynamo, *command, "--report-file", str(report))
+
+    assert code == 3, err
+    printed = json.loads(out)
+    assert json.loads(report.read_text())["anomalyKeys"] == printed["anomalyKeys"]
+    repairs = [key["repairCommand"] for key in printed["anomalyKeys"]]
+    assert len(repairs) == len(ANOMALIES)
+    for key, repair in zip(printed["anomalyKeys"], repairs, strict=True):
+        assert shlex.quote(key["PK"]) in repair
+        code, _, err = follow(capsys, repair)
+        assert code == 0, (repair, err)
+    code, out, err = run(capsys, dynamo, *command)
+    assert code == 0, err
+    assert json.loads(out)["anomalyKeys"] == []

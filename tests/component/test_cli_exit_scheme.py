@@ -83,6 +83,10 @@ def _bad_inputs(existing: Path) -> list[tuple[list[str], str]]:
         (["drift", "--scan-rate", "0"], "--scan-rate"),
         (["watch", "--days", "0"], "--days"),
         (["preflight", "--stack-name", "no spaces"], "--stack-name"),
+        (["backfill", "--output", "bf.json"], "give `--report-file bf.json` instead"),
+        (["status", "--output", "yaml"], "'yaml' is not an output format"),
+        (["phase", "show", "--output", "report.json"], "text or json"),
+        (["sagas", "open", "--json", "--output", "text"], "contradicts --output text"),
     ]
 
 

@@ -25,7 +25,11 @@ from saga_index_cli.backfill.follow import follow_execution
 from saga_index_cli.backfill.local import run_locally
 from saga_index_cli.backfill.options import REPORT_FILE, backfill_options, check_modes
 from saga_index_cli.backfill.output import report_failures
-from saga_index_cli.backfill.release import is_execution_lease, release_dead_local_lease
+from saga_index_cli.backfill.release import (
+    is_execution_lease,
+    nothing_holds_the_lease,
+    release_dead_local_lease,
+)
 from saga_index_cli.backfill.start import run_state_machine
 from saga_index_cli.backfill.stop import stop_command
 from saga_index_cli.context import CliContext
@@ -126,7 +130,9 @@ def backfill_group(
     if stop == THE_RUNNING_EXECUTION and state_machine_arn is None:
         # A lease held from an operator's shell is released here, with no state machine.
         lease = cli.control_store().read().lease
-        if lease is not None and not is_execution_lease(lease):
+        if lease is None:
+            sys.exit(nothing_holds_the_lease(cli, as_json))
+        if not is_execution_lease(lease):
             sys.exit(release_dead_local_lease(cli, lease, as_json))
     if follow is not None or stop is not None:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)

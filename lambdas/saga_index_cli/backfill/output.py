@@ -114,7 +114,55 @@ def report_failures(output: Path | None) -> Iterator[None]:
 
 
 def report_document(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
+    """The JSON report: the summary, `remaining`, `extra`; each anomaly key with the
+    `repairCommand` that repairs it, the one the text report prints under it."""
+    document = {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
+    prefix = _cli_prefix()
+    document["anomalyKeys"] = [
+        {**key, "repairCommand": repair_command(prefix, key)}
+        for key in document.get("anomalyKeys", [])
+    ]
+    return document
+
+
+def repair_command(prefix: str, key: Any) -> str:
+    """The `repair-anomaly` command of one anomaly row, as it runs in any shell."""
+    return (
+        f"{prefix} repair-anomaly --pk {shlex.quote(str(key['PK']))} "
+        f"--sk {shlex.quote(str(key['SK']))} --from-lease --apply"
+    )
+
+
+def human(value: Any) -> str:
+    """A report value as people read it: no Python reprs (lists, dicts, True)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {human(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(human(item) for item in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _extra_lines(extra: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for key, value in extra.items():
+        if not value or key == "exitCode":
+            continue
+        if key == "segments":
+            lines.append("  segments")
+            lines += [
+                f"    segment {s['segment']}: scanned {s['scanned']}, re-stamped "
+                f"{s['restamped']}, {'done' if s['done'] else 'NOT done'}"
+                for s in value
+            ]
+        elif key == "failures":
+            lines += [f"  segment {n} failed: {why}" for n, why in value.items()]
+        else:
+            lines.append(f"  {key:<16} {human(value)}")
+    return lines
 
 
 def _cli_prefix() -> str:
@@ -151,9 +199,7 @@ def print_summary(
     if summary.verification is not None:
         verdict = "ok" if summary.verification.ok else "FAILED"
         lines.append(f"  verification     {verdict}: {summary.verification.message}")
-    for key, value in extra.items():
-        if value:
-            lines.append(f"  {key:<16} {value}")
+    lines += _extra_lines(extra)
     if summary.anomaly_keys:
         rollback = summary.target is not None and summary.target.kind == "legacy"
         lines.append(
@@ -173,10 +219,7 @@ def print_summary(
             lines.append(
                 f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
             )
-            lines.append(
-                f"    {prefix} repair-anomaly --pk {shlex.quote(str(k['PK']))} "
-                f"--sk {shlex.quote(str(k['SK']))} --from-lease --apply"
-            )
+            lines.append(f"    {repair_command(prefix, k)}")
     if summary.anomalies > len(summary.anomaly_keys):
         lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
     if output is not None:
