@@ -402,7 +402,9 @@ def test_given_anomalies_when_backfilled_forward_then_every_key_carries_its_reas
     assert code == 3
     keys_listed = json.loads(out)["anomalyKeys"]
     assert sorted(k["PK"] for k in keys_listed) == sorted(f"RSAGA#{s}" for s in ANOMALIES)
-    assert all(set(k) == {"PK", "SK", "reason"} and k["reason"] for k in keys_listed)
+    assert all(
+        set(k) == {"PK", "SK", "reason", "repairCommand"} and k["reason"] for k in keys_listed
+    )
 
 
 def test_given_another_runs_lease_then_the_refusal_says_how_to_see_and_stop_the_holder(

@@ -200,7 +200,8 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Stop an execution of the state machine (without a value: its one running "
         "execution) and release the backfill lease it holds. Without a value, when a local "
         "run holds the lease: release it once that run is provably gone (its process gone "
-        "from this host, or no heartbeat for 60 s; exit 5 before). Exit 0 when done.",
+        "from this host, or no heartbeat for 60 s; exit 5 before); when no run holds it, "
+        "say so (nothing to stop). Exit 0 when done.",
     ),
     stack_name_option(
         "The deployed stack whose outputs name the state machine (--deployed, --follow, "

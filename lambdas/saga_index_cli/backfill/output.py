@@ -35,7 +35,7 @@ log = logging.getLogger("saga_index.cli.backfill")
 EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = ExitCode.OK, ExitCode.FOUND, ExitCode.REFUSED
 
 
-def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
+def exit_code(summary: BackfillSummary, *, failed: bool) -> ExitCode:
     """0 complete and clean; 3 complete, anomalies remain; a run that failed or was
     interrupted: 6 (partly done) once it re-stamped a row, else 1; a complete run whose
     read-back found rows left to move: 1 (found)."""
