@@ -12,9 +12,6 @@ environment variable and help; hidden options (test hooks) are left out.
 
 from __future__ import annotations
 
-import argparse
-import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from typing import Any
 import click
 from click.core import UNSET
 
+from devkit.doc_blocks import generator_main, render_blocks
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.main import PROG_NAME, cli
 
@@ -127,7 +125,7 @@ def render_reference() -> str:
 def render_exit_codes() -> str:
     lines = ["| code | name | meaning |", "| --- | --- | --- |"]
     for code in ExitCode:
-        lines.append(f"| {int(code)} | {code.summary} | {_cell(code.meaning)} |")
+        lines.append(f"| {int(code)} | `{code.name}` | {_cell(code.meaning)} |")
     return "\n".join(lines)
 
 
@@ -137,54 +135,20 @@ SECTIONS: dict[str, Callable[[], str]] = {
 }
 
 
-def _block(name: str) -> re.Pattern[str]:
-    return re.compile(
-        rf"(<!-- cli-reference:{name} -->\n)(.*?)(<!-- /cli-reference:{name} -->)", re.DOTALL
-    )
-
-
 def render_doc(text: str) -> str:
     """`text` with every generated section between its markers replaced."""
-    for name, render in SECTIONS.items():
-        pattern = _block(name)
-        if pattern.search(text) is None:
-            raise ValueError(f"the doc has no <!-- cli-reference:{name} --> block")
-        body = render()
-
-        def replaced(match: re.Match[str], body: str = body) -> str:
-            return match.group(1) + body + "\n" + match.group(3)
-
-        text = pattern.sub(replaced, text)
-    return text
+    return render_blocks(text, "cli-reference", SECTIONS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devkit.cli_reference", description=__doc__)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="do not write; exit 1 if the doc's sections differ from what would be generated",
+    return generator_main(
+        argv,
+        module="devkit.cli_reference",
+        description=__doc__,
+        default_path=DEFAULT_PATH,
+        render_doc=render_doc,
+        what="CLI reference and exit codes",
     )
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the CLI doc")
-    args = parser.parse_args(argv)
-    path: Path = args.path
-    try:
-        text = path.read_text(encoding="utf-8")
-        expected = render_doc(text)
-    except (OSError, ValueError) as err:
-        print(f"{parser.prog}: {err}", file=sys.stderr)
-        return 1
-    if args.check:
-        if expected != text:
-            print(
-                f"{path} differs from the click app: run `python -m devkit.cli_reference`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    if expected != text:
-        path.write_text(expected, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

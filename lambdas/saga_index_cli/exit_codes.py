@@ -24,21 +24,6 @@ class ExitCode(IntEnum):
         """The meaning as docs/cli.md's exit-code table gives it (Markdown, one cell)."""
         return _MEANINGS[self]
 
-    @property
-    def summary(self) -> str:
-        """The meaning in a few words (the runbook's tables, `--help`)."""
-        return _SUMMARIES[self]
-
-
-_SUMMARIES = {
-    ExitCode.OK: "success",
-    ExitCode.FOUND: "found, or refused for cause",
-    ExitCode.USAGE: "bad usage or invalid input",
-    ExitCode.REFUSED: "refused by a precondition",
-    ExitCode.UNAVAILABLE: "could not complete",
-    ExitCode.RETRY_LATER: "not yet",
-    ExitCode.PARTIAL: "interrupted, partly done",
-}
 
 _MEANINGS = {
     ExitCode.OK: (

@@ -199,11 +199,11 @@ def follow(capsys: pytest.CaptureFixture[str], command: str) -> tuple[int, str, 
     return int(exited.value.code or 0), out, err
 
 
-def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the_run_clean(
-    dynamo: Backend, capsys: pytest.CaptureFixture[str]
-) -> None:
+def seed_with_anomaly_leases(dynamo: Backend) -> None:
+    """The contract's rows, and for each anomaly a lease that names its tenant (what
+    `repair-anomaly --from-lease` reads)."""
     seed(dynamo, VALID)
-    for saga_id in ANOMALIES:  # each anomaly's lease names its tenant
+    for saga_id in ANOMALIES:
         dynamo.client.put_item(
             TableName=dynamo.table_name,
             Item={
@@ -213,6 +213,12 @@ def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the
                 "personId": {"S": f"tenant-{saga_id}"},
             },
         )
+
+
+def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the_run_clean(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_with_anomaly_leases(dynamo)
     plant(dynamo, "migrating")
     command = ("backfill", "--max-writes-per-second", "1000")
 
@@ -297,17 +303,7 @@ def test_a_second_ctrl_c_after_rows_were_re_stamped_is_exit_6_and_frees_the_leas
 def test_exit_3_in_json_carries_each_anomalys_repair_command_and_following_them_works(
     dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    seed(dynamo, VALID)
-    for saga_id in ANOMALIES:  # each anomaly's lease names its tenant
-        dynamo.client.put_item(
-            TableName=dynamo.table_name,
-            Item={
-                "PK": {"S": f"LEASE#lease-{saga_id}"},
-                "SK": {"S": "META"},
-                "entityType": {"S": "Lease"},
-                "personId": {"S": f"tenant-{saga_id}"},
-            },
-        )
+    seed_with_anomaly_leases(dynamo)
     plant(dynamo, "migrating")
     report = tmp_path / "bf.json"
     command = ("backfill", "--json", "--max-writes-per-second", "1000")

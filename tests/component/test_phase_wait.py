@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
-from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
@@ -25,7 +23,12 @@ from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.phase.wait import wait_until
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.control_fixtures import (
+    Clock,
+    moto_backend,
+    probe_64_shard_keys,
+    record_early_backfill,
+)
 
 
 @pytest.fixture
@@ -114,32 +117,6 @@ def test_show_wait_waits_for_the_effective_at_of_the_record(cli: Cli, store: Con
     assert "effective:    true" in out
 
 
-def _verified_backfill(store: ControlStore, clock: Clock) -> None:
-    """A verified forward backfill 1 s after effectiveAt: the switch has not settled yet."""
-    state = store.read()
-    assert state.effective_at is not None
-    clock.now = state.effective_at + timedelta(seconds=1)
-    token = new_lease_token()
-    grant = acquire_lease(store, holder="run", token=token, direction="forward", clock=clock)
-    completion = BackfillCompletion(
-        direction=BackfillDirection.FORWARD,
-        source=grant.source,
-        target=grant.target,
-        state_version=state.version,
-        started_at=clock.now,
-        completed_at=clock.now + timedelta(seconds=0.5),
-        scanned=0,
-        restamped=0,
-        anomalies=0,
-        complete=True,
-        verified=True,
-        holder="run",
-        lease_token=token,
-    )
-    clock.advance(0.5)
-    release_lease(store, token=token, completion=completion, clock=clock)
-
-
 def test_a_not_yet_names_the_checks_that_already_fail_and_wait_does_not_wait_for_them(
     cli: Cli, store: ControlStore, dynamo: Backend
 ) -> None:
@@ -162,7 +139,7 @@ def test_a_not_yet_with_nothing_failing_says_so_and_wait_sets_it_once_settled(
     cli: Cli, store: ControlStore
 ) -> None:
     assert cli("phase", "set", "migrating", "--reason", "go")[0] == 0
-    _verified_backfill(store, cli.clock)
+    record_early_backfill(store, cli.clock)
     effective_at = store.read().effective_at
     assert effective_at is not None
     settled = effective_at + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS)

@@ -75,7 +75,7 @@ def test_the_reference_names_every_command_option_default_and_environment_variab
     assert "| `--max-attempts` | INTEGER 1<=x<=50 | `10` |" in text
     assert "`SAGA_INDEX_LOG_LEVEL`" in text
     for code in ExitCode:
-        assert f"\n| {int(code)} | {code.summary} | " in text
+        assert f"\n| {int(code)} | `{code.name}` | {code.meaning[:40]}" in text
 
 
 def test_given_a_drifted_doc_then_the_check_fails_and_a_run_restores_it(
@@ -84,7 +84,7 @@ def test_given_a_drifted_doc_then_the_check_fails_and_a_run_restores_it(
     doc = tmp_path / "cli.md"
     original = CLI_DOC.read_text(encoding="utf-8")
     for drifted in (
-        original.replace("| 5 | not yet |", "| 1 | not yet |"),
+        original.replace("| 5 | `RETRY_LATER` |", "| 1 | `RETRY_LATER` |"),
         original.replace(
             "| `--max-attempts` | INTEGER 1<=x<=50 | `10` |", "| `--max-attempts` | N | |"
         ),

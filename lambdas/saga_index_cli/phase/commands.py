@@ -8,13 +8,10 @@ against the TARGET state).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import click
 
-from saga_index.index import InvalidInputError, RetryLaterError
+from saga_index.index import InvalidInputError
 from saga_index.layout_change.record import (
-    ControlRecordInvalidError,
     ControlState,
     Phase,
     RecordCondition,
@@ -24,10 +21,6 @@ from saga_index.layout_change.record import (
 from saga_index.layout_change.transitions import (
     CheckOptions,
     PhaseChange,
-    completion_checks,
-    first_move_guard,
-    plan_move,
-    set_phase,
 )
 from saga_index_cli.context import (
     CliContext,
@@ -37,11 +30,16 @@ from saga_index_cli.context import (
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
+from saga_index_cli.phase.change import (
+    ChangeRequest,
+    change_once,
+    change_when_settled,
+    read_state,
+)
 from saga_index_cli.phase.documents import history_document, record_document, record_lines
-from saga_index_cli.phase.not_yet import NotYetError, failing_checks
 from saga_index_cli.phase.restore import restore_command
-from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
-from saga_index_cli.phase.wait import interrupted_after_write, wait_until, wait_until_effective
+from saga_index_cli.phase.unchanged import print_unchanged, with_effective_line
+from saga_index_cli.phase.wait import interrupted_after_write, wait_until_effective
 
 EXIT_OK, EXIT_MISSING = ExitCode.OK, ExitCode.FOUND
 WAIT_HELP = (
@@ -96,7 +94,7 @@ def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> N
     read.
     """
     store = cli.control_store()
-    state = _read_state(cli)
+    state = read_state(cli)
     if wait:
         state = wait_until_effective(cli, state)
     doc = record_document(state, store.table_name, cli.now())
@@ -264,18 +262,9 @@ def set_command(
     options = CheckOptions(
         sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
-    request = _Request(phase, reason, shards, force, options)
+    request = ChangeRequest(phase, reason, shards, force, options)
     table = cli.control_store().table_name
-    while True:
-        try:
-            change = _change(cli, request)
-        except NotYetError as err:
-            if not wait or err.failed or err.retry_at is None:
-                raise
-            wait_until(cli, err.retry_at, f"phase {phase.value} can be set once the switch settles")
-            cli.reread_state()
-            continue
-        break
+    change = change_when_settled(cli, request) if wait else change_once(cli, request)
     if change is None:
         state = wait_until_effective(cli, cli.read_state()) if wait else cli.read_state()
         # A runbook step run again (a script under `set -e`): the record already says it.
@@ -288,61 +277,6 @@ def set_command(
             _print_change(cli, table, change, as_json)
             raise interrupted_after_write(cli, change.state) from None
     _print_change(cli, table, change, as_json)
-
-
-@dataclass(frozen=True)
-class _Request:
-    phase: Phase
-    reason: str
-    shards: int | None
-    force: bool
-    options: CheckOptions
-
-
-def _change(cli: CliContext, request: _Request) -> PhaseChange | None:
-    """One attempt of `phase set`: the change written, or None when the record already is what
-    was asked. A completing move before its switch settled raises NotYetError naming the
-    checks that already fail."""
-    store = cli.control_store()
-    phase, shards = request.phase, request.shards
-    state = _read_state(cli)
-    cli.require_overrides_agree(state)
-    if is_already(state, phase, shards):
-        return None
-    # Refuse a move that is not allowed before anything expensive (exit 2).
-    move = plan_move(state, phase, shard_count=shards)
-    checks = completion_checks(store, state, phase, request.options) if move.guarded else []
-    guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
-    try:
-        return set_phase(
-            store,
-            phase,
-            changed_by=cli.changed_by(),
-            reason=request.reason,
-            shard_count=shards,
-            force=request.force,
-            checks=checks,
-            guards=guards,
-            clock=cli.hooks.clock,
-            timing=cli.hooks.timing,
-        )
-    except RetryLaterError as err:
-        if not move.guarded or err.retry_at is None:
-            raise
-        # The checks --force skips are not run: it would be set at retryAt whatever they say.
-        failed = [] if request.force else failing_checks(store, state, phase, request.options)
-        raise NotYetError(err, failed) from err
-
-
-def _read_state(cli: CliContext) -> ControlState:
-    try:
-        return cli.read_state()
-    except ControlRecordInvalidError as err:
-        raise ControlRecordInvalidError(
-            f"the control record's STATE item does not parse ({err}): nothing can change it "
-            "until it is repaired. See it with `saga-index status`, repair it with "
-            "`saga-index phase restore` (docs/runbook.md)"
-        ) from err
 
 
 def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: bool) -> None:

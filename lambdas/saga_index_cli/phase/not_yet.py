@@ -2,23 +2,16 @@
 already fail: a script told to retry at `retryAt` learns at once that the change would be
 refused then anyway (a backfill that never ran), instead of after the wait.
 
-The checks are the completing move's own (layout_change/transitions/requirements.py), run
-read-only against the record as read, before the answer: backfill-verified and the row checks.
-Parity is left to the change itself: it scans the whole base table (consistent), which the answer
-"not yet" should not wait for.
+The checks are the completing move's own, run read-only against the record as read, before the
+answer (transitions.failing_checks): backfill-verified and the row checks. Parity is left to the
+change itself: it scans the whole base table (consistent), which the answer "not yet" should not
+wait for.
 """
 
 from __future__ import annotations
 
 from saga_index.index import RetryLaterError
-from saga_index.layout_change.record import CheckResult, ControlState, ControlStore, Phase
-from saga_index.layout_change.transitions import (
-    CHECK_PARITY,
-    CheckOptions,
-    check_backfill,
-    completion_checks,
-    plan_move,
-)
+from saga_index.layout_change.record import CheckResult
 
 
 class NotYetError(RetryLaterError):
@@ -35,22 +28,3 @@ class NotYetError(RetryLaterError):
                 + "; ".join(f"{check.name}: {check.detail}" for check in failed)
             )
         super().__init__(message, retry_at=refusal.retry_at)
-
-
-def failing_checks(
-    store: ControlStore,
-    state: ControlState,
-    requested: Phase,
-    options: CheckOptions,
-    shard_count: int | None = None,
-) -> list[CheckResult]:
-    """The checks of the move from `state` to `requested` that fail now, read-only (parity
-    left out); empty for a move that is never blocked."""
-    move = plan_move(state, requested, shard_count=shard_count)
-    if move.completes is None:
-        return []
-    checks = [
-        c for c in completion_checks(store, state, requested, options) if c.name != CHECK_PARITY
-    ]
-    results = [check_backfill(state, move.completes), *(check.run(state) for check in checks)]
-    return [result for result in results if not result.passed]

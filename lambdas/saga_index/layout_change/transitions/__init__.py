@@ -5,9 +5,9 @@ from the table), `executor` (`phase set` against the store: checks, compare-and-
 
 from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
 from saga_index.layout_change.transitions.requirements import (
-    CHECK_PARITY,
     CheckOptions,
     completion_checks,
+    failing_checks,
     first_move_guard,
 )
 from saga_index.layout_change.transitions.restore import Restored, restore_state
@@ -22,7 +22,6 @@ from saga_index.layout_change.transitions.rules import (
 )
 
 __all__ = [
-    "CHECK_PARITY",
     "CheckOptions",
     "PhaseChange",
     "Precondition",
@@ -30,6 +29,7 @@ __all__ = [
     "allowed_moves",
     "check_backfill",
     "completion_checks",
+    "failing_checks",
     "first_move_guard",
     "plan_move",
     "prior_write_for",
