@@ -135,9 +135,10 @@ describe('cancellation', () => {
     for await (const page of reader.pagesOfOpenSagas({ signal })) assert.ok(page.length > 0);
     const queries = fake.sent.filter((s) => s.command === 'Query');
     assert.ok(queries.length > 16);
-    // The request passes a signal of its own linked to the caller's (enumerations) or the
-    // caller's itself (by person); either way an abort reaches it.
-    assert.ok(queries.every((s) => s.signal !== undefined));
+    // Every request has a signal of its own (the call's abort aborts it), never the caller's:
+    // the SDK adds a listener to each request's signal.
+    assert.ok(queries.every((s) => s.signal !== undefined && s.signal !== signal));
+    assert.equal(new Set(queries.map((s) => s.signal)).size, queries.length);
   });
 
   test('an aborted signal rejects with its reason before any request', async () => {
