@@ -52,7 +52,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bootstrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-bootstrap.txt
 	$(UV_ENV) $(VENV)/bin/uv pip install --python $(PY) --quiet -c constraints.txt \
-		-r requirements-dev.txt -e '.[demo]'
+		-r requirements-dev.txt -e '.[cli,demo]'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

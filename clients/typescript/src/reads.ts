@@ -28,7 +28,7 @@ export interface PartitionQuery {
   readonly openOnly?: boolean;
 }
 
-function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['input'] {
+export function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['input'] {
   const names: Record<string, string> = { '#pk': 'GSI4PK' };
   const values: Record<string, AttributeValue> = { ':pk': { S: query.gsi4pk } };
   let condition = '#pk = :pk';

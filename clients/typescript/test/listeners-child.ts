@@ -80,6 +80,19 @@ async function main(): Promise<void> {
       },
     ],
     [
+      'pageOfOpenSagas',
+      async (signal) => {
+        let rows = 0;
+        let cursor: string | null = null;
+        do {
+          const page: { rows: unknown[]; cursor: string | null } = await index.pageOfOpenSagas({ limit: 50, cursor, signal });
+          rows += page.rows.length;
+          cursor = page.cursor;
+        } while (cursor !== null);
+        return rows;
+      },
+    ],
+    [
       'getSagasByPersons',
       async (signal) => {
         const ids = Array.from({ length: N }, (_, n) => `p-${n}`);

@@ -15,7 +15,7 @@ test('an enumeration over 64 shards given an AbortSignal adds one listener to it
   };
   assert.ok(requests > 8 * 64, `${requests} requests`);
   const expected: Record<string, { rows: number; mostListeners: number; listenersAfter: number }> = {};
-  for (const name of ['getAllOpenSagas', 'getAllSagas', 'pagesOfOpenSagas', 'getSagasByPersons']) {
+  for (const name of ['getAllOpenSagas', 'getAllSagas', 'pagesOfOpenSagas', 'pageOfOpenSagas', 'getSagasByPersons']) {
     for (const kind of ['AbortController', 'AbortSignal.timeout']) {
       expected[`${name} ${kind}`] = { rows: 64, mostListeners: 1, listenersAfter: 0 };
     }
