@@ -148,7 +148,7 @@ def test_no_caller_outside_the_transitions_room_builds_or_skips_a_moves_checks()
     assert offenders == {}
     # ...and the ones that write a move do it through the operation.
     for caller in (
-        "lambdas/saga_index_cli/phase/commands.py",
+        "lambdas/saga_index_cli/phase/change.py",
         "tests/sim/runbook.py",
         "bench/ts_vs_python.py",
     ):

@@ -2,7 +2,7 @@
 // says (docs/control-contract.md), with the shard contract (docs/shard-contract.md). This module
 // is the package's whole public surface; test/surface.test.ts pins its names.
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { checkSignal, untilAborted } from './abort.js';
+import { checkSignal, RequestScope, untilAborted } from './abort.js';
 import { asConfigurationError } from './configuration.js';
 import {
   ControlStateCache,
@@ -218,7 +218,12 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const signal = checkSignal(options.signal);
     const p = person(personId);
     const state = await this.current(signal);
-    return (await this.readPerson(state, p, signal)).map(this.toRow);
+    const scope = new RequestScope(signal);
+    try {
+      return (await this.readPerson(state, p, scope)).map(this.toRow);
+    } finally {
+      scope.dispose();
+    }
   }
 
   /**
@@ -230,15 +235,21 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const ids = [...new Set(personIds)];
     const people = ids.map((id) => person(id));
     const state = await this.current(signal);
-    const rows = await boundedAll(
-      people,
-      // Each person's Queries run one after the other, so this bounds the Queries in flight.
-      this.limit,
-      (p) => this.readPerson(state, p, signal),
-      (p) => `personId ${quoted(p.id)}`,
-      this.target,
-      signal,
-    );
+    const scope = new RequestScope(signal);
+    let rows: RawItem[][];
+    try {
+      rows = await boundedAll(
+        people,
+        // Each person's Queries run one after the other, so this bounds the Queries in flight.
+        this.limit,
+        (p) => this.readPerson(state, p, scope),
+        (p) => `personId ${quoted(p.id)}`,
+        this.target,
+        signal,
+      );
+    } finally {
+      scope.dispose();
+    }
     return new Map(ids.map((id, n) => [id, (rows[n] ?? []).map(this.toRow)]));
   }
 
@@ -335,15 +346,15 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     }
   }
 
-  private async readPerson(state: ControlState, p: Person, signal: AbortSignal | undefined): Promise<RawItem[]> {
+  private async readPerson(state: ControlState, p: Person, scope: RequestScope): Promise<RawItem[]> {
     const merged = new Map<string, RawItem>();
     // Sequential on purpose: the key rows move away from is read to its end first.
     for (const key of readKeys(state, p)) {
       let items: RawItem[];
       try {
-        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, signal);
+        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, scope);
       } catch (err) {
-        throw readFailure(new Map([[key, err]]), this.target, signal);
+        throw readFailure(new Map([[key, err]]), this.target, scope.signal);
       }
       for (const item of items) {
         // begins_with(personId + "#") also matches a person whose id extends this one.

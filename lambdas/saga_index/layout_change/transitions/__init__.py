@@ -15,6 +15,7 @@ from saga_index.layout_change.transitions.executor import PhaseChange, change_ph
 from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
     ShardKeyProbe,
+    failing_checks,
 )
 from saga_index.layout_change.transitions.restore import Restored, restore_state
 from saga_index.layout_change.transitions.rules import (
@@ -40,6 +41,7 @@ __all__ = [
     "allowed_moves",
     "change_phase",
     "check_backfill",
+    "failing_checks",
     "plan_move",
     "prior_write_for",
     "restore_state",
