@@ -37,11 +37,10 @@ from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
-from saga_index.layout_change.transitions import executor
 from saga_index.layout_change.transitions.rules import plan_move, transition_for
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
-from tests.support.control_fixtures import START, Clock
+from tests.support.control_fixtures import START, Clock, set_phase
 from tests.support.control_seed import delete_state, seed_state
 
 pytestmark = pytest.mark.conformance
@@ -370,7 +369,7 @@ def _through(*phases: str, shards: int = 16, clock: Any = None) -> Callable[[Bac
                 # Past the previous effectiveAt and the in-flight margin: a completing move,
                 # forced or not, is refused before then.
                 moments.advance(120)
-            executor.set_phase(
+            set_phase(
                 store,
                 phase,
                 changed_by="conformance",
@@ -526,8 +525,14 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
     shards = json.loads((ROOT / "docs" / "shard-vectors.json").read_text(encoding="utf-8"))
     victim = next(v for v in shards["vectors"] if v["shardCount"] == 64)
     victim["shard"] = (victim["shard"] + 1) % 64
+    corpus = json.loads((ROOT / "docs" / "contract-corpus.json").read_text(encoding="utf-8"))
+    # A mutated record said to be refused at an attribute no reader names.
+    case = next(c for c in corpus["cases"] if "refusal" in c["expect"])
+    case["expect"]["refusal"]["attribute"] = "noSuchAttribute"
+    mutated_base = corpus["bases"][case["base"]]["name"]
     (tmp_path / "contract-vectors.json").write_text(json.dumps(contract), encoding="utf-8")
     (tmp_path / "shard-vectors.json").write_text(json.dumps(shards), encoding="utf-8")
+    (tmp_path / "contract-corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
 
     result = subprocess.run(
         [
@@ -536,6 +541,7 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
             "--test-reporter=tap",
             str(compiled / "contract.test.js"),
             str(compiled / "shard.test.js"),
+            str(compiled / "corpus.test.js"),
         ],
         capture_output=True,
         text=True,
@@ -555,3 +561,4 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
         refused["name"],
         "every vector: the hashed bytes, the shard and the key",
     } <= failed, result.stdout
+    assert any(name.startswith(f"{mutated_base} (") for name in failed), result.stdout

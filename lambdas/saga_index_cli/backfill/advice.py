@@ -15,16 +15,18 @@ from datetime import datetime
 
 from saga_index.index import BACKFILL_THROTTLED_ERROR, RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill import Move
+from saga_index.layout_change.lease import (
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.record import (
     BackfillDirection,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
     ControlState,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
     Phase,
 )
 
@@ -43,7 +45,7 @@ REFUSAL_ADVICE: Mapping[str, str] = {
     ),
     LeaseNotYetEffectiveError.__name__: (
         "nothing was written. Start the same command again once that time has passed "
-        "(`saga-index phase show` says `effective: true`)"
+        "(`saga-index phase show --wait` returns then)"
     ),
     "LeaseDirectionError": (
         "nothing was written. `saga-index phase show` names the phase: forward while "

@@ -3,8 +3,10 @@ that every reader and writer follows, changed only through guarded transitions.
 
   phase     the operator's name for a state
   state     what one read of the record says, as values (pure)
-  errors    the record's errors, each naming what the operator can do next
+  errors    the record's own errors (a reader's refusal, a lost compare-and-set), each naming
+            what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
+  grammar   what a value of each kind is on the wire, one rule for every reader's language
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes
@@ -19,17 +21,12 @@ from saga_index.layout_change.record import items
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import (
-    CheckResult,
     ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
-    PreconditionFailedError,
 )
+from saga_index.layout_change.record.grammar import deserialize_control_item, grammar_document
 from saga_index.layout_change.record.history import (
     HISTORY_ABANDONED,
     HISTORY_APPLIED,
@@ -52,8 +49,11 @@ from saga_index.layout_change.record.schema import (
     CONTROLS,
     HISTORY_FLAGS,
     LEASE,
+    PARTS,
     TRANSITION,
+    Attribute,
     Part,
+    Value,
     attributes_document,
 )
 from saga_index.layout_change.record.state import (
@@ -65,7 +65,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.times import format_time, seconds_until
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 
 __all__ = [
@@ -79,12 +79,13 @@ __all__ = [
     "LEASE_EXPIRES_AT",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
+    "PARTS",
     "SINGLE_COUNT_PHASES",
     "TRANSITION",
     "VERSION",
+    "Attribute",
     "BackfillCompletion",
     "BackfillDirection",
-    "CheckResult",
     "ControlItemInvalidError",
     "ControlProvider",
     "ControlRecordInvalidError",
@@ -95,20 +96,18 @@ __all__ = [
     "ControlTiming",
     "HistoryEntry",
     "Lease",
-    "LeaseDirectionError",
-    "LeaseHeldError",
-    "LeaseLostError",
-    "LeaseNotYetEffectiveError",
     "Part",
     "Phase",
-    "PreconditionFailedError",
     "RecordCondition",
     "Routing",
     "Transition",
+    "Value",
     "WallClock",
     "attributes_document",
+    "deserialize_control_item",
     "followed_state",
     "format_time",
+    "grammar_document",
     "history_item",
     "items",
     "layouts_for_phase",
@@ -116,6 +115,7 @@ __all__ = [
     "parse_state_item",
     "restore_point",
     "routing_for",
+    "seconds_until",
     "state_item",
     "state_key",
     "utc_now",
