@@ -211,7 +211,6 @@ def backfill_locally(
     monotonic: Callable[[], float] = time.monotonic,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
-
     Refused before anything runs: a direction the record's writers would undo
     (LeaseDirectionError), a missing record, and (not for a dry run, which takes no lease and
     writes nothing) a state younger than its effectiveAt or another run's live lease
@@ -219,16 +218,15 @@ def backfill_locally(
     every poll_seconds and applies the record's throttle and pause; a lost lease stops the run
     (`lease_lost`, nothing recorded). A complete run is read back (finish_backfill); an
     incomplete one is only summarised. Then the lease is released with the completion.
-
     on_start receives the run's ticket and the state it runs under, before the segments start;
     on_progress the run's live totals over all segments (without anomaly keys); on_control
     every state the lease keeper applied (its throttle, pause and pace). `monotonic`: the clock
     heartbeat ages are measured on (the clock fence's). while_running is entered around the
     segments' run only, not the read-back: a progress display, or signal handlers that set
     `stop`. Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
-    transactional (the run's fence slots armed when it takes the lease) unless
-    `transactional_fence` is False or the server has no transactions (then the clock fence
-    only, with a warning), condition-checking `fence_check` (None: the segment's fence slot).
+    transactional (its slots armed when it takes the lease) unless `transactional_fence` is
+    False or the server has no transactions (then the clock fence only, with a warning),
+    condition-checking `fence_check` (None: the segment's fence slot).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()

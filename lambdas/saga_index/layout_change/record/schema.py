@@ -18,8 +18,7 @@ What the rows cannot say, and decode and encode therefore spell out:
   - `priorWriteLayout` is written as the layout writers stamp until effectiveAt (never absent)
     and read as Transition.prior_write, where absent means `layout` (items older than it);
   - a lease (a completed backfill) is on the item as a whole or not at all: its attributes are
-    optional on the item, and required once `leaseToken` (`lastBackfillDirection`) is there
-    (but `leasePace`, optional within the lease: a run reports it with its heartbeats).
+    optional on the item, and required once `leaseToken` (`lastBackfillDirection`) is there.
 """
 
 from __future__ import annotations
@@ -260,13 +259,7 @@ LEASE: Final = Part(
             "the `version` the lease was taken under",
             "state_version",
         ),
-        Attribute(
-            n.LEASE_PACE,
-            Value.STRING,
-            "the pace the run chose and why, as of its last heartbeat (its pacer's words)",
-            "pace",
-            optional=True,
-        ),
+        Attribute(n.LEASE_PACE, Value.STRING, "the run's pace, and why", "pace", optional=True),
     ),
     present_if=n.LEASE_TOKEN,
 )
@@ -392,12 +385,9 @@ def attributes_document() -> list[dict[str, Any]]:
             "type": attribute.value.dynamo_type,
             "value": attribute.value.value,
             "optional": attribute.optional or part.present_if is not None,
-            # An attribute optional within its part (leasePace) is required with nothing.
-            "requiredWith": (
-                part.present_if
-                if part.present_if != attribute.name and not attribute.optional
-                else None
-            ),
+            "requiredWith": part.present_if
+            if part.present_if != attribute.name and not attribute.optional
+            else None,
             "absent": list(attribute.absent)
             if isinstance(attribute.absent, tuple)
             else attribute.absent,
