@@ -19,13 +19,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from devkit.demo.config import DEFAULT_RESULTS, DEFAULT_TABLE, ENGINE, DemoConfig
+from devkit.demo.config import DEFAULT_RESULTS, DEFAULT_TABLE, DemoConfig
 from devkit.demo.operator import OperatorCommandError
 from devkit.demo.pipeline import run_demo
 from devkit.demo.report import render
 from devkit.demo.steps import DemoError
 from devkit.demo.ui import Stages
 from devkit.dynalite import DynaliteServer
+from devkit.engine import Engine, PortInUseError
 from devkit.local_env import local_credentials
 from devkit.schema import SchemaError, load_template
 from devkit.seed import SeedSpec
@@ -99,6 +100,13 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     add("--results-dir", type=Path, default=DEFAULT_RESULTS)
     add("--table", default=DEFAULT_TABLE)
     add("--no-chart", action="store_true", help="skip the PNG chart")
+    add(
+        "--raw-engine",
+        action="store_true",
+        help="dynalite alone, without the semantics proxy: no transactions (the backfill's "
+        "clock fence only), no transaction conflicts, no per-key ceilings",
+    )
+    add("--port", type=int, default=0, help="the engine's loopback port (default 0: any free)")
     args = parser.parse_args(argv)
     sweeps = tuple(
         SweepSpec(name, period_s=args.sweep_period, offset_s=n * args.sweep_stagger)
@@ -133,6 +141,8 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
         table_name=args.table,
         results_dir=args.results_dir,
         chart=not args.no_chart,
+        raw_engine=args.raw_engine,
+        port=args.port,
     )
 
 
@@ -150,7 +160,7 @@ def _configure_logging() -> None:
 def main(
     argv: Sequence[str] | None = None,
     *,
-    server_factory: Callable[[], DynaliteServer] = DynaliteServer,
+    server_factory: Callable[..., DynaliteServer] = DynaliteServer,
 ) -> int:
     try:
         config = parse_args(argv).validate()
@@ -161,18 +171,23 @@ def main(
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     stages = Stages(total=STAGES, console=console)
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    server = server_factory()
+    engine = Engine(port=config.port, raw=config.raw_engine, server_factory=server_factory)
     started = time.monotonic()
     report: dict[str, Any] | None = None
     failure = ""
     try:
         with local_credentials():
             template = load_template()
-            console.print(f"starting {ENGINE} (a local DynamoDB-compatible server)")
-            server.start()
-            report = run_demo(config, server.endpoint_url, template, stages)
+            console.print(f"starting the local engine: {config.engine}")
+            engine.start()
+            console.print(f"      {engine.describe()}")
+            report = run_demo(
+                config, engine.endpoint_url, template, stages, engine_stats=engine.stats
+            )
     except KeyboardInterrupt:
         failure = "interrupted"
+    except PortInUseError as err:
+        failure = f"failed: {err}"
     except (
         DemoError,
         OperatorCommandError,
@@ -184,7 +199,7 @@ def main(
     ) as err:
         failure = f"failed: {type(err).__name__}: {err}"
     finally:
-        server.stop()
+        engine.stop()
         signal.signal(signal.SIGTERM, previous)
     if report is None:
         console.print(f"demo: {failure}; the local server is stopped, nothing is left running")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -58,8 +59,15 @@ class Clients:
 
 
 def run_demo(
-    config: DemoConfig, endpoint_url: str, template: dict[str, Any], stages: Stages
+    config: DemoConfig,
+    endpoint_url: str,
+    template: dict[str, Any],
+    stages: Stages,
+    *,
+    engine_stats: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The demo's steps in order (devkit.demo's docstring); `engine_stats` reads what the
+    engine refused (the semantics proxy's counts; empty for the raw engine)."""
     clients = Clients(endpoint_url)
     table = config.table_name
     schema = TableSchema.from_template(template, table)
@@ -147,10 +155,45 @@ def run_demo(
         "phaseHistory": history,
         "control": _control_section(operator),
         "config": config.to_json(),
+        "engine": engine_section(engine_stats() if engine_stats else {}, config.table_name),
         "notes": list(NOTES),
     }
+    stages.note(engine_line(report["engine"]))
     _write_report(report, config, stages, loads=(legacy, sharded_load, act.load))
     return report
+
+
+def engine_section(stats: dict[str, Any], table: str) -> dict[str, Any]:
+    """The report's "engine" section: what the semantics proxy refused over the whole demo."""
+    if not stats:
+        return {"proxy": False}
+    counts = stats.get("tables", {}).get(table, {})
+    return {
+        "proxy": True,
+        "options": stats.get("options", {}),
+        "transactions": counts.get("transactions", 0),
+        "cancelledTransactions": counts.get("cancelledTransactions", 0),
+        "conflicts": counts.get("conflicts", {}),
+        "throttles": counts.get("throttles", {}),
+        "throttledKeys": stats.get("throttledKeys", [])[:5],
+    }
+
+
+def engine_line(section: dict[str, Any]) -> str:
+    """The engine's counts in one line."""
+    if not section["proxy"]:
+        return "engine: dynalite alone (--raw-engine): nothing was judged by DynamoDB's rules"
+    throttles = sum(section["throttles"].values())
+    conflicts = sum(section["conflicts"].values())
+    keys = ", ".join(
+        f"{k['key']} on {k['target']} ({k['refused']})" for k in section["throttledKeys"]
+    )
+    return (
+        f"engine: the semantics proxy served {section['transactions']} transaction(s) "
+        f"(the backfill's fenced re-stamps and its fence slots), refused "
+        f"{conflicts} request(s) for a transaction conflict and throttled {throttles} at a "
+        f"per-key ceiling{': ' + keys if keys else ''}"
+    )
 
 
 def _open_migration(operator: OperatorCli, shards: str, stages: Stages) -> None:

@@ -212,9 +212,19 @@ def backfill_pass(
         f"{summary.scanned}, re-stamped {summary.restamped}, skipped {summary.skipped}, "
         f"anomalies {summary.anomalies} ({seconds:.1f} s)"
     )
+    stages.note(pace_line(summary, seconds))
     assert summary.verification is not None
     stages.note(summary.verification.message)
     return summary, seconds, total
+
+
+def pace_line(summary: BackfillSummary, seconds: float) -> str:
+    """The run's pace against its cap, and the throttles its re-stamps met (each retried)."""
+    pace = summary.restamped / seconds if seconds > 0 else 0.0
+    return (
+        f"pace {pace:,.1f} re-stamps/s under a cap of {summary.max_writes_per_second:g}/s; "
+        f"{summary.throttles} throttled request(s) met and retried"
+    )
 
 
 def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:

@@ -52,8 +52,8 @@ class RecordingServer(DynaliteServer):
 
     instances: list[RecordingServer] = []  # noqa: RUF012 - a test-local registry
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.pid: int | None = None
         RecordingServer.instances.append(self)
 
