@@ -163,7 +163,7 @@ def _figures(outcome: Contended, *, cap: float, rows: int) -> dict[str, Any]:
     restamped = outcome.run.summary.restamped
     seconds = max(outcome.seconds, 1e-9)
     per = max(restamped, 1)
-    stats = outcome.semantics.stats
+    stats = outcome.stats
     return {
         "rows": rows,
         "restamped": restamped,

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +26,7 @@ from typing import Any
 from devkit.dynalite import REPO_ROOT, DynaliteServer
 from devkit.engine.proxy import STATS_PATH, ProxyOptions
 from devkit.engine.serve import SERVING_LINE, PortInUseError
+from devkit.semantics.model import Stats
 
 RAW_NOTE = (
     "raw engine: dynalite alone, with no transactions, no transaction conflicts and no per-key "
@@ -146,6 +148,17 @@ class Engine:
         with urllib.request.urlopen(self.endpoint_url + STATS_PATH, timeout=10) as response:  # noqa: S310 - loopback
             document: dict[str, Any] = json.loads(response.read())
         return document
+
+    def table_stats(self, table: str) -> Stats:
+        """The proxy's counts for `table` as the in-process model keeps them
+        (devkit.semantics.model.Stats)."""
+        counts = self.stats().get("tables", {}).get(table, {})
+        return Stats(
+            conflicts=Counter(counts.get("conflicts", {})),
+            cancelled_transactions=counts.get("cancelledTransactions", 0),
+            throttles=Counter(counts.get("throttles", {})),
+            transactions=counts.get("transactions", 0),
+        )
 
     def alive(self) -> bool:
         """Both processes still run."""

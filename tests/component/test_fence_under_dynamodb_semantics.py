@@ -53,7 +53,7 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
     )
     outcome = contended.outcome
 
-    stats = outcome.semantics.stats
+    stats = outcome.stats
     report = _report(contended)
     # The re-stamps cancel each other on the STATE item they all check.
     assert stats.cancelled_transactions > 0, report
@@ -75,7 +75,7 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
 def _report(contended: ContendedRun) -> str:
     outcome = contended.outcome
     return (
-        f"stats={outcome.semantics.stats} failures={outcome.stopped_segments} "
+        f"stats={outcome.stats} failures={outcome.stopped_segments} "
         f"lease_lost={outcome.run.lease_lost} left={contended.left_on_legacy} "
         f"heartbeats={outcome.heartbeats.outcomes} operator={outcome.operator.outcomes}"
     )
@@ -91,7 +91,7 @@ def test_the_product_fence_holds_under_dynamodb_conflicts(
     )
 
     outcome, report = contended.outcome, _report(contended)
-    assert outcome.semantics.stats.cancelled_transactions == 0, report
+    assert outcome.stats.cancelled_transactions == 0, report
     assert outcome.stopped_segments == {}, report
     assert outcome.run.lease_lost is None, report
     assert contended.left_on_legacy == 0, report
