@@ -37,6 +37,7 @@ from saga_index.layout_change.backfill import (
     BackfillRequest,
     LeaseFence,
     LocalBackfill,
+    SegmentCounts,
     backfill_locally,
     fence_for_run,
 )
@@ -226,6 +227,7 @@ def run_contended(
     poll_seconds: float = 0.05,
     operator_every: float | None = 0.03,
     clock: WallClock = utc_now,
+    on_progress: Callable[[SegmentCounts], None] | None = None,
 ) -> Contended:
     """A forward backfill of the record's move (the caller seeded the rows and the record) in
     `segments` segments at `rate` writes/s, every client under `semantics` (None: the server
@@ -280,6 +282,7 @@ def run_contended(
                 clock=clock,
                 poll_seconds=poll_seconds,
                 transactional_fence=fence.transactional,
+                on_progress=on_progress,
             )
         finally:
             stop_operator.set()

@@ -97,3 +97,26 @@ def test_the_product_fence_holds_on_the_engine(
     assert outcome.operator_failures == [], report
     applied = {e["event"] for e in ControlStore(dynamo.client, dynamo.table_name).events()}
     assert {EVENT_THROTTLE, EVENT_PAUSE, EVENT_RESUME} <= applied, report
+
+
+def test_the_bench_sets_the_fenced_run_beside_the_unfenced_one_on_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench import fence
+
+    saved: dict[str, Any] = {}
+    monkeypatch.setattr(fence, "save", lambda name, document: saved.update(document))
+
+    assert fence.main(["--engine", "--tiny"]) == 0
+
+    runs = {r["fence"]: r for r in saved["runs"]}
+    assert set(runs) == {"unfenced", "per-segment"}
+    assert runs["unfenced"]["vs_unfenced"] == pytest.approx(1.0)
+    for run in runs.values():
+        assert run["restamped"] == run["rows"]
+        assert run["lease_lost"] is None
+        assert run["cancelled_transactions"] == 0
+        # The arming (lease, fence slots) is reported apart from the steady state
+        assert run["arming_seconds"] > 0
+        assert 0 < run["steady_over_cap"] <= 1.5
+    assert saved["operator_every_seconds"] is None
