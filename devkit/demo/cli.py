@@ -24,11 +24,11 @@ from devkit.demo.operator import OperatorCommandError
 from devkit.demo.pipeline import run_demo
 from devkit.demo.report import render
 from devkit.demo.steps import DemoError
-from devkit.demo.ui import Stages
-from devkit.dynalite import DynaliteServer
+from devkit.demo.ui import Stages, StepLog
+from devkit.dynalite import REPO_ROOT, DynaliteServer
 from devkit.engine import Engine, PortInUseError
 from devkit.local_env import local_credentials
-from devkit.schema import SchemaError, load_template
+from devkit.schema import TEMPLATE_PATH, SchemaError, is_stale, load_template, synth_warnings
 from devkit.seed import SeedSpec
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.replay import ReplayError
@@ -157,6 +157,18 @@ def _configure_logging() -> None:
     )
 
 
+def _synth_notes(console: Console) -> None:
+    """Synthesis's warnings, once each: they are for a deployment (a pager, tracing), not for
+    the demo, which runs the table alone."""
+    notes = synth_warnings()
+    console.print(
+        f"the stack's template: {TEMPLATE_PATH.relative_to(REPO_ROOT)}"
+        + ("; synthesis noted, for a deployment (not the demo):" if notes else "")
+    )
+    for note in notes:
+        console.print(f"      {note}", markup=False)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -169,7 +181,8 @@ def main(
         return EXIT_USAGE
     _configure_logging()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    stages = Stages(total=STAGES, console=console)
+    log = StepLog()
+    stages = Stages(total=STAGES, console=console, log=log)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     engine = Engine(port=config.port, raw=config.raw_engine, server_factory=server_factory)
     started = time.monotonic()
@@ -177,7 +190,10 @@ def main(
     failure = ""
     try:
         with local_credentials():
+            if is_stale(TEMPLATE_PATH):
+                console.print("synthesising the stack (cdk.out is missing or stale)")
             template = load_template()
+            _synth_notes(console)
             console.print(f"starting the local engine: {config.engine}")
             engine.start()
             console.print(f"      {engine.describe()}")
@@ -199,6 +215,8 @@ def main(
     ) as err:
         failure = f"failed: {type(err).__name__}: {err}"
     finally:
+        stages.flush()
+        log.restore()
         engine.stop()
         signal.signal(signal.SIGTERM, previous)
     if report is None:

@@ -35,6 +35,7 @@ from devkit.results import write_json
 from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import Plan, build_plan
+from devkit.traffic.replay import ReplayStats
 from saga_index.index import INDEX_NAME, keys
 from saga_index.layout_change.backfill import BackfillSummary
 from saga_index.layout_change.record import DEFAULT_TIMING, ControlStore, ControlTiming, Phase
@@ -73,7 +74,7 @@ def run_demo(
     schema = TableSchema.from_template(template, table)
     operator = OperatorCli(endpoint_url, table, stages)
     shards = str(config.shards)
-    plan = _seed(clients.plain(), config, template, stages)
+    plan, seeded = _seed(clients.plain(), config, template, stages)
 
     stages.step("replay the traffic against the LEGACY layout through the capacity meter")
     legacy, legacy_stats = replay(
@@ -87,8 +88,8 @@ def run_demo(
     baseline = snapshot_reads(operator, config, snapshot)
     stages.note(
         f"phase {baseline['phase']} (no record yet: never migrated); "
-        f"{baseline['truthRows']} saga rows, {len(baseline['persons'])} persons sampled; "
-        f"wrote {snapshot}"
+        f"{baseline['truthRows']} saga rows ({rows_since(seeded, legacy_stats, config)}), "
+        f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
     )
 
     _open_migration(operator, shards, stages)
@@ -129,6 +130,7 @@ def run_demo(
         plan=plan,
         make_client=clients.plain,
         snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
+        opened_since=opened_by(sharded_stats, config),
     )
 
     stages.step("the record's history, then the report")
@@ -159,7 +161,16 @@ def run_demo(
         "notes": list(NOTES),
     }
     stages.note(engine_line(report["engine"]))
-    _write_report(report, config, stages, loads=(legacy, sharded_load, act.load))
+    _write_report(
+        report,
+        config,
+        stages,
+        loads=(legacy, sharded_load, act.load),
+        timelines={
+            "legacy": legacy_stats.timeline,
+            f"sharded N={config.shards}": sharded_stats.timeline,
+        },
+    )
     return report
 
 
@@ -239,6 +250,7 @@ def _write_report(
     stages: Stages,
     *,
     loads: tuple[LoadSummary, LoadSummary, LoadSummary],
+    timelines: dict[str, dict[int, float]] | None = None,
 ) -> None:
     """report.json, and the chart of the three layouts' loads unless the config turns it off."""
     json_path = write_json(report, config.results_dir / "report.json")
@@ -250,6 +262,7 @@ def _write_report(
             sharded_load,
             config.results_dir / "partition-load.png",
             resharded=resharded,
+            timelines=timelines,
             title=(
                 "Renewal-saga index: peak load per partition key, legacy vs "
                 f"N={config.shards} vs N={config.reshard_to}"
@@ -258,8 +271,25 @@ def _write_report(
         stages.note(f"wrote {_relative(chart)}")
 
 
-def _seed(client: Any, config: DemoConfig, template: dict[str, Any], stages: Stages) -> Plan:
-    """The first step: the table, seeded in the legacy layout, and the traffic plan."""
+def opened_by(stats: ReplayStats, config: DemoConfig) -> int:
+    """The saga rows a replay added: its cohort walker opens `cohort_size` sagas a cohort."""
+    return stats.events.get("cohort", 0) * config.traffic.cohort_size
+
+
+def rows_since(seeded: int, stats: ReplayStats, config: DemoConfig) -> str:
+    """Why the saga-row count is not the seed's: what the legacy replay opened."""
+    opened = opened_by(stats, config)
+    return (
+        f"the {seeded} seeded and the {opened} the legacy replay's cohort walker opened: "
+        f"{stats.events.get('cohort', 0)} cohort(s) of {config.traffic.cohort_size}"
+    )
+
+
+def _seed(
+    client: Any, config: DemoConfig, template: dict[str, Any], stages: Stages
+) -> tuple[Plan, int]:
+    """The first step: the table, seeded in the legacy layout, the traffic plan, and the saga
+    rows seeded."""
     table = config.table_name
     stages.step(f"create {table} from the synthesised template and seed the legacy dataset")
     create_table(client, table, template)
@@ -272,7 +302,7 @@ def _seed(client: Any, config: DemoConfig, template: dict[str, Any], stages: Sta
     )
     plan = build_plan(config.traffic, dataset)
     stages.note(f"traffic plan: {plan.counts()} over {config.traffic.duration_s} virtual s")
-    return plan
+    return plan, seeded.saga_rows
 
 
 @dataclass

@@ -82,6 +82,16 @@ def replay(
             )
         bar.update(task, completed=duration)
     summary = meter.summary(INDEX_NAME)
+    if summary.hottest is not None:
+        per_second = meter.ledger.series(INDEX_NAME).get(summary.hottest.partition_key, {})
+        stats.timeline = {second: units[0] for second, units in sorted(per_second.items())}
+    cohorts = stats.events.get("cohort", 0)
+    if cohorts:
+        stages.note(
+            f"the replay opened {cohorts * config.traffic.cohort_size} new saga(s) (its cohort "
+            f"walker: {cohorts} cohort(s) of {config.traffic.cohort_size}): the saga-row "
+            "counts from here on include them"
+        )
     stages.note(
         f"{stats.wall_seconds:.1f} s wall for {duration} virtual s, {meter.requests} requests "
         f"metered; hottest key {summary.hottest.partition_key if summary.hottest else '-'} "
