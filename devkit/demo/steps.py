@@ -230,10 +230,13 @@ def backfill_pass(
 
 def pace_line(summary: BackfillSummary, seconds: float) -> str:
     """The run's pace against its cap, and the throttles its re-stamps met (each retried)."""
+    throttles = f"{summary.throttles} throttled request(s) met and retried"
+    if not summary.restamped:
+        return f"pace: nothing to re-stamp (cap {summary.max_writes_per_second:g}/s); {throttles}"
     pace = summary.restamped / seconds if seconds > 0 else 0.0
     return (
         f"pace {pace:,.1f} re-stamps/s under a cap of {summary.max_writes_per_second:g}/s; "
-        f"{summary.throttles} throttled request(s) met and retried"
+        f"{throttles}"
     )
 
 
