@@ -399,6 +399,8 @@ def _timeline_panel(axis: Any, timelines: Mapping[str, Mapping[int, float]]) -> 
     axis.axhline(PARTITION_RCU_CEILING, color="black", linestyle="--", linewidth=1)
     axis.text(0, PARTITION_RCU_CEILING * 1.15, "per-partition ceiling 3,000 RCU/s", fontsize=8)
     axis.set_yscale("log")
+    # Below one unit a second is an idle second: not what the panel is about.
+    axis.set_ylim(bottom=1)
     axis.set_title("the hottest key, second by second (the sweeps' bursts)")
     axis.set_xlabel("virtual second of the replay")
     axis.set_ylabel("RCU in that second (log scale)")
