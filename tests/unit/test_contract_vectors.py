@@ -13,7 +13,7 @@ import pytest
 from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.record.errors import Refusal
+from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.schema import PARTS
 from saga_index.layout_change.record.store import ControlStore
@@ -53,6 +53,7 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
     assert set(document) == {
         "description",
         "attributes",
+        "grammar",
         "routing",
         "records",
         "missing",
@@ -104,7 +105,12 @@ def test_given_the_vectors_then_their_attributes_are_the_schema_in_its_order() -
         "value": "integer",
         "optional": False,
         "requiredWith": None,
+        "absent": None,
+        "count": None,
     }
+    assert by_name["movingToLayout"]["count"] == "movingToShardCount"
+    assert by_name["checksPassed"]["absent"] == []
+    assert by_name["applied"]["absent"] is True
     assert by_name["leaseHolder"]["optional"] is True
     assert by_name["leaseHolder"]["requiredWith"] == "leaseToken"
     assert by_name["applied"]["items"] == ["HISTORY"]
@@ -138,9 +144,17 @@ def test_given_the_stored_items_of_a_case_then_the_store_follows_the_state_it_na
     case: dict[str, Any],
 ) -> None:
     client = _StoredItems(case["state"], case["history"])
-    state = ControlStore(client, "t").read()  # type: ignore[arg-type]
+    store = ControlStore(client, "t")  # type: ignore[arg-type]
 
     expect = case["expect"]
+    if "refusal" in expect:
+        with pytest.raises(ControlItemInvalidError) as refused:
+            store.read()
+        assert {"kind": refused.value.kind.value, "attribute": refused.value.attribute} == (
+            expect["refusal"]
+        )
+        return
+    state = store.read()
     assert (state.condition.value, state.version, state.phase.value) == (
         expect["condition"],
         expect["version"],
@@ -157,6 +171,12 @@ def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_co
     history = [item for case in _load()["missingRecord"] for item in case["history"]]
     flags = {(item.get("applied", {}).get("BOOL"), "abandoned" in item) for item in history}
     assert flags >= {(True, False), (False, False), (False, True), (None, False)}
+    # A NULL flag (counts as absent) and a flag of another type (refused, naming it).
+    assert any(item.get("applied") == {"NULL": True} for item in history)
+    assert any(
+        c["expect"].get("refusal") == {"kind": "wrong-type", "attribute": "applied"}
+        for c in _load()["missingRecord"]
+    )
     cases = _load()["missingRecord"]
     assert any(c["state"] is None and not c["history"] for c in cases)
     assert any(c["state"] is not None and not c["history"] for c in cases)

@@ -95,6 +95,8 @@ def followed_state(
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
+    """A HISTORY item's transition, then its flags: the record's parts in their order."""
+    transition = parse_history_item(item)
     try:
         flags = parse_history_flags(item)
     except ControlItemInvalidError as err:
@@ -105,7 +107,7 @@ def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
             attribute=err.attribute,
         ) from err
     return HistoryEntry(
-        transition=parse_history_item(item),
+        transition=transition,
         applied=flags["applied"],
         abandoned=flags["abandoned"],
     )
