@@ -67,8 +67,7 @@ def run_demo(
     *,
     engine_stats: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The demo's steps in order (devkit.demo's docstring); `engine_stats` reads what the
-    engine refused (the semantics proxy's counts; empty for the raw engine)."""
+    """The demo's steps (devkit.demo); `engine_stats`: the proxy's counts ({} when raw)."""
     clients = Clients(endpoint_url)
     table = config.table_name
     schema = TableSchema.from_template(template, table)
@@ -82,14 +81,8 @@ def run_demo(
     )
     legacy_drift = drift_run(endpoint_url, config, schema, phase=Phase.LEGACY, stages=stages)
 
-    stages.step("snapshot the reads before the migration (parity baseline)")
-    # Shown and passed as an operator would type it: relative to the working directory.
-    snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
-    baseline = snapshot_reads(operator, config, snapshot)
-    stages.note(
-        f"phase {baseline['phase']} (no record yet: never migrated); "
-        f"{baseline['truthRows']} saga rows ({rows_since(seeded, legacy_stats, config)}), "
-        f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
+    snapshot, baseline = _snapshot_step(
+        operator, config, stages, rows_since(seeded, legacy_stats, config)
     )
 
     _open_migration(operator, shards, stages)
@@ -133,10 +126,7 @@ def run_demo(
         opened_since=opened_by(sharded_stats, config),
     )
 
-    stages.step("the record's history, then the report")
-    history = phase_history(operator)
-    for item in history[-2:]:
-        stages.note(history_line(item))
+    history = _history_step(operator, stages)
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json(), driftGuard=legacy_drift)
     sharded_json = layout_json(
         sharded_load, replay=sharded_stats.to_json(), driftGuard=sharded_drift
@@ -161,17 +151,39 @@ def run_demo(
         "notes": list(NOTES),
     }
     stages.note(engine_line(report["engine"]))
+    timelines = {
+        "legacy": legacy_stats.timeline,
+        f"sharded N={config.shards}": sharded_stats.timeline,
+    }
     _write_report(
-        report,
-        config,
-        stages,
-        loads=(legacy, sharded_load, act.load),
-        timelines={
-            "legacy": legacy_stats.timeline,
-            f"sharded N={config.shards}": sharded_stats.timeline,
-        },
+        report, config, stages, loads=(legacy, sharded_load, act.load), timelines=timelines
     )
     return report
+
+
+def _history_step(operator: OperatorCli, stages: Stages) -> list[dict[str, Any]]:
+    """The last step's start: the record's history, its last two changes shown."""
+    stages.step("the record's history, then the report")
+    history = phase_history(operator)
+    for item in history[-2:]:
+        stages.note(history_line(item))
+    return history
+
+
+def _snapshot_step(
+    operator: OperatorCli, config: DemoConfig, stages: Stages, why_rows: str
+) -> tuple[Path, dict[str, Any]]:
+    """`verify --snapshot` before the migration: the parity baseline, and where it went."""
+    stages.step("snapshot the reads before the migration (parity baseline)")
+    # Shown and passed as an operator would type it: relative to the working directory.
+    snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
+    baseline = snapshot_reads(operator, config, snapshot)
+    stages.note(
+        f"phase {baseline['phase']} (no record yet: never migrated); "
+        f"{baseline['truthRows']} saga rows ({why_rows}), "
+        f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
+    )
+    return snapshot, baseline
 
 
 def engine_section(stats: dict[str, Any], table: str) -> dict[str, Any]:
