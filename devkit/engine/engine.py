@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from devkit.dynalite import REPO_ROOT, DynaliteServer
+from devkit.dynalite import REPO_ROOT, DynaliteServer, log_tail, stop_process
 from devkit.engine.proxy import STATS_PATH, ProxyOptions
 from devkit.engine.serve import SERVING_LINE, PortInUseError
 from devkit.semantics.model import Stats
@@ -123,10 +123,7 @@ class Engine:
         raise RuntimeError(f"the semantics proxy did not start in {timeout}s: {self._output()}")
 
     def _output(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.flush()
-        return Path(self._log.name).read_text(errors="replace")[-4000:]
+        return log_tail(self._log, 4000)
 
     def describe(self) -> str:
         """What serves the endpoint, in words."""
@@ -168,17 +165,10 @@ class Engine:
 
     def stop(self) -> None:
         proxy, self._proxy = self._proxy, None
-        if proxy is not None:
-            if proxy.poll() is None:
-                proxy.terminate()
-                try:
-                    proxy.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proxy.kill()
-                    proxy.wait(timeout=5)
-            if proxy.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proxy.stdin.close()
+        stop_process(proxy)
+        if proxy is not None and proxy.stdin is not None:
+            with contextlib.suppress(OSError):
+                proxy.stdin.close()
         if self._log is not None:
             self._log.close()
             self._log = None

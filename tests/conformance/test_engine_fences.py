@@ -23,7 +23,7 @@ from tests.support.backends import Backend, make_backend
 from tests.support.contended_backfill import (
     PRODUCT_FENCE,
     SHARED_STATE_FENCE,
-    ContendedRun,
+    describe,
     run_contended_backfill,
 )
 
@@ -46,15 +46,6 @@ def dynamo(engine: Engine, synthesized_template: dict[str, Any]) -> Backend:
     return make_backend("engine-fence", synthesized_template, endpoint_url=engine.endpoint_url)
 
 
-def _report(contended: ContendedRun) -> str:
-    outcome = contended.outcome
-    return (
-        f"stats={outcome.stats} failures={outcome.stopped_segments} "
-        f"lease_lost={outcome.run.lease_lost} left={contended.left_on_legacy} "
-        f"heartbeats={outcome.heartbeats.outcomes} operator={outcome.operator.outcomes}"
-    )
-
-
 def test_the_shared_state_fence_is_starved_on_the_engine(
     engine: Engine, dynamo: Backend, synthesized_template: dict[str, Any]
 ) -> None:
@@ -64,7 +55,7 @@ def test_the_shared_state_fence_is_starved_on_the_engine(
         dynamo, schema, fence=SHARED_STATE_FENCE, rows=ROWS, segments=SEGMENTS, engine=engine
     )
 
-    outcome, report = contended.outcome, _report(contended)
+    outcome, report = contended.outcome, describe(contended)
     # The re-stamps cancel each other on the STATE item they all check.
     assert outcome.stats.cancelled_transactions > 0, report
     assert outcome.stats.conflicts["TransactWriteItems"] == outcome.stats.cancelled_transactions
@@ -84,7 +75,7 @@ def test_the_product_fence_holds_on_the_engine(
         dynamo, schema, fence=PRODUCT_FENCE, rows=ROWS, segments=SEGMENTS, engine=engine
     )
 
-    outcome, report = contended.outcome, _report(contended)
+    outcome, report = contended.outcome, describe(contended)
     # Every re-stamp was a transaction the proxy served (the fence's slot check and the row)
     assert outcome.stats.transactions >= ROWS, report
     assert outcome.stats.cancelled_transactions == 0, report

@@ -90,3 +90,13 @@ def run_contended_backfill(
             poll_seconds=poll_seconds,
         )
     return ContendedRun(outcome, rows, on_legacy(dynamo))
+
+
+def describe(contended: ContendedRun) -> str:
+    """What a contended run came to, for an assertion's message."""
+    outcome = contended.outcome
+    return (
+        f"stats={outcome.stats} failures={outcome.stopped_segments} "
+        f"lease_lost={outcome.run.lease_lost} left={contended.left_on_legacy} "
+        f"heartbeats={outcome.heartbeats.outcomes} operator={outcome.operator.outcomes}"
+    )
