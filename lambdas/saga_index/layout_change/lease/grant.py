@@ -24,21 +24,24 @@ from typing import Any, Final
 from saga_index.index.errors import RetryLaterError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import MAX_SHARD_COUNT
+from saga_index.layout_change.lease.errors import (
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
     EVENT_LEASE_RELEASED,
     put_event,
     required,
 )
+from saga_index.layout_change.record.conditions import STILL_THE_VERSION_READ
 from saga_index.layout_change.record.encode import completion_attributes, lease_attributes
 from saga_index.layout_change.record.errors import (
     ControlError,
     ControlRecordMissingError,
-    InvalidBackfillControlError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
     VersionConflictError,
 )
 from saga_index.layout_change.record.items import (
@@ -58,15 +61,10 @@ from saga_index.layout_change.record.state import (
     Lease,
     RecordCondition,
 )
-from saga_index.layout_change.record.store import (
-    STILL_THE_VERSION_READ,
-    ControlStore,
-    all_conditions,
-    attribute_fragment,
-)
-from saga_index.layout_change.record.times import format_time, to_millis
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time, seconds_until, to_millis
 from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.layout_change.transitions.rules import seconds_until
+from saga_index.store.dynamo.expressions import all_conditions, attribute_fragment
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0
@@ -330,14 +328,25 @@ def _check_acquirable(
     lease = state.lease
     if lease is not None and lease.token == token and lease.state_version == state.version:
         return layouts
+    check_startable(state, now, token=token)
+    return layouts
+
+
+def check_startable(state: ControlState, now: datetime, *, token: str | None = None) -> None:
+    """The backfill's start rule, the one every starter asks: the acquire (the Step Functions
+    plan step and the local run take the lease through it), and the CLI before it starts a
+    Step Functions execution (so a refusal is its exit, not a failed execution). Refused, in
+    this order: a state younger than its effectiveAt (writers may still stamp the old key;
+    LeaseNotYetEffectiveError), another run's live lease (LeaseHeldError). `token`: the run
+    asking, whose own lease is no refusal; none asks for any run."""
     wait = seconds_until(state.effective_at, now)
     if wait > 0 and state.effective_at is not None:
         raise LeaseNotYetEffectiveError(
             format_time(state.effective_at), wait, retry_at=state.effective_at
         )
+    lease = state.lease
     if lease is not None and lease.token != token and lease.is_live(now):
         raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
-    return layouts
 
 
 def why_lost(state: ControlState, token: str) -> str:
