@@ -25,6 +25,7 @@ from saga_index.layout_change.transitions import (
     completion_checks,
     first_move_guard,
     plan_move,
+    repair_history,
     set_phase,
 )
 from saga_index_cli.context import (
@@ -93,6 +94,12 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
         for item in doc.get("history", []):
             forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
             status = "" if item["status"] == "applied" else f" [{item['status'].upper()}]"
+            if item["applied"] and not item["storedApplied"]:
+                stored = "ABANDONED" if item["storedAbandoned"] else "AN INTENT"
+                status = (
+                    f" [the STATE item holds it, but its history item is stored as {stored}: "
+                    "the same `phase set` settles it]"
+                )
             lines.append(
                 f"  v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
                 f"by {item['changedBy']}: {item['reason']}{forced}{status}"
@@ -235,8 +242,11 @@ def set_command(
     state = _read_state(cli)
     cli.require_overrides_agree(state)
     if is_already(state, phase, shards):
-        # A runbook step run again (a script under `set -e`): the record already says it.
-        print_unchanged(cli, store.table_name, state, as_json)
+        # A runbook step run again (a script under `set -e`): the record already says it. A
+        # move whose answer was lost may have left its history item unconfirmed (or marked
+        # abandoned): the same command settles it from the STATE item.
+        settled = repair_history(store, state)
+        print_unchanged(cli, store.table_name, state, as_json, history_settled=settled)
         return
     # Refuse a move that is not allowed before anything expensive (exit 2).
     move = plan_move(state, phase, shard_count=shards)

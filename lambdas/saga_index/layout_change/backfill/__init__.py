@@ -26,6 +26,7 @@ One module per idea:
              state (plan, worker, verify), the one call of that state's Lambda handler
   keeper     a run under its lease: taken, heartbeated (applying the record's throttle and
              pause to the run's pacing), released with the run's completion
+  stale_slots  the operator's clearing of fence slots no run holds (`backfill clear-fence`)
 
 The lease's writes in the control record are layout_change.lease (the room below this one).
 
@@ -60,6 +61,7 @@ from saga_index.layout_change.backfill.readback import (
     verify_source_drained,
 )
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.stale_slots import ClearedFence, clear_fence
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
@@ -86,6 +88,7 @@ __all__ = [
     "BackfillEstimate",
     "BackfillRequest",
     "BackfillSummary",
+    "ClearedFence",
     "LeaseFence",
     "LeaseKeeper",
     "LegacyKeyEffect",
@@ -101,6 +104,7 @@ __all__ = [
     "TokenBucket",
     "VerifyRequest",
     "backfill_locally",
+    "clear_fence",
     "count_rows_to_move",
     "count_source_rows",
     "fence_for_run",

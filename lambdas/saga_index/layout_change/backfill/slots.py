@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.names import TABLE_PARTITION_KEY
 from saga_index.layout_change.record.errors import ControlError, LeaseLostError
@@ -45,7 +45,7 @@ from saga_index.layout_change.record.items import (
     STATE_VERSION,
     fence_slot_key,
 )
-from saga_index.layout_change.record.store import attribute_fragment
+from saga_index.layout_change.record.store import ControlStore, attribute_fragment
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import error_code
@@ -168,10 +168,24 @@ class _Arming:
             ) from err
 
     def newer(self, slot: int) -> LeaseLostError:
+        """The refusal of a slot a higher epoch holds: what the slot and the record hold, and
+        what to do when no run holds it (a slot left by a run whose epoch the record lost)."""
         seen = read_slot(self.client, self.table_name, slot)
+        try:
+            record = ControlStore(self.client, self.table_name).read()
+            held = (
+                f"the record's leaseEpoch is {record.lease_epoch}"
+                if record.lease_epoch is not None
+                else "the record holds no leaseEpoch"
+            )
+        except (ClientError, BotoCoreError, ControlError) as err:
+            held = f"the record could not be read ({type(err).__name__})"
         return LeaseLostError(
-            f"the backfill lease (epoch {self.epoch}) was lost while its fence was armed: "
-            f"{describe_slot(slot, seen)}; a newer run holds it"
+            f"fence slot {slot} refused this run's epoch {self.epoch}: "
+            f"{describe_slot(slot, seen)}, and {held}. Either a newer run armed it (then "
+            "`saga-index status` shows its live lease: let it finish), or no run holds it (a "
+            "slot armed before the record was lost or restored): then `saga-index backfill "
+            "clear-fence --reason TEXT` clears the stale slots, and the same backfill can start"
         )
 
     def slot_zero(self, segments: int) -> int:

@@ -19,6 +19,7 @@ from saga_index.layout_change.transitions.rules import (
     seconds_until,
     transition_for,
 )
+from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
     "CheckOptions",
@@ -31,6 +32,7 @@ __all__ = [
     "first_move_guard",
     "plan_move",
     "prior_write_for",
+    "repair_history",
     "restore_state",
     "seconds_until",
     "set_phase",

@@ -49,6 +49,7 @@ from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
     "MoveOutcomeUnknownError",
+    "NotAppliedRetryLaterError",
     "PhaseChange",
     "StateWriteFailedError",
     "repair_history",
@@ -79,15 +80,31 @@ class StateWriteFailedError(ControlError):
         )
 
 
+class NotAppliedRetryLaterError(ControlError, RetryLaterError):
+    """Every attempt of the STATE write was refused for now, and a read-back shows the record
+    still at the version before: the move was NOT applied (CLI exit 5, `retryAt`)."""
+
+    def __init__(self, version: int, cause: RetryLaterError, abandoned: bool) -> None:
+        self.version = version
+        mark = "marked abandoned" if abandoned else "left unconfirmed"
+        RetryLaterError.__init__(
+            self,
+            f"{cause}. Read back, the record still holds version {version - 1}: the move was "
+            f"NOT applied, and its history intent (HISTORY version {version}) is {mark}. Run "
+            "the same `phase set` again",
+            retry_at=cause.retry_at,
+        )
+
+
 class MoveOutcomeUnknownError(ControlError):
     """Neither the STATE write nor a read-back of it answered: applied or not is unknown."""
 
     def __init__(self, version: int, cause: BaseException, read_error: BaseException) -> None:
         super().__init__(
             f"the STATE write of version {version} failed ({_describe(cause)}) and reading it "
-            f"back failed too ({_describe(read_error)}): whether the move was applied is "
-            "unknown. Read it (phase show): if it shows this version, it was applied; run the "
-            "same `phase set` otherwise"
+            f"back failed too ({_describe(read_error)}): unknown whether the move was applied: "
+            f"run `saga-index phase show`: if it shows version {version}, it was applied (the "
+            "same `phase set` then settles its history); run the same `phase set` otherwise"
         )
 
 
@@ -251,11 +268,11 @@ def _apply(store: ControlStore, state: ControlState, transition: Transition) -> 
         raise
     try:
         won = store.compare_and_set(state.version, transition)
-    except RetryLaterError:
-        # Every attempt was refused for now (conflicts, throttles), none applied: the intent is
-        # abandoned, and the operator is told to run the same command again.
-        _try(lambda: store.abandon_intent(transition))
-        raise
+    except RetryLaterError as err:
+        # The last attempts were refused for now, but an earlier one's answer may have been lost
+        # after it landed (botocore resends after a timeout or a dropped connection): what
+        # STATE holds decides, never the refusal.
+        return _after_failed_write(store, state, transition, err)
     except (ClientError, BotoCoreError) as err:
         return _after_failed_write(store, state, transition, err)
     if not won:
@@ -303,19 +320,33 @@ def _write_intent(store: ControlStore, state: ControlState, transition: Transiti
 def _after_failed_write(
     store: ControlStore, state: ControlState, transition: Transition, err: Exception
 ) -> list[str]:
-    """The STATE write raised: its answer is lost, so what STATE holds now decides."""
+    """The STATE write raised (an error, or refusals past the retries): one of its requests
+    may have landed with its answer lost, so what STATE holds now decides."""
     try:
         current = store.read()
-    except (ClientError, BotoCoreError) as read_err:
+    except (ClientError, BotoCoreError, RetryLaterError) as read_err:
         raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
     # Only a STATE item holding the transition says it landed: with no STATE item (the first
     # move), the read follows the history, and our own intent is what it follows.
     stored = current.version if current.condition is RecordCondition.PRESENT else 0
     if current.condition is RecordCondition.PRESENT and current.transition == transition:
-        return _settle_applied(store, transition)
+        log.warning(
+            "the STATE write of version %d gave no answer (%s); read back, the STATE item holds "
+            "it: the move was applied",
+            transition.version,
+            _describe(err),
+            extra={"version": transition.version},
+        )
+        return [
+            f"the STATE write's answer was lost ({_describe(err)}); read back, the record "
+            f"holds version {transition.version}: the move was applied",
+            *_settle_applied(store, transition),
+        ]
     if stored != state.version:
         raise VersionConflictError(state.version, stored, current.phase.value) from err
     abandoned = _try(lambda: store.abandon_intent(transition))
+    if isinstance(err, RetryLaterError):
+        raise NotAppliedRetryLaterError(transition.version, err, abandoned is True) from err
     failed = StateWriteFailedError(transition.version, err, abandoned is True)
     # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)
     # still tells the operator that nothing was applied.
