@@ -43,15 +43,20 @@ def lose_and_restore_state(capsys: pytest.CaptureFixture[str], dynamo: Backend) 
     assert ControlStore(dynamo.client, dynamo.table_name).read().lease_epoch is None
 
 
+def backfill_from_a_clock_ahead(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> None:
+    """A migrating table's forward backfill run from a host whose clock is 10 minutes ahead."""
+    plant(dynamo, "migrating")
+    seed(dynamo)
+    code, _, err = run(capsys, dynamo, "backfill", *FAST, clock=Clock(AFTER_EFFECTIVE + AHEAD))
+    assert code in (0, 3), err
+
+
 def test_a_fence_armed_from_a_clock_ahead_does_not_block_the_next_run_after_a_restore(
     capsys: pytest.CaptureFixture[str], dynamo: Backend
 ) -> None:
     # Given a backfill run from a host whose clock is 10 minutes ahead: slot 0 armed at an
     # epoch 600,000 ms above the wall clock
-    plant(dynamo, "migrating")
-    seed(dynamo)
-    code, _, err = run(capsys, dynamo, "backfill", *FAST, clock=Clock(AFTER_EFFECTIVE + AHEAD))
-    assert code in (0, 3), err
+    backfill_from_a_clock_ahead(capsys, dynamo)
     armed = slot_epoch(dynamo, 0)
     assert armed is not None
     assert armed >= int((AFTER_EFFECTIVE + AHEAD).timestamp() * 1000)
@@ -76,10 +81,7 @@ def test_a_slot_no_run_holds_is_named_the_lease_freed_and_clear_fence_lets_the_r
 ) -> None:
     # Given slots armed by a run whose slot 0 is gone (deleted by hand), slot 1 left at an
     # epoch far above any the record holds
-    plant(dynamo, "migrating")
-    seed(dynamo)
-    code, _, err = run(capsys, dynamo, "backfill", *FAST, clock=Clock(AFTER_EFFECTIVE + AHEAD))
-    assert code in (0, 3), err
+    backfill_from_a_clock_ahead(capsys, dynamo)
     stale = slot_epoch(dynamo, 1)
     assert stale is not None
     dynamo.client.delete_item(TableName=dynamo.table_name, Key=serialize(fence_slot_key(0)))

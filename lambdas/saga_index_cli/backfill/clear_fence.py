@@ -10,10 +10,17 @@ from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.output import emit, json_option
 
 
+def _reason(_: click.Context, __: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("must say why (it is recorded in the control record's event)")
+    return value.strip()
+
+
 @click.command("clear-fence")
 @click.option(
     "--reason",
     required=True,
+    callback=_reason,
     help="Why (recorded in the control record's `fence-cleared` event).",
 )
 @json_option
