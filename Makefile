@@ -52,7 +52,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bootstrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-bootstrap.txt
 	$(UV_ENV) $(VENV)/bin/uv pip install --python $(PY) --quiet -c constraints.txt \
-		-r requirements-dev.txt -e '.[demo]'
+		-r requirements-dev.txt -e '.[cli,demo]'
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -106,13 +106,15 @@ step-%: deps
 unit component infra conformance: deps
 	$(VENV)/bin/pytest tests/$@ $(PYTEST_ARGS)
 
-# The TypeScript client package (clients/typescript): its own locked install (which builds
-# dist/esm and dist/cjs through its `prepare` script), the strict type-check, the build (dist/,
-# which tests/conformance/test_typescript_client.py imports), its node:test suite, then the
-# package-install test (a clean copy packed, the tarball installed into a scratch project, ESM,
-# CommonJS and Bundler consumers and the README's TypeScript compiled and run; ~20 s of CPU,
-# its installs read the npm cache the locked install filled). `make test` runs it among the
-# static checks, so dist/ exists before pytest.
+# The TypeScript client package (clients/typescript): its own locked install (the build tools;
+# it has no install scripts), the strict type-check, the build (dist/, which
+# tests/conformance/test_typescript_client.py imports; `npm test` builds first), its node:test
+# suite, then the package-install test (a clean copy packed, the tarball checked with publint and
+# @arethetypeswrong/cli, the README's install lines run in scratch projects on Node 20 and on the
+# Node 22 and 24 builds its package-test/node-versions lock pins, the README's TypeScript and a
+# consumer compiled and run with an empty stderr; ~60 s of CPU, its installs read the npm cache
+# first and reach only the npm registry). `make test` runs it among the static checks, so dist/
+# exists before pytest.
 TS_CLIENT := clients/typescript
 $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	@command -v node >/dev/null || { echo "Node.js 20 is required on PATH"; exit 1; }

@@ -14,7 +14,9 @@ in the same stages as the Python services.
 Top-level keys (kept stable: other packages read them):
   attributes   every STATE / HISTORY attribute (record/schema.py): name, part, items, DynamoDB
                type, what it holds, whether an item may lack it (requiredWith: the attribute
-               whose presence makes it required)
+               whose presence makes it required), what it then reads as, a layout's count
+  grammar      what a value of each kind is on the wire (record/grammar.py): the time and
+               number patterns, the first year, the largest integer, the words
   routing      STATE item + wall clock -> per person the write key and read keys, and the stages
   records      items that parse (phase, version) and items a strict reader refuses: the
                refusal's kind and the attribute it names (errors.Refusal), never its wording
@@ -23,7 +25,8 @@ Top-level keys (kept stable: other packages read them):
                HISTORY items as stored (applied, intents, abandoned intents, none) -> the state
                followed (condition, version, phase), its routing, and `probe`: whether a reader
                probes the shard keys before it follows that state (the lost-record rule: no
-               STATE item and a state that reads only the legacy key; rows there refuse it)
+               STATE item and a state that reads only the legacy key; rows there refuse it); or
+               the refusal (its kind and attribute) of an item no reader follows
   openStates   the saga states an open-saga enumeration returns, in order
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
 """
@@ -44,14 +47,17 @@ from saga_index.layout_change.record import (
     DEFAULT_TIMING,
     HISTORY_ABANDONED,
     HISTORY_APPLIED,
+    ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlState,
     RecordCondition,
     Routing,
     Transition,
     attributes_document,
+    deserialize_control_item,
     followed_state,
     format_time,
+    grammar_document,
     history_item,
     needs_lost_record_probe,
     parse_history_item,
@@ -185,15 +191,20 @@ def missing_cases() -> list[dict[str, Any]]:
 
 
 def _history(state: ControlState, status: str = "applied") -> dict[str, Any]:
-    """The HISTORY item of `state`'s transition: applied, an intent (`pending`), `abandoned`, or
-    written before intents existed (`unflagged`: no `applied` attribute)."""
+    """The HISTORY item of `state`'s transition: applied, an intent (`pending`), `abandoned`,
+    written before intents existed (`unflagged`: no `applied` attribute), hand-edited to a NULL
+    flag (`null`: counts as absent), or to a flag no reader accepts (`worded`: a string)."""
     assert state.transition is not None
     item = history_item(state.transition)
-    if status != "unflagged":
-        item[HISTORY_APPLIED] = status == "applied"
-    if status == "abandoned":
-        item[HISTORY_ABANDONED] = True
-    return item
+    flags: dict[str, dict[str, Any]] = {
+        "applied": {HISTORY_APPLIED: True},
+        "pending": {HISTORY_APPLIED: False},
+        "abandoned": {HISTORY_APPLIED: False, HISTORY_ABANDONED: True},
+        "unflagged": {},
+        "null": {HISTORY_APPLIED: None, HISTORY_ABANDONED: None},
+        "worded": {HISTORY_APPLIED: "true"},
+    }
+    return {**item, **flags[status]}
 
 
 _V1 = STATES[1][1]  # migrating(16)
@@ -232,6 +243,10 @@ RECORD_CASES: tuple[tuple[str, _StateOf, _HistoryOf], ...] = (
      lambda: None, lambda: [_history(_V1(), "abandoned")]),
     ("STATE missing, the first intent pending: followed (an opening move)",
      lambda: None, lambda: [_history(_V1(), "pending")]),
+    ("STATE missing, newest with NULL flags: they count as absent (applied, followed)",
+     lambda: None, lambda: [_history(_V3(), "null"), _history(_V2())]),
+    ("STATE missing, newest with a flag as a string: refused, naming it",
+     lambda: None, lambda: [_history(_V3(), "worded"), _history(_V2())]),
     ("STATE missing, a completed rollback newest: legacy, probed first",
      lambda: None, lambda: [_history(_LEGACY()), _history(path_through(*_ROLLBACK_STEPS[:2]))]),
     ("STATE missing, migrating again abandoned after a rollback: legacy, probed first",
@@ -241,27 +256,39 @@ RECORD_CASES: tuple[tuple[str, _StateOf, _HistoryOf], ...] = (
 )  # fmt: skip
 
 
+def _followed(raw_state: dict[str, Any] | None, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a reader follows from the items as stored (read from their wire form, as the store
+    reads them): the state and its routing, or the refusal's kind and attribute."""
+    try:
+        state = followed_state(
+            None if raw_state is None else deserialize_control_item(raw_state),
+            [deserialize_control_item(item) for item in history],
+        )
+    except ControlItemInvalidError as err:
+        return {"refusal": {"kind": err.kind.value, "attribute": err.attribute}}
+    now = OPENED if state.transition is None else state.transition.effective_at
+    return {
+        "now": format_time(now),
+        "expect": {
+            "condition": state.condition.value,
+            "version": state.version,
+            "phase": state.phase.value,
+            "probe": needs_lost_record_probe(state),
+            **_routing_document(routing_for(state, now)),
+        },
+    }
+
+
 def record_rule_cases() -> list[dict[str, Any]]:
     cases = []
     for name, state_of, history_of in RECORD_CASES:
-        raw_state, history = state_of(), history_of()
-        state = followed_state(raw_state, history)
-        now = OPENED if state.transition is None else state.transition.effective_at
-        cases.append(
-            {
-                "name": name,
-                "state": None if raw_state is None else dynamo_json(raw_state),
-                "history": [dynamo_json(item) for item in history],
-                "now": format_time(now),
-                "expect": {
-                    "condition": state.condition.value,
-                    "version": state.version,
-                    "phase": state.phase.value,
-                    "probe": needs_lost_record_probe(state),
-                    **_routing_document(routing_for(state, now)),
-                },
-            }
-        )
+        raw_state = state_of()
+        state = None if raw_state is None else dynamo_json(raw_state)
+        history = [dynamo_json(item) for item in history_of()]
+        followed = _followed(state, history)
+        if "refusal" in followed:
+            followed = {"now": format_time(OPENED), "expect": followed}
+        cases.append({"name": name, "state": state, "history": history, **followed})
     return cases
 
 
@@ -269,6 +296,7 @@ def build() -> dict[str, Any]:
     return {
         "description": DESCRIPTION,
         "attributes": attributes_document(),
+        "grammar": grammar_document(),
         "routing": routing_cases(),
         "records": record_cases(),
         "missing": missing_cases(),

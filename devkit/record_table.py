@@ -10,12 +10,11 @@ Each table sits between two markers in the doc, `<!-- record-table:NAME -->` and
 
 from __future__ import annotations
 
-import argparse
-import re
-import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
+from devkit.doc_blocks import generator_main, render_blocks
 from saga_index.layout_change.record import (
     COMPLETION,
     CONTROLS,
@@ -44,56 +43,24 @@ def render_table(parts: Sequence[Part]) -> str:
     return "\n".join(lines)
 
 
-def _block(name: str) -> re.Pattern[str]:
-    return re.compile(
-        rf"(<!-- record-table:{name} -->\n)(.*?)(\n<!-- /record-table:{name} -->)", re.DOTALL
-    )
-
-
 def render_doc(text: str) -> str:
     """`text` with every table between its markers replaced by the generated one."""
-    for name, parts in TABLES.items():
-        pattern = _block(name)
-        if pattern.search(text) is None:
-            raise ValueError(f"the doc has no <!-- record-table:{name} --> block")
-        table = render_table(parts)
-
-        def replaced(match: re.Match[str], table: str = table) -> str:
-            return match.group(1) + table + match.group(3)
-
-        text = pattern.sub(replaced, text)
-    return text
+    return render_blocks(
+        text,
+        "record-table",
+        {name: partial(render_table, parts) for name, parts in TABLES.items()},
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devkit.record_table", description=__doc__)
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="do not write; exit 1 if the doc's tables differ from what would be generated",
+    return generator_main(
+        argv,
+        module="devkit.record_table",
+        description=__doc__,
+        default_path=DEFAULT_PATH,
+        render_doc=render_doc,
+        what="record's attribute tables",
     )
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH, help="the contract doc")
-    args = parser.parse_args(argv)
-    path: Path = args.path
-    try:
-        text = path.read_text(encoding="utf-8")
-        expected = render_doc(text)
-    except (OSError, ValueError) as err:
-        print(f"{path}: {err}", file=sys.stderr)
-        return 1
-    if args.check:
-        if text != expected:
-            print(
-                f"{path}: the record's attribute tables are out of date: run "
-                "`python -m devkit.record_table` and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{path}: the record's attribute tables are current")
-        return 0
-    path.write_text(expected, encoding="utf-8")
-    print(f"wrote the record's attribute tables into {path}")
-    return 0
 
 
 if __name__ == "__main__":

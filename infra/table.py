@@ -146,6 +146,23 @@ class SagaTable(Construct):
             )
         )
 
+    def grant_saga_row_read(self, grantee: iam.IGrantable, *, attributes: tuple[str, ...]) -> None:
+        """GetItem on the TABLE, for saga rows only (dynamodb:LeadingKeys on SAGA_PARTITIONS),
+        projecting only `attributes` (the key's among them: AWS counts them as named). A GetItem
+        without a projection reads the whole item: dynamodb:Select must then be
+        SPECIFIC_ATTRIBUTES where the request carries it, as AWS's attribute-level example has."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[self.table.table_arn],
+                conditions={
+                    **SAGA_PARTITION_CONDITION,
+                    "ForAllValues:StringEquals": {"dynamodb:Attributes": list(attributes)},
+                    "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+                },
+            )
+        )
+
     def grant_projected_scan(
         self, grantee: iam.IGrantable, *, attributes: tuple[str, ...] | None = None
     ) -> None:

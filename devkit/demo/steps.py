@@ -218,13 +218,12 @@ def backfill_pass(
 
 
 def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:
-    """`saga-index phase show --json`, then wait out effectiveAt: a backfill started earlier
-    is refused (writers that still stamp the old key would race it)."""
-    record = operator.run("phase", "show", "--json").json()
-    wait = float(record["secondsUntilEffective"])
-    if wait > 0:
-        operator.stages.note(f"waiting {wait:.1f} s for effectiveAt {record['effectiveAt']}")
-        time.sleep(wait + 0.05)
+    """`saga-index phase show --wait --json`: the record once effectiveAt has passed, as the
+    runbook waits for it (a backfill started earlier is refused: writers that still stamp the
+    old key would race it)."""
+    record = operator.run("phase", "show", "--wait", "--json").json()
+    if not record["effective"]:
+        raise DemoError(f"phase show --wait returned before effectiveAt: {record}")
     return record
 
 

@@ -10,6 +10,8 @@ endpoints; docs/control-contract.md: the record.
 from __future__ import annotations
 
 import logging
+import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -77,13 +79,15 @@ def is_table_missing(err: BaseException) -> bool:
 @dataclass(frozen=True)
 class CliHooks:
     """What tests and the demo inject through `main(argv, hooks=...)`: who changes the record,
-    the wall clock, T (effectiveAt = changedAt + T + grace + margin) and the shard-key probe of
-    the first `phase set` (one Query per possible shard key: tests that are not about it probe
-    fewer). Production keeps the defaults: a shorter T here than the deployed functions' would
-    make effectiveAt a lie, a narrower probe could miss a shard key."""
+    the wall clock and how a wait passes on it (`--wait`), T (effectiveAt = changedAt + T +
+    grace + margin) and the shard-key probe of the first `phase set` (one Query per possible
+    shard key: tests that are not about it probe fewer). Production keeps the defaults: a
+    shorter T here than the deployed functions' would make effectiveAt a lie, a narrower probe
+    could miss a shard key."""
 
     identity: Callable[[CliContext], str] = caller_identity
     clock: WallClock = utc_now
+    sleep: Callable[[float], None] = time.sleep
     timing: ControlTiming = DEFAULT_TIMING
     shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
 
@@ -172,6 +176,25 @@ class CliContext:
 
     def now(self) -> datetime:
         return self.hooks.clock()
+
+    def command_prefix(self) -> str:
+        """`saga-index` with the global options that name this invocation's table, endpoint
+        and region, so a command printed as advice runs as it is, in any shell."""
+        words = ["saga-index"]
+        for option, value in (
+            ("--table", self.table),
+            ("--endpoint-url", self.endpoint_url),
+            ("--region", self.region),
+        ):
+            if value:
+                words += [option, value]
+        return shlex.join(words)
+
+    def reread_state(self) -> ControlState:
+        """The record read again (strongly consistent), replacing the one this invocation read:
+        a command that waited reads what the record says now."""
+        self._state = None
+        return self.read_state()
 
     def changed_by(self) -> str:
         return self.hooks.identity(self)

@@ -28,13 +28,16 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.waiting import watch_client
 
-EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_REFUSED, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+# The names the CLI's modules use; the codes and their meanings are ExitCode's (exit_codes.py).
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = ExitCode.OK, ExitCode.FOUND, ExitCode.USAGE
+EXIT_REFUSED, EXIT_UNAVAILABLE = ExitCode.REFUSED, ExitCode.UNAVAILABLE
 # 5: not yet, the same command may succeed later unchanged (`retryAt` names when, if known).
 # 6: interrupted, partly done: a run wrote rows, then failed or was stopped (its report says
 # what it did); never "nothing written".
-EXIT_RETRY_LATER, EXIT_PARTIAL = 5, 6
+EXIT_RETRY_LATER, EXIT_PARTIAL = ExitCode.RETRY_LATER, ExitCode.PARTIAL
 
 # Where a marked client's failed call leaves its service, endpoint and operation: the parsed
 # error response (which becomes ClientError.response), or an attribute of a transport error.
@@ -300,7 +303,7 @@ def retry_at_of(err: BaseException) -> str | None:
     return format_time(later.retry_at)
 
 
-def exit_code_of(err: BaseException) -> int:
+def exit_code_of(err: BaseException) -> ExitCode:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
     from saga_index.index import InvalidInputError, RetryLaterError

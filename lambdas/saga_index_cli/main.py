@@ -43,6 +43,7 @@ from saga_index_cli.endpoints import (
     check_global_endpoint_env,
     endpoint_url_option,
 )
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.failures import (
     EXIT_FOUND,
     EXIT_OK,
@@ -61,7 +62,7 @@ from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
 from saga_index_cli.status.command import status_command
 
-EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, 2, 3
+EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, ExitCode.USAGE, ExitCode.REFUSED
 PROG_NAME = "saga-index"
 # The distribution (pyproject.toml [project].name) whose installed version --version prints.
 DISTRIBUTION = "renewal-saga-index"
@@ -272,7 +273,12 @@ def main(argv: list[str] | None = None, *, hooks: CliHooks | None = None) -> Non
         # Not yet, and when: the refusal is data (a script waits until retryAt and runs the
         # same command again), so it goes to stdout as well.
         at = None if err.retry_at is None else format_time(err.retry_at)
-        emit({"retryLater": True, "retryAt": at, "message": str(err)})
+        refusal: dict[str, Any] = {"retryLater": True, "retryAt": at, "message": str(err)}
+        failed = getattr(err, "failed", None)
+        if failed is not None:
+            # phase set: the checks that already fail (fix them; waiting alone will not do).
+            refusal["failed"] = [check.to_json() for check in failed]
+        emit(refusal)
         when = f" (retry at {at})" if at else ""
         click.echo(f"saga-index: not yet{when}: {err}", err=True)
         sys.exit(EXIT_RETRY_LATER)

@@ -17,10 +17,10 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,6 +30,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Column
+from rich.text import Text
 
 from saga_index_cli import waiting
 
@@ -37,6 +39,8 @@ log = logging.getLogger("saga_index.cli.progress")
 
 # Non-terminal progress: one log line per step this often, in seconds.
 PROGRESS_LOG_SECONDS = 10.0
+# The bar's width on a terminal, in cells: what the line leaves it, within these bounds.
+BAR_MIN_CELLS, BAR_MAX_CELLS = 20, 40
 
 
 def format_seconds(seconds: float, *, round_up: bool = False) -> str:
@@ -216,6 +220,21 @@ class ProgressStep:
                 display.logger.info("%s", reading.describe_end())
 
 
+class _StepsProgress(Progress):
+    """Each step's bar on one line and its detail (what was scanned, re-stamped, ...) on the
+    next: on one line the detail would squeeze the bar to a few cells on a 120-column
+    terminal."""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        several = len(self.tasks) > 1
+        for task in self.tasks:
+            detail = str(task.fields.get("detail") or "")
+            if detail:
+                label = f"{Text.from_markup(task.description).plain}: " if several else ""
+                yield Text(f"  {label}{detail}", no_wrap=True, overflow="ellipsis")
+
+
 class LiveProgress:
     """The progress of one command: a live bar per step on a terminal (stderr), periodic log
     lines otherwise. Thread-safe: steps may be updated from worker threads.
@@ -241,15 +260,18 @@ class LiveProgress:
         self.logger = logger
         self.lock = threading.RLock()
         self._quiet: contextlib.AbstractContextManager[None] | None = None
-        self._progress = Progress(
+        self._progress = _StepsProgress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            # The bar takes what is left of the line, never less than BAR_MIN_CELLS.
+            BarColumn(
+                bar_width=None,
+                table_column=Column(min_width=BAR_MIN_CELLS, max_width=BAR_MAX_CELLS, ratio=1),
+            ),
             TextColumn("{task.fields[count]}", markup=False),
             TextColumn("{task.fields[rate]}", markup=False),
             TimeElapsedColumn(),
             TextColumn("{task.fields[eta]}", markup=False),
-            TextColumn("{task.fields[detail]}", markup=False),
             console=self.console,
             disable=not self.live,
             # stdout is the data channel: never routed through the bar (to stderr).

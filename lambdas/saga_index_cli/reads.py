@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import click
 
 from saga_index.index import keys
 from saga_index.store import ReadResult
 from saga_index_cli.context import CliContext, pass_cli
-from saga_index_cli.output import emit
+from saga_index_cli.output import JSON, emit, format_options
 
 log = logging.getLogger("saga_index.cli")
 
 
 @click.command("shard")
 @click.argument("person_ids", metavar="PERSON_ID...", nargs=-1, required=True)
+@format_options(default=JSON)
 @pass_cli
-def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
-    """Print the shard and sharded GSI4PK of each PERSON_ID (one JSON object per line).
+def shard_command(cli: CliContext, person_ids: tuple[str, ...], as_json: bool) -> None:
+    """Print the shard and sharded GSI4PK of each PERSON_ID: one JSON object per line
+    ({personId, shard, gsi4pk}), or with --output text one line each.
 
     N: --shards; else, with a table, the control record's N; else 16.
     """
@@ -28,7 +31,11 @@ def shard_command(cli: CliContext, person_ids: tuple[str, ...]) -> None:
     shard_count = cli.shard_count_for_keys()
     for person_id, person in zip(person_ids, persons, strict=True):
         number = person.shard_hash % shard_count
-        emit({"personId": person_id, "shard": number, "gsi4pk": keys.sharded_gsi4pk(number)})
+        gsi4pk = keys.sharded_gsi4pk(number)
+        if as_json:
+            emit({"personId": person_id, "shard": number, "gsi4pk": gsi4pk})
+        else:
+            click.echo(f"{person_id}  shard {number} of {shard_count}  GSI4PK {gsi4pk}")
 
 
 @click.group("sagas")
@@ -37,9 +44,25 @@ def sagas_group() -> None:
     reader in --phase/--shards would read)."""
 
 
-def _print(result: ReadResult, what: str) -> None:
+def saga_line(item: dict[str, Any]) -> str:
+    """One saga row for people: its id, person, state, when it opened and its index key."""
+
+    def shown(name: str) -> str:
+        value = item.get(name)
+        return "-" if value is None else str(value)
+
+    return (
+        f"{shown('sagaId')}  person {shown('personId')}  state {shown('state')}  "
+        f"opened {shown('openedAt')}  {shown('GSI4PK')}"
+    )
+
+
+def _print(result: ReadResult, what: str, as_json: bool) -> None:
     for item in result.items:
-        emit(item)
+        if as_json:
+            emit(item)
+        else:
+            click.echo(saga_line(item))
     log.info(
         "%s: %d saga(s), %d request(s) over %d partition(s), %d anomaly(ies)",
         what,
@@ -52,22 +75,28 @@ def _print(result: ReadResult, what: str) -> None:
 
 @sagas_group.command("by-person")
 @click.argument("person_id")
+@format_options(default=JSON)
 @pass_cli
-def by_person(cli: CliContext, person_id: str) -> None:
-    """Every saga of PERSON_ID."""
+def by_person(cli: CliContext, person_id: str, as_json: bool) -> None:
+    """Every saga of PERSON_ID: one JSON object per saga per line (the row as stored), or
+    with --output text one line each."""
     keys.Person.of(person_id)  # checked before any read (exit 2)
-    _print(cli.repository().get_sagas_by_person(person_id), f"by-person {person_id}")
+    _print(cli.repository().get_sagas_by_person(person_id), f"by-person {person_id}", as_json)
 
 
 @sagas_group.command("open")
+@format_options(default=JSON)
 @pass_cli
-def all_open(cli: CliContext) -> None:
-    """Every open saga (fan-out over the partitions the routing reads)."""
-    _print(cli.repository().get_all_open_sagas(), "open")
+def all_open(cli: CliContext, as_json: bool) -> None:
+    """Every open saga (fan-out over the partitions the routing reads): one JSON object per
+    line, or with --output text one line each."""
+    _print(cli.repository().get_all_open_sagas(), "open", as_json)
 
 
 @sagas_group.command("all")
+@format_options(default=JSON)
 @pass_cli
-def all_sagas(cli: CliContext) -> None:
-    """Every saga, open and terminal."""
-    _print(cli.repository().get_all_sagas(), "all")
+def all_sagas(cli: CliContext, as_json: bool) -> None:
+    """Every saga, open and terminal: one JSON object per line, or with --output text one
+    line each."""
+    _print(cli.repository().get_all_sagas(), "all", as_json)

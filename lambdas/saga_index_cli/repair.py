@@ -14,10 +14,11 @@ import click
 from saga_index.index import keys
 from saga_index.layout_change.checks import repair_anomaly
 from saga_index_cli.context import CliContext, pass_cli
-from saga_index_cli.output import emit
+from saga_index_cli.exit_codes import ExitCode
+from saga_index_cli.output import JSON, emit, format_options
 
 # Exit 2 (bad usage or input) is main's, for every command.
-EXIT_DONE, EXIT_NOT_DONE = 0, 1
+EXIT_DONE, EXIT_NOT_DONE = ExitCode.OK, ExitCode.FOUND
 
 
 def _table_key(saga_id: str | None, pk: str | None, sk: str | None) -> dict[str, str]:
@@ -46,6 +47,7 @@ def _table_key(saga_id: str | None, pk: str | None, sk: str | None) -> dict[str,
 @click.option(
     "--apply", is_flag=True, help="Write the repair. Without it: a dry run that writes nothing."
 )
+@format_options(default=JSON)
 @pass_cli
 def repair_anomaly_command(
     cli: CliContext,
@@ -55,13 +57,14 @@ def repair_anomaly_command(
     person_id: str | None,
     from_lease: bool,
     apply: bool,
+    as_json: bool,
 ) -> None:
     """Rebuild personId, GSI4SK AND GSI4PK of one anomalous saga row (dry run unless --apply).
 
     GSI4PK is the key the record's current state writes for the person (its routing), so
     `sagas by-person` finds the repaired row at once. The write is conditional: it holds only
     if the row still exists and its personId, GSI4SK, GSI4PK and openedAt are still what was
-    read. Prints one JSON object on stdout.
+    read. Prints one JSON object on stdout (the default), or with --output text its outcome.
 
     \b
     Exit codes:
@@ -87,7 +90,10 @@ def repair_anomaly_command(
         person_id=person_id,
         dry_run=not apply,
     )
-    emit(result.to_json())
+    if as_json:
+        emit(result.to_json())
+    else:
+        click.echo(f"{result.status.value}: {result.message}")
     if result.status.done:
         click.echo(f"saga-index: {result.message}", err=True)
         sys.exit(EXIT_DONE)

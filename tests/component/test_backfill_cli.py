@@ -245,7 +245,7 @@ def test_given_an_output_file_then_the_report_is_written_there_whatever_the_exit
     seed(dynamo)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
-    code, out, _ = run(capsys, dynamo, "backfill", "--output", str(report))
+    code, out, _ = run(capsys, dynamo, "backfill", "--report-file", str(report))
     assert code == 3  # the anomalies remain
     assert f"report written to {report}" in out
     written = json.loads(report.read_text())
@@ -370,7 +370,7 @@ def test_given_a_dry_run_then_its_report_estimates_time_and_legacy_key_capacity(
         "--max-writes-per-second",
         "10",
         "--json",
-        "--output",
+        "--report-file",
         str(report),
     )
 
@@ -402,7 +402,9 @@ def test_given_anomalies_when_backfilled_forward_then_every_key_carries_its_reas
     assert code == 3
     keys_listed = json.loads(out)["anomalyKeys"]
     assert sorted(k["PK"] for k in keys_listed) == sorted(f"RSAGA#{s}" for s in ANOMALIES)
-    assert all(set(k) == {"PK", "SK", "reason"} and k["reason"] for k in keys_listed)
+    assert all(
+        set(k) == {"PK", "SK", "reason", "repairCommand"} and k["reason"] for k in keys_listed
+    )
 
 
 def test_given_another_runs_lease_then_the_refusal_says_how_to_see_and_stop_the_holder(
@@ -425,7 +427,7 @@ def test_given_another_runs_lease_then_the_refusal_says_how_to_see_and_stop_the_
         (["--follow", "--segments", "8"], "--follow acts on an execution that already exists"),
         (["--stop", "--dry-run"], "drop --dry-run"),
         (["--follow", "--deployed"], "drop --deployed"),
-        (["--stop", "--output", "x.json"], "--output writes a run's report"),
+        (["--stop", "--report-file", "x.json"], "--report-file writes a run's report"),
         (["--follow", "arn:aws:states:eu-west-1:1:execution:x:y"], "is not an execution ARN"),
         (["--stack-name", "Other"], "--stack-name only apply to a run in Step Functions"),
         (["--deployed", "--stack-name", "9bad"], "is not a CloudFormation stack name"),

@@ -1,5 +1,5 @@
 """`saga-index backfill` as the runbook uses it, against moto: the runtime throttle can be
-cleared and every estimate and report says which cap it is at; --output follows the one rule
+cleared and every estimate and report says which cap it is at; --report-file follows the one rule
 for files (refused without --overwrite, before any request) and a refused run still writes
 its report; a wrong --direction names the flag to give."""
 
@@ -121,7 +121,7 @@ def test_a_runs_report_names_the_cap_it_ran_at(
     assert report["requestedMaxWritesPerSecond"] == 300.0
 
 
-# ---- --output ------------------------------------------------------------------------------
+# ---- --report-file--------------------------------------------------------------------------
 
 
 def test_an_existing_output_file_is_refused_without_overwrite_before_any_request(
@@ -133,14 +133,14 @@ def test_an_existing_output_file_is_refused_without_overwrite_before_any_request
     report.write_text("the last run's report")
     before = dynamo.scan_all()
 
-    code, out, err = run(capsys, dynamo, "backfill", "--output", str(report))
+    code, out, err = run(capsys, dynamo, "backfill", "--report-file", str(report))
 
     assert (code, out) == (2, "")
-    assert f"--output {report} already exists and is not this command's own report" in err
+    assert f"--report-file {report} already exists and is not this command's own report" in err
     assert report.read_text() == "the last run's report"
     assert dynamo.scan_all() == before  # no lease taken, nothing moved
 
-    code, _, err = run(capsys, dynamo, "backfill", "--output", str(report), "--overwrite")
+    code, _, err = run(capsys, dynamo, "backfill", "--report-file", str(report), "--overwrite")
     assert code == 3, err  # complete; the seeded anomalies remain
     assert json.loads(report.read_text())["restamped"] == len(VALID)
 
@@ -151,7 +151,7 @@ def test_overwrite_without_output_is_bad_usage(
     plant(dynamo, "migrating")
     code, _, err = run(capsys, dynamo, "backfill", "--overwrite")
     assert code == 2
-    assert "--overwrite applies to --output FILE only" in err
+    assert "--overwrite applies to --report-file PATH only" in err
 
 
 def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_command_later_works(
@@ -160,12 +160,12 @@ def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_comman
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
-    command = ("backfill", "--json", "--output", str(report))
+    command = ("backfill", "--json", "--report-file", str(report))
 
     code, _, err = run(capsys, dynamo, *command, clock=Clock(CHANGED_AT))
 
     assert code == 5
-    assert "effective: true" in err
+    assert "phase show --wait` returns then" in err
     assert "Start the same command again once that time has passed" in err
     written = json.loads(report.read_text())
     assert (written["refused"], written["error"], written["exitCode"]) == (
@@ -185,7 +185,7 @@ def test_a_run_refused_before_effective_at_writes_its_report_and_the_same_comman
     assert json.loads(out)["completionRecorded"] is True
 
     # A different command does not replace it
-    code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--output", str(report))
+    code, _, err = run(capsys, dynamo, "backfill", "--dry-run", "--report-file", str(report))
     assert code == 2
     assert "is not this command's own report" in err
 

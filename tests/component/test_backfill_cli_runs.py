@@ -55,7 +55,14 @@ def test_a_run_that_wrote_rows_then_lost_the_table_exits_6_and_the_same_command_
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     report = tmp_path / "forward.json"
-    command = ("backfill", "--json", "--output", str(report), "--max-writes-per-second", "1000")
+    command = (
+        "backfill",
+        "--json",
+        "--report-file",
+        str(report),
+        "--max-writes-per-second",
+        "1000",
+    )
     real_release = domain_local.release_with_completion
 
     def server_gone(*_: Any, **__: Any) -> Any:
@@ -192,11 +199,11 @@ def follow(capsys: pytest.CaptureFixture[str], command: str) -> tuple[int, str, 
     return int(exited.value.code or 0), out, err
 
 
-def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the_run_clean(
-    dynamo: Backend, capsys: pytest.CaptureFixture[str]
-) -> None:
+def seed_with_anomaly_leases(dynamo: Backend) -> None:
+    """The contract's rows, and for each anomaly a lease that names its tenant (what
+    `repair-anomaly --from-lease` reads)."""
     seed(dynamo, VALID)
-    for saga_id in ANOMALIES:  # each anomaly's lease names its tenant
+    for saga_id in ANOMALIES:
         dynamo.client.put_item(
             TableName=dynamo.table_name,
             Item={
@@ -206,6 +213,12 @@ def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the
                 "personId": {"S": f"tenant-{saga_id}"},
             },
         )
+
+
+def test_exit_3_prints_each_anomalys_repair_command_and_following_them_makes_the_run_clean(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_with_anomaly_leases(dynamo)
     plant(dynamo, "migrating")
     command = ("backfill", "--max-writes-per-second", "1000")
 
@@ -285,3 +298,27 @@ def test_a_second_ctrl_c_after_rows_were_re_stamped_is_exit_6_and_frees_the_leas
     assert "Run the same command again: it converges" in err
     assert json.loads(out)["completionRecorded"] is False
     assert store(dynamo).read().lease is None
+
+
+def test_exit_3_in_json_carries_each_anomalys_repair_command_and_following_them_works(
+    dynamo: Backend, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    seed_with_anomaly_leases(dynamo)
+    plant(dynamo, "migrating")
+    report = tmp_path / "bf.json"
+    command = ("backfill", "--json", "--max-writes-per-second", "1000")
+
+    code, out, err = run(capsys, dynamo, *command, "--report-file", str(report))
+
+    assert code == 3, err
+    printed = json.loads(out)
+    assert json.loads(report.read_text())["anomalyKeys"] == printed["anomalyKeys"]
+    repairs = [key["repairCommand"] for key in printed["anomalyKeys"]]
+    assert len(repairs) == len(ANOMALIES)
+    for key, repair in zip(printed["anomalyKeys"], repairs, strict=True):
+        assert shlex.quote(key["PK"]) in repair
+        code, _, err = follow(capsys, repair)
+        assert code == 0, (repair, err)
+    code, out, err = run(capsys, dynamo, *command)
+    assert code == 0, err
+    assert json.loads(out)["anomalyKeys"] == []

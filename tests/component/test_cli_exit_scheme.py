@@ -72,8 +72,8 @@ def _bad_inputs(existing: Path) -> list[tuple[list[str], str]]:
         (["repair-anomaly", "--saga-id", "s-1"], "--person-id"),
         (["backfill", "--segments", "0"], "--segments"),
         (["backfill", "--direction", "sideways"], "--direction"),
-        (["backfill", "--output", str(existing)], "already exists"),
-        (["backfill", "--overwrite"], "--overwrite applies to --output"),
+        (["backfill", "--report-file", str(existing)], "already exists"),
+        (["backfill", "--overwrite"], "--overwrite applies to --report-file"),
         (["backfill", "--follow", "nope"], "not an execution ARN"),
         (["backfill", "throttle"], "exactly one of"),
         (["backfill", "clear-fence"], "--reason"),
@@ -85,6 +85,10 @@ def _bad_inputs(existing: Path) -> list[tuple[list[str], str]]:
         (["drift", "--scan-rate", "0"], "--scan-rate"),
         (["watch", "--days", "0"], "--days"),
         (["preflight", "--stack-name", "no spaces"], "--stack-name"),
+        (["backfill", "--output", "bf.json"], "give `--report-file bf.json` instead"),
+        (["status", "--output", "yaml"], "'yaml' is not an output format"),
+        (["phase", "show", "--output", "report.json"], "text or json"),
+        (["sagas", "open", "--json", "--output", "text"], "contradicts --output text"),
     ]
 
 
@@ -238,7 +242,7 @@ def test_not_yet_is_exit_5_with_the_time_to_retry_at(
         "--table",
         dynamo.table_name,
         "backfill",
-        "--output",
+        "--report-file",
         str(report),
         clock=Clock(CHANGED_AT),
     )

@@ -79,7 +79,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
         install_command = [python, "-m", "pip", "install", "--quiet"]
     install = _run(
-        [*install_command, "-c", str(ROOT / "constraints.txt"), str(source)],
+        [*install_command, "-c", str(ROOT / "constraints.txt"), f"{source}[cli]"],
         cwd=base,
         env=installer_env,
         timeout=300,

@@ -28,7 +28,13 @@ from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.identity import caller_identity, local_identity
 from saga_index_cli.main import main
 from tests.support.backends import Backend
-from tests.support.control_fixtures import START, Clock, moto_backend, probe_64_shard_keys
+from tests.support.control_fixtures import (
+    START,
+    Clock,
+    moto_backend,
+    probe_64_shard_keys,
+    record_early_backfill,
+)
 from tests.support.control_seed import seed_state
 
 RECORD_KEYS = {"phase", "shardCount", "version", "changedAt", "effectiveAt", "movingTo", "reason"}
@@ -374,26 +380,7 @@ def test_a_completing_move_waits_for_the_settled_switch_forced_or_not(
     cli.set("migrating")
     effective_at = store.read().effective_at
     assert effective_at is not None
-    clock.now = effective_at + timedelta(seconds=1)
-    token = new_lease_token()
-    grant = acquire_lease(store, holder="test-run", token=token, direction="forward", clock=clock)
-    completion = BackfillCompletion(
-        direction=BackfillDirection.FORWARD,
-        source=grant.source,
-        target=grant.target,
-        state_version=1,
-        started_at=clock.now,
-        completed_at=clock.now + timedelta(seconds=0.5),
-        scanned=0,
-        restamped=0,
-        anomalies=0,
-        complete=True,
-        verified=True,
-        holder="test-run",
-        lease_token=token,
-    )
-    clock.advance(0.5)
-    release_lease(store, token=token, completion=completion, clock=clock)
+    record_early_backfill(store, clock)
     settled = effective_at + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS)
     for extra in ((), ("--force",)):
         code, out, err = cli("phase", "set", "sharded", "--reason", "r", *extra)

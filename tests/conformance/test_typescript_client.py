@@ -526,8 +526,14 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
     shards = json.loads((ROOT / "docs" / "shard-vectors.json").read_text(encoding="utf-8"))
     victim = next(v for v in shards["vectors"] if v["shardCount"] == 64)
     victim["shard"] = (victim["shard"] + 1) % 64
+    corpus = json.loads((ROOT / "docs" / "contract-corpus.json").read_text(encoding="utf-8"))
+    # A mutated record said to be refused at an attribute no reader names.
+    case = next(c for c in corpus["cases"] if "refusal" in c["expect"])
+    case["expect"]["refusal"]["attribute"] = "noSuchAttribute"
+    mutated_base = corpus["bases"][case["base"]]["name"]
     (tmp_path / "contract-vectors.json").write_text(json.dumps(contract), encoding="utf-8")
     (tmp_path / "shard-vectors.json").write_text(json.dumps(shards), encoding="utf-8")
+    (tmp_path / "contract-corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
 
     result = subprocess.run(
         [
@@ -536,6 +542,7 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
             "--test-reporter=tap",
             str(compiled / "contract.test.js"),
             str(compiled / "shard.test.js"),
+            str(compiled / "corpus.test.js"),
         ],
         capture_output=True,
         text=True,
@@ -555,3 +562,4 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
         refused["name"],
         "every vector: the hashed bytes, the shard and the key",
     } <= failed, result.stdout
+    assert any(name.startswith(f"{mutated_base} (") for name in failed), result.stdout

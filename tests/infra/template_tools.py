@@ -63,6 +63,18 @@ def role_statements(template: Template, role_logical_id: str) -> list[dict[str, 
     return statements
 
 
+def function_statements(template: Template, handler: str, action: str) -> list[dict[str, Any]]:
+    """The statements granting `action` to the role of the one function with `handler`."""
+    [function_id] = [
+        logical_id
+        for logical_id, r in resources(template, "AWS::Lambda::Function").items()
+        if r["Properties"]["Handler"] == handler
+    ]
+    role_id = str(render(template["Resources"][function_id]["Properties"]["Role"]))
+    role_id = role_id.removeprefix("${").removesuffix(".Arn}")
+    return [s for s in role_statements(template, role_id) if action in as_list(s["Action"])]
+
+
 def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
     """(action, resource) pairs of the Allow statements; a statement with a Condition or a
     Deny would not fit this shape and fails loudly instead of being flattened."""

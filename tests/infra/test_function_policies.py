@@ -31,7 +31,17 @@ IMPORTED_TABLE_ARN = (
 CONTROL = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
 SAGA_ROWS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]}}
 FENCE_SLOTS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#FENCE#*"]}}
-PROJECTED = {"StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}}
+DRIFT_SCAN = {
+    "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    "ForAllValues:StringEquals": {
+        "dynamodb:Attributes": ["PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK"]
+    },
+}
+VERIFY_READ = {
+    **SAGA_ROWS,
+    "ForAllValues:StringEquals": {"dynamodb:Attributes": ["PK", "SK", "GSI4PK", "personId"]},
+    "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+}
 WORKER_SCAN = {
     "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
     "ForAllValues:StringEquals": {
@@ -147,14 +157,14 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
     if name == "retry-failed-prepare":
         grants.add(on("dynamodb:UpdateItem", SAGA_ROWS))
     if name == "drift-guard":
-        grants |= {plain("dynamodb:Query", index), on("dynamodb:Scan", PROJECTED)}
+        grants |= {plain("dynamodb:Query", index), on("dynamodb:Scan", DRIFT_SCAN)}
     if name in {"backfill-plan", "backfill-verify"}:
         grants |= {on("dynamodb:PutItem", CONTROL), on("dynamodb:UpdateItem", CONTROL)}
     if name == "backfill-plan":
         # taking the run arms its fence slots: slot 0 read, every slot put
         grants |= {on("dynamodb:GetItem", FENCE_SLOTS), on("dynamodb:PutItem", FENCE_SLOTS)}
     if name == "backfill-verify":
-        grants |= {plain("dynamodb:Query", index), plain("dynamodb:GetItem", table)}
+        grants |= {plain("dynamodb:Query", index), on("dynamodb:GetItem", VERIFY_READ)}
     if name == "backfill-worker":
         grants |= {
             on("dynamodb:UpdateItem", CONTROL),

@@ -20,7 +20,7 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from tests.infra.conftest import Synthesised
-from tests.infra.template_tools import as_list, render, resources
+from tests.infra.template_tools import as_list, function_statements
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import backfill, seed
 
@@ -54,27 +54,15 @@ def named_attributes(params: dict[str, Any]) -> set[str]:
     """Every attribute a request names; fails on a bare (placeholder-less) name in an
     expression, which this reading could miss."""
     named = set(params.get("Key", {})) | set(params.get("ExpressionAttributeNames", {}).values())
-    for field in ("ProjectionExpression", "UpdateExpression", "ConditionExpression"):
+    fields = ("ProjectionExpression", "UpdateExpression", "ConditionExpression", "FilterExpression")
+    for field in fields:
         bare = set(_WORD.findall(params.get(field, ""))) - EXPRESSION_WORDS
         assert not bare, f"{field} names {bare} without a placeholder: {params[field]!r}"
     return named
 
 
 def worker_statements(template: dict[str, Any], action: str) -> list[dict[str, Any]]:
-    [function_id] = [
-        fid
-        for fid, r in resources(template, "AWS::Lambda::Function").items()
-        if r["Properties"]["Handler"] == WORKER_HANDLER
-    ]
-    role_id = render(template["Resources"][function_id]["Properties"]["Role"])
-    role_id = str(role_id).removeprefix("${").removesuffix(".Arn}")
-    found = []
-    for policy in resources(template, "AWS::IAM::Policy").values():
-        if "${" + role_id + "}" in [render(r) for r in policy["Properties"]["Roles"]]:
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-                if action in as_list(statement["Action"]):
-                    found.append(statement)
-    return found
+    return function_statements(template, WORKER_HANDLER, action)
 
 
 def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) -> bool:
@@ -85,6 +73,10 @@ def allows(statement: dict[str, Any], params: dict[str, Any], operation: str) ->
     if operation == "Scan":
         implied = "SPECIFIC_ATTRIBUTES" if "ProjectionExpression" in params else "ALL_ATTRIBUTES"
         context["dynamodb:Select"] = [params.get("Select", implied)]
+    if operation == "GetItem" and "ProjectionExpression" not in params:
+        # No projection reads the whole item (AWS's attribute-level example requires
+        # SPECIFIC_ATTRIBUTES where dynamodb:Select is present).
+        context["dynamodb:Select"] = ["ALL_ATTRIBUTES"]
     if operation == "UpdateItem":
         context["dynamodb:ReturnValues"] = [params.get("ReturnValues", "NONE")]
     # The Update element of a TransactWriteItems carries no ReturnValues: the key is absent.

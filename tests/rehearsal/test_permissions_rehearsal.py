@@ -7,8 +7,8 @@ exercised here.
 The recorder sees each call's action, resources and partition, not its attribute names, Select
 or ReturnValues: a statement's attribute-level conditions (dynamodb:Attributes, dynamodb:Select,
 dynamodb:ReturnValues) are not evaluated here. tests/infra/test_worker_requests_fit_policy.py
-checks the worker's requests against them; the drift guard's projected-scan condition rests on
-its scans always projecting (saga_index/store/dynamo/scan.py)."""
+checks the worker's requests against them, tests/infra/test_read_requests_fit_policy.py the drift
+guard's scans and the verify step's saga-row reads."""
 
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ from typing import Any
 from moto import mock_aws
 
 from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_keys
+from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
+from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
+from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -40,3 +43,29 @@ def moto_backend(name: str, template: dict[str, Any]) -> Iterator[Backend]:
     """A fresh table from the synthesised template, inside moto for the duration."""
     with mock_aws():
         yield make_backend(name, template, endpoint_url=None)
+
+
+def record_early_backfill(store: ControlStore, clock: Clock) -> None:
+    """A verified forward backfill 1 s after effectiveAt: the switch has not settled yet."""
+    state = store.read()
+    assert state.effective_at is not None
+    clock.now = state.effective_at + timedelta(seconds=1)
+    token = new_lease_token()
+    grant = acquire_lease(store, holder="test-run", token=token, direction="forward", clock=clock)
+    completion = BackfillCompletion(
+        direction=BackfillDirection.FORWARD,
+        source=grant.source,
+        target=grant.target,
+        state_version=state.version,
+        started_at=clock.now,
+        completed_at=clock.now + timedelta(seconds=0.5),
+        scanned=0,
+        restamped=0,
+        anomalies=0,
+        complete=True,
+        verified=True,
+        holder="test-run",
+        lease_token=token,
+    )
+    clock.advance(0.5)
+    release_lease(store, token=token, completion=completion, clock=clock)

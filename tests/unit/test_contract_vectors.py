@@ -13,7 +13,11 @@ import pytest
 from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.record.errors import ControlRecordLostError, Refusal
+from saga_index.layout_change.record.errors import (
+    ControlItemInvalidError,
+    ControlRecordLostError,
+    Refusal,
+)
 from saga_index.layout_change.record.history import needs_lost_record_probe
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.schema import PARTS
@@ -54,6 +58,7 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
     assert set(document) == {
         "description",
         "attributes",
+        "grammar",
         "routing",
         "records",
         "missing",
@@ -105,7 +110,12 @@ def test_given_the_vectors_then_their_attributes_are_the_schema_in_its_order() -
         "value": "integer",
         "optional": False,
         "requiredWith": None,
+        "absent": None,
+        "count": None,
     }
+    assert by_name["movingToLayout"]["count"] == "movingToShardCount"
+    assert by_name["checksPassed"]["absent"] == []
+    assert by_name["applied"]["absent"] is True
     assert by_name["leaseHolder"]["optional"] is True
     assert by_name["leaseHolder"]["requiredWith"] == "leaseToken"
     assert by_name["applied"]["items"] == ["HISTORY"]
@@ -148,9 +158,17 @@ def test_given_the_stored_items_of_a_case_then_the_store_follows_the_state_it_na
     case: dict[str, Any],
 ) -> None:
     client = _StoredItems(case["state"], case["history"])
-    state = ControlStore(client, "t").read()  # type: ignore[arg-type]
+    store = ControlStore(client, "t")  # type: ignore[arg-type]
 
     expect = case["expect"]
+    if "refusal" in expect:
+        with pytest.raises(ControlItemInvalidError) as refused:
+            store.read()
+        assert {"kind": refused.value.kind.value, "attribute": refused.value.attribute} == (
+            expect["refusal"]
+        )
+        return
+    state = store.read()
     assert (state.condition.value, state.version, state.phase.value) == (
         expect["condition"],
         expect["version"],
@@ -169,15 +187,13 @@ def test_given_rows_on_shard_keys_then_a_routing_store_refuses_exactly_the_probe
 ) -> None:
     # The lost-record rule: a reader that would follow a state reading only the legacy key,
     # with no STATE item, probes the shard keys first and refuses when rows sit there.
+    if "refusal" in case["expect"]:
+        return  # an item no reader follows: refused before any probe
     client = _StoredItems(case["state"], case["history"], shard_rows=True)
     store = ControlStore(client, "t", refuse_lost=True)  # type: ignore[arg-type]
+    plain = ControlStore(_StoredItems(case["state"], case["history"]), "t")  # type: ignore[arg-type]
 
-    assert (
-        needs_lost_record_probe(
-            ControlStore(_StoredItems(case["state"], case["history"]), "t").read()
-        )
-        is case["expect"]["probe"]
-    )  # type: ignore[arg-type]
+    assert needs_lost_record_probe(plain.read()) is case["expect"]["probe"]
     if case["expect"]["probe"]:
         with pytest.raises(ControlRecordLostError, match="RenewalSaga#0"):
             store.read()
@@ -188,7 +204,7 @@ def test_given_rows_on_shard_keys_then_a_routing_store_refuses_exactly_the_probe
 
 
 def test_given_the_missing_record_cases_then_the_lost_record_rule_is_covered() -> None:
-    cases = _load()["missingRecord"]
+    cases = [c for c in _load()["missingRecord"] if "refusal" not in c["expect"]]
     probed = [c for c in cases if c["expect"]["probe"]]
     # No control item at all; only an abandoned first intent; a legacy state from history.
     assert any(not c["history"] for c in probed)
@@ -201,6 +217,12 @@ def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_co
     history = [item for case in _load()["missingRecord"] for item in case["history"]]
     flags = {(item.get("applied", {}).get("BOOL"), "abandoned" in item) for item in history}
     assert flags >= {(True, False), (False, False), (False, True), (None, False)}
+    # A NULL flag (counts as absent) and a flag of another type (refused, naming it).
+    assert any(item.get("applied") == {"NULL": True} for item in history)
+    assert any(
+        c["expect"].get("refusal") == {"kind": "wrong-type", "attribute": "applied"}
+        for c in _load()["missingRecord"]
+    )
     cases = _load()["missingRecord"]
     assert any(c["state"] is None and not c["history"] for c in cases)
     assert any(c["state"] is not None and not c["history"] for c in cases)

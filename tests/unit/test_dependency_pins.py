@@ -1,5 +1,7 @@
-"""The installable package's dependencies (pyproject.toml [project]): constraints.txt stays the
-one home of pins, and the wheel declares exactly what its code imports at run time."""
+"""The installable package's dependencies (pyproject.toml [project]): the library declares
+ranges that hold constraints.txt's pins, every extra pins exactly what constraints.txt pins (the
+one home of pins), and the wheel declares exactly what its code imports at run time: the
+library's imports as [project].dependencies, the operator CLI's behind the `cli` extra."""
 
 from __future__ import annotations
 
@@ -34,16 +36,22 @@ def constraint_pins() -> dict[str, str]:
     return pins
 
 
-def declared() -> list[tuple[str, Requirement]]:
-    """(where, requirement) for [project].dependencies and every optional extra."""
-    found = [("dependencies", Requirement(r)) for r in PROJECT.get("dependencies", [])]
+def declared_extras() -> list[tuple[str, Requirement]]:
+    """(where, requirement) for every optional extra."""
+    found: list[tuple[str, Requirement]] = []
     for extra, requirements in PROJECT.get("optional-dependencies", {}).items():
         found += [(f"optional-dependencies.{extra}", Requirement(r)) for r in requirements]
     return found
 
 
-@pytest.mark.parametrize(("where", "requirement"), declared(), ids=[str(r) for _, r in declared()])
-def test_every_declared_dependency_is_pinned_exactly_as_constraints_txt_pins_it(
+def library_requirements() -> list[Requirement]:
+    return [Requirement(r) for r in PROJECT["dependencies"]]
+
+
+@pytest.mark.parametrize(
+    ("where", "requirement"), declared_extras(), ids=[str(r) for _, r in declared_extras()]
+)
+def test_every_extra_pins_exactly_as_constraints_txt_pins(
     where: str, requirement: Requirement
 ) -> None:
     specs = list(requirement.specifier)
@@ -58,14 +66,32 @@ def test_every_declared_dependency_is_pinned_exactly_as_constraints_txt_pins_it(
     )
 
 
-def test_the_cli_declares_dependencies_and_a_demo_extra() -> None:
-    assert PROJECT["dependencies"], "an installed CLI needs its runtime dependencies declared"
-    demo = {
-        canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["demo"]
-    }
+@pytest.mark.parametrize("requirement", library_requirements(), ids=str)
+def test_the_library_declares_a_bounded_range_holding_the_pinned_version(
+    requirement: Requirement,
+) -> None:
+    operators = {spec.operator for spec in requirement.specifier}
+    assert operators == {">=", "<"}, (
+        f"{requirement}: the library declares a range (>= the oldest tested, < the next major), "
+        "so a service can install it beside its own versions"
+    )
+    pinned = constraint_pins()[canonicalize_name(requirement.name)]
+    assert requirement.specifier.contains(pinned), (
+        f"{requirement} excludes constraints.txt's {requirement.name}=={pinned}"
+    )
+
+
+def test_the_cli_extra_pins_the_librarys_dependencies_and_the_demo_is_apart() -> None:
+    extras = PROJECT["optional-dependencies"]
+    cli = {canonicalize_name(Requirement(r).name) for r in extras["cli"]}
+    demo = {canonicalize_name(Requirement(r).name) for r in extras["demo"]}
+    library = {canonicalize_name(r.name) for r in library_requirements()}
+
+    assert library <= cli, "the CLI runs on the library at the versions the tests ran with"
+    assert {"click", "rich"} <= cli
+    assert not {"click", "rich"} & library, "the library alone does not bring the CLI's"
     assert "matplotlib" in demo
-    runtime = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
-    assert not demo & runtime, "the demo's chart libraries are not the CLI's dependencies"
+    assert not demo & (cli | library), "the demo's chart libraries are nobody else's"
 
 
 # ---- what the wheel ships, and what that code imports ------------------------------------------
@@ -114,15 +140,16 @@ class _RuntimeImports(ast.NodeVisitor):
             self.names.add(node.module.split(".")[0])
 
 
-def shipped_modules() -> Iterator[Path]:
-    for directory in shipped_packages().values():
-        yield from sorted(directory.glob("*.py"))
+def shipped_modules(top: str | None = None) -> Iterator[Path]:
+    for name, directory in shipped_packages().items():
+        if top is None or name.split(".")[0] == top:
+            yield from sorted(directory.glob("*.py"))
 
 
-def imported_third_party() -> dict[str, set[str]]:
-    """Third-party top-level module -> the shipped modules importing it."""
+def imported_third_party(top: str | None = None) -> dict[str, set[str]]:
+    """Third-party top-level module -> the shipped modules (of package `top`) importing it."""
     found: dict[str, set[str]] = {}
-    for path in shipped_modules():
+    for path in shipped_modules(top):
         visitor = _RuntimeImports()
         visitor.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
         for name in visitor.names - set(sys.stdlib_module_names):
@@ -139,19 +166,31 @@ def test_shipped_code_imports_no_first_party_package_the_wheel_leaves_out() -> N
     assert not left_out, f"the installed CLI would fail to import these: {left_out}"
 
 
-def test_the_declared_dependencies_are_exactly_what_the_shipped_code_imports() -> None:
+def distributions_imported(top: str) -> set[str]:
     providers = importlib.metadata.packages_distributions()
     imported = {
-        name: where for name, where in imported_third_party().items() if name not in FIRST_PARTY
+        name: where for name, where in imported_third_party(top).items() if name not in FIRST_PARTY
     }
     unknown = {name: where for name, where in imported.items() if name not in providers}
     assert not unknown, f"imported but not installed here: {unknown}"
-    needed = {canonicalize_name(dist) for name in imported for dist in providers[name]}
-    runtime = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
+    return {canonicalize_name(dist) for name in imported for dist in providers[name]}
+
+
+def test_the_librarys_dependencies_are_exactly_what_the_library_imports() -> None:
+    needed = distributions_imported("saga_index")
+    runtime = {canonicalize_name(r.name) for r in library_requirements()}
 
     assert needed - runtime == set(), (
         f"imported at run time but not in [project].dependencies: {sorted(needed - runtime)}"
     )
     assert runtime - needed == set(), (
-        f"declared but never imported by the shipped code: {sorted(runtime - needed)}"
+        f"declared but never imported by the library: {sorted(runtime - needed)}"
     )
+
+
+def test_the_cli_extra_is_exactly_what_the_cli_and_the_library_import() -> None:
+    needed = distributions_imported("saga_index_cli") | distributions_imported("saga_index")
+    cli = {canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["cli"]}
+
+    assert needed - cli == set(), f"the CLI imports, the cli extra lacks: {sorted(needed - cli)}"
+    assert cli - needed == set(), f"in the cli extra, never imported: {sorted(cli - needed)}"

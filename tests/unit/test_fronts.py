@@ -43,10 +43,17 @@ def front_names(package_dir: Path) -> list[str] | None:
 
 
 def bound_names(package_dir: Path) -> set[str]:
-    """What a package's __init__.py binds at its top level (imports, definitions)."""
+    """What a package's __init__.py binds at its top level (imports, definitions); with a module
+    `__getattr__` (names loaded on first use, PEP 562), also what it imports for type checkers
+    under `if TYPE_CHECKING:`."""
     tree = ast.parse((package_dir / "__init__.py").read_text(encoding="utf-8"))
     names: set[str] = set()
-    for node in tree.body:
+    body = list(tree.body)
+    if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in body):
+        for node in tree.body:
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                body += node.body
+    for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.FunctionDef | ast.ClassDef):

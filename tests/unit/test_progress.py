@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import threading
 from typing import Any
 
@@ -326,3 +327,23 @@ def test_the_backfill_counts_the_rows_it_moved_against_the_rows_to_move(
     moved, paused = [r.getMessage() for r in caplog.records]
     assert moved.startswith("forward: rows moved: 4 of 10 rows (40.0 %), ")
     assert ", paused, ETA paused, " in paused
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_bar_keeps_a_useful_width_beside_a_long_detail(width: int) -> None:
+    clock = FakeClock()
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=width, color_system=None)
+    with LiveProgress(console=console, log_interval=0.0, clock=clock) as display:
+        step = display.step("forward: rows moved", total=12_000, unit="rows")
+        clock.now += 90
+        # Nearly done: the bar's filled cells are nearly its width.
+        step.update(
+            completed=11_990, detail="scanned 15,000 · re-stamped 11,990 (133.2/s), paused no"
+        )
+        display._progress.refresh()
+        frame = screen.getvalue().rsplit("\x1b[2K", 2)
+    drawn = "".join(frame[-2:])
+    bar = max(len(run) for run in re.findall("[━╸]+", drawn))
+    assert bar >= progress.BAR_MIN_CELLS - 1, drawn
+    assert "re-stamped 11,990" in drawn  # the detail, on its own line

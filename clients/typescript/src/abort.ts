@@ -27,17 +27,61 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undef
   });
 }
 
-/** A controller that aborts when `parent` does (and can be aborted on its own); `dispose` unlinks. */
-export function linkedController(parent: AbortSignal | undefined): { controller: AbortController; dispose: () => void } {
-  const controller = new AbortController();
-  if (parent === undefined) return { controller, dispose: () => undefined };
-  if (parent.aborted) {
-    controller.abort(parent.reason);
-    return { controller, dispose: () => undefined };
+/**
+ * The requests of one call. The caller's signal gets one listener for the whole call, removed by
+ * `dispose`; each request gets an AbortController of its own, which `abort` (the caller's abort,
+ * or the call ending early) aborts. The SDK adds a listener to the signal of every request it
+ * sends, so handing it one signal shared by a call's many Queries (64 shards, 16 in flight) would
+ * pile up listeners on that signal past Node's limit of 10 (MaxListenersExceededWarning); a
+ * request's own signal carries only the SDK's listener and is dropped when the request ends.
+ */
+export class RequestScope {
+  private readonly live = new Set<AbortController>();
+  private stopped: { readonly reason: unknown } | null = null;
+  private readonly unlink: () => void;
+
+  constructor(readonly signal: AbortSignal | undefined) {
+    if (signal === undefined) {
+      this.unlink = () => undefined;
+    } else if (signal.aborted) {
+      this.stopped = { reason: signal.reason };
+      this.unlink = () => undefined;
+    } else {
+      const onAbort = (): void => this.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.unlink = () => signal.removeEventListener('abort', onAbort);
+    }
   }
-  const onAbort = (): void => controller.abort(parent.reason);
-  parent.addEventListener('abort', onAbort, { once: true });
-  return { controller, dispose: () => parent.removeEventListener('abort', onAbort) };
+
+  /** Whether the call was aborted (by its caller, or by ending early). */
+  get aborted(): boolean {
+    return this.stopped !== null;
+  }
+
+  /** `request` given a signal of its own that this scope's abort aborts. */
+  async run<T>(request: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    if (this.stopped !== null) controller.abort(this.stopped.reason);
+    else this.live.add(controller);
+    try {
+      return await request(controller.signal);
+    } finally {
+      this.live.delete(controller);
+    }
+  }
+
+  /** Aborts every request in flight and every later one. */
+  abort(reason: unknown = new DOMException('This operation was aborted', 'AbortError')): void {
+    if (this.stopped !== null) return;
+    this.stopped = { reason };
+    for (const controller of this.live) controller.abort(reason);
+    this.live.clear();
+  }
+
+  /** Removes the listener on the caller's signal; the call is over. */
+  dispose(): void {
+    this.unlink();
+  }
 }
 
 /** The check every public call makes first: a signal given must be an AbortSignal. */

@@ -6,6 +6,7 @@ import { sameLayout } from './layout.js';
 import {
   CONTROL_PK,
   HISTORY_SK_PREFIX,
+  parseHistoryFlags,
   parseHistoryItem,
   parseStateItem,
   STATE_SK,
@@ -35,21 +36,8 @@ interface HistoryEntry {
 }
 
 function historyEntry(item: Item): HistoryEntry {
-  const flag = (name: string, fallback: boolean): boolean => {
-    const value = item[name];
-    if (value === undefined) return fallback;
-    if (value.BOOL === undefined) {
-      throw new ControlRecordInvalidError(
-        `history item ${JSON.stringify(item.SK?.S)}: ${name} must be a boolean`,
-      );
-    }
-    return value.BOOL;
-  };
-  return {
-    transition: parseHistoryItem(item),
-    applied: flag('applied', true),
-    abandoned: flag('abandoned', false),
-  };
+  // The transition first, then the flags: the record's parts in the Python reader's order.
+  return { transition: parseHistoryItem(item), ...parseHistoryFlags(item) };
 }
 
 /**

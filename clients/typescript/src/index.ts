@@ -2,7 +2,7 @@
 // says (docs/control-contract.md), with the shard contract (docs/shard-contract.md). This module
 // is the package's whole public surface; test/surface.test.ts pins its names.
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { checkSignal, untilAborted } from './abort.js';
+import { checkSignal, RequestScope, untilAborted } from './abort.js';
 import { asConfigurationError } from './configuration.js';
 import {
   ControlStateCache,
@@ -28,6 +28,8 @@ import {
   type RawItem,
 } from './reads.js';
 import { enumerationStages, readKeys, writeKey, type ControlState } from './routing.js';
+import { parseCursor, readPage, validateLimit } from './paging.js';
+import type { Enumeration } from './cursor.js';
 import type { SagaRow } from './rows.js';
 import { unmarshallItem } from './unmarshall.js';
 
@@ -43,6 +45,12 @@ export {
   type RefusalKind,
 } from './errors.js';
 export { SagaIndexConfigurationError } from './configuration.js';
+export {
+  CursorLayoutChangedError,
+  InvalidCursorError,
+  PagingDuringMoveError,
+  MAX_PAGE_LIMIT,
+} from './cursor.js';
 export { shardOf, DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT } from './shard.js';
 export { validatePersonId, MAX_SORT_KEY_BYTES } from './person.js';
 export { layoutName, type Layout, type Phase } from './layout.js';
@@ -90,6 +98,19 @@ export interface SagaIndexOptions<Row extends SagaRow = SagaRow> extends CacheOp
   readonly pageSize?: number;
   /** Epoch milliseconds of the wall clock the writers' switch is judged by (tests only). */
   readonly wallClock?: () => number;
+}
+
+/** Options of a page: at most `limit` rows (1-1000), after `cursor` (the previous page's). */
+export interface PageOptions extends CallOptions {
+  readonly limit: number;
+  /** The `cursor` of the previous page as given; absent or null for the first page. */
+  readonly cursor?: string | null;
+}
+
+/** A page of an enumeration, and the cursor of the next one (null after the last page). */
+export interface SagaPage<Row extends SagaRow = SagaRow> {
+  readonly rows: Row[];
+  readonly cursor: string | null;
 }
 
 /** The keys a writer stamps on a saga row now. */
@@ -197,7 +218,12 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const signal = checkSignal(options.signal);
     const p = person(personId);
     const state = await this.current(signal);
-    return (await this.readPerson(state, p, signal)).map(this.toRow);
+    const scope = new RequestScope(signal);
+    try {
+      return (await this.readPerson(state, p, scope)).map(this.toRow);
+    } finally {
+      scope.dispose();
+    }
   }
 
   /**
@@ -209,15 +235,21 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const ids = [...new Set(personIds)];
     const people = ids.map((id) => person(id));
     const state = await this.current(signal);
-    const rows = await boundedAll(
-      people,
-      // Each person's Queries run one after the other, so this bounds the Queries in flight.
-      this.limit,
-      (p) => this.readPerson(state, p, signal),
-      (p) => `personId ${quoted(p.id)}`,
-      this.target,
-      signal,
-    );
+    const scope = new RequestScope(signal);
+    let rows: RawItem[][];
+    try {
+      rows = await boundedAll(
+        people,
+        // Each person's Queries run one after the other, so this bounds the Queries in flight.
+        this.limit,
+        (p) => this.readPerson(state, p, scope),
+        (p) => `personId ${quoted(p.id)}`,
+        this.target,
+        signal,
+      );
+    } finally {
+      scope.dispose();
+    }
     return new Map(ids.map((id, n) => [id, (rows[n] ?? []).map(this.toRow)]));
   }
 
@@ -243,6 +275,30 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
   /** getAllSagas page by page, as pagesOfOpenSagas. */
   pagesOfAllSagas(options: CallOptions = {}): AsyncGenerator<Row[], void, undefined> {
     return this.pages(false, checkSignal(options.signal));
+  }
+
+  /**
+   * At most `limit` open sagas in read order, and the cursor of the next page (null after the
+   * last one): "the next 50" of a list page. At rest only: while rows move it throws
+   * PagingDuringMoveError (use getAllOpenSagas); a cursor taken under another layout throws
+   * CursorLayoutChangedError, one that does not parse InvalidCursorError (before any request).
+   */
+  async pageOfOpenSagas(options: PageOptions): Promise<SagaPage<Row>> {
+    return this.page('open', options);
+  }
+
+  /** pageOfOpenSagas for every saga. */
+  async pageOfAllSagas(options: PageOptions): Promise<SagaPage<Row>> {
+    return this.page('all', options);
+  }
+
+  private async page(of: Enumeration, options: PageOptions): Promise<SagaPage<Row>> {
+    const signal = checkSignal(options.signal);
+    const limit = validateLimit(options.limit);
+    const cursor = parseCursor(options.cursor);
+    const state = await this.current(signal);
+    const page = await readPage(this.target, enumerationStages(state), of, { limit, cursor, signal });
+    return { rows: page.rows.map(this.toRow), cursor: page.cursor };
   }
 
   private async *pages(openOnly: boolean, signal: AbortSignal | undefined): AsyncGenerator<Row[], void, undefined> {
@@ -290,15 +346,15 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     }
   }
 
-  private async readPerson(state: ControlState, p: Person, signal: AbortSignal | undefined): Promise<RawItem[]> {
+  private async readPerson(state: ControlState, p: Person, scope: RequestScope): Promise<RawItem[]> {
     const merged = new Map<string, RawItem>();
     // Sequential on purpose: the key rows move away from is read to its end first.
     for (const key of readKeys(state, p)) {
       let items: RawItem[];
       try {
-        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, signal);
+        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, scope);
       } catch (err) {
-        throw readFailure(new Map([[key, err]]), this.target, signal);
+        throw readFailure(new Map([[key, err]]), this.target, scope.signal);
       }
       for (const item of items) {
         // begins_with(personId + "#") also matches a person whose id extends this one.

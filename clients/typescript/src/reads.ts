@@ -3,7 +3,7 @@
 // stage in parallel, merged on the table key (PK, SK) with the later read winning. Reads stream
 // page by page, so an enumeration holds a page per partition in flight rather than the history.
 import { QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { linkedController } from './abort.js';
+import { RequestScope } from './abort.js';
 import { asConfigurationError } from './configuration.js';
 import { IncompleteEnumerationError } from './errors.js';
 import { parseGsi4sk } from './keys.js';
@@ -28,7 +28,7 @@ export interface PartitionQuery {
   readonly openOnly?: boolean;
 }
 
-function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['input'] {
+export function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['input'] {
   const names: Record<string, string> = { '#pk': 'GSI4PK' };
   const values: Record<string, AttributeValue> = { ':pk': { S: query.gsi4pk } };
   let condition = '#pk = :pk';
@@ -60,14 +60,15 @@ function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['i
 export async function* partitionPages(
   target: QueryTarget,
   query: PartitionQuery,
-  signal?: AbortSignal,
+  scope?: RequestScope,
 ): AsyncGenerator<RawItem[], void, undefined> {
   const input = queryInput(target, query);
-  const options = signal === undefined ? undefined : { abortSignal: signal };
   let start: RawItem | undefined;
   do {
     const command = new QueryCommand(start === undefined ? input : { ...input, ExclusiveStartKey: start });
-    const page = await target.client.send(command, options);
+    const page = await (scope === undefined
+      ? target.client.send(command)
+      : scope.run((abortSignal) => target.client.send(command, { abortSignal })));
     yield page.Items ?? [];
     start = page.LastEvaluatedKey;
   } while (start !== undefined && Object.keys(start).length > 0);
@@ -77,10 +78,10 @@ export async function* partitionPages(
 export async function queryPartition(
   target: QueryTarget,
   query: PartitionQuery,
-  signal?: AbortSignal,
+  scope?: RequestScope,
 ): Promise<RawItem[]> {
   const items: RawItem[] = [];
-  for await (const page of partitionPages(target, query, signal)) items.push(...page);
+  for await (const page of partitionPages(target, query, scope)) items.push(...page);
   return items;
 }
 
@@ -159,7 +160,7 @@ export async function* stagePages(
   keys: readonly string[],
   options: { readonly limit: number; readonly openOnly: boolean; readonly signal?: AbortSignal | undefined },
 ): AsyncGenerator<RawItem[], void, undefined> {
-  const { controller, dispose } = linkedController(options.signal);
+  const scope = new RequestScope(options.signal);
   const readers = new Map<number, Reader>();
   const failures = new Map<string, unknown>();
   let next = 0;
@@ -172,7 +173,7 @@ export async function* stagePages(
   };
   const start = (slot: number): void => {
     const key = keys[next++] as string;
-    advance(slot, key, partitionPages(target, { gsi4pk: key, openOnly: options.openOnly }, controller.signal));
+    advance(slot, key, partitionPages(target, { gsi4pk: key, openOnly: options.openOnly }, scope));
   };
   try {
     for (let slot = 0; slot < Math.min(options.limit, keys.length); slot++) start(slot);
@@ -196,12 +197,12 @@ export async function* stagePages(
     }
   } finally {
     // Only reached with readers left when the consumer stopped early or a read threw.
-    controller.abort();
+    scope.abort();
     for (const reader of readers.values()) {
       await reader.pending;
       await reader.pages.return(undefined).catch(() => undefined);
     }
-    dispose();
+    scope.dispose();
   }
 }
 

@@ -1,13 +1,30 @@
 // The control record's items, parsed strictly (docs/control-contract.md, "STATE attributes").
-// A reader refuses what does not parse. The attributes are one table (PARTS, below), the same
-// list as the Python library's record/schema.py: the tests check it against the `attributes`
-// of docs/contract-vectors.json, and every refused item there against the kind and attribute
-// of this parser's ControlItemInvalidError. Checked in the Python decoder's order: each part's
-// attributes in the table's order, then the rules across attributes, then `phase`.
+// A reader refuses what does not parse. The attributes and the grammar of their values are
+// record-schema.ts, generated from the Python library's one declaration of them (record/schema.py
+// and record/grammar.py) by `python -m devkit.ts_record`: this file holds only how a part is
+// read. The tests check the table against the `attributes` and `grammar` of
+// docs/contract-vectors.json, every refused item there against the kind and attribute of this
+// parser's ControlItemInvalidError, and docs/contract-corpus.json's mutated records against the
+// Python reader's answers. Checked in the Python decoder's order: each part's attributes in the
+// table's order, then the rules across attributes, then `phase`.
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { ControlItemInvalidError, InvalidShardCountError, type RefusalKind } from './errors.js';
 import { LEGACY, layoutName, phaseOf, sameLayout, sharded, type Layout, type Phase } from './layout.js';
+import {
+  COMPLETION,
+  CONTROLS,
+  DYNAMO_TYPES,
+  GRAMMAR,
+  HISTORY_FLAGS,
+  LEASE,
+  PARTS,
+  TRANSITION,
+  type AttributeSpec,
+  type PartSpec,
+  type ValueKind,
+} from './record-schema.js';
 
+export type { ValueKind } from './record-schema.js';
 export type Item = Record<string, AttributeValue>;
 
 export const CONTROL_PK = 'RSAGA_INDEX#CONTROL';
@@ -15,141 +32,10 @@ export const STATE_SK = 'STATE';
 export const HISTORY_SK_PREFIX = 'HISTORY#';
 const ENTITY_STATE = 'RenewalSagaIndexControl';
 const ENTITY_HISTORY = 'RenewalSagaIndexControlHistory';
-const TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-/** What an attribute holds: its DynamoDB type and the rule a reader checks. */
-export type ValueKind =
-  | 'string'
-  | 'integer'
-  | 'number'
-  | 'boolean'
-  | 'time'
-  | 'strings'
-  | 'layout'
-  | 'shardCount'
-  | 'phase'
-  | 'direction';
-
-const DYNAMO_TYPES: Readonly<Record<ValueKind, 'S' | 'N' | 'BOOL' | 'L'>> = {
-  string: 'S',
-  integer: 'N',
-  number: 'N',
-  boolean: 'BOOL',
-  time: 'S',
-  strings: 'L',
-  layout: 'S',
-  shardCount: 'N',
-  phase: 'S',
-  direction: 'S',
-};
-
-interface AttributeSpec {
-  readonly name: string;
-  readonly value: ValueKind;
-  readonly optional?: boolean;
-  /** What an absent optional attribute reads as (null unless given). */
-  readonly absent?: unknown;
-  /** A layout's shard-count attribute. */
-  readonly count?: string;
-}
-
-interface PartSpec {
-  readonly name: string;
-  readonly items: readonly ('STATE' | 'HISTORY')[];
-  /** The attribute whose presence puts the whole part on the item; each is then required. */
-  readonly presentIf: string | null;
-  readonly attributes: readonly AttributeSpec[];
-}
-
-const layoutPair = (kind: string, count: string, optional: boolean): AttributeSpec[] => [
-  { name: kind, value: 'layout', optional, count },
-  { name: count, value: 'shardCount', optional: true },
-];
-
-const TRANSITION: PartSpec = {
-  name: 'transition',
-  items: ['STATE', 'HISTORY'],
-  presentIf: null,
-  attributes: [
-    ...layoutPair('layout', 'shardCount', false),
-    ...layoutPair('movingToLayout', 'movingToShardCount', true),
-    // Derived from the layouts: `phase` is checked against them, `previousPhase` is not read.
-    { name: 'phase', value: 'phase' },
-    ...layoutPair('previousLayout', 'previousShardCount', false),
-    ...layoutPair('previousMovingToLayout', 'previousMovingToShardCount', true),
-    { name: 'previousPhase', value: 'phase' },
-    { name: 'version', value: 'integer' },
-    { name: 'changedAt', value: 'time' },
-    { name: 'changedBy', value: 'string' },
-    { name: 'reason', value: 'string' },
-    { name: 'effectiveAt', value: 'time' },
-    // Absent only on items written before it existed: then writers stamp `layout`.
-    ...layoutPair('priorWriteLayout', 'priorWriteShardCount', true),
-    { name: 'checksPassed', value: 'strings', optional: true, absent: [] },
-    { name: 'checksForced', value: 'strings', optional: true, absent: [] },
-  ],
-};
-
-const LEASE: PartSpec = {
-  name: 'lease',
-  items: ['STATE'],
-  presentIf: 'leaseToken',
-  attributes: [
-    { name: 'leaseHolder', value: 'string' },
-    { name: 'leaseToken', value: 'string' },
-    { name: 'leaseDirection', value: 'direction' },
-    { name: 'leaseAcquiredAt', value: 'time' },
-    { name: 'leaseHeartbeatAt', value: 'time' },
-    { name: 'leaseExpiresAt', value: 'time' },
-    { name: 'leaseStateVersion', value: 'integer' },
-  ],
-};
-
-const CONTROLS: PartSpec = {
-  name: 'backfill controls',
-  items: ['STATE'],
-  presentIf: null,
-  attributes: [
-    { name: 'backfillMaxWritesPerSecond', value: 'number', optional: true },
-    { name: 'backfillPaused', value: 'boolean', optional: true, absent: false },
-    { name: 'leaseEpoch', value: 'integer', optional: true },
-  ],
-};
-
-const COMPLETION: PartSpec = {
-  name: 'last backfill',
-  items: ['STATE'],
-  presentIf: 'lastBackfillDirection',
-  attributes: [
-    { name: 'lastBackfillDirection', value: 'direction' },
-    ...layoutPair('lastBackfillSourceLayout', 'lastBackfillSourceShardCount', false),
-    ...layoutPair('lastBackfillTargetLayout', 'lastBackfillTargetShardCount', false),
-    { name: 'lastBackfillStateVersion', value: 'integer' },
-    { name: 'lastBackfillStartedAt', value: 'time' },
-    { name: 'lastBackfillCompletedAt', value: 'time' },
-    { name: 'lastBackfillScanned', value: 'integer' },
-    { name: 'lastBackfillRestamped', value: 'integer' },
-    { name: 'lastBackfillAnomalies', value: 'integer' },
-    { name: 'lastBackfillComplete', value: 'boolean' },
-    { name: 'lastBackfillVerified', value: 'boolean' },
-    { name: 'lastBackfillHolder', value: 'string' },
-    { name: 'lastBackfillLeaseToken', value: 'string' },
-  ],
-};
-
-// HISTORY intents (docs/control-contract.md, "The record"): this package follows the newest
-// HISTORY item when STATE is missing and does not read them, but they are part of the record.
-const HISTORY_FLAGS: PartSpec = {
-  name: 'history flags',
-  items: ['HISTORY'],
-  presentIf: null,
-  attributes: [
-    { name: 'applied', value: 'boolean', optional: true, absent: true },
-    { name: 'abandoned', value: 'boolean', optional: true, absent: false },
-  ],
-};
-
-const PARTS: readonly PartSpec[] = [TRANSITION, LEASE, CONTROLS, COMPLETION, HISTORY_FLAGS];
+// The grammar's patterns match a whole value; they use `[0-9]`, never a Unicode-aware class.
+const TIME = new RegExp(`^(?:${GRAMMAR.timePattern})$`);
+const NUMBER = new RegExp(`^(?:${GRAMMAR.numberPattern})$`);
+const MAX_INTEGER = BigInt(GRAMMAR.maxInteger);
 
 /** One attribute as docs/contract-vectors.json lists it. */
 export interface RecordAttribute {
@@ -160,6 +46,8 @@ export interface RecordAttribute {
   readonly value: ValueKind;
   readonly optional: boolean;
   readonly requiredWith: string | null;
+  readonly absent: null | boolean | readonly string[];
+  readonly count: string | null;
 }
 
 /** Every attribute of a STATE or HISTORY item this parser knows, in the table's order. */
@@ -170,8 +58,10 @@ export const RECORD_ATTRIBUTES: readonly RecordAttribute[] = PARTS.flatMap((part
     items: [...part.items],
     type: DYNAMO_TYPES[a.value],
     value: a.value,
-    optional: a.optional === true || part.presentIf !== null,
+    optional: a.optional || part.presentIf !== null,
     requiredWith: part.presentIf !== a.name ? part.presentIf : null,
+    absent: a.absent,
+    count: a.count,
   })),
 );
 
@@ -244,7 +134,7 @@ function readPart(item: Item, part: PartSpec): Values | null {
   const values = new Map<string, unknown>();
   for (const a of part.attributes) {
     if (a.value === 'shardCount' || a.value === 'phase') continue;
-    values.set(a.name, readAttribute(item, a, part.presentIf !== null || a.optional !== true));
+    values.set(a.name, readAttribute(item, a, part.presentIf !== null || !a.optional));
   }
   return values;
 }
@@ -256,7 +146,7 @@ function readAttribute(item: Item, a: AttributeSpec, required: boolean): unknown
     return layout;
   }
   const value = get(item, a.name);
-  if (value === undefined && !required) return a.absent ?? null;
+  if (value === undefined && !required) return a.absent;
   switch (a.value) {
     case 'string':
       return value?.S ?? wrongValue(value, a.name, 'a string');
@@ -316,6 +206,23 @@ export function parseHistoryItem(item: Item): Transition {
     );
   }
   return transition;
+}
+
+/** A HISTORY item's flags: whether a STATE write of it was confirmed (`applied`; absent or
+ * NULL on items written before intents existed: true) or seen to fail (`abandoned`). A flag
+ * that breaks the contract is refused as any attribute is, naming the item. */
+export function parseHistoryFlags(item: Item): { applied: boolean; abandoned: boolean } {
+  try {
+    const values = readPart(item, HISTORY_FLAGS) as Values;
+    return { applied: values.get('applied') as boolean, abandoned: values.get('abandoned') as boolean };
+  } catch (err) {
+    if (!(err instanceof ControlItemInvalidError)) throw err;
+    throw new ControlItemInvalidError(
+      err.kind,
+      err.attribute,
+      `history item ${shown(get(item, 'SK'))}: ${err.message}`,
+    );
+  }
 }
 
 /** The transition attributes, shared by the STATE item and every HISTORY item. */
@@ -427,15 +334,47 @@ function parseLayout(item: Item, kindName: string, countName: string): Layout | 
   );
 }
 
-function number(value: AttributeValue | undefined, name: string): number {
+/** An N's text under the grammar (a plain decimal literal); anything else is refused. */
+function numberText(value: AttributeValue | undefined, name: string): string {
   if (value?.N === undefined) return wrongValue(value, name, 'a number');
-  return Number(value.N);
+  if (!NUMBER.test(value.N)) {
+    refuse('invalid-value', name, `${name} must be a decimal number, got ${JSON.stringify(value.N)}`);
+  }
+  return value.N;
+}
+
+function number(value: AttributeValue | undefined, name: string): number {
+  const n = Number(numberText(value, name));
+  if (!Number.isFinite(n)) refuse('invalid-value', name, `${name} must be a finite number, got ${value?.N}`);
+  return n;
+}
+
+/**
+ * The exact value of a decimal literal when it is whole, else null. Digits and a power of ten
+ * in BigInt, never a double: a double would round 2^53 + 1 to 2^53 and 1.0000000000000001 to 1,
+ * and accept as integers what the Python reader, which reads decimals exactly, refuses.
+ */
+function wholeValue(text: string): bigint | null {
+  const [mantissa = '', exponent = '0'] = text.toLowerCase().split('e');
+  const negative = mantissa.startsWith('-');
+  const [whole = '', fraction = ''] = (negative ? mantissa.slice(1) : mantissa).split('.');
+  const digits = (whole + fraction).replace(/^0+/, '');
+  const significant = digits.replace(/0+$/, '');
+  if (significant === '') return 0n;
+  const power = Number(exponent) - fraction.length + (digits.length - significant.length);
+  if (power < 0) return null;
+  const magnitude = BigInt(significant) * 10n ** BigInt(power);
+  return negative ? -magnitude : magnitude;
 }
 
 function int(value: AttributeValue | undefined, name: string): number {
-  const n = number(value, name);
-  if (!Number.isInteger(n)) refuse('invalid-value', name, `${name} must be an integer, got ${value?.N}`);
-  return n;
+  const text = numberText(value, name);
+  const whole = wholeValue(text);
+  if (whole === null) return refuse('invalid-value', name, `${name} must be an integer, got ${text}`);
+  if (whole > MAX_INTEGER || whole < -MAX_INTEGER) {
+    refuse('invalid-value', name, `${name} must be an integer of magnitude at most 2^53 - 1, got ${text}`);
+  }
+  return Number(whole);
 }
 
 function strings(value: AttributeValue | undefined, name: string): string[] {
@@ -446,26 +385,38 @@ function strings(value: AttributeValue | undefined, name: string): string[] {
   return list.map((v) => v.S as string);
 }
 
-// Python's BackfillDirection.parse: trimmed, any case; only a string can name one.
+// Exactly a word writers write: no trimming or case folding, which languages do differently.
 function direction(value: AttributeValue | undefined, name: string): 'forward' | 'rollback' {
-  const text = value?.S?.trim().toLowerCase();
+  const text = value?.S;
   if (text === 'forward' || text === 'rollback') return text;
   return refuse(
-    value?.S !== undefined ? 'invalid-value' : absentOrWrong(value),
+    text !== undefined ? 'invalid-value' : absentOrWrong(value),
     name,
     `${name} must be 'forward' or 'rollback', got ${shown(value)}`,
   );
 }
 
-/** A record time: UTC ISO-8601 with milliseconds and "Z", fixed width, and a real instant. */
+/**
+ * A record time: UTC ISO-8601 with milliseconds and "Z", fixed width in ASCII digits, from
+ * year 0001 (the Python reader's first), and a real instant.
+ */
 function time(value: AttributeValue | undefined, name: string): string {
   const text = value?.S;
   if (text === undefined) {
     return wrongValue(value, name, 'a UTC ISO-8601 time');
   }
   const at = new Date(text);
-  if (!TIME.test(text) || Number.isNaN(at.getTime()) || at.toISOString() !== text) {
-    refuse('invalid-value', name, `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got ${text}`);
+  if (
+    !TIME.test(text) ||
+    Number(text.slice(0, 4)) < GRAMMAR.firstYear ||
+    Number.isNaN(at.getTime()) ||
+    at.toISOString() !== text
+  ) {
+    refuse(
+      'invalid-value',
+      name,
+      `${name} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ' in ASCII digits from year 0001, got ${text}`,
+    );
   }
   return text;
 }

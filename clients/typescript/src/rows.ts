@@ -7,10 +7,12 @@
  * other attribute of the row as well (`updatedAt`, `leaseId`, ...), typed `unknown` here: give
  * `SagaIndex` a row type of your own (and a `parseRow` that checks it) to name them.
  *
- * A few production rows were written without a usable `personId` (missing, empty or not a
- * string: the drift check counts them as anomalies). Enumerations return those rows as stored,
- * as the Python library does, so their `personId` may not be a string at run time: a service
- * that must not trust that passes a `parseRow` that checks it.
+ * `personId` is `unknown` because that is what it may be at run time: a few production rows were
+ * written without a usable one (missing, empty or not a string: the drift check counts them as
+ * anomalies), and enumerations return those rows as stored, as the Python library does. Narrow it
+ * with `validatePersonId(row.personId)` (the string, or an `InvalidPersonIdError`), a `typeof`
+ * check, or a `parseRow` whose row type declares `personId: string`. A by-person read returns only
+ * rows whose `GSI4SK` names that person, whatever the row's own `personId` attribute holds.
  */
 export interface SagaRow {
   readonly [attribute: string]: unknown;
@@ -24,7 +26,8 @@ export interface SagaRow {
   readonly GSI4SK: string;
   readonly entityType: string;
   readonly sagaId: string;
-  readonly personId: string;
+  /** A string on every row written through `writeKeys`; see above for the rows that predate it. */
+  readonly personId: unknown;
   /** ISO-8601 UTC, never holds `#`. */
   readonly openedAt: string;
   /** One of the saga states; `OPEN_STATES` lists the open ones. */

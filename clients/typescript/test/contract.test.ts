@@ -26,6 +26,7 @@ import { followedState, needsLostRecordProbe } from '../src/control.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';
+import { GRAMMAR } from '../src/record-schema.js';
 import { docsJson } from './vectors.js';
 
 interface PersonRouting {
@@ -58,15 +59,19 @@ interface Vectors {
     state: Item | null;
     history: Item[];
     now: string;
-    expect: {
-      condition: string;
-      version: number;
-      phase: string;
-      probe: boolean;
-      persons: PersonRouting[];
-      stages: string[][];
-    };
+    // The state followed, or the refusal of an item no reader follows.
+    expect:
+      | {
+          condition: string;
+          version: number;
+          phase: string;
+          probe: boolean;
+          persons: PersonRouting[];
+          stages: string[][];
+        }
+      | { refusal: { kind: string; attribute: string } };
   }[];
+  grammar: typeof GRAMMAR;
   openStates: string[];
   timing: {
     cacheSeconds: number;
@@ -125,6 +130,10 @@ test('contract vectors: the record attributes this parser knows are the Python t
   assert.deepEqual(RECORD_ATTRIBUTES, vectors.attributes);
 });
 
+test('contract vectors: the grammar this parser checks values under is the Python one', () => {
+  assert.deepEqual(GRAMMAR, vectors.grammar);
+});
+
 test('contract vectors: every refusal kind is exercised', () => {
   const kinds = new Set(vectors.records.flatMap((r) => (r.refusal === null ? [] : [r.refusal.kind])));
   const all: RefusalKind[] = ['wrong-item', 'missing', 'unexpected', 'wrong-type', 'invalid-value', 'inconsistent'];
@@ -157,6 +166,18 @@ describe('contract vectors: the one missing-record rule (STATE, HISTORY applied,
   assert.ok(vectors.missingRecord.length > 0);
   for (const v of vectors.missingRecord) {
     test(v.name, () => {
+      if ('refusal' in v.expect) {
+        const wanted = v.expect.refusal;
+        assert.throws(
+          () => followedState(v.state, v.history),
+          (err: unknown) => {
+            assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
+            assert.deepEqual({ kind: err.kind, attribute: err.attribute }, wanted);
+            return true;
+          },
+        );
+        return;
+      }
       const state = followedState(v.state, v.history);
       assert.deepEqual(
         { condition: state.condition, version: state.version, phase: state.phase },

@@ -68,17 +68,24 @@ export class FakeDynamo {
       if (input.ConsistentRead === true) throw new Error('a GSI cannot be read consistently');
       rows = this.items
         .filter((i) => i.GSI4PK?.S === pk && (prefix === undefined || (i.GSI4SK?.S ?? '').startsWith(prefix)))
-        .sort((a, b) => ((a.GSI4SK?.S ?? '') < (b.GSI4SK?.S ?? '') ? -1 : 1));
+        .sort((a, b) => compareTuples(gsiOrder(a), gsiOrder(b)));
     } else {
       rows = this.items
         .filter((i) => i.PK?.S === pk && (prefix === undefined || (i.SK?.S ?? '').startsWith(prefix)))
-        .sort((a, b) => ((a.SK?.S ?? '') < (b.SK?.S ?? '') ? -1 : 1));
+        .sort((a, b) => compareTuples(tableOrder(a), tableOrder(b)));
       if (input.ScanIndexForward === false) rows.reverse();
     }
-    const start = Number(input.ExclusiveStartKey?.offset?.N ?? '0');
+    // Like DynamoDB, a page resumes after the key ExclusiveStartKey names (the row itself may be
+    // gone), and LastEvaluatedKey is the key of the last row the page evaluated.
+    const orderOf = input.IndexName !== undefined ? gsiOrder : tableOrder;
+    const direction = input.IndexName === undefined && input.ScanIndexForward === false ? -1 : 1;
+    const esk = input.ExclusiveStartKey;
+    const found = esk === undefined ? 0 : rows.findIndex((r) => direction * compareTuples(orderOf(r), orderOf(esk)) > 0);
+    const start = found < 0 ? rows.length : found;
     const limit = input.Limit ?? rows.length;
     let page = rows.slice(start, start + limit);
     const more = start + limit < rows.length;
+    const lastEvaluated = page[page.length - 1];
     if (input.FilterExpression !== undefined) {
       if (!/^#state IN \((:s\d+(, )?)+\)$/.test(input.FilterExpression)) {
         throw new Error(`the fake applies the open-state filter only, got ${input.FilterExpression}`);
@@ -88,7 +95,10 @@ export class FakeDynamo {
         .map(([, value]) => value.S);
       page = page.filter((i) => states.includes(i.state?.S));
     }
-    return { Items: page, ...(more ? { LastEvaluatedKey: { offset: { N: String(start + limit) } } } : {}) };
+    if (!more || lastEvaluated === undefined) return { Items: page };
+    const names = input.IndexName !== undefined ? ['GSI4PK', 'GSI4SK', 'PK', 'SK'] : ['PK', 'SK'];
+    const lastKey = Object.fromEntries(names.map((n) => [n, lastEvaluated[n] ?? { S: '' }]));
+    return { Items: page, LastEvaluatedKey: lastKey };
   }
 
   queriesOf(pk?: string): Record<string, unknown>[] {
@@ -97,6 +107,18 @@ export class FakeDynamo {
       .map((s) => s.input)
       .filter((i) => pk === undefined || (i.ExpressionAttributeValues as Item)[':pk']?.S === pk);
   }
+}
+
+const gsiOrder = (i: Item): string[] => [i.GSI4SK?.S ?? '', i.PK?.S ?? '', i.SK?.S ?? ''];
+const tableOrder = (i: Item): string[] => [i.SK?.S ?? ''];
+
+function compareTuples(a: readonly string[], b: readonly string[]): number {
+  for (let n = 0; n < a.length; n++) {
+    const x = a[n] ?? '';
+    const y = b[n] ?? '';
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
 }
 
 function abortError(): Error {

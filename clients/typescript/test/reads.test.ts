@@ -5,6 +5,7 @@ import {
   InvalidPersonIdError,
   SagaIndex,
   shardOf,
+  validatePersonId,
   type Item,
 } from '../src/internal.js';
 import { docsJson } from './vectors.js';
@@ -57,6 +58,25 @@ describe('reads against a fake DynamoDB', () => {
       GSI4SK: 'p-0#2026-07-10T12:00:00.000Z',
       amount: 12.5,
     });
+  });
+
+  test('a row without a usable personId comes back as stored, typed unknown', async () => {
+    const fake = new FakeDynamo();
+    const { personId: _dropped, ...missing } = sagaRow('s-missing', 'p-1', 'RenewalSaga');
+    fake.put(missing);
+    fake.put(sagaRow('s-number', 'p-2', 'RenewalSaga', 'OPENED', { personId: { N: '42' } }));
+    fake.put(sagaRow('s-ok', 'p-3', 'RenewalSaga'));
+    const rows = await index(fake).getAllSagas();
+    assert.deepEqual(
+      rows.map((r) => [r.sagaId, r.personId]),
+      [['s-missing', undefined], ['s-number', 42], ['s-ok', 'p-3']],
+    );
+    const [row] = rows;
+    assert.ok(row !== undefined);
+    // @ts-expect-error the type says what the row may hold: not necessarily a string
+    const unchecked: string = row.personId;
+    assert.equal(unchecked, undefined);
+    assert.throws(() => validatePersonId(row.personId), InvalidPersonIdError);
   });
 
   test('migrating: the legacy stage is read to its end before any shard key', async () => {

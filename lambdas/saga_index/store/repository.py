@@ -8,6 +8,8 @@ Reads
                parallel on a bounded pool, each to its last page. Merged, de-duplicated on the
                table key (the later read wins), in a deterministic order. Complete or
                EnumerationError naming every failed partition of the stage that failed.
+  pages        `page_of_all_sagas` / `page_of_open_sagas`: at most `limit` rows and an opaque
+               cursor of the next page, at rest only (store/paging.py, store/cursor.py).
 
 Why the source first: a row being re-stamped leaves its source key and arrives under its target
 key. Reading the source key to its end before the target key is read means a row that left the
@@ -25,10 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from saga_index.index import keys, names
-from saga_index.index.errors import InvalidKeyError
+from saga_index.index.errors import EnumerationError, InvalidKeyError
 from saga_index.index.keys import Person
 from saga_index.index.model import OPEN_STATES
+from saga_index.store.cursor import Enumeration
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.expressions import (
     Expression,
@@ -38,6 +43,7 @@ from saga_index.store.dynamo.expressions import (
 )
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.target import IndexTarget
+from saga_index.store.paging import SagaPage, read_page
 from saga_index.store.partitions import read_partitions
 from saga_index.store.plan import KeyPlan, enumeration_keys
 
@@ -154,6 +160,15 @@ class SagaRepository:
     def get_all_open_sagas(self) -> ReadResult:
         return self._enumerate(open_only=True)
 
+    def page_of_all_sagas(self, *, limit: int, cursor: str | None = None) -> SagaPage:
+        """At most `limit` sagas and the cursor of the next page (None after the last one); at
+        rest only (store/paging.py: PagingDuringMoveError while rows move)."""
+        return self._page("all", limit=limit, cursor=cursor)
+
+    def page_of_open_sagas(self, *, limit: int, cursor: str | None = None) -> SagaPage:
+        """page_of_all_sagas for the open sagas (filtered on the server: one stage)."""
+        return self._page("open", limit=limit, cursor=cursor)
+
     # ---- internals ----------------------------------------------------------------------
 
     def _enumerate(self, *, open_only: bool) -> ReadResult:
@@ -172,6 +187,25 @@ class SagaRepository:
         if open_only and not server_filter:
             merged = {k: v for k, v in merged.items() if v.get("state") in OPEN_STATES}
         return self._result(merged, requests, enumeration_keys(self.plan))
+
+    def _page(self, of: Enumeration, *, limit: int, cursor: str | None) -> SagaPage:
+        def fetch(
+            partition: str, start: Mapping[str, Any] | None, wanted: int
+        ) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None]:
+            request = self._query_request(partition, open_only=of == "open")
+            request["Limit"] = min(wanted, self.page_size or wanted)
+            if start is not None:
+                request["ExclusiveStartKey"] = start
+            try:
+                page = self.client.query(**request)
+            except (ClientError, BotoCoreError) as err:
+                raise EnumerationError({partition: err}) from err
+            rows = [deserialize(raw) for raw in page.get("Items", [])]
+            return rows, page.get("LastEvaluatedKey") or None
+
+        return read_page(
+            self.plan.enumeration_stages(), of, limit=limit, cursor=cursor, fetch=fetch
+        )
 
     def _read_stage_into(
         self,
@@ -200,16 +234,7 @@ class SagaRepository:
         self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
     ) -> _PartitionRead:
         """One partition read to its last page (a Query returns at most 1 MB per page)."""
-        condition = on_index_partition(gsi4pk)
-        if prefix is not None:
-            condition = all_of(condition, SORT_KEY_BEGINS.given({":prefix": {"S": prefix}}))
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": self.index_name,
-            **request_expressions(
-                key_condition=condition, filter=STILL_OPEN if open_only else None
-            ),
-        }
+        request = self._query_request(gsi4pk, prefix=prefix, open_only=open_only)
         if self.page_size is not None:
             request["Limit"] = self.page_size
         items: list[dict[str, Any]] = []
@@ -218,6 +243,20 @@ class SagaRepository:
             requests += 1
             items.extend(deserialize(raw) for raw in page.get("Items", []))
         return _PartitionRead(items=items, requests=requests)
+
+    def _query_request(
+        self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
+    ) -> dict[str, Any]:
+        condition = on_index_partition(gsi4pk)
+        if prefix is not None:
+            condition = all_of(condition, SORT_KEY_BEGINS.given({":prefix": {"S": prefix}}))
+        return {
+            "TableName": self.table_name,
+            "IndexName": self.index_name,
+            **request_expressions(
+                key_condition=condition, filter=STILL_OPEN if open_only else None
+            ),
+        }
 
     def _result(
         self,

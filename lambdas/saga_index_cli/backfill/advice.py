@@ -43,7 +43,7 @@ REFUSAL_ADVICE: Mapping[str, str] = {
     ),
     LeaseNotYetEffectiveError.__name__: (
         "nothing was written. Start the same command again once that time has passed "
-        "(`saga-index phase show` says `effective: true`)"
+        "(`saga-index phase show --wait` returns then)"
     ),
     "LeaseDirectionError": (
         "nothing was written. `saga-index phase show` names the phase: forward while "

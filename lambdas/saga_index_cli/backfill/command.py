@@ -24,9 +24,13 @@ from saga_index_cli.backfill.executions import (
 )
 from saga_index_cli.backfill.follow import follow_execution
 from saga_index_cli.backfill.local import run_locally
-from saga_index_cli.backfill.options import backfill_options, check_modes
+from saga_index_cli.backfill.options import REPORT_FILE, backfill_options, check_modes
 from saga_index_cli.backfill.output import report_failures
-from saga_index_cli.backfill.release import is_execution_lease, release_dead_local_lease
+from saga_index_cli.backfill.release import (
+    is_execution_lease,
+    nothing_holds_the_lease,
+    release_dead_local_lease,
+)
 from saga_index_cli.backfill.start import run_state_machine
 from saga_index_cli.backfill.stop import stop_command
 from saga_index_cli.context import CliContext
@@ -57,7 +61,7 @@ def backfill_group(
     max_writes_per_second: float,
     dry_run: bool,
     as_json: bool,
-    output: Path | None,
+    report_file: Path | None,
     overwrite: bool,
     deployed: bool,
     state_machine_arn: str | None,
@@ -84,14 +88,14 @@ def backfill_group(
          --follow/--stop: no execution running, or several (listed: pass one)
       5  not yet, nothing written: the state is younger than its effectiveAt, another run
          holds a live lease (--stop: a local holder's heartbeat is still fresh). The message
-         and the --output report (`retryAt`) say when the same command can succeed
+         and the --report-file report (`retryAt`) say when the same command can succeed
       6  interrupted, partly done: re-stamped rows, then failed, lost its lease or was
          stopped; the report says what it did (completionRecorded: false). The same command
          again finishes it
       2  bad usage or input, a --direction the record disagrees with (the message says
          which to give), a global --phase/--shards the record does not hold, or an
-         existing --output FILE without --overwrite that is not this command's own report
-         (the same command again replaces its own)
+         existing --report-file PATH without --overwrite that is not this command's own
+         report (the same command again replaces its own), an --output that is not a format
       4  could not complete: DynamoDB, Step Functions or CloudFormation could not be
          reached, refused the call or does not support it (the message names the service,
          its endpoint and the operation)
@@ -107,26 +111,29 @@ def backfill_group(
         return
     cli = ctx.find_object(CliContext)
     assert cli is not None
+    output = report_file
     check_modes(
         ctx,
         follow=follow,
         stop=stop,
         state_machine_arn=state_machine_arn,
         deployed=deployed,
-        output=output,
+        report_file=output,
     )
     # Every argument is checked before the first call to any service (exit 2).
     cli.require_table()
     if output is not None:
         check_output_file(
-            output, overwrite=overwrite, option="--output", same_command_replaces=True
+            output, overwrite=overwrite, option=REPORT_FILE, same_command_replaces=True
         )
     elif overwrite:
-        raise click.UsageError("--overwrite applies to --output FILE only", ctx=ctx)
+        raise click.UsageError(f"--overwrite applies to {REPORT_FILE} PATH only", ctx=ctx)
     if stop == THE_RUNNING_EXECUTION and state_machine_arn is None:
         # A lease held from an operator's shell is released here, with no state machine.
         lease = cli.control_store().read().lease
-        if lease is not None and not is_execution_lease(lease):
+        if lease is None:
+            sys.exit(nothing_holds_the_lease(cli, as_json))
+        if not is_execution_lease(lease):
             sys.exit(release_dead_local_lease(cli, lease, as_json))
     if follow is not None or stop is not None:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)

@@ -146,7 +146,15 @@ def report_followed(
             extra["segmentCause"] = failure.cause
     if followed.detached:
         extra["detached"] = True
+    if request.dry_run:
+        del extra["holder"]  # a dry run takes no lease
     extra.update(applied_cap_report(summary))
+    if followed.detached or status.get("error") == VERIFICATION_FAILED_ERROR:
+        # Detached: the run goes on. Verification failed: it finished with rows left to move.
+        code = EXIT_FAILED
+    else:
+        code = exit_code(summary, failed=final != "SUCCEEDED")
+    extra["exitCode"] = code
     estimate = estimate_dry_run(cli, summary) if final == "SUCCEEDED" else None
     print_report(
         summary, extra, as_json, output, estimate, cap_source(cli, summary.max_writes_per_second)
@@ -154,16 +162,13 @@ def report_followed(
     if followed.detached:
         click.echo(
             f"saga-index: detached from {execution_arn}, which is still RUNNING: follow it "
-            f"again with `saga-index backfill --follow {execution_arn}`, stop it with "
-            f"`saga-index backfill --stop {execution_arn}`",
+            f"again with `{cli.command_prefix()} backfill --follow {execution_arn}`, stop it "
+            f"with `{cli.command_prefix()} backfill --stop {execution_arn}`",
             err=True,
         )
-        return EXIT_FAILED
-    if final != "SUCCEEDED":
+    elif final != "SUCCEEDED":
         click.echo(f"saga-index: {failure_message(status, failure)}", err=True)
-    if status.get("error") == VERIFICATION_FAILED_ERROR:
-        return EXIT_FAILED  # the run finished; its read-back found rows left to move
-    return exit_code(summary, failed=final != "SUCCEEDED")
+    return code
 
 
 def failure_message(status: dict[str, Any], failure: SegmentFailure | None) -> str:

@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 from botocore.exceptions import BotoCoreError, ClientError
-from rich.console import Console
 
 from saga_index.index import INDEX_NAME, SagaIndexError
 from saga_index.layout_change.backfill import (
@@ -132,14 +131,14 @@ def run_locally(
     client = cli.client
     stop = threading.Event()
     total: int | None = None
-    if Console(stderr=True).is_terminal:
-        # Only for the bar's total and ETA: the rows the row rule moves, as the index shows
-        # them now (a re-shard's rows whose shard stays are not among them).
-        try:
-            with doing("counting the rows to move (the progress bar's total)"):
-                total = count_rows_to_move(client, table, index_name=INDEX_NAME, move=move)
-        except (ClientError, BotoCoreError) as err:
-            log.warning("could not count the rows to move (no ETA): %s", err)
+    # The progress's total and ETA, on the bar of a terminal as on the log lines of a pipe:
+    # the rows the row rule moves, as the index shows them now (a re-shard's rows whose shard
+    # stays are not among them).
+    try:
+        with doing("counting the rows to move (the progress's total)"):
+            total = count_rows_to_move(client, table, index_name=INDEX_NAME, move=move)
+    except (ClientError, BotoCoreError) as err:
+        log.warning("could not count the rows to move (no ETA): %s", err)
     label = f"{request.direction.value}{' dry run' if request.dry_run else ''}"
     progress = RunProgress(label=f"{label}: rows moved", total=total, unit="rows")
     started: list[RunTicket] = []
@@ -260,9 +259,13 @@ def _finish_local(
     cli: CliContext, outcome: LocalBackfill, as_json: bool, output: Path | None
 ) -> int:
     run, summary, ticket = outcome.run, outcome.summary, outcome.ticket
+    lost = outcome.lease_lost is not None
+    code = exit_code(summary, failed=bool(run.failures) or run.interrupted or lost)
     extra: dict[str, Any] = {
+        "exitCode": code,
         "failures": {str(k): v for k, v in run.failures.items()},
-        "holder": ticket.holder,
+        # A dry run takes no lease: no holder.
+        **({} if summary.dry_run else {"holder": ticket.holder}),
         "stateVersion": ticket.state_version,
         "startedAt": ticket.started_at,
         # What `phase set` checks: a complete run's completion in the record.
@@ -286,8 +289,6 @@ def _finish_local(
     print_report(
         summary, extra, as_json, output, estimate, cap_source(cli, summary.max_writes_per_second)
     )
-    lost = outcome.lease_lost is not None
-    code = exit_code(summary, failed=bool(run.failures) or run.interrupted or lost)
     if lost:
         click.echo(
             f"saga-index: the backfill lost its lease and stopped: {outcome.lease_lost}; "

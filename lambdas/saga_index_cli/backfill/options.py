@@ -24,7 +24,7 @@ from saga_index_cli.backfill.executions import (
 )
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.options import FiniteFloatRange
-from saga_index_cli.output import json_option, overwrite_option
+from saga_index_cli.output import format_options, overwrite_option
 from saga_index_cli.stack import stack_name_option
 
 
@@ -45,6 +45,10 @@ def _execution_arn(_: click.Context, __: click.Parameter, value: str | None) -> 
         "(arn:aws:states:<region>:<account>:execution:<state machine>:<name>); give none to "
         "take the state machine's one running execution"
     )
+
+
+# The option that writes a run's report to a file (--output is the format of stdout).
+REPORT_FILE = "--report-file"
 
 
 def _output_path(_: click.Context, __: click.Parameter, value: str | None) -> Path | None:
@@ -82,7 +86,7 @@ def check_modes(
     stop: str | None,
     state_machine_arn: str | None,
     deployed: bool,
-    output: Path | None,
+    report_file: Path | None,
 ) -> None:
     """Exit 2 for combinations that cannot mean one thing."""
     if follow is not None and stop is not None:
@@ -100,9 +104,11 @@ def check_modes(
                 f"{', '.join(run_options)}",
                 ctx=ctx,
             )
-    if stop is not None and output is not None:
+    if stop is not None and report_file is not None:
         raise click.UsageError(
-            "--output writes a run's report; --stop prints what it did (--json for JSON)", ctx=ctx
+            f"{REPORT_FILE} writes a run's report; --stop prints what it did (--output json "
+            "for JSON): drop it",
+            ctx=ctx,
         )
     if mode is None and state_machine_arn is None and not deployed:
         deployed_only = _given(ctx, _DEPLOYED_OPTIONS)
@@ -148,14 +154,15 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Scan and count what would move; write nothing. Estimates the real run: its time at "
         "--max-writes-per-second and the WCU it takes from the legacy key (JSON: `estimate`).",
     ),
-    json_option,
+    format_options(file_option=REPORT_FILE),
     click.option(
-        "--output",
-        metavar="FILE",
+        REPORT_FILE,
+        "report_file",
+        metavar="PATH",
         callback=_output_path,
-        help="Also write the JSON report to FILE (whatever the exit code; a run that ends "
+        help="Also write the JSON report to PATH (whatever the exit code; a run that ends "
         "before it started writes {refused, error, message, exitCode}): branch on the exit "
-        "code, read the report from the file. An existing FILE is refused (exit 2) without "
+        "code, read the report from the file. An existing PATH is refused (exit 2) without "
         "--overwrite.",
     ),
     overwrite_option,
@@ -193,7 +200,8 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Stop an execution of the state machine (without a value: its one running "
         "execution) and release the backfill lease it holds. Without a value, when a local "
         "run holds the lease: release it once that run is provably gone (its process gone "
-        "from this host, or no heartbeat for 60 s; exit 5 before). Exit 0 when done.",
+        "from this host, or no heartbeat for 60 s; exit 5 before); when no run holds it, "
+        "say so (nothing to stop). Exit 0 when done.",
     ),
     stack_name_option(
         "The deployed stack whose outputs name the state machine (--deployed, --follow, "

@@ -25,16 +25,17 @@ from saga_index.layout_change.backfill import BackfillSummary, SegmentCounts
 from saga_index.layout_change.record import ControlState
 from saga_index_cli.backfill.advice import BackfillRefusedError
 from saga_index_cli.context import CliContext
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.failures import EXIT_PARTIAL, exit_code_of, retry_at_of
 from saga_index_cli.output import emit, report_marker
 from saga_index_cli.progress import LiveProgress
 
 log = logging.getLogger("saga_index.cli.backfill")
 
-EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = 0, 1, 3
+EXIT_CLEAN, EXIT_FAILED, EXIT_ANOMALIES = ExitCode.OK, ExitCode.FOUND, ExitCode.REFUSED
 
 
-def exit_code(summary: BackfillSummary, *, failed: bool) -> int:
+def exit_code(summary: BackfillSummary, *, failed: bool) -> ExitCode:
     """0 complete and clean; 3 complete, anomalies remain; a run that failed or was
     interrupted: 6 (partly done) once it re-stamped a row, else 1; a complete run whose
     read-back found rows left to move: 1 (found)."""
@@ -94,7 +95,7 @@ def failure_report(err: BaseException) -> dict[str, Any]:
 @contextlib.contextmanager
 def report_failures(output: Path | None) -> Iterator[None]:
     """Around a run: when it ends in an error before its report was written (refused before it
-    started, the record unreadable, a service that could not be reached), --output FILE still
+    started, the record unreadable, a service that could not be reached), --report-file PATH still
     gets one, naming the error and the exit code the command exits with (stdout stays empty:
     the message on stderr says the same)."""
     try:
@@ -113,7 +114,55 @@ def report_failures(output: Path | None) -> Iterator[None]:
 
 
 def report_document(summary: BackfillSummary, extra: dict[str, Any]) -> dict[str, Any]:
-    return {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
+    """The JSON report: the summary, `remaining`, `extra`; each anomaly key with the
+    `repairCommand` that repairs it, the one the text report prints under it."""
+    document = {**summary.to_json(), "remaining": remaining_to_move(summary), **extra}
+    prefix = _cli_prefix()
+    document["anomalyKeys"] = [
+        {**key, "repairCommand": repair_command(prefix, key)}
+        for key in document.get("anomalyKeys", [])
+    ]
+    return document
+
+
+def repair_command(prefix: str, key: Any) -> str:
+    """The `repair-anomaly` command of one anomaly row, as it runs in any shell."""
+    return (
+        f"{prefix} repair-anomaly --pk {shlex.quote(str(key['PK']))} "
+        f"--sk {shlex.quote(str(key['SK']))} --from-lease --apply"
+    )
+
+
+def human(value: Any) -> str:
+    """A report value as people read it: no Python reprs (lists, dicts, True)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {human(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(human(item) for item in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _extra_lines(extra: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for key, value in extra.items():
+        if not value or key == "exitCode":
+            continue
+        if key == "segments":
+            lines.append("  segments")
+            lines += [
+                f"    segment {s['segment']}: scanned {s['scanned']}, re-stamped "
+                f"{s['restamped']}, {'done' if s['done'] else 'NOT done'}"
+                for s in value
+            ]
+        elif key == "failures":
+            lines += [f"  segment {n} failed: {why}" for n, why in value.items()]
+        else:
+            lines.append(f"  {key:<16} {human(value)}")
+    return lines
 
 
 def _cli_prefix() -> str:
@@ -121,14 +170,7 @@ def _cli_prefix() -> str:
     command printed as advice runs as it is, in any shell."""
     ctx = click.get_current_context(silent=True)
     cli = ctx.find_object(CliContext) if ctx is not None else None
-    words = ["saga-index"]
-    if cli is not None and cli.table:
-        words += ["--table", cli.table]
-    if cli is not None and cli.endpoint_url:
-        words += ["--endpoint-url", cli.endpoint_url]
-    if cli is not None and cli.region:
-        words += ["--region", cli.region]
-    return shlex.join(words)
+    return "saga-index" if cli is None else cli.command_prefix()
 
 
 def print_summary(
@@ -157,9 +199,7 @@ def print_summary(
     if summary.verification is not None:
         verdict = "ok" if summary.verification.ok else "FAILED"
         lines.append(f"  verification     {verdict}: {summary.verification.message}")
-    for key, value in extra.items():
-        if value:
-            lines.append(f"  {key:<16} {value}")
+    lines += _extra_lines(extra)
     if summary.anomaly_keys:
         rollback = summary.target is not None and summary.target.kind == "legacy"
         lines.append(
@@ -179,10 +219,7 @@ def print_summary(
             lines.append(
                 f"  PK={k['PK']} SK={k['SK']}" + (f"  ({k['reason']})" if k.get("reason") else "")
             )
-            lines.append(
-                f"    {prefix} repair-anomaly --pk {shlex.quote(str(k['PK']))} "
-                f"--sk {shlex.quote(str(k['SK']))} --from-lease --apply"
-            )
+            lines.append(f"    {repair_command(prefix, k)}")
     if summary.anomalies > len(summary.anomaly_keys):
         lines.append(f"  ... and {summary.anomalies - len(summary.anomaly_keys)} more")
     if output is not None:

@@ -117,3 +117,21 @@ def release_dead_local_lease(cli: CliContext, lease: Lease, as_json: bool) -> in
     else:
         click.echo("\n".join(outcome.lines()))
     return EXIT_CLEAN
+
+
+def nothing_holds_the_lease(cli: CliContext, as_json: bool) -> int:
+    """`--stop` without an ARN while no run holds the lease: no local lease to release, and no
+    execution to find through the stack (CloudFormation is not asked). Exit 0: nothing holds
+    the lease; the advice names how to stop an execution that has not taken it yet."""
+    prefix = cli.command_prefix()
+    message = (
+        "no backfill lease is held: no local run holds it and no Step Functions execution "
+        f"does, so there is nothing to release. `{prefix} status` shows the last run. An "
+        "execution that has not taken the lease yet is stopped by its ARN: "
+        f"`{prefix} backfill --stop EXECUTION_ARN`"
+    )
+    if as_json:
+        emit({"leaseHeld": False, "leaseReleased": False, "stopped": False, "message": message})
+    else:
+        click.echo(message)
+    return EXIT_CLEAN

@@ -12,7 +12,6 @@ import click
 
 from saga_index.index import InvalidInputError
 from saga_index.layout_change.record import (
-    ControlRecordInvalidError,
     ControlState,
     Phase,
     RecordCondition,
@@ -22,24 +21,32 @@ from saga_index.layout_change.record import (
 from saga_index.layout_change.transitions import (
     CheckOptions,
     PhaseChange,
-    completion_checks,
-    first_move_guard,
-    plan_move,
     repair_history,
-    set_phase,
 )
 from saga_index_cli.context import (
     CliContext,
     describe_routing,
     pass_cli,
 )
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
+from saga_index_cli.phase.change import (
+    ChangeRequest,
+    change_once,
+    change_when_settled,
+    read_state,
+)
 from saga_index_cli.phase.documents import history_document, record_document, record_lines
 from saga_index_cli.phase.restore import restore_command
-from saga_index_cli.phase.unchanged import is_already, print_unchanged, with_effective_line
+from saga_index_cli.phase.unchanged import print_unchanged, with_effective_line
+from saga_index_cli.phase.wait import interrupted_after_write, wait_until_effective
 
-EXIT_OK, EXIT_MISSING = 0, 1
+EXIT_OK, EXIT_MISSING = ExitCode.OK, ExitCode.FOUND
+WAIT_HELP = (
+    "Wait until the change is effective (effectiveAt has passed: every process follows it), "
+    "then print the record. Progress on stderr; Ctrl-C is safe (nothing is half-written)."
+)
 
 
 def _missing_warning(state: ControlState) -> None:
@@ -60,8 +67,9 @@ def phase_group() -> None:
 @phase_group.command("show")
 @json_option
 @click.option("--history", is_flag=True, help="Also list every transition, oldest first.")
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
 @pass_cli
-def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
+def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> None:
     """Print the control record: the state every reader and writer follows.
 
     The global --phase/--shards do not apply: this is the record as stored.
@@ -79,11 +87,17 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
     intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
     STATE write failed, never applied), ...).
 
+    --wait: first wait until the record's state is effective (its effectiveAt has passed;
+    the record is read again then, and waited for again if it changed meanwhile), then print
+    it: `effective: true`. Progress on stderr; Ctrl-C ends the wait, exit 1, nothing written.
+
     Exit 0 shown; 1 the record is missing (it is still shown, from its history) or cannot be
     read.
     """
     store = cli.control_store()
-    state = _read_state(cli)
+    state = read_state(cli)
+    if wait:
+        state = wait_until_effective(cli, state)
     doc = record_document(state, store.table_name, cli.now())
     if history:
         doc["history"] = [history_document(entry, state) for entry in store.history_entries()]
@@ -106,7 +120,9 @@ def show_command(cli: CliContext, as_json: bool, history: bool) -> None:
             )
         click.echo("\n".join(lines))
     _missing_warning(state)
-    raise click.exceptions.Exit(EXIT_MISSING if state.condition is RecordCondition.MISSING else 0)
+    raise click.exceptions.Exit(
+        EXIT_MISSING if state.condition is RecordCondition.MISSING else EXIT_OK
+    )
 
 
 def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
@@ -139,6 +155,7 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
     is_flag=True,
     help="Skip the checks of a completing move (recorded as checksForced in the history).",
 )
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
 @json_option
 @click.option(
     "--sample",
@@ -180,6 +197,7 @@ def set_command(
     recheck_delay: float,
     scan_rate: float,
     segments: int,
+    wait: bool,
 ) -> None:
     """Move the record to the given phase along an allowed edge (compare-and-set on its
     version).
@@ -235,50 +253,40 @@ def set_command(
          support it (the message names the endpoint and the operation); when that was the
          history intent or the STATE write, stderr also says the move was NOT applied
       5  not yet: a completing move (forced too) before the state's effectiveAt plus the
-         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME}; nothing
-         written: run it again at retryAt
+         in-flight margin (15 s); stdout {"retryLater": true, "retryAt": TIME, "failed":
+         [{name, passed, detail}]}: the move's checks that already fail (run read-only before
+         the answer, parity left to the change itself); nothing written: fix what failed,
+         run it again at retryAt
+      6  --wait interrupted (Ctrl-C) after the change was written: it stands; `phase show
+         --wait` waits for it
+
+    \b
+    --wait: a "not yet" with no failed check waits until retryAt and sets the phase then
+    (the checks run at that moment); once written, waits until the new state is effective
+    (effectiveAt), then prints it. Progress on stderr. Ctrl-C before the write: exit 1,
+    nothing written.
     """
-    store = cli.control_store()
-    state = _read_state(cli)
-    cli.require_overrides_agree(state)
-    if is_already(state, phase, shards):
-        # A runbook step run again (a script under `set -e`): the record already says it. A
-        # move whose answer was lost may have left its history item unconfirmed (or marked
-        # abandoned): the same command settles it from the STATE item.
-        settled = repair_history(store, state)
-        print_unchanged(cli, store.table_name, state, as_json, history_settled=settled)
-        return
-    # Refuse a move that is not allowed before anything expensive (exit 2).
-    move = plan_move(state, phase, shard_count=shards)
     options = CheckOptions(
         sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
-    checks = completion_checks(store, state, phase, options) if move.guarded else []
-    guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
-    change = set_phase(
-        store,
-        phase,
-        changed_by=cli.changed_by(),
-        reason=reason,
-        shard_count=shards,
-        force=force,
-        checks=checks,
-        guards=guards,
-        clock=cli.hooks.clock,
-        timing=cli.hooks.timing,
-    )
-    _print_change(cli, store.table_name, change, as_json)
-
-
-def _read_state(cli: CliContext) -> ControlState:
-    try:
-        return cli.read_state()
-    except ControlRecordInvalidError as err:
-        raise ControlRecordInvalidError(
-            f"the control record's STATE item does not parse ({err}): nothing can change it "
-            "until it is repaired. See it with `saga-index status`, repair it with "
-            "`saga-index phase restore` (docs/runbook.md)"
-        ) from err
+    request = ChangeRequest(phase, reason, shards, force, options)
+    table = cli.control_store().table_name
+    change = change_when_settled(cli, request) if wait else change_once(cli, request)
+    if change is None:
+        state = wait_until_effective(cli, cli.read_state()) if wait else cli.read_state()
+        # A runbook step run again (a script under `set -e`): the record already says it. A
+        # move whose answer was lost may have left its history item unconfirmed (or marked
+        # abandoned): the same command settles it from the STATE item.
+        settled = repair_history(cli.control_store(), state)
+        print_unchanged(cli, table, state, as_json, history_settled=settled)
+        return
+    if wait:
+        try:
+            wait_until_effective(cli, change.state)
+        except KeyboardInterrupt:
+            _print_change(cli, table, change, as_json)
+            raise interrupted_after_write(cli, change.state) from None
+    _print_change(cli, table, change, as_json)
 
 
 def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: bool) -> None:

@@ -17,6 +17,7 @@ from saga_index.index import STACK_NAME
 from saga_index.layout_change.record import ControlRecordInvalidError, RecordCondition
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
+from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.documents import record_document
 from saga_index_cli.status.report import alarm_states, backfill_document, drift_summary, row_counts
@@ -24,7 +25,7 @@ from saga_index_cli.status.screen import render
 from saga_index_cli.status.unreadable import print_unreadable, unreadable_document
 from saga_index_cli.waiting import doing
 
-EXIT_OK, EXIT_MISSING = 0, 1
+EXIT_OK, EXIT_MISSING = ExitCode.OK, ExitCode.FOUND
 
 
 @click.command("status")

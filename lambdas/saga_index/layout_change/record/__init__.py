@@ -5,6 +5,7 @@ that every reader and writer follows, changed only through guarded transitions.
   state     what one read of the record says, as values (pure)
   errors    the record's errors, each naming what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
+  grammar   what a value of each kind is on the wire, one rule for every reader's language
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes
@@ -30,6 +31,7 @@ from saga_index.layout_change.record.errors import (
     LeaseNotYetEffectiveError,
     PreconditionFailedError,
 )
+from saga_index.layout_change.record.grammar import deserialize_control_item, grammar_document
 from saga_index.layout_change.record.history import (
     HISTORY_ABANDONED,
     HISTORY_APPLIED,
@@ -53,8 +55,11 @@ from saga_index.layout_change.record.schema import (
     CONTROLS,
     HISTORY_FLAGS,
     LEASE,
+    PARTS,
     TRANSITION,
+    Attribute,
     Part,
+    Value,
     attributes_document,
 )
 from saga_index.layout_change.record.state import (
@@ -80,9 +85,11 @@ __all__ = [
     "LEASE_EXPIRES_AT",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
+    "PARTS",
     "SINGLE_COUNT_PHASES",
     "TRANSITION",
     "VERSION",
+    "Attribute",
     "BackfillCompletion",
     "BackfillDirection",
     "CheckResult",
@@ -106,10 +113,13 @@ __all__ = [
     "RecordCondition",
     "Routing",
     "Transition",
+    "Value",
     "WallClock",
     "attributes_document",
+    "deserialize_control_item",
     "followed_state",
     "format_time",
+    "grammar_document",
     "history_item",
     "items",
     "layouts_for_phase",

@@ -5,11 +5,13 @@ attribute and the kind of refusal (the contract vectors hold both for every refu
 
 The attributes of a part are read in the table's order; then the checks across attributes
 (the version, each state's two layouts, the prior write layout), then `phase` against its
-layouts. A NULL attribute deserialises to None and counts as absent.
+layouts. A NULL attribute deserialises to None and counts as absent. Every value is checked
+under record/grammar.py, the grammar the TypeScript package applies too.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
@@ -18,16 +20,18 @@ from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import LEGACY_KIND, SHARDED_KIND, Layout
 from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
+from saga_index.layout_change.record.grammar import DIRECTIONS, MAX_INTEGER, NumberText
 from saga_index.layout_change.record.items import (
     ENTITY_HISTORY,
     ENTITY_STATE,
     ENTITY_TYPE,
+    HISTORY_SK_PREFIX,
+    HISTORY_VERSION_DIGITS,
     MOVING_TO_LAYOUT,
     PHASE,
     PREVIOUS_MOVING_TO_LAYOUT,
     PRIOR_WRITE_LAYOUT,
     VERSION,
-    history_sk,
 )
 from saga_index.layout_change.record.phase import phase_of
 from saga_index.layout_change.record.schema import (
@@ -73,7 +77,10 @@ def parse_state_item(item: Mapping[str, Any]) -> ControlState:
 def parse_history_item(item: Mapping[str, Any]) -> Transition:
     _expect_entity(item, ENTITY_HISTORY)
     transition = parse_transition(item)
-    if item.get(TABLE_SORT_KEY) != history_sk(transition.version):
+    # Formatted, not history_sk: a version too wide for any written key is refused as a key
+    # that does not hold it, as every reader formats it, rather than failing the read.
+    expected = f"{HISTORY_SK_PREFIX}{transition.version:0{HISTORY_VERSION_DIGITS}d}"
+    if item.get(TABLE_SORT_KEY) != expected:
         _refuse(
             f"history item {item.get(TABLE_SORT_KEY)!r} holds version {transition.version}",
             Refusal.INCONSISTENT,
@@ -181,17 +188,29 @@ def _int(value: Any, name: str) -> int:
     number = _number(value, name)
     if isinstance(number, Decimal) and number != number.to_integral_value():
         _refuse(f"{name} must be an integer, got {number}", Refusal.INVALID_VALUE, name)
+    if number > MAX_INTEGER or number < -MAX_INTEGER:
+        _refuse(
+            f"{name} must be an integer of magnitude at most 2^53 - 1, got {number}",
+            Refusal.INVALID_VALUE,
+            name,
+        )
     return int(number)
 
 
 def _number(value: Any, name: str) -> int | Decimal:
+    """An N under the grammar (record/grammar.py): its exact value, finite."""
+    if isinstance(value, NumberText) or (isinstance(value, Decimal) and not value.is_finite()):
+        _refuse(f"{name} must be a decimal number, got {value!r}", Refusal.INVALID_VALUE, name)
     if isinstance(value, bool) or not isinstance(value, int | Decimal):
         _refuse(f"{name} must be a number, got {value!r}", _absent_or_wrong(value), name)
     return value
 
 
 def _rate(value: Any, name: str) -> float:
-    return float(_number(value, name))
+    rate = float(_number(value, name))
+    if not math.isfinite(rate):
+        _refuse(f"{name} must be a finite number, got {value!r}", Refusal.INVALID_VALUE, name)
+    return rate
 
 
 def _typed(expected: type[T], what: str) -> Callable[[Any, str], T]:
@@ -210,11 +229,11 @@ def _strings(value: Any, name: str) -> tuple[str, ...]:
 
 
 def _direction(value: Any, name: str) -> BackfillDirection:
-    try:
-        return BackfillDirection.parse(value)
-    except InvalidInputError as err:
-        kind = Refusal.INVALID_VALUE if isinstance(value, str) else _absent_or_wrong(value)
-        _refuse(f"{name}: {err}", kind, name, err)
+    # Exactly a word writers write: no trimming or case folding, which languages do differently.
+    if isinstance(value, str) and value in DIRECTIONS:
+        return BackfillDirection(value)
+    kind = Refusal.INVALID_VALUE if isinstance(value, str) else _absent_or_wrong(value)
+    _refuse(f"{name} must be 'forward' or 'rollback', got {value!r}", kind, name)
 
 
 _READERS: dict[Value, Callable[[Any, str], Any]] = {

@@ -110,6 +110,8 @@ def needs_lost_record_probe(state: ControlState) -> bool:
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
+    """A HISTORY item's transition, then its flags: the record's parts in their order."""
+    transition = parse_history_item(item)
     try:
         flags = parse_history_flags(item)
     except ControlItemInvalidError as err:
@@ -120,7 +122,7 @@ def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:
             attribute=err.attribute,
         ) from err
     return HistoryEntry(
-        transition=parse_history_item(item),
+        transition=transition,
         applied=flags["applied"],
         abandoned=flags["abandoned"],
     )

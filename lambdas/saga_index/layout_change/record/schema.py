@@ -2,12 +2,14 @@
 
 Each row names an attribute, what it holds, whether an item may lack it, what it means, and the
 field of the state's dataclass it is written from and read into. encode writes the rows,
-decode reads them back strictly, devkit.record_table renders the docs' attribute tables from
-them, and devkit.contract_vectors puts them into docs/contract-vectors.json, against which the
-TypeScript package checks its own list (clients/typescript/src/record.ts: its tests fail until
-it follows). Adding an attribute is one row here (plus the field on the dataclass, and a name in
-items when other code names it), then `python -m devkit.contract_vectors` and
-`python -m devkit.record_table`.
+decode reads them back strictly (each value under record/grammar.py), devkit.record_table
+renders the docs' attribute tables from them, devkit.contract_vectors puts them into
+docs/contract-vectors.json, and devkit.ts_record writes them into the TypeScript package
+(clients/typescript/src/record-schema.ts, which its parser reads items with). Adding an
+attribute is one row here (plus the field on the dataclass, and a name in items when other code
+names it), then `python -m devkit.contract_vectors`, `python -m devkit.record_table`,
+`python -m devkit.ts_record` and `python -m devkit.contract_corpus`; tests fail until each
+generated file is current.
 
 What the rows cannot say, and decode and encode therefore spell out:
   - a layout is two attributes (its kind and its shard count) read and written as one value;
@@ -372,7 +374,8 @@ PARTS: Final = (TRANSITION, LEASE, CONTROLS, COMPLETION, HISTORY_FLAGS)
 
 def attributes_document() -> list[dict[str, Any]]:
     """The table as data, for docs/contract-vectors.json: every attribute of a STATE or HISTORY
-    item, its DynamoDB type, what it holds and whether an item may lack it."""
+    item, its DynamoDB type, what it holds, whether an item may lack it, what it then reads as
+    (`absent`) and, for a layout's kind, its shard-count attribute (`count`)."""
     return [
         {
             "name": attribute.name,
@@ -382,6 +385,10 @@ def attributes_document() -> list[dict[str, Any]]:
             "value": attribute.value.value,
             "optional": attribute.optional or part.present_if is not None,
             "requiredWith": part.present_if if part.present_if != attribute.name else None,
+            "absent": list(attribute.absent)
+            if isinstance(attribute.absent, tuple)
+            else attribute.absent,
+            "count": attribute.count,
         }
         for part in PARTS
         for attribute in part.attributes

@@ -37,6 +37,7 @@ from saga_index.layout_change.record.encode import (
     wire_value,
 )
 from saga_index.layout_change.record.errors import ControlRecordLostError
+from saga_index.layout_change.record.grammar import deserialize_control_item
 from saga_index.layout_change.record.history import (
     HISTORY_ABANDONED,
     HISTORY_APPLIED,
@@ -178,7 +179,7 @@ class ControlStore:
             TableName=self.table_name, Key=serialize(state_key()), ConsistentRead=True
         )
         raw = response.get("Item")
-        return deserialize(raw) if raw else None
+        return deserialize_control_item(raw) if raw else None
 
     def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
         """The newest `limit` HISTORY items, newest first (one consistent Query)."""
@@ -187,14 +188,14 @@ class ControlStore:
     def newest_history_items(self, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` HISTORY items as stored (deserialised), newest first."""
         response = self.client.query(**self._history_query(), ScanIndexForward=False, Limit=limit)
-        return [deserialize(raw) for raw in response.get("Items", [])]
+        return [deserialize_control_item(raw) for raw in response.get("Items", [])]
 
     def history_entry(self, version: int) -> HistoryEntry | None:
         response = self.client.get_item(
             TableName=self.table_name, Key=serialize(history_key(version)), ConsistentRead=True
         )
         raw = response.get("Item")
-        return parse_history_entry(deserialize(raw)) if raw else None
+        return parse_history_entry(deserialize_control_item(raw)) if raw else None
 
     def history_entries(self) -> list[HistoryEntry]:
         """Every HISTORY item with its applied flag, oldest first."""
@@ -292,7 +293,7 @@ class ControlStore:
             if is_condition_failed(err):
                 return None
             raise
-        return parse_state_item(deserialize(response["Attributes"]))
+        return parse_state_item(deserialize_control_item(response["Attributes"]))
 
     def put_intent(self, transition: Transition) -> bool:
         """Write the HISTORY item of a transition about to be tried, as an intent
@@ -418,7 +419,7 @@ class ControlStore:
     def _query_all(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         for page in query_pages(self.client, request):
-            items.extend(deserialize(raw) for raw in page.get("Items", []))
+            items.extend(deserialize_control_item(raw) for raw in page.get("Items", []))
         return items
 
 

@@ -5,13 +5,11 @@ as strings in a ConditionExpression exactly as they compare as times (docs/contr
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
-
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+from saga_index.layout_change.record.grammar import is_time_text
 
 
 def to_millis(at: datetime) -> datetime:
@@ -28,7 +26,7 @@ def format_time(at: datetime) -> str:
 
 
 def parse_time(value: object, attribute: str = "time") -> datetime:
-    if not isinstance(value, str) or not _TIME.fullmatch(value):
+    if not isinstance(value, str) or not is_time_text(value):
         kind = (
             Refusal.MISSING
             if value is None
@@ -37,7 +35,8 @@ def parse_time(value: object, attribute: str = "time") -> datetime:
             else Refusal.WRONG_TYPE
         )
         raise ControlItemInvalidError(
-            f"{attribute} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ', got {value!r}",
+            f"{attribute} must be UTC ISO-8601 'YYYY-MM-DDTHH:MM:SS.mmmZ' in ASCII digits from "
+            f"year 0001, got {value!r}",
             kind=kind,
             attribute=attribute,
         )

@@ -7,6 +7,7 @@ from saga_index.layout_change.transitions.executor import PhaseChange, set_phase
 from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
     completion_checks,
+    failing_checks,
     first_move_guard,
 )
 from saga_index.layout_change.transitions.restore import Restored, restore_state
@@ -29,6 +30,7 @@ __all__ = [
     "allowed_moves",
     "check_backfill",
     "completion_checks",
+    "failing_checks",
     "first_move_guard",
     "plan_move",
     "prior_write_for",

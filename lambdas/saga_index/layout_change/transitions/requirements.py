@@ -40,7 +40,7 @@ from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.rules import Precondition, plan_move
+from saga_index.layout_change.transitions.rules import Precondition, check_backfill, plan_move
 from saga_index.store.dynamo.scan import ScanOptions
 from saga_index.store.partitions import count_partition
 
@@ -90,6 +90,28 @@ def completion_checks(
         (CHECK_PARITY, _parity),
     ]
     return [Precondition(name, _never_raises(name, partial(run, move))) for name, run in checks]
+
+
+def failing_checks(
+    store: ControlStore,
+    state: ControlState,
+    requested: Phase,
+    options: CheckOptions = CheckOptions(),
+    *,
+    shard_count: int | None = None,
+) -> list[CheckResult]:
+    """The checks of the completing move from `state` to `requested` that fail now, run
+    read-only: backfill-verified and the row checks, parity left out (it scans the whole base
+    table; it runs at the change itself). What a "not yet" answer names, so its caller learns at
+    once that waiting alone will not do. Empty for a move that is never blocked."""
+    move = plan_move(state, requested, shard_count=shard_count)
+    if move.completes is None:
+        return []
+    checks = [
+        c for c in completion_checks(store, state, requested, options) if c.name != CHECK_PARITY
+    ]
+    results = [check_backfill(state, move.completes), *(check.run(state) for check in checks)]
+    return [result for result in results if not result.passed]
 
 
 def first_move_guard(
