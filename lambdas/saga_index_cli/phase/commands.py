@@ -274,9 +274,7 @@ def set_command(
     change = change_when_settled(cli, request) if wait else change_once(cli, request)
     if change is None:
         state = wait_until_effective(cli, cli.read_state()) if wait else cli.read_state()
-        # A runbook step run again (a script under `set -e`): the record already says it. A
-        # move whose answer was lost may have left its history item unconfirmed (or marked
-        # abandoned): the same command settles it from the STATE item.
+        # A runbook step run again: the record already says it (its history settled, if not).
         settled = repair_history(cli.control_store(), state)
         print_unchanged(cli, table, state, as_json, history_settled=settled)
         return

@@ -105,6 +105,20 @@ def describe_slot(slot: int, item: Mapping[str, Any] | None) -> str:
     )
 
 
+def refused_by_slot(
+    slot: int, epoch: int, seen: Mapping[str, Any] | None, held: str
+) -> LeaseLostError:
+    """An arming refused by a slot a higher epoch holds: what the slot holds, what the record
+    holds (`held`), and what to do when no run holds the slot."""
+    return LeaseLostError(
+        f"fence slot {slot} refused this run's epoch {epoch}: {describe_slot(slot, seen)}, and "
+        f"{held}. Either a newer run armed it (then `saga-index status` shows its live lease: "
+        "let it finish), or no run holds it (a slot armed before the record was lost or "
+        "restored): then `saga-index backfill clear-fence --reason TEXT` clears the stale "
+        "slots, and the same backfill can start"
+    )
+
+
 class _Arming:
     def __init__(
         self,
@@ -180,13 +194,7 @@ class _Arming:
             )
         except (ClientError, BotoCoreError, ControlError) as err:
             held = f"the record could not be read ({type(err).__name__})"
-        return LeaseLostError(
-            f"fence slot {slot} refused this run's epoch {self.epoch}: "
-            f"{describe_slot(slot, seen)}, and {held}. Either a newer run armed it (then "
-            "`saga-index status` shows its live lease: let it finish), or no run holds it (a "
-            "slot armed before the record was lost or restored): then `saga-index backfill "
-            "clear-fence --reason TEXT` clears the stale slots, and the same backfill can start"
-        )
+        return refused_by_slot(slot, self.epoch, seen, held)
 
     def slot_zero(self, segments: int) -> int:
         """Arm slot 0 as a compare-and-set on what was read; the slots to arm in all."""
