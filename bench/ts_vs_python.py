@@ -40,7 +40,7 @@ from devkit.dynalite import REPO_ROOT
 from devkit.local_env import local_credentials
 from devkit.seed import SeedSpec, build_dataset
 from saga_index.layout_change.record import ControlStore, routing_for
-from saga_index.layout_change.transitions import set_phase
+from saga_index.layout_change.transitions import change_phase
 from saga_index.store import SagaRepository
 from saga_index.store.dynamo import make_client
 
@@ -125,7 +125,7 @@ def _plant_sharded(client: Any, table: str, shards: int) -> None:
     # in-flight margin), which a completing move waits for even when forced.
     now = datetime.now(UTC)
     for phase, at in (("migrating", now - timedelta(minutes=10)), ("sharded", now)):
-        set_phase(
+        change_phase(
             store,
             phase,
             changed_by="bench",

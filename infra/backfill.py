@@ -66,6 +66,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from infra.backfill_findings import acknowledge_state_machine_findings
 from infra.functions import SagaFunctions
 from saga_index.index.names import (
     BACKFILL_SEGMENT_TEMPLATE_FIELDS,
@@ -210,7 +211,9 @@ class SagaBackfill(Construct):
                 include_execution_data=True,
             ),
         )
-        self._acknowledge_state_machine_findings()
+        acknowledge_state_machine_findings(
+            self.state_machine, (self.plan_function, self.worker_function, self.verify_function)
+        )
         cdk.CfnOutput(
             self,
             "StateMachineArn",
@@ -344,52 +347,6 @@ class SagaBackfill(Construct):
             max_attempts=6,
             max_delay=cdk.Duration.minutes(1),
             jitter_strategy=sfn.JitterType.FULL,
-        )
-
-    # ---- cdk-nag -------------------------------------------------------------------------------
-
-    def _acknowledge_state_machine_findings(self) -> None:
-        stack = cdk.Stack.of(self)
-        acknowledgments = [
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Step Functions log delivery (logs:CreateLogDelivery, ...) and X-Ray "
-                "(xray:PutTraceSegments, ...) support no resource-level permissions.",
-            )
-        ]
-        for fn in (self.plan_function, self.worker_function, self.verify_function):
-            resource = fn.node.default_child
-            assert isinstance(resource, cdk.CfnResource)
-            logical_id = stack.resolve(stack.get_logical_id(resource))
-            acknowledgments.append(
-                cdk.Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>:*]",
-                    reason="lambda:InvokeFunction on the function's own versions and aliases "
-                    "('<arn>:*'), which the LambdaInvoke task always grants next to the "
-                    "function ARN; the role can invoke these three functions and nothing else.",
-                )
-            )
-        cdk.Validations.of(self.state_machine.role).acknowledge(*acknowledgments)
-        # The Distributed Map's own policy (CDK adds it): StartExecution on this state machine
-        # only; Describe/StopExecution on its executions and RedriveExecution on its Map Runs'
-        # child executions, whose names are not known before they run.
-        machine = self.state_machine.node.default_child
-        assert isinstance(machine, cdk.CfnResource)
-        machine_id = stack.resolve(stack.get_logical_id(machine))
-        own_name = f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
-        executions = (
-            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{own_name}"
-        )
-        cdk.Validations.of(self.state_machine.node.find_child("DistributedMapPolicy")).acknowledge(
-            *(
-                cdk.Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{executions}{suffix}]",
-                    reason="The Segments Distributed Map starts one child execution per segment "
-                    "and stops or redrives them: executions of this state machine only, named "
-                    "at run time.",
-                )
-                for suffix in (":*", "/*:*")
-            )
         )
 
 

@@ -28,8 +28,8 @@ from saga_index.layout_change.backfill import (
     backfill_locally,
     count_source_rows,
 )
-from saga_index.layout_change.checks import RepairStatus
 from saga_index.layout_change.record import BackfillDirection, ControlStore, Phase
+from saga_index.store import RepairStatus
 from saga_index_cli.backfill.local import local_holder
 from saga_index_cli.failures import EXIT_RETRY_LATER
 

@@ -1,13 +1,14 @@
 """A local backfill under the semantics layer with an operator at work, and the fences it may
 run with: what tests/component and bench/fence.py both drive.
 
-The fence the run uses is a parameter (`FenceVariant`):
+The fence the run uses is a parameter (`FenceVariant`), handed to backfill_locally as it is:
   UNFENCED            the clock fence only (`transactional_fence=False`): plain UpdateItems
   PRODUCT_FENCE       whatever backfill_locally builds (layout_change.backfill.fence)
   SHARED_STATE_FENCE  every re-stamp a TransactWriteItems of [ConditionCheck on the ONE control
                       STATE item, the row's Update]: the design that makes STATE a hot item,
                       kept here as a known-bad variant so it stays measurable after the
-                      product's fence changes
+                      product's fence changes (its check, SharedStateCheck, is a FenceCheck
+                      passed in as `fence_check`)
 Every client of the run (its re-stamps, its heartbeats, the operator's commands) is put under
 ONE model; the outcome counts what each of them saw and what the re-stamps consumed.
 """
@@ -21,7 +22,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from unittest import mock
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -32,12 +32,11 @@ from devkit.semantics.model import DynamoSemantics
 from saga_index.index import CONTROL_PK, FENCE_PK_PREFIX, SagaIndexError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
+    FenceCheck,
     LeaseFence,
     LocalBackfill,
     backfill_locally,
-    fence_for_run,
 )
-from saga_index.layout_change.backfill import local as local_backfill
 from saga_index.layout_change.lease import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.record import (
     LEASE_EXPIRES_AT,
@@ -61,58 +60,36 @@ LEASE_STILL_OURS = (
 )
 
 
-class SharedStateFence(LeaseFence):
-    """The fence whose every re-stamp ConditionChecks the ONE control STATE item."""
+class SharedStateCheck(FenceCheck):
+    """Every re-stamp ConditionChecks the ONE control STATE item."""
 
-    def _transaction(self, update: Any, slot: int) -> dict[str, Any]:
-        row = {k: v for k, v in update.items() if k != "ReturnValues"}
+    def condition_check(self, fence: LeaseFence, slot: int) -> dict[str, Any]:
         names = {f"#{a}": a for a in (LEASE_TOKEN, VERSION, LEASE_STATE_VERSION, LEASE_EXPIRES_AT)}
-        check = {
-            "TableName": self.table_name,
+        return {
+            "TableName": fence.table_name,
             "Key": serialize(state_key()),
             "ConditionExpression": LEASE_STILL_OURS,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {
-                ":fenceToken": {"S": self.token},
-                ":fenceVersion": {"N": str(self.state_version)},
-                ":fenceNow": {"S": format_time(self.clock())},
+                ":fenceToken": {"S": fence.token},
+                ":fenceVersion": {"N": str(fence.state_version)},
+                ":fenceNow": {"S": format_time(fence.clock())},
             },
         }
-        return {"TransactItems": [{"ConditionCheck": check}, {"Update": row}]}
 
 
 @dataclass(frozen=True)
 class FenceVariant:
-    """Which fence a scenario's run uses: `install` makes backfill_locally build it."""
+    """Which fence a scenario's run uses: what backfill_locally is told to build."""
 
     name: str
-    install: Callable[[], contextlib.AbstractContextManager[object]]
+    check: FenceCheck | None = None  # None: the product's own (the segment's fence slot)
     transactional: bool = True  # False: the run's clock fence only
 
 
-def _shared_state_fence(*args: Any, **kwargs: Any) -> LeaseFence:
-    built = fence_for_run(*args, **kwargs)
-    fence = SharedStateFence(
-        built.client,
-        built.table_name,
-        token=built.token,
-        state_version=built.state_version,
-        epoch=built.epoch,
-        max_heartbeat_age=built.max_heartbeat_age,
-        transactional=kwargs.get("transactional", True),
-        clock=built.clock,
-        monotonic=built.monotonic,
-        sleep=built.sleep,
-    )
-    return fence
-
-
-PRODUCT_FENCE = FenceVariant("product", contextlib.nullcontext)
-UNFENCED = FenceVariant("unfenced", contextlib.nullcontext, transactional=False)
-SHARED_STATE_FENCE = FenceVariant(
-    "shared-state",
-    lambda: mock.patch.object(local_backfill, "fence_for_run", _shared_state_fence),
-)
+PRODUCT_FENCE = FenceVariant("product")
+UNFENCED = FenceVariant("unfenced", transactional=False)
+SHARED_STATE_FENCE = FenceVariant("shared-state", SharedStateCheck())
 
 
 @dataclass
@@ -253,24 +230,24 @@ def run_contended(
         dry_run=False,
     )
     started = time.monotonic()
-    with fence.install():
-        if operator_every is not None:
-            ops.start()
-        try:
-            outcome = backfill_locally(
-                run_client,
-                table_name,
-                request,
-                holder="contended@host/1",
-                store=ControlStore(keeper_client, table_name),
-                clock=clock,
-                poll_seconds=poll_seconds,
-                transactional_fence=fence.transactional,
-            )
-        finally:
-            stop_operator.set()
-            if ops.is_alive():
-                ops.join(timeout=30)
+    if operator_every is not None:
+        ops.start()
+    try:
+        outcome = backfill_locally(
+            run_client,
+            table_name,
+            request,
+            holder="contended@host/1",
+            store=ControlStore(keeper_client, table_name),
+            clock=clock,
+            poll_seconds=poll_seconds,
+            transactional_fence=fence.transactional,
+            fence_check=fence.check,
+        )
+    finally:
+        stop_operator.set()
+        if ops.is_alive():
+            ops.join(timeout=30)
     return Contended(
         run=outcome,
         semantics=semantics,

@@ -307,7 +307,7 @@ def exit_code_of(err: BaseException) -> ExitCode:
     """The exit code `main` gives an error a command raised (a report written before the error
     reaches main names the same code)."""
     from saga_index.index import InvalidInputError, RetryLaterError
-    from saga_index.layout_change.record import PreconditionFailedError
+    from saga_index.layout_change.transitions import PreconditionFailedError
 
     if isinstance(err, RetryLaterError):
         return EXIT_RETRY_LATER

@@ -26,12 +26,8 @@ import click
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import InvalidInputError, RetryLaterError, SagaIndexError
-from saga_index.layout_change.record import (
-    SINGLE_COUNT_PHASES,
-    Phase,
-    PreconditionFailedError,
-    format_time,
-)
+from saga_index.layout_change.record import SINGLE_COUNT_PHASES, Phase, format_time
+from saga_index.layout_change.transitions import PreconditionFailedError
 from saga_index.store.dynamo import botocore_resent
 from saga_index_cli.backfill.command import backfill_group
 from saga_index_cli.checks.drift import drift_command

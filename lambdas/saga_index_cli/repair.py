@@ -2,7 +2,7 @@
 GSI4PK the record's current state stamps for that person.
 
 The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
-rule, its conditional write and its outcomes are in saga_index/layout_change/checks/repair.py.
+rule, its conditional write and its outcomes are in saga_index/store/repair.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import click
 
 from saga_index.index import keys
-from saga_index.layout_change.checks import repair_anomaly
+from saga_index.store import repair_anomaly
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.output import JSON, emit, format_options

@@ -20,8 +20,8 @@ import pytest
 from moto import mock_aws
 
 from saga_index.index.names import CONTROL_PK
-from saga_index.layout_change.backfill.fence import fence_for_run
 from saga_index.layout_change.backfill.keeper import LeaseKeeper, take_run
+from saga_index.layout_change.backfill.leased import fence_for_run
 from saga_index.layout_change.backfill.local import run_backfill
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token

@@ -21,15 +21,16 @@ from saga_index.layout_change.backfill.fence import (
     FenceMode,
     LeaseFence,
     RowWrite,
-    default_max_heartbeat_age,
 )
+from saga_index.layout_change.backfill.leased import default_max_heartbeat_age
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import arm_fence, read_slot
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
-from saga_index.layout_change.record.store import ControlStore, attribute_fragment
-from saga_index.layout_change.transitions.executor import set_phase
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.expressions import attribute_fragment
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
+from tests.support.control_fixtures import set_phase
 from tests.support.fence_scenario import SAGAS, run_paused_worker_scenario
 
 STATE_ITEM_EXISTS = attribute_fragment("attribute_exists(#PK)", "PK")

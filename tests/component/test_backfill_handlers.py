@@ -20,14 +20,14 @@ from saga_index.layout_change.backfill.keeper import token_for_execution
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.wire import RunTicket
-from saga_index.layout_change.lease.controls import clear_throttle, pause_backfill, set_throttle
-from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.record.errors import (
+from saga_index.layout_change.lease import (
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
+from saga_index.layout_change.lease.controls import clear_throttle, pause_backfill, set_throttle
+from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now

@@ -11,14 +11,18 @@ from moto import mock_aws
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import CONTROL_PK
+from saga_index.layout_change import lease
+from saga_index.layout_change.backfill import BackfillRequest, PlanRequest, backfill_locally
 from saga_index.layout_change.backfill.keeper import take_run, token_for_execution
 from saga_index.layout_change.backfill.steps import plan_run
-from saga_index.layout_change.backfill.wire import BackfillRequest, PlanRequest
+from saga_index.layout_change.lease import LeaseHeldError
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.errors import VersionConflictError
 from saga_index.layout_change.record.items import STATE_SK
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import utc_now
+from saga_index_cli.backfill import start as cli_start
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import N, plant
 
@@ -96,3 +100,26 @@ def test_the_lease_is_taken_under_the_state_planning_read(dynamo: Backend) -> No
             state=stale,
         )
     assert store.read().lease is None
+
+
+def test_the_start_rule_is_the_leases_and_every_starter_asks_it(dynamo: Backend) -> None:
+    # The CLI's pre-check before a Step Functions execution is the lease's own rule, not a copy.
+    assert cli_start.check_startable is lease.check_startable
+    plant(dynamo, "migrating")
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    acquire_lease(store, holder="other-run", token="other-token", direction="forward")
+    state = store.read()
+    with pytest.raises(LeaseHeldError) as rule:
+        lease.check_startable(state, utc_now())
+    # The Step Functions plan step and the local run are refused by the same rule, in its words.
+    with pytest.raises(LeaseHeldError) as planned:
+        plan_run(
+            dynamo.client,
+            dynamo.table_name,
+            PlanRequest(request=request(dry_run=False), holder=EXECUTION),
+        )
+    with pytest.raises(LeaseHeldError) as local:
+        backfill_locally(dynamo.client, dynamo.table_name, request(dry_run=False), holder="me")
+    assert str(planned.value) == str(local.value) == str(rule.value)
+    # The run holding the lease is no refusal to itself.
+    lease.check_startable(state, utc_now(), token="other-token")

@@ -17,15 +17,16 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
-from saga_index.layout_change.backfill.wire import BackfillRequest, SegmentCounts
-from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
-from saga_index.layout_change.lease.grant import acquire_lease
-from saga_index.layout_change.record.errors import (
+from saga_index.layout_change.backfill.wire import SegmentCounts
+from saga_index.layout_change.lease import (
     LeaseDirectionError,
     LeaseHeldError,
     LeaseNotYetEffectiveError,
 )
+from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.transitions.rules import check_backfill

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.keeper import take_run
 from saga_index.layout_change.backfill.slots import arm_fence, read_slot
-from saga_index.layout_change.backfill.wire import BackfillRequest
+from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant

@@ -13,17 +13,17 @@ from moto import mock_aws
 from handlers import backfill_worker
 from saga_index.index import keys, names
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.backfill.keeper import token_for_execution
-from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
-from saga_index.layout_change.backfill.wire import (
+from saga_index.layout_change.backfill import (
     BackfillRequest,
     PlanRequest,
-    RunTicket,
     SegmentRequest,
     VerifyRequest,
 )
+from saga_index.layout_change.backfill.keeper import token_for_execution
+from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
+from saga_index.layout_change.backfill.wire import RunTicket
+from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.lease.grant import release_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import VALID, N, data_rows, plant, seed

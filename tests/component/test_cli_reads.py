@@ -11,9 +11,9 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.executor import set_phase
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.control_fixtures import set_phase
 
 
 @pytest.fixture

@@ -13,6 +13,13 @@ import pytest
 from saga_index.index import names
 from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.lease import (
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
@@ -21,18 +28,7 @@ from saga_index.layout_change.lease.grant import (
     new_lease_token,
     release_lease,
 )
-from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlRecordMissingError,
-    InvalidBackfillControlError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
-    PreconditionFailedError,
-    TransitionNotAllowedError,
-    VersionConflictError,
-)
+from saga_index.layout_change.record.errors import ControlRecordMissingError, VersionConflictError
 from saga_index.layout_change.record.items import STATE_SK, history_sk
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import routing_for
@@ -45,10 +41,15 @@ from saga_index.layout_change.record.state import (
 )
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions import (
+    CheckResult,
+    PreconditionFailedError,
+    TransitionNotAllowedError,
+    executor,
+)
 from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend
+from tests.support.control_fixtures import Clock, moto_backend, set_phase
 
 S16 = Layout.sharded(16)
 
@@ -76,7 +77,7 @@ class ControlContract:
 
     def _set(self, store: ControlStore, clock: Clock, phase: str, **kwargs: Any) -> ControlState:
         kwargs.setdefault("reason", f"to {phase}")
-        change = executor.set_phase(store, phase, changed_by="ops", clock=clock, **kwargs)
+        change = set_phase(store, phase, changed_by="ops", clock=clock, **kwargs)
         return change.state
 
     # ---- the writers' switch at effectiveAt -------------------------------------------------
@@ -242,9 +243,7 @@ class ControlContract:
         clock.now = effective_at + timedelta(seconds=15 - 0.001)
         for force in (False, True):
             with pytest.raises(RetryLaterError) as later:
-                executor.set_phase(
-                    store, "sharded", changed_by="ops", reason="r", force=force, clock=clock
-                )
+                set_phase(store, "sharded", changed_by="ops", reason="r", force=force, clock=clock)
             assert later.value.retry_at == effective_at + timedelta(seconds=15)
         assert store.read().version == 1
 
@@ -254,7 +253,7 @@ class ControlContract:
         self._set(store, clock, "migrating")
         clock.now = (store.read().effective_at or clock.now) + timedelta(seconds=15)
 
-        change = executor.set_phase(
+        change = set_phase(
             store,
             "sharded",
             changed_by="ops",
@@ -269,7 +268,7 @@ class ControlContract:
 
     def test_given_no_reason_then_nothing_changes(self, store: ControlStore, clock: Clock) -> None:
         with pytest.raises(InvalidInputError, match="reason"):
-            executor.set_phase(store, "migrating", changed_by="ops", reason="  ", force=True)
+            set_phase(store, "migrating", changed_by="ops", reason="  ", force=True)
 
     def test_given_a_disallowed_move_then_it_is_refused_and_nothing_is_written(
         self, store: ControlStore, clock: Clock
@@ -287,7 +286,7 @@ class ControlContract:
 
         def rival_aborts(state: ControlState) -> CheckResult:
             # The other operator's whole `phase set` lands while this one runs its checks.
-            executor.set_phase(store, "rolling-back", changed_by="rival", reason="abort")
+            set_phase(store, "rolling-back", changed_by="rival", reason="abort")
             return CheckResult("parity", True, "ok")
 
         with pytest.raises(VersionConflictError) as lost:
@@ -303,11 +302,11 @@ class ControlContract:
     ) -> None:
         def rival_first() -> datetime:
             if store.read().version == 0:
-                executor.set_phase(store, "migrating", changed_by="rival", reason="me first")
+                set_phase(store, "migrating", changed_by="rival", reason="me first")
             return clock.now
 
         with pytest.raises(VersionConflictError, match="version 0 to version 1"):
-            executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=rival_first)
+            set_phase(store, "migrating", changed_by="ops", reason="go", clock=rival_first)
 
     def test_given_a_crash_between_state_and_history_then_the_next_change_repairs_it(
         self, store: ControlStore, clock: Clock, dynamo: Backend
@@ -342,9 +341,7 @@ class ControlContract:
 
         retrying = LostResponse(store.client, store.table_name)
 
-        change = executor.set_phase(
-            retrying, "migrating", changed_by="ops", reason="go", clock=clock
-        )
+        change = set_phase(retrying, "migrating", changed_by="ops", reason="go", clock=clock)
 
         assert change.state.version == 1
 

@@ -31,10 +31,10 @@ from saga_index.layout_change.lease.grant import (
 )
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.executor import set_phase
 from saga_index.store.dynamo.retry import RetryPolicy, retry_transient
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant
+from tests.support.control_fixtures import set_phase
 
 # No waiting in tests: the back-off's shape is the unit test's business.
 FAST = RetryPolicy(attempts=6, base_delay=0.0, max_delay=0.0)

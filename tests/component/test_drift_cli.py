@@ -14,12 +14,12 @@ from moto import mock_aws
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import utc_now
-from saga_index.layout_change.transitions.executor import set_phase
 from saga_index.store.dynamo.codec import serialize
 from saga_index_cli import progress
 from saga_index_cli.context import CliContext
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
+from tests.support.control_fixtures import set_phase
 from tests.support.drift_contract import N, plant_drift
 
 

@@ -15,15 +15,12 @@ from botocore.exceptions import ClientError
 
 from devkit.semantics.lost import LostAnswers, keyed, matches
 from saga_index.index import CONTROL_PK
-from saga_index.layout_change.lease.grant import (
-    LeaseOutcomeUnknownError,
-    acquire_lease,
-    new_lease_token,
-)
+from saga_index.layout_change.lease.errors import LeaseOutcomeUnknownError
+from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token
 from saga_index.layout_change.record.items import STATE_SK, history_key
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.executor import MoveOutcomeUnknownError, set_phase
+from saga_index.layout_change.transitions import MoveOutcomeUnknownError, change_phase
 from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.retry import RetryPolicy
 from saga_index_cli import context as cli_context
@@ -138,8 +135,14 @@ def test_the_executor_reads_back_after_a_retry_later_on_its_state_write(dynamo: 
         layer.attach(dynamo.new_client(max_attempts=3)), dynamo.table_name, retry=FAST
     )
 
-    change = set_phase(
-        store, Phase.MIGRATING, shard_count=16, changed_by="ops", reason="go", clock=Clock()
+    change = change_phase(
+        store,
+        Phase.MIGRATING,
+        shard_count=16,
+        changed_by="ops",
+        reason="go",
+        probe=probe_64_shard_keys,
+        clock=Clock(),
     )
 
     assert change.state.phase is Phase.MIGRATING
@@ -165,8 +168,14 @@ def test_a_state_write_whose_answer_and_read_back_are_both_lost_says_unknown(
     )
 
     with pytest.raises(MoveOutcomeUnknownError) as raised:
-        set_phase(
-            store, Phase.MIGRATING, shard_count=16, changed_by="ops", reason="go", clock=Clock()
+        change_phase(
+            store,
+            Phase.MIGRATING,
+            shard_count=16,
+            changed_by="ops",
+            reason="go",
+            probe=probe_64_shard_keys,
+            clock=Clock(),
         )
 
     message = str(raised.value)

@@ -34,6 +34,7 @@ from tests.support.control_fixtures import (
     moto_backend,
     probe_64_shard_keys,
     record_early_backfill,
+    set_phase,
 )
 from tests.support.control_seed import seed_state
 
@@ -481,7 +482,6 @@ def test_legacy_is_refused_while_rows_remain_on_the_shards_and_allowed_after_the
 def test_the_loser_of_a_race_exits_1_naming_the_version_it_lost_to(
     cli: Cli, dynamo: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from saga_index.layout_change.transitions import executor
 
     cli.set("migrating")
     other = ControlStore(dynamo.new_client(), dynamo.table_name)
@@ -491,7 +491,7 @@ def test_the_loser_of_a_race_exits_1_naming_the_version_it_lost_to(
         # The other operator's abort lands between this one's read and its write.
         if self is not other:
             monkeypatch.setattr(ControlStore, "compare_and_set", original)
-            executor.set_phase(other, "rolling-back", changed_by="other", reason="abort")
+            set_phase(other, "rolling-back", changed_by="other", reason="abort")
         return original(self, expected_version, transition)
 
     monkeypatch.setattr(ControlStore, "compare_and_set", lose)

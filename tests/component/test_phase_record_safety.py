@@ -27,7 +27,7 @@ from saga_index_cli import context
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys, set_phase
 from tests.support.control_seed import delete_state, seed_state
 
 S16, S32 = Layout.sharded(16), Layout.sharded(32)
@@ -252,7 +252,6 @@ def test_a_failed_intent_write_changes_nothing_and_never_says_lost_the_race(
 def test_a_lost_race_settles_the_winner_into_the_slot_and_exits_1_naming_its_version(
     cli: Cli, store: ControlStore, dynamo: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from saga_index.layout_change.transitions import executor
 
     sharded_16(dynamo)
     other = ControlStore(dynamo.new_client(), dynamo.table_name)
@@ -262,7 +261,7 @@ def test_a_lost_race_settles_the_winner_into_the_slot_and_exits_1_naming_its_ver
         # The other operator's change lands after this one's intent, before its STATE write.
         if self is not other:
             monkeypatch.setattr(ControlStore, "compare_and_set", original)
-            executor.set_phase(other, "rolling-back", changed_by="other", reason="abort instead")
+            set_phase(other, "rolling-back", changed_by="other", reason="abort instead")
         return original(self, expected_version, transition)
 
     monkeypatch.setattr(ControlStore, "compare_and_set", lose)

@@ -10,8 +10,8 @@ import pytest
 from moto import mock_aws
 
 from saga_index.index import keys
-from saga_index.layout_change.checks.repair import lease_key
 from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.repair import lease_key
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 

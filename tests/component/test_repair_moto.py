@@ -1,4 +1,4 @@
-"""The anomaly repair (checks.repair) against moto: what it writes, and when it refuses."""
+"""The anomaly repair (store.repair) against moto: what it writes, and when it refuses."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import backfill_locally
-from saga_index.layout_change.backfill.wire import BackfillRequest
-from saga_index.layout_change.checks.repair import (
+from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.state import BackfillDirection as Direction
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.plan import KeyPlan
+from saga_index.store.repair import (
     PersonSource,
     RepairError,
     RepairResult,
@@ -21,11 +26,6 @@ from saga_index.layout_change.checks.repair import (
     lease_key,
     repair_anomaly,
 )
-from saga_index.layout_change.record.routing import Routing, routing_for
-from saga_index.layout_change.record.state import BackfillDirection as Direction
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.plan import KeyPlan
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import Clock, plant

@@ -16,13 +16,12 @@ from saga_index.layout_change.lease.controls import pause_backfill, set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease, release_lease
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions import executor
 from saga_index.store.dynamo.codec import serialize
 from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.status.report import alarm_states
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend
+from tests.support.control_fixtures import Clock, moto_backend, set_phase
 from tests.support.control_seed import seed_state
 
 
@@ -91,7 +90,7 @@ def test_migrating_with_a_running_throttled_paused_backfill(
 ) -> None:
     dynamo.put_saga("old", "p-1")
     dynamo.put_saga("new", "p-2", gsi4pk="shard")
-    executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
+    set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
 
     code, doc = status_json(capsys, dynamo, clock)
     assert (doc["phase"], doc["version"], doc["effective"]) == ("migrating", 1, False)
@@ -129,7 +128,7 @@ def test_the_last_run_and_whether_it_satisfies_the_next_move(
 ) -> None:
     from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 
-    executor.set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
+    set_phase(store, "migrating", changed_by="ops", reason="start", clock=clock)
     clock.advance(80)
     grant = acquire_lease(store, holder="run", token="t", direction="forward", clock=clock)
     started = clock.now
@@ -172,9 +171,9 @@ def test_the_last_run_and_whether_it_satisfies_the_next_move(
 def test_drift_is_opt_in_and_judged_against_the_record(
     dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
+    set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
     clock.advance(75 + 15)  # a completing move waits for the settled switch, forced too
-    executor.set_phase(store, "sharded", changed_by="ops", reason="f", force=True, clock=clock)
+    set_phase(store, "sharded", changed_by="ops", reason="f", force=True, clock=clock)
     dynamo.put_saga("left-behind", "p-1")
     code, doc = status_json(capsys, dynamo, clock, "--drift", "--no-counts")
     assert code == 0  # status shows; `saga-index drift` is the one that exits 1
@@ -261,7 +260,7 @@ def test_alarms_are_read_from_cloudwatchs_own_endpoint_never_dynamodbs() -> None
 def test_a_missing_record_is_shown_from_history_with_exit_1(
     dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    executor.set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
+    set_phase(store, "migrating", changed_by="ops", reason="go", clock=clock)
     dynamo.client.delete_item(TableName=dynamo.table_name, Key=serialize(state_key()))
     code, out, err = run(capsys, dynamo, clock, "--json")
     assert code == 1
@@ -278,7 +277,7 @@ def test_the_screen_shows_the_record_the_backfill_and_the_rows(
     dynamo: Backend, store: ControlStore, clock: Clock, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dynamo.put_saga("old", "p-1")
-    executor.set_phase(store, "migrating", changed_by="ops", reason="cutover", clock=clock)
+    set_phase(store, "migrating", changed_by="ops", reason="cutover", clock=clock)
     code, out, _ = run(capsys, dynamo, clock)
     assert code == 0
     for expected in (
@@ -303,9 +302,7 @@ def test_a_merge_in_flight_shows_both_shard_counts_and_counts_the_keys_it_drops(
     # Given sharded(32) moving to sharded(16), one row still on an upper key
     seed_state(dynamo.client, dynamo.table_name, Layout.sharded(32))
     dynamo.put_saga("up", "p-1", gsi4pk=keys.shard_gsi4pk_for_person("p-1", 32))  # key 30
-    executor.set_phase(
-        store, "resharding", changed_by="ops", reason="merge", shard_count=16, clock=clock
-    )
+    set_phase(store, "resharding", changed_by="ops", reason="merge", shard_count=16, clock=clock)
     # Then status names the phase and both N, and counts the row on the key the merge drops
     code, doc = status_json(capsys, dynamo, clock)
     assert code == 0

@@ -12,7 +12,7 @@ import pytest
 from moto import mock_aws
 
 from saga_index.index import names
-from saga_index.layout_change.checks.watch import read_throttle_window
+from saga_index.store.watch import read_throttle_window
 from saga_index_cli.context import CliContext
 from saga_index_cli.main import main
 

@@ -37,11 +37,10 @@ from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
-from saga_index.layout_change.transitions import executor
 from saga_index.layout_change.transitions.rules import plan_move, transition_for
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
-from tests.support.control_fixtures import START, Clock
+from tests.support.control_fixtures import START, Clock, set_phase
 from tests.support.control_seed import delete_state, seed_state
 
 pytestmark = pytest.mark.conformance
@@ -370,7 +369,7 @@ def _through(*phases: str, shards: int = 16, clock: Any = None) -> Callable[[Bac
                 # Past the previous effectiveAt and the in-flight margin: a completing move,
                 # forced or not, is refused before then.
                 moments.advance(120)
-            executor.set_phase(
+            set_phase(
                 store,
                 phase,
                 changed_by="conformance",

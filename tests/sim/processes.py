@@ -8,7 +8,7 @@
             row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
             second task of the same process, the real read-back and release
   drift     the real DriftChecker against the record's state, now and then
-  operator  the real set_phase with the CLI's real completion checks (operator.py)
+  operator  the real change_phase, choosing its completion checks as for the CLI (runbook.py)
 
 Each process has its own wall clock (skewed) and monotonic clock, injected where the code takes
 clocks; every wait is a virtual sleep (Task.sleep).
@@ -35,13 +35,8 @@ from saga_index.layout_change.backfill import (
     take_run,
 )
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record import (
-    BackfillDirection,
-    ControlProvider,
-    ControlStore,
-    LeaseDirectionError,
-    LeaseLostError,
-)
+from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
+from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
@@ -297,7 +292,7 @@ def _fence(
     the deliberately broken variant), on the process's clocks."""
     if sim.scenario.fence == "none":
         return None
-    from saga_index.layout_change.backfill import fence_for_run
+    from saga_index.layout_change.backfill.leased import fence_for_run
 
     return fence_for_run(
         client,

@@ -1,5 +1,6 @@
-"""The operator: `saga-index phase set` as the runbook drives it, through the REAL executor and
-the REAL completion checks (the ones `phase set` builds), with backfill runs started in between.
+"""The operator: `saga-index phase set` as the runbook drives it, through the REAL operation
+(`change_phase`, which chooses the move's completion checks and first-move guard itself, as for
+the CLI), with backfill runs started in between.
 
 A plan is a list of moves. A move that opens (`migrating`, `rolling-back`, `resharding`) is set
 at once; then the operator waits for the state's effectiveAt by its own clock (the reference
@@ -13,22 +14,14 @@ rolls back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from saga_index.index import RetryLaterError
-from saga_index.layout_change.record import (
-    ControlState,
-    ControlStore,
-    Phase,
-    PreconditionFailedError,
-)
-from saga_index.layout_change.transitions import (
-    CheckOptions,
-    Precondition,
-    completion_checks,
-    set_phase,
-)
+from saga_index.layout_change.checks import probe_keys
+from saga_index.layout_change.record import ControlState, ControlStore, Phase
+from saga_index.layout_change.transitions import CheckOptions, PreconditionFailedError, change_phase
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -40,6 +33,9 @@ COMPLETING = (Phase.SHARDED, Phase.LEGACY)
 # The parity re-check waits on the real clock: the simulation's index does not move between
 # the two passes of one check, so the wait would only cost real time.
 CHECK_OPTIONS = CheckOptions(recheck_delay_seconds=0.0, segments=1, scan_rate=100_000.0)
+# The first move's guard reads the shard keys a plan can name (no plan goes past sharded(8)),
+# not all 1,024: each read is a scheduled request of the simulation.
+SHARD_KEY_PROBE = partial(probe_keys, include_legacy=False, to_shard=16)
 
 
 PLANS: dict[str, list[tuple[Phase, int | None]]] = {
@@ -64,7 +60,7 @@ def operator(sim: Simulation, process: Process, task: Task) -> Callable[[], None
             if phase in COMPLETING:
                 _complete(sim, process, task, store, phase)
                 continue
-            _set(sim, process, task, store, phase, shards, checks=())
+            _set(sim, process, task, store, phase, shards)
             _wait_effective(sim, process, task, store)
             direction = "rollback" if phase is Phase.ROLLING_BACK else "forward"
             worker = sim.start_worker(direction)
@@ -90,19 +86,18 @@ def _set(
     store: ControlStore,
     phase: Phase,
     shards: int | None,
-    *,
-    checks: Sequence[Precondition],
 ) -> bool:
     for _attempt in range(20):
         before = sim.audit.read()
         try:
-            change = set_phase(
+            change = change_phase(
                 store,
                 phase,
                 changed_by=process.name,
                 reason="simulated runbook step",
                 shard_count=shards,
-                checks=checks,
+                options=CHECK_OPTIONS,
+                probe=SHARD_KEY_PROBE,
                 clock=process.clock.wall,
                 timing=sim.timing,
             )
@@ -161,8 +156,7 @@ def _complete(
     sim: Simulation, process: Process, task: Task, store: ControlStore, phase: Phase
 ) -> None:
     for _attempt in range(6):
-        checks = completion_checks(store, store.read(), phase, CHECK_OPTIONS)
-        if _set(sim, process, task, store, phase, None, checks=checks):
+        if _set(sim, process, task, store, phase, None):
             return
         direction = "rollback" if phase is Phase.LEGACY else "forward"
         _wait_for_run(sim, task, sim.start_worker(direction))

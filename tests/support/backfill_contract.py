@@ -16,13 +16,14 @@ import pytest
 from saga_index.index import keys, names
 from saga_index.index.layout import Layout
 from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import LocalRun, run_backfill
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError, TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
+from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.record.phase import layouts_for_phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import BackfillDirection, ControlState

@@ -3,7 +3,7 @@ clock, so nothing waits for effectiveAt or a lease's TTL, and a fresh moto table
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,8 +12,11 @@ from moto import mock_aws
 
 from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_keys
 from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token, release_lease
+from saga_index.layout_change.record import Phase
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+from saga_index.layout_change.transitions import PhaseChange, Precondition, executor
 from tests.support.backends import Backend, make_backend
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -25,6 +28,36 @@ def probe_64_shard_keys(client: Any, table_name: str) -> RowsSeen:
     own tests (test_phase_record_safety.py, and the full count in test_phase_cli.py) keep
     CliHooks' default, every key."""
     return probe_keys(client, table_name, include_legacy=False, to_shard=64)
+
+
+def set_phase(
+    store: ControlStore,
+    requested: Phase | str,
+    *,
+    changed_by: str,
+    reason: str,
+    shard_count: int | None = None,
+    force: bool = False,
+    checks: Sequence[Precondition] = (),
+    guards: Sequence[Precondition] = (),
+    clock: WallClock = utc_now,
+    timing: ControlTiming = DEFAULT_TIMING,
+) -> PhaseChange:
+    """The executor's write of a move with the preconditions a TEST names in place of the ones
+    `change_phase` chooses: for the tests of the write protocol (intent, compare-and-set, settle,
+    races) and of setups that plant a record. No product code can do this: `change_phase` is
+    the only public way a move is written (tests/unit/test_phase_entry_points.py)."""
+    return executor._set_phase(
+        store,
+        requested,
+        changed_by=changed_by,
+        reason=reason,
+        shard_count=shard_count,
+        force=force,
+        requirements=lambda _state, _move: (checks, guards),
+        clock=clock,
+        timing=timing,
+    )
 
 
 class Clock:

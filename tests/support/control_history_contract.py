@@ -19,11 +19,10 @@ from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.errors import VersionConflictError
 from saga_index.layout_change.record.state import RecordCondition
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions import executor
-from saga_index.layout_change.transitions.executor import StateWriteFailedError
+from saga_index.layout_change.transitions import StateWriteFailedError, executor
 from saga_index.layout_change.transitions.restore import restore_state
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock
+from tests.support.control_fixtures import Clock, set_phase
 from tests.support.control_seed import delete_state, seed_state
 
 S16 = Layout.sharded(16)
@@ -65,7 +64,7 @@ class HistoryContract:
         seed_state(dynamo.client, dynamo.table_name, S16, version=2, previous=(LEGACY, S16))
 
     def _reshard(self, store: ControlStore, reason: str = "split") -> executor.PhaseChange:
-        return executor.set_phase(
+        return set_phase(
             store, "resharding", changed_by="ops", reason=reason, shard_count=32, clock=Clock()
         )
 
@@ -126,7 +125,7 @@ class HistoryContract:
         def rival(**_: Any) -> None:
             # Once, after this writer's intent and before its STATE write.
             failing_store.client.meta.events.unregister("before-call.dynamodb.UpdateItem", rival)
-            executor.set_phase(store, "rolling-back", changed_by="rival", reason="abort")
+            set_phase(store, "rolling-back", changed_by="rival", reason="abort")
 
         failing_store.client.meta.events.register("before-call.dynamodb.UpdateItem", rival)
         with pytest.raises(VersionConflictError, match="to version 3"):

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys, names
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
-from saga_index.layout_change.backfill.wire import BackfillRequest
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index_cli.context import CliHooks

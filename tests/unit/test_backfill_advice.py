@@ -6,11 +6,8 @@ from __future__ import annotations
 import pytest
 
 from saga_index.index.errors import SagaIndexError
-from saga_index.layout_change.record.errors import (
-    ControlRecordMissingError,
-    LeaseHeldError,
-    LeaseNotYetEffectiveError,
-)
+from saga_index.layout_change.lease import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index_cli.backfill.advice import (
     ABORTED_ADVICE,
     CONVERGES,

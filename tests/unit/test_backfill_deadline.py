@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys
+from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.segment import run_segment
-from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket, cursor_of
+from saga_index.layout_change.backfill.wire import RunTicket, cursor_of
 from saga_index.layout_change.record.state import BackfillDirection
 from tests.unit.test_backfill_token_bucket import FakeClock
 

@@ -10,7 +10,7 @@ from saga_index.index import names
 from saga_index.layout_change.backfill.steps import SegmentOutcome
 from saga_index.layout_change.backfill.summary import VerificationResult
 from saga_index.layout_change.backfill.wire import SegmentCounts, SegmentResult
-from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.record.state import BackfillDirection
 
 COUNTS = SegmentCounts(scanned=9, restamped=5, skipped=1, anomalies=2, would_restamp=0, throttles=3)

@@ -13,22 +13,22 @@ from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
 from saga_index.index.shard import MAX_SHARD_COUNT
+from saga_index.layout_change.backfill import BackfillRequest, SegmentRequest
+from saga_index.layout_change.backfill.inputs import plan_segments
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.summary import VerificationResult, summarise
 from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
     MAX_ANOMALY_REASON_CHARS,
-    BackfillRequest,
     LayoutSpec,
     RunTicket,
     SegmentCounts,
-    SegmentRequest,
     SegmentResult,
     anomaly_key,
-    plan_segments,
 )
-from saga_index.layout_change.record.errors import ControlRecordMissingError, LeaseDirectionError
+from saga_index.layout_change.lease import LeaseDirectionError
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
 from saga_index_cli.backfill.output import exit_code
 from tests.support.control_seed import transition

@@ -12,7 +12,7 @@ import pytest
 from saga_index.index.layout import Layout
 from saga_index.layout_change.backfill.keeper import LeaseKeeper
 from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.record.errors import LeaseDirectionError
+from saga_index.layout_change.lease import LeaseDirectionError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index_cli.backfill.advice import local_failure_advice, move_for

@@ -18,20 +18,11 @@ from saga_index.index import SagaIndexError
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.slots import refused_by_slot
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.lease.grant import LeaseOutcomeUnknownError, backfill_layouts
-from saga_index.layout_change.record import (
-    DEFAULT_TIMING,
-    BackfillDirection,
-    ControlState,
-    Phase,
-    PreconditionFailedError,
-)
-from saga_index.layout_change.record.errors import (
-    CheckResult,
-    LeaseHeldError,
-    LeaseNotYetEffectiveError,
-)
-from saga_index.layout_change.transitions import plan_move
+from saga_index.layout_change.lease import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.layout_change.lease.errors import LeaseOutcomeUnknownError
+from saga_index.layout_change.lease.grant import backfill_layouts
+from saga_index.layout_change.record import DEFAULT_TIMING, BackfillDirection, ControlState, Phase
+from saga_index.layout_change.transitions import CheckResult, PreconditionFailedError, plan_move
 from saga_index.layout_change.transitions.executor import _require_settled_switch
 from saga_index_cli.backfill.output import EXIT_ANOMALIES, exit_code
 from saga_index_cli.context import CliContext

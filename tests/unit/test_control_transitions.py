@@ -9,10 +9,7 @@ import pytest
 
 from saga_index.index.errors import InvalidInputError, InvalidShardCountError
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.record.errors import (
-    ControlRecordMissingError,
-    TransitionNotAllowedError,
-)
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
@@ -21,6 +18,7 @@ from saga_index.layout_change.record.state import (
     RecordCondition,
     Transition,
 )
+from saga_index.layout_change.transitions import TransitionNotAllowedError
 from saga_index.layout_change.transitions.rules import (
     ALLOWED_MOVES,
     check_backfill,

@@ -132,7 +132,7 @@ _MODULES = (
     "saga_index.sweeps.claims",
     "saga_index.layout_change.backfill.row",
     "saga_index.layout_change.backfill.fence",
-    "saga_index.layout_change.checks.repair",
+    "saga_index.store.repair",
     "saga_index.layout_change.checks.layout_probe",
     "saga_index.layout_change.lease.grant",
     "saga_index.layout_change.record.history",

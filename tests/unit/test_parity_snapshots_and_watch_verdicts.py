@@ -17,7 +17,7 @@ from saga_index.layout_change.checks.parity import (
     Snapshot,
     sample_persons,
 )
-from saga_index.layout_change.checks.watch import (
+from saga_index.store.watch import (
     MetricReadError,
     WatchReport,
     read_throttle_window,

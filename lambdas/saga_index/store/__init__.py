@@ -4,6 +4,9 @@
   repository  the by-person read, the complete enumerations and their pages
   paging      a page of an enumeration and the cursor of the next (cursor: its one format)
   writer      creates and transitions sagas, stamping the key the plan says
+  partitions  reading GSI4 partitions: a set of them whole, one partition's rows, its count
+  repair      the repair of one anomalous saga row (a row write, like the writer's)
+  watch       the index's throttle events over a window (DynamoDB's CloudWatch metrics)
 
 The store never imports saga_index.layout_change: the machinery provides the plan.
 """
@@ -20,23 +23,31 @@ from saga_index.store.cursor import (
 from saga_index.store.paging import SagaPage, read_page
 from saga_index.store.partitions import count_partition
 from saga_index.store.plan import KeyPlan
+from saga_index.store.repair import RepairStatus, repair_anomaly
 from saga_index.store.repository import ReadResult, SagaRepository
+from saga_index.store.watch import DEFAULT_DAYS, MAX_DAYS, WatchReport, read_throttle_window
 from saga_index.store.writer import SagaWriter, utc_iso
 
 __all__ = [
+    "DEFAULT_DAYS",
+    "MAX_DAYS",
     "CursorLayoutChangedError",
     "InvalidCursorError",
     "KeyPlan",
     "PagingDuringMoveError",
     "Position",
     "ReadResult",
+    "RepairStatus",
     "SagaPage",
     "SagaRepository",
     "SagaWriter",
+    "WatchReport",
     "count_partition",
     "decode_cursor",
     "encode_cursor",
     "plan_fingerprint",
     "read_page",
+    "read_throttle_window",
+    "repair_anomaly",
     "utc_iso",
 ]

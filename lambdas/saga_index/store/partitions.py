@@ -1,13 +1,16 @@
-"""Reading a set of GSI4 partitions: all of them or an error naming each one that failed.
+"""Reading GSI4 partitions: a set of them, all or an error naming each one that failed
+(`read_partitions`); one partition's rows (`partition_rows`, the one index-partition probe:
+its first rows, or all of them, projected to what the caller names); one partition's count.
 
-Shared by the repository's enumerations and the checks that count rows per key, so "complete or
-it fails loudly" has one implementation.
+Shared by the repository's enumerations, the checks that count rows per key, the layout probe,
+the lost-record probe, restore from rows and the backfill's estimate, so each has one
+implementation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,7 +18,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import names
 from saga_index.index.errors import EnumerationError
-from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
+from saga_index.store.dynamo.codec import deserialize
+from saga_index.store.dynamo.expressions import (
+    attribute_list,
+    on_index_partition,
+    request_expressions,
+)
 from saga_index.store.dynamo.key_pace import KeyReadPacer
 from saga_index.store.dynamo.pages import query_pages
 
@@ -65,6 +73,34 @@ def read_partitions(
             )
         raise EnumerationError(failures)
     return results
+
+
+def partition_rows(
+    client: DynamoDBClient,
+    table_name: str,
+    gsi4pk: str,
+    *,
+    attributes: Sequence[str],
+    index_name: str = names.INDEX_NAME,
+    limit: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The rows under one GSI4 partition, projected to `attributes` and deserialised: the first
+    `limit` (ONE Query with that Limit: a probe of whether the key carries rows costs 0.5 read
+    unit), or every row (paged to the last page) when no limit is given. Eventually
+    consistent, as every index read. Client errors propagate."""
+    projection = attribute_list({f"#a{n}": attribute for n, attribute in enumerate(attributes)})
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "IndexName": index_name,
+        **request_expressions(key_condition=on_index_partition(gsi4pk), projection=projection),
+    }
+    if limit is not None:
+        pages: Any = [client.query(**request, Limit=limit)]
+    else:
+        pages = query_pages(client, request)
+    for page in pages:
+        for raw in page.get("Items", []):
+            yield deserialize(raw)
 
 
 def count_partition(

@@ -15,16 +15,18 @@ from datetime import datetime
 
 from saga_index.index import BACKFILL_THROTTLED_ERROR, RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill import Move
+from saga_index.layout_change.lease import (
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+)
 from saga_index.layout_change.record import (
     BackfillDirection,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
     ControlState,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
     Phase,
 )
 

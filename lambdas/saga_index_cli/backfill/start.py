@@ -15,13 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import SagaIndexError
 from saga_index.layout_change.backfill import BackfillRequest
-from saga_index.layout_change.record import (
-    ControlState,
-    LeaseHeldError,
-    LeaseNotYetEffectiveError,
-    format_time,
-)
-from saga_index.layout_change.transitions import seconds_until
+from saga_index.layout_change.lease import check_startable
 from saga_index_cli.backfill.advice import move_for, refusals_explained
 from saga_index_cli.backfill.follow import follow_to_end, report_followed, run_label
 from saga_index_cli.backfill.output import RunProgress
@@ -29,20 +23,6 @@ from saga_index_cli.backfill.stop import stop_execution
 from saga_index_cli.context import CliContext
 
 log = logging.getLogger("saga_index.cli.backfill")
-
-
-def check_startable(state: ControlState, now: datetime) -> None:
-    """What the lease would refuse, asked before a Step Functions execution is started (so the
-    refusal is this command's exit 1, not a failed execution): a state younger than its
-    effectiveAt, another run's live lease. The plan step's acquire is still the authority."""
-    wait = seconds_until(state.effective_at, now)
-    if wait > 0 and state.effective_at is not None:
-        raise LeaseNotYetEffectiveError(
-            format_time(state.effective_at), wait, retry_at=state.effective_at
-        )
-    lease = state.lease
-    if lease is not None and lease.is_live(now):
-        raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
 
 
 def run_state_machine(
@@ -62,6 +42,8 @@ def run_state_machine(
         cli.require_overrides_agree(state)
         move = move_for(state, request.direction)
         if not request.dry_run:
+            # The lease's own start rule, asked before the execution starts; the plan step's
+            # acquire asks it again and stays the authority.
             check_startable(state, cli.now())
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"backfill-{request.direction.value}-{stamp}-{uuid.uuid4().hex[:8]}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from saga_index.index import names
-from saga_index.layout_change.checks import (
+from saga_index.store import (
     DEFAULT_DAYS,
     MAX_DAYS,
     WatchReport,

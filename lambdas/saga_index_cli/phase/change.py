@@ -1,5 +1,6 @@
-"""One attempt of `phase set` (`change_once`): the record read, the move planned and its checks
-chosen, the change written; and `--wait`'s retry of a "not yet" at its retryAt
+"""One attempt of `phase set` (`change_once`): the record read, the options mapped to the domain's
+operation (`change_phase`, which plans the move and chooses its checks itself), the change
+written; and `--wait`'s retry of a "not yet" at its retryAt
 (`change_when_settled`)."""
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from saga_index.layout_change.record import ControlRecordInvalidError, ControlSt
 from saga_index.layout_change.transitions import (
     CheckOptions,
     PhaseChange,
-    completion_checks,
+    change_phase,
     failing_checks,
-    first_move_guard,
     plan_move,
-    set_phase,
 )
 from saga_index_cli.context import CliContext
 from saga_index_cli.phase.not_yet import NotYetError
@@ -60,18 +59,16 @@ def change_once(cli: CliContext, request: ChangeRequest) -> PhaseChange | None:
         return None
     # Refuse a move that is not allowed before anything expensive (exit 2).
     move = plan_move(state, phase, shard_count=shards)
-    checks = completion_checks(store, state, phase, request.options) if move.guarded else []
-    guards = [first_move_guard(store, cli.hooks.shard_key_probe)] if state.version == 0 else []
     try:
-        return set_phase(
+        return change_phase(
             store,
             phase,
             changed_by=cli.changed_by(),
             reason=request.reason,
             shard_count=shards,
             force=request.force,
-            checks=checks,
-            guards=guards,
+            options=request.options,
+            probe=cli.hooks.shard_key_probe,
             clock=cli.hooks.clock,
             timing=cli.hooks.timing,
         )

@@ -2,8 +2,8 @@
 
 A completing move (migrating -> sharded, resharding -> sharded, rolling-back -> legacy) stops
 reading the layout rows moved away from: before it, `phase set` checks that readers AFTER the
-change see every saga (layout_change/transitions/requirements.py says which checks, and why
-against the TARGET state).
+change see every saga (`change_phase` chooses them: layout_change/transitions/requirements.py
+says which, and why against the TARGET state).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ from saga_index.layout_change.record import (
     Transition,
     format_time,
     routing_for,
+    seconds_until,
 )
-from saga_index.layout_change.transitions import allowed_moves, seconds_until
+from saga_index.layout_change.transitions import allowed_moves
 
 
 def layout_document(layout: Layout | None) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ wait for.
 from __future__ import annotations
 
 from saga_index.index import RetryLaterError
-from saga_index.layout_change.record import CheckResult
+from saga_index.layout_change.transitions import CheckResult
 
 
 class NotYetError(RetryLaterError):

@@ -26,6 +26,10 @@ One module per idea:
              state (plan, worker, verify), the one call of that state's Lambda handler
   keeper     a run under its lease: taken, heartbeated (applying the record's throttle and
              pause to the run's pacing), released with the run's completion
+  fence      the lease proved at write time; what a re-stamp condition-checks is a strategy
+             (FenceCheck: the segment's own fence slot, SlotCheck, unless a harness passes
+             another)
+  leased     a leased run built once (its fence and keeper), for the steps and the local run
   stale_slots  the operator's clearing of fence slots no run holds (`backfill clear-fence`)
 
 The lease's writes in the control record are layout_change.lease (the room below this one).
@@ -34,8 +38,6 @@ The Lambda handlers (handlers/backfill_*.py) and the CLI (saga_index_cli/backfil
 shells around these. Nothing here reads os.environ; the DynamoDB client is injected.
 """
 
-# The local runner as a module: a test harness swaps the fence it builds (fence_for_run).
-from saga_index.layout_change.backfill import local
 from saga_index.layout_change.backfill.estimate import (
     PARTITION_WCU_PER_SECOND,
     BackfillEstimate,
@@ -44,7 +46,16 @@ from saga_index.layout_change.backfill.estimate import (
     count_rows_to_move,
     sample_rows_to_move,
 )
-from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
+from saga_index.layout_change.backfill.fence import FenceCheck, LeaseFence
+from saga_index.layout_change.backfill.inputs import (
+    DEFAULT_MAX_WRITES_PER_SECOND,
+    DEFAULT_TOTAL_SEGMENTS,
+    BackfillRequest,
+    PlanRequest,
+    SegmentPlan,
+    SegmentRequest,
+    VerifyRequest,
+)
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
@@ -65,17 +76,10 @@ from saga_index.layout_change.backfill.stale_slots import ClearedFence, clear_fe
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
-    DEFAULT_MAX_WRITES_PER_SECOND,
-    DEFAULT_TOTAL_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
-    BackfillRequest,
-    PlanRequest,
     RunTicket,
     SegmentCounts,
-    SegmentPlan,
-    SegmentRequest,
     SegmentResult,
-    VerifyRequest,
 )
 
 __all__ = [
@@ -89,6 +93,7 @@ __all__ = [
     "BackfillRequest",
     "BackfillSummary",
     "ClearedFence",
+    "FenceCheck",
     "LeaseFence",
     "LeaseKeeper",
     "LegacyKeyEffect",
@@ -107,9 +112,7 @@ __all__ = [
     "clear_fence",
     "count_rows_to_move",
     "count_source_rows",
-    "fence_for_run",
     "finish_backfill",
-    "local",
     "plan_run",
     "release_with_completion",
     "run_backfill",

@@ -29,8 +29,8 @@ from saga_index.index.names import INDEX_PARTITION_KEY
 from saga_index.layout_change.backfill.move import Move
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
-from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.sizing import item_size
+from saga_index.store.partitions import partition_rows
 
 # DynamoDB's ceiling of one partition (AWS documentation), on-demand mode and indexes included.
 PARTITION_WCU_PER_SECOND = 1000.0
@@ -156,28 +156,14 @@ def count_rows_to_move(client: Any, table_name: str, *, index_name: str, move: M
     re-shard's rows whose shard does not change, other entities and rows a sharded target
     cannot key are not counted. The read costs what a COUNT query of the same partitions
     costs (DynamoDB charges the items examined); only the key attributes come back."""
-    names = {
-        "#pk": "PK",
-        "#entityType": "entityType",
-        "#personId": "personId",
-        "#gsi4pk": INDEX_PARTITION_KEY,
-        "#gsi4sk": "GSI4SK",
-    }
+    attributes = ("PK", "entityType", "personId", INDEX_PARTITION_KEY, "GSI4SK")
     rows = 0
     for partition in move.swept_partitions():
-        request: dict[str, Any] = {
-            "TableName": table_name,
-            "IndexName": index_name,
-            "KeyConditionExpression": "#gsi4pk = :pk",
-            "ProjectionExpression": ", ".join(names),
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {":pk": {"S": partition}},
-        }
-        for page in query_pages(client, request):
-            for raw in page.get("Items", []):
-                item = deserialize(raw)
-                if item.get("entityType") == keys.ENTITY_TYPE and move.must_move_row(item):
-                    rows += 1
+        for item in partition_rows(
+            client, table_name, partition, attributes=attributes, index_name=index_name
+        ):
+            if item.get("entityType") == keys.ENTITY_TYPE and move.must_move_row(item):
+                rows += 1
     return rows
 
 

@@ -42,6 +42,7 @@ import logging
 import math
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -57,7 +58,7 @@ from saga_index.layout_change.backfill.slots import (
     describe_slot,
     read_slot,
 )
-from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.record.items import FENCE_EPOCH, LEASE_TOKEN, fence_slot_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import WallClock, utc_now
@@ -70,8 +71,6 @@ log = logging.getLogger(__name__)
 # An arming racing a segment's re-stamp on its slot cancels the re-stamp: retried this often.
 CONFLICT_RETRIES: Final = 5
 CONFLICT_BACKOFF_SECONDS: Final = 0.02
-# The least heartbeat age the clock fence allows (default_max_heartbeat_age).
-MIN_HEARTBEAT_AGE_SECONDS: Final = 2.0
 # The cancellation reasons of a transaction that was throttled, not refused.
 TRANSACTION_THROTTLE_REASONS: Final = frozenset({"ThrottlingError", *THROTTLE_CODES})
 
@@ -101,6 +100,36 @@ def is_transaction_throttle(err: BaseException) -> bool:
     return any(code in TRANSACTION_THROTTLE_REASONS for code in cancellation_codes(err))
 
 
+class FenceCheck(ABC):
+    """What a fenced re-stamp proves the lease by: the ConditionCheck action of its
+    transaction. A strategy the fence takes, as Powertools' idempotency takes its persistence
+    layer (a base class with declared primitives): the product's is SlotCheck; a harness passes
+    another one in (devkit.semantics.contended's known-bad shared-state check) by parameter."""
+
+    @abstractmethod
+    def condition_check(self, fence: LeaseFence, slot: int) -> dict[str, Any]:
+        """The ConditionCheck (TableName, Key, expressions) that refuses segment `slot`'s
+        re-stamp once `fence`'s run no longer holds the lease."""
+
+
+class SlotCheck(FenceCheck):
+    """The segment's own fence slot still carries the run's lease epoch and token (armed by
+    backfill.slots when the run took the lease): no item is shared by two segments."""
+
+    def condition_check(self, fence: LeaseFence, slot: int) -> dict[str, Any]:
+        ours = SLOT_STILL_OURS.given(
+            {":fenceEpoch": {"N": str(fence.epoch)}, ":fenceToken": {"S": fence.token}}
+        )
+        return {
+            "TableName": fence.table_name,
+            "Key": serialize(fence_slot_key(slot)),
+            **request_expressions(condition=ours),
+        }
+
+
+SLOT_CHECK: Final = SlotCheck()
+
+
 class LeaseFence:
     """The fence of one run (or one Lambda invocation) under its lease.
 
@@ -124,6 +153,7 @@ class LeaseFence:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
         on_lost: Callable[[LeaseLostError], None] | None = None,
+        check: FenceCheck = SLOT_CHECK,
     ) -> None:
         if not max_heartbeat_age > 0:
             raise ValueError(f"max_heartbeat_age must be positive, got {max_heartbeat_age!r}")
@@ -140,6 +170,7 @@ class LeaseFence:
         self.monotonic = monotonic
         self.sleep = sleep
         self.on_lost = on_lost
+        self.check = check
         self.lost: LeaseLostError | None = None
         self.conflicts = 0  # TransactionConflict cancellations retried (the run's report)
         self._lock = threading.Lock()
@@ -305,14 +336,7 @@ class LeaseFence:
 
     def _transaction(self, update: Mapping[str, Any], slot: int) -> dict[str, Any]:
         row = {k: v for k, v in update.items() if k != "ReturnValues"}
-        ours = SLOT_STILL_OURS.given(
-            {":fenceEpoch": {"N": str(self.epoch)}, ":fenceToken": {"S": self.token}}
-        )
-        check = {
-            "TableName": self.table_name,
-            "Key": serialize(fence_slot_key(slot)),
-            **request_expressions(condition=ours),
-        }
+        check = self.check.condition_check(self, slot)
         return {"TransactItems": [{"ConditionCheck": check}, {"Update": row}]}
 
     def _fall_back_to_clock(self, err: ClientError) -> None:
@@ -339,62 +363,3 @@ def _request_token(lease_token: str, row: Mapping[str, Any], attempt: int) -> st
     digest = hashlib.sha256(repr((lease_token, attempt, sorted(row["Key"].items()))).encode())
     digest.update(repr(sorted(row.get("ExpressionAttributeValues", {}).items())).encode())
     return digest.hexdigest()[:36]
-
-
-def fence_for_run(
-    client: Any,
-    table_name: str,
-    *,
-    token: str,
-    state_version: int,
-    ttl_seconds: float,
-    poll_seconds: float,
-    epoch: int | None = None,
-    transactional: bool = True,
-    clock: WallClock = utc_now,
-    monotonic: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], object] = time.sleep,
-) -> LeaseFence:
-    """The fence of a run holding `token` under `state_version` with lease epoch `epoch`, on
-    the given clocks (the wall clock, the monotonic clock, and the sleep between conflict
-    retries). Transactional without an epoch (a ticket planned before epochs): the STATE item
-    is read once (strongly consistent) for the epoch of the lease this token holds; a
-    ControlError when it holds none (the run lost it, or never armed its slots)."""
-    if transactional and epoch is None:
-        epoch = _epoch_in_state(client, table_name, token)
-    return LeaseFence(
-        client,
-        table_name,
-        token=token,
-        state_version=state_version,
-        epoch=epoch,
-        max_heartbeat_age=default_max_heartbeat_age(ttl_seconds, poll_seconds),
-        transactional=transactional,
-        clock=clock,
-        monotonic=monotonic,
-        sleep=sleep,
-    )
-
-
-def _epoch_in_state(client: Any, table_name: str, token: str) -> int:
-    state = ControlStore(client, table_name).read()
-    lease = state.lease
-    if lease is None or lease.token != token:
-        raise LeaseLostError(
-            "this run's ticket names no fencing epoch, and "
-            + ("no backfill lease is held" if lease is None else f"{lease.holder!r} holds it")
-        )
-    if state.lease_epoch is None:
-        raise LeaseLostError(
-            "the lease this run holds has no fencing epoch (`leaseEpoch`): its fence slots "
-            "were never armed; start the run again"
-        )
-    return state.lease_epoch
-
-
-def default_max_heartbeat_age(ttl_seconds: float, poll_seconds: float) -> float:
-    """How old the last good heartbeat may be at a write: four heartbeat periods (so one or two
-    failed heartbeats do not stop a run) and at least MIN_HEARTBEAT_AGE_SECONDS (a heartbeat is
-    a network call; a busy machine delays it), never more than half the lease's TTL (past that
-    the lease can be taken over by a clock a little ahead)."""
-    return min(ttl_seconds / 2, max(4 * poll_seconds, MIN_HEARTBEAT_AGE_SECONDS))

@@ -36,18 +36,19 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill.fence import LeaseFence
+from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.wire import BackfillRequest, RunTicket
+from saga_index.layout_change.backfill.wire import RunTicket
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
     acquire_lease,
     heartbeat_lease,
     release_lease,
 )
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.state import BackfillCompletion, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time, parse_time

@@ -23,26 +23,23 @@ from pydantic import BaseModel, ConfigDict
 
 from saga_index.index.errors import SagaIndexError
 from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
-from saga_index.layout_change.backfill.fence import LeaseFence, fence_for_run
+from saga_index.layout_change.backfill.fence import SLOT_CHECK, FenceCheck, LeaseFence
+from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
     release_with_completion,
     take_run,
 )
+from saga_index.layout_change.backfill.leased import leased_run
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
-from saga_index.layout_change.backfill.wire import (
-    BackfillRequest,
-    RunTicket,
-    SegmentCounts,
-    SegmentResult,
-)
+from saga_index.layout_change.backfill.wire import RunTicket, SegmentCounts, SegmentResult
+from saga_index.layout_change.lease.errors import LeaseLostError
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
-from saga_index.layout_change.record.errors import LeaseLostError
 from saga_index.layout_change.record.state import BackfillCompletion, ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import WallClock, utc_now
@@ -182,52 +179,6 @@ def _running_totals(on_totals: Callable[[SegmentCounts], None]) -> Callable[[Seg
     return track
 
 
-def _run_guards(
-    client: Any,
-    table_name: str,
-    store: ControlStore,
-    ticket: RunTicket,
-    bucket: TokenBucket,
-    *,
-    own_rate: float,
-    stop: threading.Event,
-    clock: WallClock,
-    ttl_seconds: float,
-    poll_seconds: float,
-    transactional: bool,
-    on_control: Callable[[ControlState], None] | None,
-) -> tuple[LeaseFence | None, LeaseKeeper | None]:
-    """The fence every re-stamp goes through and the keeper that heartbeats the lease; neither
-    for a dry run, which holds no lease."""
-    token = ticket.lease_token
-    if token is None:
-        return None, None
-    fence = fence_for_run(
-        client,
-        table_name,
-        token=token,
-        state_version=ticket.state_version,
-        epoch=ticket.lease_epoch,
-        ttl_seconds=ttl_seconds,
-        poll_seconds=poll_seconds,
-        transactional=transactional,
-        clock=clock,
-    )
-    keeper = LeaseKeeper(
-        store,
-        token,
-        bucket,
-        own_rate=own_rate,
-        stop=stop,
-        clock=clock,
-        ttl_seconds=ttl_seconds,
-        poll_seconds=poll_seconds,
-        fence=fence,
-        on_apply=on_control,
-    )
-    return fence, keeper
-
-
 def backfill_locally(
     client: Any,
     table_name: str,
@@ -245,6 +196,7 @@ def backfill_locally(
     while_running: AbstractContextManager[object] | None = None,
     page_size: int | None = None,
     transactional_fence: bool = True,
+    fence_check: FenceCheck | None = None,
     on_control: Callable[[ControlState], None] | None = None,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
@@ -265,7 +217,7 @@ def backfill_locally(
     Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
     transactional (the run's fence slots armed when it takes the lease) unless
     `transactional_fence` is False or the server has no transactions (then the clock fence
-    only, with a warning).
+    only, with a warning), condition-checking `fence_check` (None: the segment's fence slot).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -280,9 +232,8 @@ def backfill_locally(
     )
     token = ticket.lease_token
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
-    fence, keeper = _run_guards(
+    leased = leased_run(
         client,
-        table_name,
         store,
         ticket,
         bucket,
@@ -292,8 +243,10 @@ def backfill_locally(
         ttl_seconds=lease_ttl_seconds,
         poll_seconds=poll_seconds,
         transactional=transactional_fence,
+        check=fence_check or SLOT_CHECK,
         on_control=on_control,
     )
+    fence, keeper = (leased.fence, leased.keeper) if leased is not None else (None, None)
     try:
         if keeper is not None:
             keeper.apply(state)

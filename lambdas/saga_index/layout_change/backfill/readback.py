@@ -6,13 +6,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from saga_index.index import keys
+from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES
 from saga_index.layout_change.backfill.summary import BackfillSummary, VerificationResult, summarise
 from saga_index.layout_change.backfill.wire import (
     MAX_ANOMALY_KEYS,
     TABLE_KEY_ATTRIBUTES,
-    BackfillRequest,
     SegmentResult,
     TableKey,
     plain_key,

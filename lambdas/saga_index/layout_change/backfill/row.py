@@ -8,7 +8,7 @@ the Scan):
          legacy -> sharded(N), rollback sharded(N) -> legacy; move.py)
   leave  when the target is sharded, rows whose personId is unusable (keys.person_anomaly): an
          anomaly, reported by table key and reason, never written (nothing guesses a shard for it;
-         checks.repair fixes one). The legacy target gives everyone one key, so a rollback
+         store.repair fixes one). The legacy target gives everyone one key, so a rollback
          moves those rows too and lists them (table key and reason) as moved, not left behind
   write  UpdateItem SET GSI4PK = target, and nothing else, IF the row still exists and GSI4PK is
          still what the Scan read, and (sharded target: the key came from them) personId and
@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 
 from saga_index.index import keys
 from saga_index.layout_change.backfill.fence import LeaseFence, RowWrite, is_transaction_throttle
+from saga_index.layout_change.backfill.inputs import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
@@ -35,7 +36,6 @@ from saga_index.layout_change.backfill.pacing import (
 )
 from saga_index.layout_change.backfill.wire import (
     TABLE_KEY_ATTRIBUTES,
-    SegmentRequest,
     SegmentResult,
     anomaly_key,
     plain_key,

@@ -33,19 +33,14 @@ from botocore.exceptions import ClientError
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.fence import LeaseFence
+from saga_index.layout_change.backfill.inputs import SegmentRequest
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
 from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES, RowRestamper
-from saga_index.layout_change.backfill.wire import (
-    Cursor,
-    SegmentCounts,
-    SegmentRequest,
-    SegmentResult,
-    cursor_of,
-)
+from saga_index.layout_change.backfill.wire import Cursor, SegmentCounts, SegmentResult, cursor_of
 from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
 from saga_index.store.dynamo.expressions import request_expressions
 

@@ -33,7 +33,8 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.names import TABLE_PARTITION_KEY
-from saga_index.layout_change.record.errors import ControlError, LeaseLostError
+from saga_index.layout_change.lease.errors import LeaseLostError
+from saga_index.layout_change.record.errors import ControlError
 from saga_index.layout_change.record.items import (
     ENTITY_FENCE,
     ENTITY_TYPE,
@@ -45,13 +46,13 @@ from saga_index.layout_change.record.items import (
     STATE_VERSION,
     fence_slot_key,
 )
-from saga_index.layout_change.record.store import ControlStore, attribute_fragment
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import error_code
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import Expression, request_expressions
+from saga_index.store.dynamo.expressions import Expression, attribute_fragment, request_expressions
 from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
 
 # How many slot writes an arming has in flight at once.

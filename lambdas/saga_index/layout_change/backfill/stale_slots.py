@@ -24,16 +24,17 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.layout_change.backfill.slots import read_slot
+from saga_index.layout_change.lease.errors import LeaseHeldError
 from saga_index.layout_change.lease.events import put_event, required
-from saga_index.layout_change.record.errors import ControlRecordMissingError, LeaseHeldError
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.items import FENCE_EPOCH, FENCE_SLOTS, fence_slot_key
 from saga_index.layout_change.record.state import RecordCondition
-from saga_index.layout_change.record.store import ControlStore, attribute_fragment
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time, to_millis
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.codec import deserialize, serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import request_expressions
+from saga_index.store.dynamo.expressions import attribute_fragment, request_expressions
 from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
 
 EVENT_FENCE_CLEARED: Final = "fence-cleared"

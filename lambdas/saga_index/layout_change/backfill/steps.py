@@ -21,29 +21,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.layout_change.backfill.caps import extend_caps
-from saga_index.layout_change.backfill.fence import fence_for_run
-from saga_index.layout_change.backfill.keeper import (
-    CONTROL_POLL_SECONDS,
-    LeaseKeeper,
-    release_with_completion,
-    take_run,
-    token_for_execution,
-)
-from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.readback import finish_backfill
-from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
-from saga_index.layout_change.backfill.summary import BackfillSummary
-from saga_index.layout_change.backfill.wire import (
+from saga_index.layout_change.backfill.inputs import (
     PlanRequest,
     SegmentPlan,
     SegmentRequest,
-    SegmentResult,
     VerifyRequest,
     plan_segments,
     segment_share,
 )
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, heartbeat_lease
-from saga_index.layout_change.record.errors import LeaseLostError
+from saga_index.layout_change.backfill.keeper import (
+    release_with_completion,
+    take_run,
+    token_for_execution,
+)
+from saga_index.layout_change.backfill.leased import leased_run
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.readback import finish_backfill
+from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.summary import BackfillSummary
+from saga_index.layout_change.backfill.wire import SegmentResult
+from saga_index.layout_change.lease.errors import LeaseLostError
+from saga_index.layout_change.lease.grant import heartbeat_lease
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.client import attach_throttle_observer
 
@@ -106,35 +104,22 @@ def run_leased_segment(
     stop = threading.Event()
     bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
     token = request.run.lease_token
-    leased = not request.dry_run and token is not None
     # DynamoDB on AWS has transactions: every re-stamp proves the lease at write time.
-    fence = (
-        fence_for_run(
+    leased = (
+        None
+        if request.dry_run or token is None
+        else leased_run(
             client,
-            table_name,
-            token=token,
-            state_version=request.run.state_version,
-            epoch=request.run.lease_epoch,
-            ttl_seconds=LEASE_TTL_SECONDS,
-            poll_seconds=CONTROL_POLL_SECONDS,
-        )
-        if leased and token is not None
-        else None
-    )
-    keeper = (
-        LeaseKeeper(
             ControlStore(client, table_name),
-            token,
+            request.run,
             bucket,
             own_rate=request.max_writes_per_second,
             share=lambda total: segment_share(total, request.total_segments),
             run_rate=request.run_cap(),
             stop=stop,
-            fence=fence,
         )
-        if leased and token is not None
-        else None
     )
+    fence, keeper = (leased.fence, leased.keeper) if leased is not None else (None, None)
     with keeper if keeper is not None else contextlib.nullcontext():
         result = run_segment(
             client,

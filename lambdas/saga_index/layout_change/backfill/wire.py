@@ -7,8 +7,9 @@ Functions' 256 KB state.
   the budget    the limits that keep every payload inside the state at 1,000 segments
   the ticket    RunTicket: the move and the lease every step of one run carries
   the results   SegmentCounts and SegmentResult: what a segment did (the worker's output)
-  the inputs    BackfillRequest (the run's), PlanRequest and SegmentPlan (the plan step's),
-                SegmentRequest (a worker's), VerifyRequest (the verification's)
+
+The steps' inputs built from these (BackfillRequest, PlanRequest and SegmentPlan, SegmentRequest,
+VerifyRequest) are `inputs`.
 
 Two neighbours stay apart on purpose: `summary` is the run's report to whoever started it (the
 CLI's --json object and the execution's output), which no step reads back; `caps` is the pure
@@ -21,30 +22,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import Layout, LayoutKind
 from saga_index.index.names import (
-    BACKFILL_SEGMENT_TEMPLATE_FIELDS,
-    MAX_CONCURRENT_SEGMENTS,
-    MAX_WRITES_PER_SECOND,
     METRIC_ANOMALIES,
     METRIC_RESTAMPED,
     METRIC_SCANNED,
     METRIC_SKIPPED,
     METRIC_THROTTLES,
     METRIC_WOULD_RESTAMP,
-    MIN_WRITES_PER_SECOND,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
-)
-from saga_index.layout_change.backfill.caps import (
-    APPLIED_CAP_BUDGET,
-    MAX_APPLIED_CAPS,
-    MIN_APPLIED_CAPS,
-    applied_cap_limit,
 )
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.record.state import BackfillDirection
@@ -273,157 +264,3 @@ class SegmentResult(SegmentCounts):
     interrupted: bool = Field(default=False, exclude=True)
     # This invocation's own counts, without the totals handed in (what its metrics publish).
     invocation: SegmentCounts | None = Field(default=None, exclude=True)
-
-
-# --- The steps' inputs: the request, the plan step's, a worker's, the verification's
-
-DEFAULT_TOTAL_SEGMENTS = 4
-DEFAULT_MAX_WRITES_PER_SECOND = 50.0
-
-
-def segment_share(max_writes_per_second: float, total_segments: int) -> float:
-    """One segment's share of a run's TOTAL cap, among the segments running at once."""
-    return max_writes_per_second / min(total_segments, MAX_CONCURRENT_SEGMENTS)
-
-
-class SegmentRequest(Payload):
-    """The worker's input: one invocation's share of one parallel-Scan segment."""
-
-    run: RunTicket
-    segment: Annotated[int, Field(strict=True, ge=0)]
-    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)]
-    cursor: Cursor | None = None
-    # This segment's share of the run's own cap (the record's throttle, when set, replaces it).
-    max_writes_per_second: Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)]
-    # The run's own TOTAL cap, the unit its report names caps in (None: the share times the
-    # segments running at once).
-    run_max_writes_per_second: (
-        Annotated[float, Field(strict=True, gt=0, le=MAX_WRITES_PER_SECOND)] | None
-    ) = None
-    dry_run: Annotated[bool, Field(strict=True)]
-    # The segment's running totals from the previous invocations (the state machine's loop
-    # hands the last result back in), so the final result is the whole segment's.
-    totals: SegmentCounts | None = None
-    anomaly_key_limit: Annotated[int, Field(strict=True, ge=0, le=MAX_ANOMALY_KEYS)] = (
-        MAX_ANOMALY_KEYS
-    )
-    # How many applied caps the result carries (caps.applied_cap_limit).
-    applied_cap_limit: Annotated[
-        int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
-    ] = MAX_APPLIED_CAPS
-
-    @field_validator("cursor")
-    @classmethod
-    def _cursor_shape(cls, value: Cursor | None) -> Cursor | None:
-        return check_cursor(value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> SegmentRequest:
-        if self.segment >= self.total_segments:
-            raise ValueError(
-                f"segment must be less than totalSegments ({self.total_segments}), "
-                f"got {self.segment}"
-            )
-        if not self.dry_run and self.run.lease_token is None:
-            raise ValueError("a run that writes needs run.leaseToken (the lease it holds)")
-        return self
-
-    @property
-    def move(self) -> Move:
-        return self.run.move()
-
-    def run_cap(self) -> float:
-        """The run's own total cap (what the report calls the cap when no throttle is set)."""
-        if self.run_max_writes_per_second is not None:
-            return self.run_max_writes_per_second
-        running = min(self.total_segments, MAX_CONCURRENT_SEGMENTS)
-        return round(self.max_writes_per_second * running, 6)
-
-
-class BackfillRequest(Payload):
-    """The state machine's input, and what the CLI builds from its options. No layouts: the
-    run's source and target are the control record's."""
-
-    direction: BackfillDirection
-    total_segments: Annotated[int, Field(strict=True, ge=1, le=MAX_TOTAL_SEGMENTS)] = (
-        DEFAULT_TOTAL_SEGMENTS
-    )
-    # The TOTAL cap, over all segments. A floor, so a typo (1e-300) is refused instead of
-    # starting a run that would never write.
-    max_writes_per_second: Annotated[
-        float, Field(strict=True, ge=MIN_WRITES_PER_SECOND, le=MAX_WRITES_PER_SECOND)
-    ] = DEFAULT_MAX_WRITES_PER_SECOND
-    # Required: whoever starts a run against the production table says whether it writes.
-    dry_run: Annotated[bool, Field(strict=True)]
-
-    def per_segment_writes_per_second(self) -> float:
-        return segment_share(self.max_writes_per_second, self.total_segments)
-
-    def anomaly_key_limit(self, budget: int | None) -> int:
-        if budget is None:
-            return MAX_ANOMALY_KEYS
-        return min(MAX_ANOMALY_KEYS, budget // self.total_segments)
-
-    def segment_requests(
-        self,
-        run: RunTicket,
-        anomaly_key_budget: int | None = None,
-        applied_cap_budget: int | None = None,
-    ) -> list[SegmentRequest]:
-        """Every segment's first request. The budgets bound what the results carry (the state
-        machine's; None: no bound, as in a local run)."""
-        if run.direction is not self.direction:
-            raise InvalidInputError(
-                f"the run's ticket is {run.direction.value}, the request {self.direction.value}"
-            )
-        rate = self.per_segment_writes_per_second()
-        return [
-            SegmentRequest(
-                run=run,
-                segment=segment,
-                total_segments=self.total_segments,
-                max_writes_per_second=rate,
-                run_max_writes_per_second=self.max_writes_per_second,
-                dry_run=self.dry_run,
-                anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
-                applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
-            )
-            for segment in range(self.total_segments)
-        ]
-
-
-class PlanRequest(Payload):
-    """The plan step's input: the state machine's input, and who runs it (the execution)."""
-
-    request: BackfillRequest
-    holder: str = Field(min_length=1)
-
-
-class SegmentPlan(Payload):
-    """The plan step's output: the Map iterates `segments` and builds each worker input from
-    `template`, `run` and the segment number (so the state stays small at 1,000 segments)."""
-
-    request: BackfillRequest
-    run: RunTicket
-    segments: list[int]
-    template: dict[str, Any]
-
-
-def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
-    """Lay out the segments of a run the record (and its lease) allowed. The template holds
-    every SegmentRequest field the segments share (names.BACKFILL_SEGMENT_TEMPLATE_FIELDS, which
-    the state machine copies into each worker input)."""
-    first = request.segment_requests(run, ANOMALY_KEY_BUDGET, APPLIED_CAP_BUDGET)[0].to_json()
-    template = {field: first[field] for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS}
-    return SegmentPlan(
-        request=request, run=run, segments=list(range(request.total_segments)), template=template
-    )
-
-
-class VerifyRequest(Payload):
-    """The verification step's input: the run's request and ticket, and every segment's last
-    result (the Map's output)."""
-
-    request: BackfillRequest
-    run: RunTicket
-    segments: list[SegmentResult]

@@ -8,8 +8,6 @@ drift/         the drift guard: what is wrong now, judged against the state (its
                checks.drift)
 parity/        the parity verifier: the reads against the base table or a snapshot, re-checked
                (its front: checks.parity)
-repair         the repair of one anomalous row
-watch          the index's throttle events over a window
 """
 
 from saga_index.layout_change.checks.layout_probe import (
@@ -18,23 +16,10 @@ from saga_index.layout_change.checks.layout_probe import (
     probe_shard_keys,
     shard_rows_refusal,
 )
-from saga_index.layout_change.checks.repair import RepairStatus, repair_anomaly
-from saga_index.layout_change.checks.watch import (
-    DEFAULT_DAYS,
-    MAX_DAYS,
-    WatchReport,
-    read_throttle_window,
-)
 
 __all__ = [
-    "DEFAULT_DAYS",
-    "MAX_DAYS",
-    "RepairStatus",
     "RowsSeen",
-    "WatchReport",
     "probe_keys",
     "probe_shard_keys",
-    "read_throttle_window",
-    "repair_anomaly",
     "shard_rows_refusal",
 ]

@@ -24,13 +24,7 @@ from saga_index.index.keys import Person
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import MAX_SHARD_COUNT, shard
 from saga_index.layout_change.checks.expectations import RowRef
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import (
-    attribute_list,
-    on_index_partition,
-    request_expressions,
-)
-from saga_index.store.partitions import read_partitions
+from saga_index.store.partitions import partition_rows, read_partitions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -39,7 +33,6 @@ log = logging.getLogger(__name__)
 
 PROBE_WORKERS = 16
 _NAMED = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
-_PROJECTED = attribute_list({f"#a{n}": name for n, name in enumerate(_NAMED)})
 # Shard counts are powers of two from 1 to 1024 (docs/shard-contract.md).
 _SHARD_COUNTS = tuple(1 << n for n in range(11))
 
@@ -92,14 +85,10 @@ def probe_keys(
     partitions = ([keys.LEGACY_GSI4PK] if include_legacy else []) + shard_keys
 
     def one_row(gsi4pk: str) -> RowRef | None:
-        response = client.query(
-            TableName=table_name,
-            IndexName=index_name,
-            **request_expressions(key_condition=on_index_partition(gsi4pk), projection=_PROJECTED),
-            Limit=1,
+        rows = partition_rows(
+            client, table_name, gsi4pk, attributes=_NAMED, index_name=index_name, limit=1
         )
-        items = response.get("Items", [])
-        return RowRef.of(deserialize(items[0])) if items else None
+        return next((RowRef.of(row) for row in rows), None)
 
     found = read_partitions(
         partitions,

@@ -7,8 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any, Final
 
+from saga_index.layout_change.lease.errors import InvalidBackfillControlError
 from saga_index.layout_change.record.encode import ControlEvent
-from saga_index.layout_change.record.errors import InvalidBackfillControlError
 from saga_index.layout_change.record.store import ControlStore
 
 EVENT_THROTTLE: Final = "throttle"

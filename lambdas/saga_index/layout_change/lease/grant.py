@@ -27,21 +27,25 @@ from saga_index.index.errors import RetryLaterError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import MAX_SHARD_COUNT
 from saga_index.layout_change.lease.epoch import newest_armed_epoch, next_epoch
+from saga_index.layout_change.lease.errors import (
+    InvalidBackfillControlError,
+    LeaseDirectionError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseNotYetEffectiveError,
+    LeaseOutcomeUnknownError,
+)
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
     EVENT_LEASE_RELEASED,
     put_event,
     required,
 )
+from saga_index.layout_change.record.conditions import STILL_THE_VERSION_READ
 from saga_index.layout_change.record.encode import completion_attributes, lease_attributes
 from saga_index.layout_change.record.errors import (
     ControlError,
     ControlRecordMissingError,
-    InvalidBackfillControlError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
     VersionConflictError,
 )
 from saga_index.layout_change.record.items import (
@@ -61,15 +65,10 @@ from saga_index.layout_change.record.state import (
     Lease,
     RecordCondition,
 )
-from saga_index.layout_change.record.store import (
-    STILL_THE_VERSION_READ,
-    ControlStore,
-    all_conditions,
-    attribute_fragment,
-)
-from saga_index.layout_change.record.times import format_time, to_millis
+from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record.times import format_time, seconds_until, to_millis
 from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.layout_change.transitions.rules import seconds_until
+from saga_index.store.dynamo.expressions import all_conditions, attribute_fragment
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0
@@ -236,21 +235,6 @@ def acquire_lease(
     return LeaseGrant(lease, source, target, updated, epoch)
 
 
-class LeaseOutcomeUnknownError(ControlError):
-    """The lease acquire got no answer and reading the record back failed too: whether this
-    run holds the lease is unknown (CLI exit 1, never "nothing was written")."""
-
-    def __init__(self, token: str, cause: BaseException, read_error: BaseException) -> None:
-        self.token = token
-        super().__init__(
-            f"the backfill lease acquire got no answer ({type(cause).__name__}: {cause}) and "
-            f"reading the record back failed too ({type(read_error).__name__}: {read_error}): "
-            f"unknown whether this run (token {token}) holds the lease. Run `saga-index "
-            "status`: if it names this token, `saga-index backfill --stop` releases it (or it "
-            "expires after its TTL); then start the run again"
-        )
-
-
 def _read_back_acquire(store: ControlStore, token: str, err: BaseException) -> ControlState | None:
     """After an acquire whose outcome is unknown: the state when this run's token holds the
     lease (the lost request landed: the run goes on with it, nothing orphaned), else the error
@@ -361,14 +345,25 @@ def _check_acquirable(
     lease = state.lease
     if lease is not None and lease.token == token and lease.state_version == state.version:
         return layouts
+    check_startable(state, now, token=token)
+    return layouts
+
+
+def check_startable(state: ControlState, now: datetime, *, token: str | None = None) -> None:
+    """The backfill's start rule, the one every starter asks: the acquire (the Step Functions
+    plan step and the local run take the lease through it), and the CLI before it starts a
+    Step Functions execution (so a refusal is its exit, not a failed execution). Refused, in
+    this order: a state younger than its effectiveAt (writers may still stamp the old key;
+    LeaseNotYetEffectiveError), another run's live lease (LeaseHeldError). `token`: the run
+    asking, whose own lease is no refusal; none asks for any run."""
     wait = seconds_until(state.effective_at, now)
     if wait > 0 and state.effective_at is not None:
         raise LeaseNotYetEffectiveError(
             format_time(state.effective_at), wait, retry_at=state.effective_at
         )
+    lease = state.lease
     if lease is not None and lease.token != token and lease.is_live(now):
         raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
-    return layouts
 
 
 def why_lost(state: ControlState, token: str) -> str:

@@ -3,7 +3,8 @@ that every reader and writer follows, changed only through guarded transitions.
 
   phase     the operator's name for a state
   state     what one read of the record says, as values (pure)
-  errors    the record's errors, each naming what the operator can do next
+  errors    the record's own errors (a reader's refusal, a lost compare-and-set), each naming
+            what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
   grammar   what a value of each kind is on the wire, one rule for every reader's language
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
@@ -20,16 +21,10 @@ from saga_index.layout_change.record import items
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import history_item, state_item
 from saga_index.layout_change.record.errors import (
-    CheckResult,
     ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
-    LeaseDirectionError,
-    LeaseHeldError,
-    LeaseLostError,
-    LeaseNotYetEffectiveError,
-    PreconditionFailedError,
 )
 from saga_index.layout_change.record.grammar import deserialize_control_item, grammar_document
 from saga_index.layout_change.record.history import (
@@ -71,7 +66,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.record.times import format_time, seconds_until
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 
 __all__ = [
@@ -92,7 +87,6 @@ __all__ = [
     "Attribute",
     "BackfillCompletion",
     "BackfillDirection",
-    "CheckResult",
     "ControlItemInvalidError",
     "ControlProvider",
     "ControlRecordInvalidError",
@@ -103,13 +97,8 @@ __all__ = [
     "ControlTiming",
     "HistoryEntry",
     "Lease",
-    "LeaseDirectionError",
-    "LeaseHeldError",
-    "LeaseLostError",
-    "LeaseNotYetEffectiveError",
     "Part",
     "Phase",
-    "PreconditionFailedError",
     "RecordCondition",
     "Routing",
     "Transition",
@@ -128,6 +117,7 @@ __all__ = [
     "parse_state_item",
     "restore_point",
     "routing_for",
+    "seconds_until",
     "state_item",
     "state_key",
     "utc_now",

@@ -1,4 +1,6 @@
-"""The control record's errors. Each names what the operator can do next.
+"""The control record's errors: what a reader refuses, and what a write of the record meets.
+Each names what the operator can do next. The moves' errors are the transitions room's
+(transitions/errors.py), the backfill lease's the lease room's (lease/errors.py).
 
 The CLI maps them to exit codes: InvalidInputError subclasses to 2, PreconditionFailedError to 3,
 RetryLaterError (a held lease, a state not yet effective) to 5, everything else to 1
@@ -7,13 +9,9 @@ RetryLaterError (a held lease, a state not yet effective) to 5, everything else 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from saga_index.index.errors import InvalidInputError, RetryLaterError, SagaIndexError
+from saga_index.index.errors import SagaIndexError
 
 
 class ControlError(SagaIndexError):
@@ -88,45 +86,6 @@ class ControlRecordMissingError(ControlError):
         )
 
 
-class TransitionNotAllowedError(ControlError, InvalidInputError):
-    """The requested phase is not reachable from the current one (CLI exit 2)."""
-
-    def __init__(self, current: str, requested: str, allowed: Sequence[str], detail: str) -> None:
-        self.current = current
-        self.requested = requested
-        self.allowed = tuple(allowed)
-        moves = ", ".join(self.allowed) if self.allowed else "none"
-        super().__init__(
-            f"cannot move from {current!r} to {requested!r}: {detail}. "
-            f"Allowed from {current!r}: {moves}"
-        )
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One precondition's verdict: its name, pass/fail and what it saw."""
-
-    name: str
-    passed: bool
-    detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "detail": self.detail}
-
-
-class PreconditionFailedError(ControlError):
-    """A forward transition's checks failed; nothing was written (CLI exit 3)."""
-
-    def __init__(self, requested: str, failed: Sequence[CheckResult]) -> None:
-        self.requested = requested
-        self.failed = tuple(failed)
-        names = "; ".join(f"{c.name}: {c.detail}" for c in self.failed)
-        super().__init__(f"refused to move to {requested!r}: {names}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"refused": True, "failed": [c.to_json() for c in self.failed]}
-
-
 class VersionConflictError(ControlError):
     """The compare-and-set lost: someone changed the record since it was read (CLI exit 1)."""
 
@@ -139,47 +98,3 @@ class VersionConflictError(ControlError):
             f"{actual_version} (phase {actual_phase!r}) while this change was checked; "
             "nothing was written. Read it (phase show) and decide again"
         )
-
-
-class LeaseHeldError(ControlError, RetryLaterError):
-    """Another backfill run holds a live lease (CLI exit 5: retry once it is free).
-    `retry_at`: when the lease expires unless its holder heartbeats again."""
-
-    def __init__(self, holder: str, expires_at: str, *, retry_at: datetime | None = None) -> None:
-        self.holder = holder
-        self.expires_at = expires_at
-        RetryLaterError.__init__(
-            self,
-            f"another backfill run holds the lease: {holder!r}, live until {expires_at} "
-            "unless it heartbeats. Wait for it, or for the lease to expire if that run died",
-            retry_at=retry_at,
-        )
-
-
-class LeaseNotYetEffectiveError(ControlError, RetryLaterError):
-    """The current state is younger than its effectiveAt: some writers may still use the old key
-    (CLI exit 5; `retry_at` is the effectiveAt)."""
-
-    def __init__(
-        self, effective_at: str, seconds_to_wait: float, *, retry_at: datetime | None = None
-    ) -> None:
-        self.effective_at = effective_at
-        self.seconds_to_wait = seconds_to_wait
-        RetryLaterError.__init__(
-            self,
-            f"the current state takes effect at {effective_at}: writers may still stamp the old "
-            f"key until then. Wait {seconds_to_wait:.0f} s and start again",
-            retry_at=retry_at,
-        )
-
-
-class LeaseDirectionError(ControlError, InvalidInputError):
-    """The requested backfill direction disagrees with the state (CLI exit 2)."""
-
-
-class LeaseLostError(ControlError):
-    """This run no longer holds the lease (taken over after expiry, or the state changed)."""
-
-
-class InvalidBackfillControlError(ControlError, InvalidInputError):
-    """A throttle value outside the backfill's bounds, or another invalid control change."""

@@ -27,6 +27,16 @@ from saga_index.index.names import (
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
 )
+from saga_index.layout_change.record.conditions import (
+    ITEMS_UNDER_PREFIX,
+    MARK_ABANDONED,
+    NO_STATE_YET,
+    NO_VERSION_STORED,
+    NOT_WRITTEN_YET,
+    STILL_THE_UNAPPLIED_INTENT_SEEN,
+    STILL_THE_VERSION_READ,
+    STILL_THE_VERSION_STORED,
+)
 from saga_index.layout_change.record.decode import parse_state_item
 from saga_index.layout_change.record.encode import (
     ControlEvent,
@@ -39,7 +49,6 @@ from saga_index.layout_change.record.encode import (
 from saga_index.layout_change.record.errors import ControlRecordLostError
 from saga_index.layout_change.record.grammar import deserialize_control_item
 from saga_index.layout_change.record.history import (
-    HISTORY_ABANDONED,
     HISTORY_APPLIED,
     NOT_SETTLED,
     HistoryEntry,
@@ -52,74 +61,27 @@ from saga_index.layout_change.record.items import (
     ENTITY_TYPE,
     EVENT_SK_PREFIX,
     HISTORY_SK_PREFIX,
-    LAYOUT,
     STATE_SK,
     VERSION,
     history_key,
     state_key,
 )
 from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.conditions import is_condition_failed
 from saga_index.store.dynamo.expressions import (
     Expression,
-    all_of,
+    attribute_fragment,
     attribute_list,
     request_expressions,
     update,
 )
 from saga_index.store.dynamo.pages import query_pages
 from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
+from saga_index.store.partitions import partition_rows
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-def attribute_fragment(text: str, *attributes: str, slots: tuple[str, ...] = ()) -> Expression:
-    """A fragment of the control items' expressions: `text` spells each of `attributes` as
-    "#" + its name, and uses the value placeholders `slots`."""
-    return Expression(text, names={f"#{a}": a for a in attributes}, slots=frozenset(slots))
-
-
-# ---- condition fragments ---------------------------------------------------------------------
-# The first transition creates the STATE item; a second operator doing the same must lose.
-NO_STATE_YET: Final = attribute_fragment(
-    f"attribute_not_exists(#{TABLE_PARTITION_KEY})", TABLE_PARTITION_KEY
-)
-# Compare-and-set: nobody changed the layout since this writer read version :expectedVersion.
-STILL_THE_VERSION_READ: Final = attribute_fragment(
-    f"#{VERSION} = :expectedVersion", VERSION, slots=(":expectedVersion",)
-)
-# Backfill controls change an existing record only: an update would otherwise create a STATE
-# item without a layout, which no reader could follow.
-STATE_EXISTS: Final = attribute_fragment(f"attribute_exists(#{LAYOUT})", LAYOUT)
-# An EVENT or restored STATE item is written once and never overwritten (repeats are no-ops).
-NOT_WRITTEN_YET: Final = attribute_fragment(
-    f"attribute_not_exists(#{TABLE_PARTITION_KEY})", TABLE_PARTITION_KEY
-)
-# A STATE item that does not parse is replaced only while it is still the one read.
-NO_VERSION_STORED: Final = attribute_fragment(f"attribute_not_exists(#{VERSION})", VERSION)
-STILL_THE_VERSION_STORED: Final = attribute_fragment(
-    f"#{VERSION} = :storedVersion", VERSION, slots=(":storedVersion",)
-)
-# An intent is taken over or marked abandoned only while it is the exact unapplied item its
-# writer saw (its changedAt and changedBy).
-STILL_THE_UNAPPLIED_INTENT_SEEN: Final = attribute_fragment(
-    f"#{HISTORY_APPLIED} = :notApplied AND #changedAt = :seenAt AND #changedBy = :seenBy",
-    HISTORY_APPLIED,
-    "changedAt",
-    "changedBy",
-    slots=(":notApplied", ":seenAt", ":seenBy"),
-)
-_MARK_ABANDONED: Final = attribute_fragment(
-    f"#{HISTORY_ABANDONED} = :yes", HISTORY_ABANDONED, slots=(":yes",)
-)
-# The items of one kind: the control partition, sort keys under a prefix.
-_ITEMS_UNDER_PREFIX: Final = Expression(
-    "#pk = :pk AND begins_with(#sk, :prefix)",
-    names={"#pk": TABLE_PARTITION_KEY, "#sk": TABLE_SORT_KEY},
-    slots=frozenset({":pk", ":prefix"}),
-)
 
 
 # When the control partition holds nothing at all, these shard keys are probed before "never
@@ -224,18 +186,17 @@ class ControlStore:
         Query (`Limit = 1`, keys only) per LOST_RECORD_PROBE_KEYS key, stopping at the first
         row: a row there raises ControlRecordLostError."""
         for requests, gsi4pk in enumerate(LOST_RECORD_PROBE_KEYS, start=1):
-            response = self.client.query(
-                TableName=self.table_name,
-                IndexName=self.index_name,
-                KeyConditionExpression="#pk = :pk",
-                ProjectionExpression="#pk, #tpk",
-                ExpressionAttributeNames={"#pk": INDEX_PARTITION_KEY, "#tpk": TABLE_PARTITION_KEY},
-                ExpressionAttributeValues={":pk": {"S": gsi4pk}},
-                Limit=1,
+            rows = partition_rows(
+                self.client,
+                self.table_name,
+                gsi4pk,
+                attributes=(INDEX_PARTITION_KEY, TABLE_PARTITION_KEY),
+                index_name=self.index_name,
+                limit=1,
             )
-            items = response.get("Items", [])
-            if items:
-                pk = deserialize(items[0]).get(TABLE_PARTITION_KEY, "?")
+            row = next(rows, None)
+            if row is not None:
+                pk = row.get(TABLE_PARTITION_KEY, "?")
                 raise ControlRecordLostError(
                     gsi4pk, str(pk), requests, history_version=history_version
                 )
@@ -285,14 +246,9 @@ class ControlStore:
             **request_expressions(update=change, condition=_given(condition, values or {})),
             "ReturnValues": "ALL_NEW",
         }
-        try:
-            response = retry_transient(
-                lambda: self.client.update_item(**request), what=_STATE_ITEM, policy=self.retry
-            )
-        except ClientError as err:
-            if is_condition_failed(err):
-                return None
-            raise
+        response = self._conditional(self.client.update_item, request, _STATE_ITEM)
+        if response is None:
+            return None
         return parse_state_item(deserialize_control_item(response["Attributes"]))
 
     def put_intent(self, transition: Transition) -> bool:
@@ -335,7 +291,7 @@ class ControlStore:
             "TableName": self.table_name,
             "Key": serialize(history_key(transition.version)),
             **request_expressions(
-                update=update(set_=[_MARK_ABANDONED.given(serialize({":yes": True}))]),
+                update=update(set_=[MARK_ABANDONED.given(serialize({":yes": True}))]),
                 condition=_given(
                     STILL_THE_UNAPPLIED_INTENT_SEEN,
                     {
@@ -346,17 +302,8 @@ class ControlStore:
                 ),
             ),
         }
-        try:
-            retry_transient(
-                lambda: self.client.update_item(**request),
-                what=_item_named(request["Key"]),
-                policy=self.retry,
-            )
-        except ClientError as err:
-            if is_condition_failed(err):
-                return False
-            raise
-        return True
+        written = self._conditional(self.client.update_item, request, _item_named(request["Key"]))
+        return written is not None
 
     def put_history(self, transition: Transition) -> bool:
         """Write the HISTORY item of a transition as applied unless one exists; True when
@@ -397,17 +344,19 @@ class ControlStore:
             "Item": serialize(item),
             **request_expressions(condition=_given(condition, values)),
         }
+        written = self._conditional(self.client.put_item, request, _item_named(request["Item"]))
+        return written is not None
+
+    def _conditional(self, send: Any, request: Mapping[str, Any], what: str) -> Any:
+        """One conditional write, sent again while DynamoDB refuses it for now
+        (store.dynamo.retry): its response, or None when its condition failed. `what` names the
+        item when the retries give up (RetryLaterError)."""
         try:
-            retry_transient(
-                lambda: self.client.put_item(**request),
-                what=_item_named(request["Item"]),
-                policy=self.retry,
-            )
+            return retry_transient(lambda: send(**request), what=what, policy=self.retry)
         except ClientError as err:
             if is_condition_failed(err):
-                return False
+                return None
             raise
-        return True
 
     def _history_query(self) -> dict[str, Any]:
         return {
@@ -436,11 +385,6 @@ def _item_named(key: Mapping[str, Any]) -> str:
     return f"the control item {key[TABLE_PARTITION_KEY]['S']} / {key[TABLE_SORT_KEY]['S']}"
 
 
-def all_conditions(*fragments: Expression) -> Expression:
-    """Fragments joined with AND, each parenthesised (a fragment may hold an OR)."""
-    return all_of(*(f.grouped() for f in fragments))
-
-
 def _given(condition: Expression, values: Mapping[str, Any]) -> Expression:
     """`condition` with `values` (Python values, by slot) for its slots."""
     return condition.given(serialize({k: wire_value(v) for k, v in values.items()}))
@@ -448,4 +392,4 @@ def _given(condition: Expression, values: Mapping[str, Any]) -> Expression:
 
 def _control_items(prefix: str) -> Expression:
     """The control partition's items whose sort key starts with `prefix`."""
-    return _ITEMS_UNDER_PREFIX.given(serialize({":pk": CONTROL_PK, ":prefix": prefix}))
+    return ITEMS_UNDER_PREFIX.given(serialize({":pk": CONTROL_PK, ":prefix": prefix}))

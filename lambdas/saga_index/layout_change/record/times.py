@@ -48,3 +48,10 @@ def parse_time(value: object, attribute: str = "time") -> datetime:
             kind=Refusal.INVALID_VALUE,
             attribute=attribute,
         ) from err
+
+
+def seconds_until(moment: datetime | None, now: datetime) -> float:
+    """How long from now until `moment` (0 when it has passed or there is none)."""
+    if moment is None:
+        return 0.0
+    return max(0.0, (moment - now).total_seconds())

@@ -7,13 +7,14 @@ STATE compare-and-set on version v, then the intent is settled (`applied = true`
 exist without its history item. A crash or failure after the intent leaves an item that is not
 confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
 settled into the slot, and a crash leaves it undecided (record/store.py, `restore_point`, says
-what a restore follows then). The next `set_phase` (or `repair_history`, settle.py) settles the
+what a restore follows then). The next `change_phase` (or `repair_history`, settle.py) settles the
 current version's item from the STATE. Repeating any write changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,12 +23,10 @@ from typing import TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.errors import InvalidInputError, RetryLaterError
+from saga_index.layout_change.checks.layout_probe import probe_shard_keys
 from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
-    PreconditionFailedError,
     VersionConflictError,
 )
 from saga_index.layout_change.record.phase import Phase
@@ -36,6 +35,19 @@ from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time, to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 from saga_index.layout_change.transitions import restore
+from saga_index.layout_change.transitions.errors import (
+    CheckResult,
+    MoveOutcomeUnknownError,
+    NotAppliedRetryLaterError,
+    PreconditionFailedError,
+    StateWriteFailedError,
+)
+from saga_index.layout_change.transitions.requirements import (
+    CheckOptions,
+    ShardKeyProbe,
+    completion_checks,
+    first_move_guard,
+)
 from saga_index.layout_change.transitions.rules import (
     BACKFILL_CHECK,
     PlannedMove,
@@ -48,64 +60,15 @@ from saga_index.layout_change.transitions.rules import (
 from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
-    "MoveOutcomeUnknownError",
-    "NotAppliedRetryLaterError",
     "PhaseChange",
-    "StateWriteFailedError",
+    "change_phase",
     "repair_history",
     "restore_state",
-    "set_phase",
 ]
 
 log = logging.getLogger(__name__)
+DEFAULT_CHECK_OPTIONS = CheckOptions()
 _T = TypeVar("_T")
-
-
-class StateWriteFailedError(ControlError):
-    """The STATE write failed and a read-back shows it did not land: the move was NOT applied
-    (CLI exit 1). Its history intent stays, marked abandoned, and no reader follows it."""
-
-    def __init__(self, version: int, cause: BaseException, abandoned: bool) -> None:
-        self.version = version
-        mark = (
-            "marked abandoned"
-            if abandoned
-            else "left unconfirmed (marking it abandoned failed too; the next phase set takes "
-            "it over)"
-        )
-        super().__init__(
-            f"the STATE write of version {version} failed ({_describe(cause)}) and the record "
-            f"still holds version {version - 1}: the move was NOT applied. Its history intent "
-            f"(HISTORY version {version}) is {mark}. Run the same `phase set` again"
-        )
-
-
-class NotAppliedRetryLaterError(ControlError, RetryLaterError):
-    """Every attempt of the STATE write was refused for now, and a read-back shows the record
-    still at the version before: the move was NOT applied (CLI exit 5, `retryAt`)."""
-
-    def __init__(self, version: int, cause: RetryLaterError, abandoned: bool) -> None:
-        self.version = version
-        mark = "marked abandoned" if abandoned else "left unconfirmed"
-        RetryLaterError.__init__(
-            self,
-            f"{cause}. Read back, the record still holds version {version - 1}: the move was "
-            f"NOT applied, and its history intent (HISTORY version {version}) is {mark}. Run "
-            "the same `phase set` again",
-            retry_at=cause.retry_at,
-        )
-
-
-class MoveOutcomeUnknownError(ControlError):
-    """Neither the STATE write nor a read-back of it answered: applied or not is unknown."""
-
-    def __init__(self, version: int, cause: BaseException, read_error: BaseException) -> None:
-        super().__init__(
-            f"the STATE write of version {version} failed ({_describe(cause)}) and reading it "
-            f"back failed too ({_describe(read_error)}): unknown whether the move was applied: "
-            f"run `saga-index phase show`: if it shows version {version}, it was applied (the "
-            "same `phase set` then settles its history); run the same `phase set` otherwise"
-        )
 
 
 @dataclass(frozen=True)
@@ -124,7 +87,7 @@ class PhaseChange:
         return self.transition.checks_forced
 
 
-def set_phase(
+def change_phase(
     store: ControlStore,
     requested: Phase | str,
     *,
@@ -132,12 +95,17 @@ def set_phase(
     reason: str,
     shard_count: int | None = None,
     force: bool = False,
-    checks: Sequence[Precondition] = (),
-    guards: Sequence[Precondition] = (),
+    options: CheckOptions = DEFAULT_CHECK_OPTIONS,
+    probe: ShardKeyProbe = probe_shard_keys,
+    sleep: Callable[[float], None] = time.sleep,
     clock: WallClock = utc_now,
     timing: ControlTiming = DEFAULT_TIMING,
 ) -> PhaseChange:
-    """Move the record to `requested` along an allowed edge.
+    """Move the record to `requested` along an allowed edge: `phase set`, the one way a move
+    is written. It plans the move from the record it reads and chooses what the move requires
+    itself (requirements.py): a completing move's checks, and the guard of a table's first
+    move. `options` says how the checks read the table, `probe` how the guard reads the shard
+    keys, `sleep` waits out the parity re-check; none of them can leave a check out.
 
     Raises TransitionNotAllowedError (not an allowed move, or a shard count that disagrees),
     PreconditionFailedError (a completing move whose checks failed; nothing written),
@@ -153,6 +121,46 @@ def set_phase(
     `force` skips the checks and guards (never the settled switch); it needs a reason, and the
     transition records the names of the checks it skipped.
     """
+
+    def required(state: ControlState, move: PlannedMove) -> _Requirements:
+        checks = (
+            completion_checks(store, state, move.to_phase, options, sleep=sleep)
+            if move.guarded
+            else []
+        )
+        return checks, [first_move_guard(store, probe)] if state.version == 0 else []
+
+    return _set_phase(
+        store,
+        requested,
+        changed_by=changed_by,
+        reason=reason,
+        shard_count=shard_count,
+        force=force,
+        requirements=required,
+        clock=clock,
+        timing=timing,
+    )
+
+
+# A move's completion checks and its guards, chosen from the record as read and the move.
+_Requirements = tuple[Sequence[Precondition], Sequence[Precondition]]
+
+
+def _set_phase(
+    store: ControlStore,
+    requested: Phase | str,
+    *,
+    changed_by: str,
+    reason: str,
+    shard_count: int | None,
+    force: bool,
+    requirements: Callable[[ControlState, PlannedMove], _Requirements],
+    clock: WallClock,
+    timing: ControlTiming,
+) -> PhaseChange:
+    """The write of a move whose requirements `change_phase` chose (tests of the write
+    protocol pass their own)."""
     changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
@@ -162,6 +170,7 @@ def set_phase(
     if move.completes is not None:
         _require_settled_switch(state, move, clock(), timing)
 
+    checks, guards = requirements(state, move)
     results, forced = _judge(state, move, checks, guards, force=force)
     now = to_millis(clock())
     transition = transition_for(

@@ -1,7 +1,7 @@
 """What a move requires beyond its edge (rules.py): the checks of a completing move and the guard
-of a table's first move. `set_phase` (executor.py) runs them at the moment of the change, between
-its read of the record and its compare-and-set; the CLI's `phase set`, the simulator and any
-automated step build them here from a store. Which they are is in docs/control-contract.md,
+of a table's first move. `change_phase` (executor.py) chooses them from the record it read and
+runs them at the moment of the change, between that read and its compare-and-set: no caller
+picks them. Which they are is in docs/control-contract.md,
 Transitions.
 
 Each completion check is judged against the TARGET state's routing: the current state's reads
@@ -35,11 +35,11 @@ from saga_index.layout_change.checks.parity import (
     ParityReport,
     ParityVerifier,
 )
-from saga_index.layout_change.record.errors import CheckResult
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.routing import Routing
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.transitions.errors import CheckResult
 from saga_index.layout_change.transitions.rules import Precondition, check_backfill, plan_move
 from saga_index.store.dynamo.scan import ScanOptions
 from saga_index.store.partitions import count_partition
@@ -76,7 +76,7 @@ def completion_checks(
     """The preconditions of a completing move from `state` (the record as read before the
     move) to `requested` (sharded or legacy), reading the table behind `store`.
 
-    Each runs against the state `set_phase` read, at the moment of the change. A check that
+    Each runs against the state `change_phase` read, at the moment of the change. A check that
     cannot read the table fails (naming the error): it never passes by default. `sleep` waits
     out the parity check's re-check delay.
     """
@@ -90,6 +90,10 @@ def completion_checks(
         (CHECK_PARITY, _parity),
     ]
     return [Precondition(name, _never_raises(name, partial(run, move))) for name, run in checks]
+
+
+# How the first move's guard reads the shard keys (client, table name): one row of each.
+ShardKeyProbe = Callable[[Any, str], RowsSeen]
 
 
 def failing_checks(
@@ -114,9 +118,7 @@ def failing_checks(
     return [result for result in results if not result.passed]
 
 
-def first_move_guard(
-    store: ControlStore, probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
-) -> Precondition:
+def first_move_guard(store: ControlStore, probe: ShardKeyProbe = probe_shard_keys) -> Precondition:
     """Before the first move: a row on a shard key while the record says never migrated means
     the control partition was lost after a migration, and starting over would hide it. `probe`
     reads the shard keys (one Query with Limit 1 per possible shard key)."""

@@ -29,9 +29,7 @@ from saga_index.index.keys import Person
 from saga_index.index.layout import Layout
 from saga_index.layout_change.checks.drift import RowRef
 from saga_index.layout_change.checks.layout_probe import PROBE_WORKERS, InferredLayout
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.pages import query_pages
-from saga_index.store.partitions import read_partitions
+from saga_index.store.partitions import partition_rows, read_partitions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -49,20 +47,8 @@ def rows_on_keys(
     and personId), read in parallel on a bounded pool; a failed key fails the whole read."""
 
     def read(gsi4pk: str) -> list[RowRef]:
-        aliases = {f"#a{n}": name for n, name in enumerate(_NAMED)}
-        request = {
-            "TableName": table_name,
-            "IndexName": index_name,
-            "KeyConditionExpression": "#pk = :pk",
-            "ProjectionExpression": ", ".join(aliases),
-            "ExpressionAttributeNames": {"#pk": names.INDEX_PARTITION_KEY, **aliases},
-            "ExpressionAttributeValues": {":pk": {"S": gsi4pk}},
-        }
-        return [
-            RowRef.of(deserialize(item))
-            for page in query_pages(client, request)
-            for item in page.get("Items", [])
-        ]
+        rows = partition_rows(client, table_name, gsi4pk, attributes=_NAMED, index_name=index_name)
+        return [RowRef.of(row) for row in rows]
 
     def read_all(gsi4pks: Sequence[str]) -> Mapping[str, Sequence[RowRef]]:
         return read_partitions(

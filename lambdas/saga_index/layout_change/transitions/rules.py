@@ -30,11 +30,7 @@ from datetime import datetime, timedelta
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
-from saga_index.layout_change.record.errors import (
-    CheckResult,
-    ControlRecordMissingError,
-    TransitionNotAllowedError,
-)
+from saga_index.layout_change.record.errors import ControlRecordMissingError
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import (
     BackfillDirection,
@@ -43,6 +39,7 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.times import format_time
+from saga_index.layout_change.transitions.errors import CheckResult, TransitionNotAllowedError
 
 ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {
     Phase.LEGACY: (Phase.MIGRATING,),
@@ -87,7 +84,7 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
 
     It must be a layout the new state reads. Only a completing move before the previous
     effectiveAt could break that (the previous prior is the source it stops reading), and
-    set_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
+    change_phase refuses one until effectiveAt plus the margin (settled_at), forced or not; should
     it happen anyway, writers stamp the new state's layout at once, which readers of both states
     read."""
     stamped = previous.writes_at(changed_at)  # legacy when never migrated
@@ -295,10 +292,3 @@ def settled_at(state: ControlState, margin_seconds: float) -> datetime | None:
     if effective_at is None:
         return None
     return effective_at + timedelta(seconds=margin_seconds)
-
-
-def seconds_until(moment: datetime | None, now: datetime) -> float:
-    """How long from now until `moment` (0 when it has passed or there is none)."""
-    if moment is None:
-        return 0.0
-    return max(0.0, (moment - now).total_seconds())

@@ -79,6 +79,12 @@ class Expression:
         return replace(self, text=f"({self.text})")
 
 
+def attribute_fragment(text: str, *attributes: str, slots: Iterable[str] = ()) -> Expression:
+    """A named fragment whose `text` spells each of `attributes` as "#" + its name and uses the
+    value placeholders `slots`."""
+    return Expression(text, names={f"#{a}": a for a in attributes}, slots=frozenset(slots))
+
+
 def attribute_list(placeholders: Mapping[str, str]) -> Expression:
     """A comma-separated list of attribute names (a ProjectionExpression, or the attributes of
     a REMOVE): `placeholders` maps each placeholder to its attribute, in order."""
@@ -106,6 +112,11 @@ def joined(separator: str, parts: Iterable[Expression]) -> Expression:
 def all_of(*fragments: Expression) -> Expression:
     """One condition that holds when every fragment holds."""
     return joined(" AND ", fragments)
+
+
+def all_conditions(*fragments: Expression) -> Expression:
+    """Fragments joined with AND, each parenthesised (a fragment may hold an OR)."""
+    return all_of(*(f.grouped() for f in fragments))
 
 
 def update(*, set_: Sequence[Expression] = (), remove: Sequence[Expression] = ()) -> Expression:
