@@ -277,12 +277,9 @@ def _apply(store: ControlStore, state: ControlState, transition: Transition) -> 
         raise
     try:
         won = store.compare_and_set(state.version, transition)
-    except RetryLaterError as err:
-        # The last attempts were refused for now, but an earlier one's answer may have been lost
-        # after it landed (botocore resends after a timeout or a dropped connection): what
-        # STATE holds decides, never the refusal.
-        return _after_failed_write(store, state, transition, err)
-    except (ClientError, BotoCoreError) as err:
+    except (RetryLaterError, ClientError, BotoCoreError) as err:
+        # Refused past the retries, or no answer: an attempt may have landed with its answer
+        # lost (botocore resends after a timeout or a dropped connection): STATE decides.
         return _after_failed_write(store, state, transition, err)
     if not won:
         current = store.read()
@@ -339,13 +336,6 @@ def _after_failed_write(
     # move), the read follows the history, and our own intent is what it follows.
     stored = current.version if current.condition is RecordCondition.PRESENT else 0
     if current.condition is RecordCondition.PRESENT and current.transition == transition:
-        log.warning(
-            "the STATE write of version %d gave no answer (%s); read back, the STATE item holds "
-            "it: the move was applied",
-            transition.version,
-            _describe(err),
-            extra={"version": transition.version},
-        )
         return [
             f"the STATE write's answer was lost ({_describe(err)}); read back, the record "
             f"holds version {transition.version}: the move was applied",
