@@ -30,11 +30,26 @@ UpdateItem takes 8 ms).
 
 The fences: FENCES below: unfenced, the shared-state fence (the known-bad design, kept in
 devkit.semantics.contended) and the per-segment fence the product runs.
+
+    python -m bench.fence --engine [--segments 64] [--caps 1000] [--seconds 3] [--tiny]
+
+--engine runs the same fences on the fast engine instead (devkit.engine: dynalite behind the
+semantics proxy, which applies the same model to every client at HTTP level and serves the
+transactions), at production rates: by default the unfenced run and the product's fence at
+1,000 writes/s on 64 segments over 3,000 rows, side by side. No operator runs there (its
+`pause` would stop the run a quarter of the time): the figure is the run's pace. Per run, besides
+the columns above (the WCU columns stay empty: the proxy prices the writes in its own process):
+
+  arming s          seconds from the run's start to its first re-stamp (the lease taken and
+                    the fence slots armed: 64 slot writes before the first row moves)
+  steady/s          re-stamps per second while the run moved from 10 % to 90 % of its rows
+  steady/cap        that rate over the cap: the steady-state figure, arming reported apart
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import time
 from collections.abc import Sequence
@@ -45,6 +60,8 @@ from moto import mock_aws
 
 from bench.output import emit, num, pct, progress, save
 from devkit.capacity.table_schema import TableSchema
+from devkit.engine import Engine
+from devkit.local_env import local_credentials
 from devkit.schema import create_table, load_template
 from devkit.semantics.contended import (
     PRODUCT_FENCE,
@@ -86,6 +103,14 @@ OPERATOR_EVERY = 0.2
 # a request queued behind 64 segments' in moto does not reach.
 POLL_SECONDS = 1.0
 SHARDS = 16
+# The engine mode's defaults: the production figure (1,000 writes/s on 64 segments).
+ENGINE_SEGMENTS = (64,)
+ENGINE_CAPS = (1000.0,)
+ENGINE_FENCES = ("unfenced", "per-segment")
+ENGINE_MAX_ROWS = 3000
+ENGINE_TINY: dict[str, Any] = {"segments": [4], "caps": [100.0], "seconds": 1.0, "max_rows": 60}
+# The steady state: while the run moved from this share of its rows to the next.
+STEADY_FROM, STEADY_TO = 0.1, 0.9
 _tables = itertools.count()
 
 
@@ -159,11 +184,68 @@ def run_once(
     return _figures(outcome, cap=cap, rows=rows)
 
 
+class _Pace:
+    """When each share of the rows was handled: the arming time and the steady-state rate."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.started = time.monotonic()
+        self.samples: list[tuple[float, int]] = []
+
+    def __call__(self, totals: Any) -> None:
+        self.samples.append((time.monotonic(), totals.handled))
+
+    def figures(self, cap: float) -> dict[str, Any]:
+        first = next((t for t, handled in self.samples if handled > 0), None)
+        low = next((s for s in self.samples if s[1] >= STEADY_FROM * self.rows), None)
+        high = next((s for s in self.samples if s[1] >= STEADY_TO * self.rows), None)
+        steady = None
+        if low is not None and high is not None and high[0] > low[0]:
+            steady = (high[1] - low[1]) / (high[0] - low[0])
+        return {
+            "arming_seconds": None if first is None else first - self.started,
+            "steady_per_second": steady,
+            "steady_over_cap": None if steady is None else steady / cap,
+        }
+
+
+def run_on_engine(
+    engine: Engine,
+    template: dict[str, Any],
+    fence: FenceVariant,
+    *,
+    segments: int,
+    cap: float,
+    rows: int,
+) -> dict[str, Any]:
+    """One run on the fast engine: a fresh table, seeded, the record planted, no operator."""
+    client = make_client(region="us-east-1", endpoint_url=engine.endpoint_url, max_attempts=3)
+    table = f"fence-engine-{next(_tables)}"
+    create_table(client, table, template)
+    _seed(client, table, rows)
+    _plant_migrating(client, table)
+    pace = _Pace(rows)
+    outcome = run_contended(
+        lambda: make_client(region="us-east-1", endpoint_url=engine.endpoint_url, max_attempts=3),
+        table,
+        TableSchema.from_template(template, table),
+        fence=fence,
+        segments=segments,
+        rate=cap,
+        semantics=None,
+        server_stats=lambda: engine.table_stats(table),
+        operator_every=None,
+        poll_seconds=POLL_SECONDS,
+        on_progress=pace,
+    )
+    return {**_figures(outcome, cap=cap, rows=rows), **pace.figures(cap)}
+
+
 def _figures(outcome: Contended, *, cap: float, rows: int) -> dict[str, Any]:
     restamped = outcome.run.summary.restamped
     seconds = max(outcome.seconds, 1e-9)
     per = max(restamped, 1)
-    stats = outcome.semantics.stats
+    stats = outcome.stats
     return {
         "rows": rows,
         "restamped": restamped,
@@ -196,20 +278,34 @@ def run(
     seconds: float = SECONDS,
     max_rows: int = MAX_ROWS,
     fences: Sequence[str] | None = None,
+    on_engine: bool = False,
 ) -> dict[str, Any]:
-    """Every fence at every (segments, cap); the result is JSON-serialisable."""
+    """Every fence at every (segments, cap), in-process on moto or on the fast engine; the
+    result is JSON-serialisable."""
     template = load_template()
-    names = list(fences or FENCES)
+    names = list(fences or (ENGINE_FENCES if on_engine else FENCES))
     if "unfenced" not in names:
         names.insert(0, "unfenced")
     results: list[dict[str, Any]] = []
-    with one_request_at_a_time(), cheap_transactions():
+    with contextlib.ExitStack() as stack:
+        engine: Engine | None = None
+        if on_engine:
+            stack.enter_context(local_credentials())
+            engine = stack.enter_context(Engine())
+        else:
+            stack.enter_context(one_request_at_a_time())
+            stack.enter_context(cheap_transactions())
         for count, cap in itertools.product(segments, caps):
             rows = max(count * 4, min(int(cap * seconds), max_rows))
             baseline: float | None = None
             for name in names:
                 progress(f"fence {name}: {count} segments at {cap:g} writes/s, {rows} rows")
-                figures = run_once(template, FENCES[name], segments=count, cap=cap, rows=rows)
+                if engine is not None:
+                    figures = run_on_engine(
+                        engine, template, FENCES[name], segments=count, cap=cap, rows=rows
+                    )
+                else:
+                    figures = run_once(template, FENCES[name], segments=count, cap=cap, rows=rows)
                 if name == "unfenced":
                     baseline = figures["achieved_over_cap"]
                 figures["vs_unfenced"] = (
@@ -217,75 +313,99 @@ def run(
                 )
                 results.append({"fence": name, "segments": count, "cap": cap, **figures})
     return {
-        "comparison": "achieved/cap beside the unfenced run's, measured in the same run "
-        "(in-process moto cannot reach the higher caps on this machine)",
+        "engine": "fast engine (dynalite behind the semantics proxy)" if on_engine else "moto",
+        "comparison": (
+            "achieved/cap beside the unfenced run's, measured in the same run"
+            + ("" if on_engine else " (in-process moto cannot reach the higher caps here)")
+        ),
         "in_flight_seconds": DEFAULT_IN_FLIGHT_SECONDS,
-        "operator_every_seconds": OPERATOR_EVERY,
+        "operator_every_seconds": None if on_engine else OPERATOR_EVERY,
         "heartbeat_every_seconds": POLL_SECONDS,
         "runs": results,
     }
 
 
 def render(result: dict[str, Any]) -> None:
+    on_engine = any("steady_over_cap" in r for r in result["runs"])
     rows = []
     for r in result["runs"]:
         wcu = r["wcu_per_restamp"]
-        rows.append(
-            [
-                r["fence"],
-                str(r["segments"]),
-                num(r["cap"], 0),
-                num(r["achieved_per_second"]),
-                pct(r["achieved_over_cap"]),
-                num(r["vs_unfenced"], 2),
-                num(wcu.get("rows", 0.0), 2),
-                num(wcu.get("index", 0.0), 2),
-                num(wcu.get("control", 0.0), 2),
-                num(wcu.get("slots", 0.0), 2),
-                str(r["cancelled_transactions"]),
-                pct(r["heartbeat_success"]),
-                pct(r["operator_success"]),
-                str(r["stopped_segments"]),
-                "lost" if r["lease_lost"] else "held",
+        row = [
+            r["fence"],
+            str(r["segments"]),
+            num(r["cap"], 0),
+            num(r["achieved_per_second"]),
+            pct(r["achieved_over_cap"]),
+            num(r["vs_unfenced"], 2),
+        ]
+        if on_engine:
+            row += [
+                num(r["arming_seconds"], 2),
+                num(r["steady_per_second"]),
+                pct(r["steady_over_cap"]),
             ]
-        )
+        row += [
+            num(wcu.get("rows", 0.0), 2),
+            num(wcu.get("index", 0.0), 2),
+            num(wcu.get("control", 0.0), 2),
+            num(wcu.get("slots", 0.0), 2),
+            str(r["cancelled_transactions"]),
+            pct(r["heartbeat_success"]),
+            pct(r["operator_success"]),
+            str(r["stopped_segments"]),
+            "lost" if r["lease_lost"] else "held",
+        ]
+        rows.append(row)
+    columns = ["fence", "segments", "cap", "achieved/s", "achieved/cap", "vs unfenced"]
+    if on_engine:
+        columns += ["arming s", "steady/s", "steady/cap"]
+    columns += [
+        "WCU rows",
+        "WCU index",
+        "WCU control",
+        "WCU slots",
+        "cancelled",
+        "heartbeats ok",
+        "operator ok",
+        "stopped",
+        "lease",
+    ]
     emit(
-        f"Fences under DynamoDB's conflict rules ({result['comparison']})",
-        (
-            "fence",
-            "segments",
-            "cap",
-            "achieved/s",
-            "achieved/cap",
-            "vs unfenced",
-            "WCU rows",
-            "WCU index",
-            "WCU control",
-            "WCU slots",
-            "cancelled",
-            "heartbeats ok",
-            "operator ok",
-            "stopped",
-            "lease",
-        ),
+        f"Fences under DynamoDB's conflict rules on {result['engine']} ({result['comparison']})",
+        tuple(columns),
         rows,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fence", description=__doc__)
-    parser.add_argument("--segments", default=",".join(map(str, SEGMENTS)))
-    parser.add_argument("--caps", default=",".join(f"{c:g}" for c in CAPS))
+    parser.add_argument("--segments", help=f"default {SEGMENTS}, {ENGINE_SEGMENTS} with --engine")
+    parser.add_argument("--caps", help=f"default {CAPS}, {ENGINE_CAPS} with --engine")
     parser.add_argument("--seconds", type=float, default=SECONDS)
-    parser.add_argument("--max-rows", type=int, default=MAX_ROWS)
+    parser.add_argument(
+        "--max-rows", type=int, help=f"default {MAX_ROWS}, {ENGINE_MAX_ROWS} with --engine"
+    )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="on the fast engine (dynalite behind the semantics proxy) at production rates",
+    )
     parser.add_argument("--fences", help=f"comma-separated, of {sorted(FENCES)} (default: all)")
     parser.add_argument(
         "--tiny", action="store_true", help="2 and 4 segments at 25 writes/s for 1 s: seconds"
     )
     args = parser.parse_args(argv)
+    default_segments = ENGINE_SEGMENTS if args.engine else SEGMENTS
+    default_caps = ENGINE_CAPS if args.engine else CAPS
+    if args.max_rows is None:
+        args.max_rows = ENGINE_MAX_ROWS if args.engine else MAX_ROWS
     try:
-        segments = [int(s) for s in args.segments.split(",")]
-        caps = [float(c) for c in args.caps.split(",")]
+        segments = [
+            int(s) for s in (args.segments or ",".join(map(str, default_segments))).split(",")
+        ]
+        caps = [
+            float(c) for c in (args.caps or ",".join(f"{c:g}" for c in default_caps)).split(",")
+        ]
     except ValueError as err:
         parser.error(f"--segments and --caps are comma-separated numbers: {err}")
     fences = [f.strip() for f in args.fences.split(",")] if args.fences else None
@@ -295,9 +415,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(s < 1 for s in segments) or any(c <= 0 for c in caps) or args.seconds <= 0:
         parser.error("segments, caps and seconds must be positive")
     if args.tiny:
-        segments, caps = TINY["segments"], TINY["caps"]
-        args.seconds, args.max_rows = TINY["seconds"], TINY["max_rows"]
-    result = run(segments, caps, seconds=args.seconds, max_rows=args.max_rows, fences=fences)
+        tiny = ENGINE_TINY if args.engine else TINY
+        segments, caps = tiny["segments"], tiny["caps"]
+        args.seconds, args.max_rows = tiny["seconds"], tiny["max_rows"]
+    result = run(
+        segments,
+        caps,
+        seconds=args.seconds,
+        max_rows=args.max_rows,
+        fences=fences,
+        on_engine=args.engine,
+    )
     render(result)
     save(NAME, result)
     return 0

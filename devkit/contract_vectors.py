@@ -23,8 +23,10 @@ Top-level keys (kept stable: other packages read them):
   missing      no STATE item: the newest HISTORY item (or none) + wall clock -> the routing
   missingRecord  the one missing-record rule: the STATE item (or none) and the newest two
                HISTORY items as stored (applied, intents, abandoned intents, none) -> the state
-               followed (condition, version, phase) and its routing, or the refusal (its kind
-               and attribute) of an item no reader follows
+               followed (condition, version, phase), its routing, and `probe`: whether a reader
+               probes the shard keys before it follows that state (the lost-record rule: no
+               STATE item and a state that reads only the legacy key; rows there refuse it); or
+               the refusal (its kind and attribute) of an item no reader follows
   openStates   the saga states an open-saga enumeration returns, in order
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
 """
@@ -57,6 +59,7 @@ from saga_index.layout_change.record import (
     format_time,
     grammar_document,
     history_item,
+    needs_lost_record_probe,
     parse_history_item,
     parse_state_item,
     routing_for,
@@ -208,6 +211,15 @@ _V1 = STATES[1][1]  # migrating(16)
 _V2 = STATES[2][1]  # sharded(16)
 _V3 = STATES[4][1]  # resharding 16 -> 32 (split)
 _BACK = STATES[3][1]  # rolling-back(16) from sharded
+_LEGACY = STATES[0][1]  # legacy after a rollback (v3)
+_ROLLBACK_STEPS = (("migrating", 0, 16), ("rolling-back", 3600.0, None), ("legacy", 7200.0, None))
+
+
+def _migrating_again() -> ControlState:
+    """migrating(16) again (v4) after the completed rollback `_LEGACY`."""
+    return path_through(*_ROLLBACK_STEPS, ("migrating", 10800.0, 16))
+
+
 _StateOf = Callable[[], dict[str, Any] | None]
 _HistoryOf = Callable[[], list[dict[str, Any]]]
 # (name, STATE item or None, HISTORY items newest first)
@@ -235,6 +247,12 @@ RECORD_CASES: tuple[tuple[str, _StateOf, _HistoryOf], ...] = (
      lambda: None, lambda: [_history(_V3(), "null"), _history(_V2())]),
     ("STATE missing, newest with a flag as a string: refused, naming it",
      lambda: None, lambda: [_history(_V3(), "worded"), _history(_V2())]),
+    ("STATE missing, a completed rollback newest: legacy, probed first",
+     lambda: None, lambda: [_history(_LEGACY()), _history(path_through(*_ROLLBACK_STEPS[:2]))]),
+    ("STATE missing, migrating again abandoned after a rollback: legacy, probed first",
+     lambda: None, lambda: [_history(_migrating_again(), "abandoned"), _history(_LEGACY())]),
+    ("STATE present, legacy after a rollback: the STATE item, no probe",
+     lambda: state_item(_LEGACY()), lambda: [_history(_LEGACY())]),
 )  # fmt: skip
 
 
@@ -255,6 +273,7 @@ def _followed(raw_state: dict[str, Any] | None, history: list[dict[str, Any]]) -
             "condition": state.condition.value,
             "version": state.version,
             "phase": state.phase.value,
+            "probe": needs_lost_record_probe(state),
             **_routing_document(routing_for(state, now)),
         },
     }

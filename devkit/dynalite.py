@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DYNALITE_CLI = REPO_ROOT / "node_modules" / "dynalite" / "cli.js"
@@ -103,20 +104,11 @@ class DynaliteServer:
         return f"dynalite on port {self.port}: {state}; its last output:\n{self._output()}"
 
     def _output(self) -> str:
-        if self._log is None:
-            return ""
-        self._log.flush()
-        return Path(self._log.name).read_text(errors="replace")[-2000:]
+        return log_tail(self._log, 2000)
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        stop_process(process)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -131,6 +123,25 @@ class DynaliteServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Stop a child process: SIGTERM, then SIGKILL after 5 s; nothing when it already ended."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def log_tail(log: Any, chars: int) -> str:
+    """The last `chars` characters a child process wrote to its log file (a temporary file)."""
+    if log is None:
+        return ""
+    log.flush()
+    return Path(log.name).read_text(errors="replace")[-chars:]
 
 
 def local_client_env(endpoint_url: str) -> dict[str, str]:

@@ -1,10 +1,12 @@
 """`make local` / `python -m devkit.local`: a local table to rehearse the runbook on by hand.
 
-Starts dynalite (devkit.dynalite) on loopback, creates the table from the synthesised template
-(devkit.schema), seeds the demo's legacy dataset (devkit.seed; `--empty`: none), prints on
-stdout the exact environment a shell must export to point `saga-index` at it, and keeps serving
-until Ctrl-C or SIGTERM, then stops the server. Nothing is kept: the data lives in the server's
-memory and is gone when it stops.
+Starts the fast engine on loopback (devkit.engine: dynalite behind the semantics proxy, which
+applies DynamoDB's transaction conflicts and per-key ceilings and serves transactions;
+`--raw-engine`: dynalite alone, which has neither), creates the table from the synthesised
+template (devkit.schema), seeds the demo's legacy dataset (devkit.seed; `--empty`: none), prints
+on stdout the exact environment a shell must export to point `saga-index` at it, and keeps
+serving until Ctrl-C or SIGTERM, then stops the server. Nothing is kept: the data lives in the
+server's memory and is gone when it stops.
 
 Exit 0 stopped by Ctrl-C/SIGTERM; 1 the server could not start (its port is taken: a second
 `make local` while one serves), the table could not be created or seeded, or the server died
@@ -25,7 +27,8 @@ from types import FrameType
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from devkit.dynalite import DynaliteServer, free_port
+from devkit.dynalite import DynaliteServer
+from devkit.engine import Engine, PortInUseError
 from devkit.local_env import LOCAL_ENVIRONMENT, UNSET_ENVIRONMENT, local_credentials
 from devkit.schema import SchemaError, create_table, load_template
 from devkit.seed import build_dataset, seed_table
@@ -56,6 +59,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"loopback port (default {DEFAULT_PORT}; 0: any free port)",
     )
     parser.add_argument("--empty", action="store_true", help="create the table but seed no rows")
+    parser.add_argument(
+        "--raw-engine",
+        action="store_true",
+        help="dynalite alone: no semantics proxy, so no transactions, no transaction conflicts "
+        "and no per-key ceilings",
+    )
     args = parser.parse_args(argv)
     try:
         validate_table_name(args.table)
@@ -109,10 +118,20 @@ def _answers(port: int) -> bool:
         return False
 
 
+def _port_taken(port: int) -> str:
+    return (
+        f"failed: port {port} is taken (something listens on "
+        f"127.0.0.1:{port}, perhaps a `make local` already serving in "
+        "another shell: its exports are printed there). Nothing was started here "
+        "and that server is left as it is; for a second one pass --port 0 "
+        '(`make local LOCAL_ARGS="--port 0"`) for any free port'
+    )
+
+
 def serve(
     argv: Sequence[str] | None = None,
     *,
-    server_factory: Callable[[int], DynaliteServer] = lambda port: DynaliteServer(port=port),
+    server_factory: Callable[..., DynaliteServer] = DynaliteServer,
 ) -> int:
     args = parse_args(argv)
     stop = threading.Event()
@@ -122,24 +141,26 @@ def serve(
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = server_factory(args.port or free_port())
+    server = Engine(port=args.port, raw=args.raw_engine, server_factory=server_factory)
     started = False
     try:
         with local_credentials():
             # Synthesise (when stale) before the server starts: it can take a minute.
             load_template()
-            if _answers(server.port):
-                _say(
-                    f"failed: port {server.port} is taken (something listens on "
-                    f"127.0.0.1:{server.port}, perhaps a `make local` already serving in "
-                    "another shell: its exports are printed there). Nothing was started here "
-                    "and that server is left as it is; for a second one pass --port 0 "
-                    '(`make local LOCAL_ARGS="--port 0"`) for any free port'
-                )
+            if args.port and _answers(args.port):
+                _say(_port_taken(args.port))
                 return EXIT_FAILED
-            _say(f"starting dynalite on 127.0.0.1:{server.port}")
+            where = f"127.0.0.1:{args.port}" if args.port else "a free port on 127.0.0.1"
+            proxy = "" if args.raw_engine else " and the semantics proxy"
+            _say(f"starting dynalite{proxy} ({where})")
             started = True
-            server.start()
+            try:
+                server.start()
+            except PortInUseError:
+                # Taken between the check above and the start.
+                _say(_port_taken(args.port))
+                return EXIT_FAILED
+            _say(f"serving: {server.describe()}")
             _say(_prepare(args.table, server.endpoint_url, empty=args.empty))
         print("\n".join(exports(args.table, server.endpoint_url)), flush=True)
         _say(
@@ -147,8 +168,8 @@ def serve(
             "docs/runbook.md, 'Rehearse it locally'. Ctrl-C stops the server; its data is lost"
         )
         while not stop.wait(_LIVENESS_SECONDS):
-            if not _answers(server.port):
-                _say("dynalite exited on its own: nothing is serving any more")
+            if not server.alive() or not _answers(server.port):
+                _say("the engine exited on its own: nothing is serving any more")
                 return EXIT_FAILED
         return EXIT_OK
     except (SchemaError, RuntimeError, ClientError, BotoCoreError, OSError) as err:

@@ -77,6 +77,26 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
     return template
 
 
+def synth_warnings(path: Path | None = None) -> list[str]:
+    """The warnings synthesis attached to the stack's constructs (aws:cdk:warning in the cloud
+    assembly beside the template), each once, without its acknowledgement tag."""
+    template_path = TEMPLATE_PATH if path is None else Path(path)
+    metadata = template_path.with_name(
+        template_path.name.replace(".template.json", ".metadata.json")
+    )
+    if not metadata.exists():
+        return []
+    entries = json.loads(metadata.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for records in entries.values():
+        for record in records:
+            if record.get("type") == "aws:cdk:warning":
+                text = str(record.get("data", "")).split(" [ack: ")[0].strip()
+                if text and text not in found:
+                    found.append(text)
+    return found
+
+
 def table_create_kwargs(template: Mapping[str, Any], table_name: str) -> dict[str, Any]:
     """boto3 `create_table` kwargs for the template's single table, under another name."""
     properties = _single_table(template).get("Properties", {})

@@ -35,17 +35,20 @@ from devkit.capacity.pricing import (
     write_charges,
 )
 from devkit.capacity.table_schema import TableSchema, key_text
-from devkit.capacity.units import read_units
+from devkit.capacity.units import read_units, write_units
 from saga_index.store.dynamo import CONDITION_FAILED, item_size
 
 log = logging.getLogger(__name__)
 
 READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
-WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
+WRITE_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)
+# Each item of a transaction is charged twice (prepare and commit), a ConditionCheck's too.
+TRANSACTIONAL_FACTOR = 2
+# Data-plane operations the meter cannot price only once the server accepted them.
+REFUSED_ONLY_OPERATIONS: frozenset[str] = frozenset()
 # Data-plane operations the meter cannot price: refused loudly rather than silently uncounted.
-# A transaction the server REFUSES as unknown (dynalite, where the backfill's fence falls back to
-# its clock check) costs nothing and goes through; one the server accepts cannot be priced.
-REFUSED_ONLY_OPERATIONS = frozenset({"TransactWriteItems"})
 UNMETERED_OPERATIONS = frozenset(
     {
         "TransactGetItems",
@@ -196,6 +199,9 @@ class CapacityMeter:
             return None if error else self._price_batch_get(params, parsed)
         if operation == "BatchWriteItem":
             return None if error else self._price_batch_write(pending, parsed)
+        if operation == "TransactWriteItems":
+            # A cancelled transaction wrote nothing.
+            return None if error else self._price_transaction(pending)
         if params.get("TableName") != self.schema.name:
             return None
         if operation in WRITE_OPERATIONS:
@@ -294,6 +300,35 @@ class CapacityMeter:
             )
         return charges
 
+    def _price_transaction(self, pending: _Pending) -> list[Charge] | None:
+        """Every action on this table, each item charged twice; a ConditionCheck costs the
+        write units of the item it checked."""
+        charges: list[Charge] = []
+        for kind, body in _transact_actions(pending.params):
+            if body.get("TableName") != self.schema.name:
+                continue
+            key = self.schema.key_of(self._key_item(body))
+            old = pending.old_items.get(_key_tuple(self.schema, key))
+            if kind == "ConditionCheck":
+                units = write_units(item_size(old)) if old else 1
+                pk = key_text(key[self.schema.hash_key])
+                charges.append(Charge(self.schema.name, pk, wcu=units * TRANSACTIONAL_FACTOR))
+                continue
+            new: dict[str, Any] | None
+            if kind == "Put":
+                new = dict(body["Item"])
+            elif kind == "Delete":
+                new = None
+            else:
+                new = self._get(key)
+            for charge in write_charges(self.schema, old, new, key=key):
+                charges.append(
+                    Charge(
+                        charge.target, charge.partition_key, wcu=charge.wcu * TRANSACTIONAL_FACTOR
+                    )
+                )
+        return charges or None
+
     # ---- items -------------------------------------------------------------------------
 
     def _evaluated(
@@ -349,6 +384,13 @@ class CapacityMeter:
                 key = _write_request_key(self.schema, request)
                 keys[_key_tuple(self.schema, key)] = key
             return keys
+        if pending.operation == "TransactWriteItems":
+            keys = {}
+            for _, body in _transact_actions(params):
+                if body.get("TableName") == self.schema.name:
+                    key = self.schema.key_of(self._key_item(body))
+                    keys[_key_tuple(self.schema, key)] = key
+            return keys
         if params.get("TableName") != self.schema.name:
             return {}
         key = self.schema.key_of(self._key_item(params))
@@ -402,6 +444,11 @@ def _shadow_request(params: Mapping[str, Any]) -> dict[str, Any]:
     if values:
         shadow["ExpressionAttributeValues"] = values
     return shadow
+
+
+def _transact_actions(params: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(kind, body) of each action of a TransactWriteItems, in order."""
+    return [next(iter(entry.items())) for entry in params.get("TransactItems") or []]
 
 
 def _key_tuple(schema: TableSchema, key: Mapping[str, Any]) -> tuple[str, ...]:

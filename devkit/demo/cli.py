@@ -19,15 +19,16 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 
-from devkit.demo.config import DEFAULT_RESULTS, DEFAULT_TABLE, ENGINE, DemoConfig
+from devkit.demo.config import DEFAULT_RESULTS, DEFAULT_TABLE, DemoConfig
 from devkit.demo.operator import OperatorCommandError
 from devkit.demo.pipeline import run_demo
 from devkit.demo.report import render
 from devkit.demo.steps import DemoError
-from devkit.demo.ui import Stages
-from devkit.dynalite import DynaliteServer
+from devkit.demo.ui import Stages, StepLog
+from devkit.dynalite import REPO_ROOT, DynaliteServer
+from devkit.engine import Engine, PortInUseError
 from devkit.local_env import local_credentials
-from devkit.schema import SchemaError, load_template
+from devkit.schema import TEMPLATE_PATH, SchemaError, is_stale, load_template, synth_warnings
 from devkit.seed import SeedSpec
 from devkit.traffic.mix import SweepSpec, TrafficMix
 from devkit.traffic.replay import ReplayError
@@ -99,6 +100,13 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
     add("--results-dir", type=Path, default=DEFAULT_RESULTS)
     add("--table", default=DEFAULT_TABLE)
     add("--no-chart", action="store_true", help="skip the PNG chart")
+    add(
+        "--raw-engine",
+        action="store_true",
+        help="dynalite alone, without the semantics proxy: no transactions (the backfill's "
+        "clock fence only), no transaction conflicts, no per-key ceilings",
+    )
+    add("--port", type=int, default=0, help="the engine's loopback port (default 0: any free)")
     args = parser.parse_args(argv)
     sweeps = tuple(
         SweepSpec(name, period_s=args.sweep_period, offset_s=n * args.sweep_stagger)
@@ -133,6 +141,8 @@ def parse_args(argv: Sequence[str] | None) -> DemoConfig:
         table_name=args.table,
         results_dir=args.results_dir,
         chart=not args.no_chart,
+        raw_engine=args.raw_engine,
+        port=args.port,
     )
 
 
@@ -147,10 +157,22 @@ def _configure_logging() -> None:
     )
 
 
+def _synth_notes(console: Console) -> None:
+    """Synthesis's warnings, once each: they are for a deployment (a pager, tracing), not for
+    the demo, which runs the table alone."""
+    notes = synth_warnings()
+    console.print(
+        f"the stack's template: {TEMPLATE_PATH.relative_to(REPO_ROOT)}"
+        + ("; synthesis noted, for a deployment (not the demo):" if notes else "")
+    )
+    for note in notes:
+        console.print(f"      {note}", markup=False)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
-    server_factory: Callable[[], DynaliteServer] = DynaliteServer,
+    server_factory: Callable[..., DynaliteServer] = DynaliteServer,
 ) -> int:
     try:
         config = parse_args(argv).validate()
@@ -159,20 +181,29 @@ def main(
         return EXIT_USAGE
     _configure_logging()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    stages = Stages(total=STAGES, console=console)
+    log = StepLog()
+    stages = Stages(total=STAGES, console=console, log=log)
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    server = server_factory()
+    engine = Engine(port=config.port, raw=config.raw_engine, server_factory=server_factory)
     started = time.monotonic()
     report: dict[str, Any] | None = None
     failure = ""
     try:
         with local_credentials():
+            if is_stale(TEMPLATE_PATH):
+                console.print("synthesising the stack (cdk.out is missing or stale)")
             template = load_template()
-            console.print(f"starting {ENGINE} (a local DynamoDB-compatible server)")
-            server.start()
-            report = run_demo(config, server.endpoint_url, template, stages)
+            _synth_notes(console)
+            console.print(f"starting the local engine: {config.engine}")
+            engine.start()
+            console.print(f"      {engine.describe()}")
+            report = run_demo(
+                config, engine.endpoint_url, template, stages, engine_stats=engine.stats
+            )
     except KeyboardInterrupt:
         failure = "interrupted"
+    except PortInUseError as err:
+        failure = f"failed: {err}"
     except (
         DemoError,
         OperatorCommandError,
@@ -184,7 +215,9 @@ def main(
     ) as err:
         failure = f"failed: {type(err).__name__}: {err}"
     finally:
-        server.stop()
+        stages.flush()
+        log.restore()
+        engine.stop()
         signal.signal(signal.SIGTERM, previous)
     if report is None:
         console.print(f"demo: {failure}; the local server is stopped, nothing is left running")

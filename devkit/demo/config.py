@@ -18,7 +18,8 @@ from saga_index.index import (
 )
 from saga_index.layout_change.backfill import MAX_TOTAL_SEGMENTS
 
-ENGINE = "dynalite"
+ENGINE = "dynalite behind the semantics proxy (devkit.engine)"
+RAW_ENGINE = "dynalite alone (--raw-engine: no transactions, no conflicts, no per-key ceilings)"
 DEFAULT_RESULTS = REPO_ROOT / "results" / "demo"
 DEFAULT_TABLE = "propflow-demo"
 
@@ -35,6 +36,14 @@ class DemoConfig:
     table_name: str = DEFAULT_TABLE
     results_dir: Path = DEFAULT_RESULTS
     chart: bool = True
+    # dynalite alone instead of behind the semantics proxy.
+    raw_engine: bool = False
+    # The port clients connect to (the proxy's, or dynalite's when raw); 0: any free one.
+    port: int = 0
+
+    @property
+    def engine(self) -> str:
+        return RAW_ENGINE if self.raw_engine else ENGINE
 
     @property
     def reshard_to(self) -> int:
@@ -61,6 +70,8 @@ class DemoConfig:
                 f"--backfill-segments must be from 1 to {MAX_TOTAL_SEGMENTS}, "
                 f"got {self.backfill_segments}"
             )
+        if not 0 <= self.port <= 65535:
+            raise InvalidInputError(f"--port {self.port} is not a port number (0..65535)")
         if self.verify_sample < 1 or self.workers < 1:
             raise InvalidInputError("--verify-sample and --workers must be >= 1")
         return self
@@ -68,7 +79,7 @@ class DemoConfig:
     def to_json(self) -> dict[str, Any]:
         spec, mix = self.seed, self.traffic
         return {
-            "engine": ENGINE,
+            "engine": self.engine,
             "shardCount": self.shards,
             "reshardTo": self.reshard_to,
             "table": self.table_name,

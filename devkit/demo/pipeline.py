@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -34,6 +35,7 @@ from devkit.results import write_json
 from devkit.schema import create_table
 from devkit.seed import EPOCH, build_dataset, seed_table
 from devkit.traffic.plan import Plan, build_plan
+from devkit.traffic.replay import ReplayStats
 from saga_index.index import INDEX_NAME, keys
 from saga_index.layout_change.backfill import BackfillSummary
 from saga_index.layout_change.record import DEFAULT_TIMING, ControlStore, ControlTiming, Phase
@@ -58,14 +60,20 @@ class Clients:
 
 
 def run_demo(
-    config: DemoConfig, endpoint_url: str, template: dict[str, Any], stages: Stages
+    config: DemoConfig,
+    endpoint_url: str,
+    template: dict[str, Any],
+    stages: Stages,
+    *,
+    engine_stats: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The demo's steps (devkit.demo); `engine_stats`: the proxy's counts ({} when raw)."""
     clients = Clients(endpoint_url)
     table = config.table_name
     schema = TableSchema.from_template(template, table)
     operator = OperatorCli(endpoint_url, table, stages)
     shards = str(config.shards)
-    plan = _seed(clients.plain(), config, template, stages)
+    plan, seeded = _seed(clients.plain(), config, template, stages)
 
     stages.step("replay the traffic against the LEGACY layout through the capacity meter")
     legacy, legacy_stats = replay(
@@ -73,14 +81,8 @@ def run_demo(
     )
     legacy_drift = drift_run(endpoint_url, config, schema, phase=Phase.LEGACY, stages=stages)
 
-    stages.step("snapshot the reads before the migration (parity baseline)")
-    # Shown and passed as an operator would type it: relative to the working directory.
-    snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
-    baseline = snapshot_reads(operator, config, snapshot)
-    stages.note(
-        f"phase {baseline['phase']} (no record yet: never migrated); "
-        f"{baseline['truthRows']} saga rows, {len(baseline['persons'])} persons sampled; "
-        f"wrote {snapshot}"
+    snapshot, baseline = _snapshot_step(
+        operator, config, stages, rows_since(seeded, legacy_stats, config)
     )
 
     _open_migration(operator, shards, stages)
@@ -121,12 +123,10 @@ def run_demo(
         plan=plan,
         make_client=clients.plain,
         snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
+        opened_since=opened_by(sharded_stats, config),
     )
 
-    stages.step("the record's history, then the report")
-    history = phase_history(operator)
-    for item in history[-2:]:
-        stages.note(history_line(item))
+    history = _history_step(operator, stages)
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json(), driftGuard=legacy_drift)
     sharded_json = layout_json(
         sharded_load, replay=sharded_stats.to_json(), driftGuard=sharded_drift
@@ -147,10 +147,76 @@ def run_demo(
         "phaseHistory": history,
         "control": _control_section(operator),
         "config": config.to_json(),
+        "engine": engine_section(engine_stats() if engine_stats else {}, config.table_name),
         "notes": list(NOTES),
     }
-    _write_report(report, config, stages, loads=(legacy, sharded_load, act.load))
+    stages.note(engine_line(report["engine"]))
+    timelines = {
+        "legacy": legacy_stats.timeline,
+        f"sharded N={config.shards}": sharded_stats.timeline,
+    }
+    _write_report(
+        report, config, stages, loads=(legacy, sharded_load, act.load), timelines=timelines
+    )
     return report
+
+
+def _history_step(operator: OperatorCli, stages: Stages) -> list[dict[str, Any]]:
+    """The last step's start: the record's history, its last two changes shown."""
+    stages.step("the record's history, then the report")
+    history = phase_history(operator)
+    for item in history[-2:]:
+        stages.note(history_line(item))
+    return history
+
+
+def _snapshot_step(
+    operator: OperatorCli, config: DemoConfig, stages: Stages, why_rows: str
+) -> tuple[Path, dict[str, Any]]:
+    """`verify --snapshot` before the migration: the parity baseline, and where it went."""
+    stages.step("snapshot the reads before the migration (parity baseline)")
+    # Shown and passed as an operator would type it: relative to the working directory.
+    snapshot = Path(_relative(config.results_dir / SNAPSHOT_FILE))
+    baseline = snapshot_reads(operator, config, snapshot)
+    stages.note(
+        f"phase {baseline['phase']} (no record yet: never migrated); "
+        f"{baseline['truthRows']} saga rows ({why_rows}), "
+        f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
+    )
+    return snapshot, baseline
+
+
+def engine_section(stats: dict[str, Any], table: str) -> dict[str, Any]:
+    """The report's "engine" section: what the semantics proxy refused over the whole demo."""
+    if not stats:
+        return {"proxy": False}
+    counts = stats.get("tables", {}).get(table, {})
+    return {
+        "proxy": True,
+        "options": stats.get("options", {}),
+        "transactions": counts.get("transactions", 0),
+        "cancelledTransactions": counts.get("cancelledTransactions", 0),
+        "conflicts": counts.get("conflicts", {}),
+        "throttles": counts.get("throttles", {}),
+        "throttledKeys": stats.get("throttledKeys", [])[:5],
+    }
+
+
+def engine_line(section: dict[str, Any]) -> str:
+    """The engine's counts in one line."""
+    if not section["proxy"]:
+        return "engine: dynalite alone (--raw-engine): nothing was judged by DynamoDB's rules"
+    throttles = sum(section["throttles"].values())
+    conflicts = sum(section["conflicts"].values())
+    keys = ", ".join(
+        f"{k['key']} on {k['target']} ({k['refused']})" for k in section["throttledKeys"]
+    )
+    return (
+        f"engine: the semantics proxy served {section['transactions']} transaction(s) "
+        f"(the backfill's fenced re-stamps and its fence slots), refused "
+        f"{conflicts} request(s) for a transaction conflict and throttled {throttles} at a "
+        f"per-key ceiling{': ' + keys if keys else ''}"
+    )
 
 
 def _open_migration(operator: OperatorCli, shards: str, stages: Stages) -> None:
@@ -196,6 +262,7 @@ def _write_report(
     stages: Stages,
     *,
     loads: tuple[LoadSummary, LoadSummary, LoadSummary],
+    timelines: dict[str, dict[int, float]] | None = None,
 ) -> None:
     """report.json, and the chart of the three layouts' loads unless the config turns it off."""
     json_path = write_json(report, config.results_dir / "report.json")
@@ -207,6 +274,7 @@ def _write_report(
             sharded_load,
             config.results_dir / "partition-load.png",
             resharded=resharded,
+            timelines=timelines,
             title=(
                 "Renewal-saga index: peak load per partition key, legacy vs "
                 f"N={config.shards} vs N={config.reshard_to}"
@@ -215,8 +283,25 @@ def _write_report(
         stages.note(f"wrote {_relative(chart)}")
 
 
-def _seed(client: Any, config: DemoConfig, template: dict[str, Any], stages: Stages) -> Plan:
-    """The first step: the table, seeded in the legacy layout, and the traffic plan."""
+def opened_by(stats: ReplayStats, config: DemoConfig) -> int:
+    """The saga rows a replay added: its cohort walker opens `cohort_size` sagas a cohort."""
+    return stats.events.get("cohort", 0) * config.traffic.cohort_size
+
+
+def rows_since(seeded: int, stats: ReplayStats, config: DemoConfig) -> str:
+    """Why the saga-row count is not the seed's: what the legacy replay opened."""
+    opened = opened_by(stats, config)
+    return (
+        f"the {seeded} seeded and the {opened} the legacy replay's cohort walker opened: "
+        f"{stats.events.get('cohort', 0)} cohort(s) of {config.traffic.cohort_size}"
+    )
+
+
+def _seed(
+    client: Any, config: DemoConfig, template: dict[str, Any], stages: Stages
+) -> tuple[Plan, int]:
+    """The first step: the table, seeded in the legacy layout, the traffic plan, and the saga
+    rows seeded."""
     table = config.table_name
     stages.step(f"create {table} from the synthesised template and seed the legacy dataset")
     create_table(client, table, template)
@@ -229,7 +314,7 @@ def _seed(client: Any, config: DemoConfig, template: dict[str, Any], stages: Sta
     )
     plan = build_plan(config.traffic, dataset)
     stages.note(f"traffic plan: {plan.counts()} over {config.traffic.duration_s} virtual s")
-    return plan
+    return plan, seeded.saga_rows
 
 
 @dataclass

@@ -280,10 +280,15 @@ def write_chart(
     path: Path,
     *,
     resharded: LoadSummary | None = None,
+    timelines: Mapping[str, Mapping[int, float]] | None = None,
     title: str | None = None,
 ) -> Path:
     """Peak RCU/s and WCU/s per partition key, legacy beside sharded (and beside the re-shard's
-    layout when given), on a log scale with the per-partition ceilings drawn in."""
+    layout when given), on a log scale with the per-partition ceilings drawn in; with
+    `timelines` (layout -> its hottest key's RCU per second of the replay), a third panel draws
+    them second by second, measured, and at 100x the rows (every read page 100x larger: the
+    all-open enumerations of the sweeps grow with the rows) beside them, so the burst that
+    crosses the ceiling shows."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: render straight to a file
@@ -307,8 +312,13 @@ def write_chart(
                 f"headroom {_num(resharded.headroom, 'x')}",
             )
         )
-    width = 13 if resharded is None else 18
-    figure, axes = plt.subplots(1, 2, figsize=(width, 5.2), constrained_layout=True)
+    width = (13 if resharded is None else 18) + (7 if timelines else 0)
+    figure, all_axes = plt.subplots(
+        1, 3 if timelines else 2, figsize=(width, 5.2), constrained_layout=True
+    )
+    axes = all_axes[:2]
+    if timelines:
+        _timeline_panel(all_axes[2], timelines)
     panels = (
         ("peak RCU/s per partition key", "peak_rcu", PARTITION_RCU_CEILING, "RCU"),
         ("peak WCU/s per partition key", "peak_wcu", PARTITION_WCU_CEILING, "WCU"),
@@ -354,6 +364,47 @@ def write_chart(
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return path
+
+
+# The dataset scale the third panel sets beside the measured one.
+TIMELINE_SCALE = 100
+_TIMELINE_COLOURS = ("#c0392b", "#2e86c1", "#27ae60")
+
+
+def _timeline_panel(axis: Any, timelines: Mapping[str, Mapping[int, float]]) -> None:
+    """Each layout's hottest key, RCU per virtual second: measured (solid) and at
+    TIMELINE_SCALE x the rows (dashed), against the per-partition read ceiling."""
+    for (label, series), colour in zip(timelines.items(), _TIMELINE_COLOURS, strict=False):
+        seconds = sorted(series)
+        values = [max(series[s], 0.01) for s in seconds]
+        axis.plot(seconds, values, color=colour, linewidth=1.2, label=f"{label}, measured (1x)")
+        axis.plot(
+            seconds,
+            [v * TIMELINE_SCALE for v in values],
+            color=colour,
+            linewidth=1.0,
+            linestyle="--",
+            label=f"{label}, {TIMELINE_SCALE}x the rows (linear)",
+        )
+        peak = max(seconds, key=lambda s: series[s], default=None)
+        if peak is not None and series[peak] * TIMELINE_SCALE > PARTITION_RCU_CEILING:
+            axis.annotate(
+                f"throttled: {series[peak] * TIMELINE_SCALE:,.0f} RCU in second {peak}",
+                (peak, series[peak] * TIMELINE_SCALE),
+                textcoords="offset points",
+                xytext=(8, 4),
+                fontsize=7,
+                color=colour,
+            )
+    axis.axhline(PARTITION_RCU_CEILING, color="black", linestyle="--", linewidth=1)
+    axis.text(0, PARTITION_RCU_CEILING * 1.15, "per-partition ceiling 3,000 RCU/s", fontsize=8)
+    axis.set_yscale("log")
+    # Below one unit a second is an idle second: not what the panel is about.
+    axis.set_ylim(bottom=1)
+    axis.set_title("the hottest key, second by second (the sweeps' bursts)")
+    axis.set_xlabel("virtual second of the replay")
+    axis.set_ylabel("RCU in that second (log scale)")
+    axis.legend(fontsize=7, loc="lower right")
 
 
 def _shard_order(partition_key: str) -> tuple[int, str]:

@@ -67,16 +67,19 @@ def reshard_act(
     plan: Plan,
     make_client: Callable[[], Any],
     snapshot: Path,
+    opened_since: int = 0,
 ) -> ReshardAct:
     """Three numbered steps. `make_client()` returns a fresh boto3 client on the demo's server;
-    `snapshot` is where the sharded(N) parity snapshot goes (replaced on every run)."""
+    `snapshot` is where the sharded(N) parity snapshot goes (replaced on every run);
+    `opened_since`: the saga rows the sharded replay opened (said beside the new count)."""
     stages = operator.stages
     source, target = config.shards, config.reshard_to
 
     stages.step(f"re-shard {source} -> {target}: snapshot, phase resharding, backfill")
     baseline = snapshot_reads(operator, config, snapshot)
     stages.note(
-        f"phase {baseline['phase']}: {baseline['truthRows']} saga rows, "
+        f"phase {baseline['phase']}: {baseline['truthRows']} saga rows (the sharded replay "
+        f"opened {opened_since} more), "
         f"{len(baseline['persons'])} persons sampled; wrote {snapshot}"
     )
     refused_code = _start_resharding(operator, source, target)

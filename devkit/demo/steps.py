@@ -82,6 +82,16 @@ def replay(
             )
         bar.update(task, completed=duration)
     summary = meter.summary(INDEX_NAME)
+    if summary.hottest is not None:
+        per_second = meter.ledger.series(INDEX_NAME).get(summary.hottest.partition_key, {})
+        stats.timeline = {second: units[0] for second, units in sorted(per_second.items())}
+    cohorts = stats.events.get("cohort", 0)
+    if cohorts:
+        stages.note(
+            f"the replay opened {cohorts * config.traffic.cohort_size} new saga(s) (its cohort "
+            f"walker: {cohorts} cohort(s) of {config.traffic.cohort_size}): the saga-row "
+            "counts from here on include them"
+        )
     stages.note(
         f"{stats.wall_seconds:.1f} s wall for {duration} virtual s, {meter.requests} requests "
         f"metered; hottest key {summary.hottest.partition_key if summary.hottest else '-'} "
@@ -212,9 +222,22 @@ def backfill_pass(
         f"{summary.scanned}, re-stamped {summary.restamped}, skipped {summary.skipped}, "
         f"anomalies {summary.anomalies} ({seconds:.1f} s)"
     )
+    stages.note(pace_line(summary, seconds))
     assert summary.verification is not None
     stages.note(summary.verification.message)
     return summary, seconds, total
+
+
+def pace_line(summary: BackfillSummary, seconds: float) -> str:
+    """The run's pace against its cap, and the throttles its re-stamps met (each retried)."""
+    throttles = f"{summary.throttles} throttled request(s) met and retried"
+    if not summary.restamped:
+        return f"pace: nothing to re-stamp (cap {summary.max_writes_per_second:g}/s); {throttles}"
+    pace = summary.restamped / seconds if seconds > 0 else 0.0
+    return (
+        f"pace {pace:,.1f} re-stamps/s under a cap of {summary.max_writes_per_second:g}/s; "
+        f"{throttles}"
+    )
 
 
 def wait_until_effective(operator: OperatorCli) -> dict[str, Any]:

@@ -37,6 +37,8 @@ whole second).
   requests  what a request includes (its items) and what it costs (devkit.capacity's pricing)
   wire      a refusal as the response body DynamoDB sends, and as botocore parses it
   hooks     the adapter for real threads: botocore hooks on a client (component tests, bench)
+  lost      lost answers: a request applied, its answer lost, its resends throttled (per
+            attempt, below botocore's retry handler)
   contended a local backfill under the layer with an operator at work; the fences it may use
   moto_harness  in-process moto for threads: requests served in turn, cheap transaction rollback
 The simulator's adapter lives with the simulator (tests/sim/table.py): it runs on virtual time.

@@ -10,7 +10,10 @@ The fence the run uses is a parameter (`FenceVariant`), handed to backfill_local
                       product's fence changes (its check, SharedStateCheck, is a FenceCheck
                       passed in as `fence_check`)
 Every client of the run (its re-stamps, its heartbeats, the operator's commands) is put under
-ONE model; the outcome counts what each of them saw and what the re-stamps consumed.
+ONE model: in this process (`semantics`: botocore hooks on each client), or by the server the
+clients talk to (`semantics=None`, `server_stats`: the semantics proxy of devkit.engine, which
+judges every client at HTTP level). The outcome counts what each of them saw and, in this
+process only, what the re-stamps consumed.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from devkit.capacity.pricing import Charge
 from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
-from devkit.semantics.model import DynamoSemantics
+from devkit.semantics.model import DynamoSemantics, Stats
 from saga_index.index import CONTROL_PK, FENCE_PK_PREFIX, SagaIndexError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     FenceCheck,
     LeaseFence,
     LocalBackfill,
+    SegmentCounts,
     backfill_locally,
 )
 from saga_index.layout_change.lease import pause_backfill, resume_backfill, set_throttle
@@ -124,11 +128,13 @@ class Tally:
 @dataclass
 class Contended:
     run: LocalBackfill
-    semantics: DynamoSemantics
+    # What the model refused and admitted: this process's, or the server's.
+    stats: Stats
     heartbeats: Tally
     operator: Tally
     operator_failures: list[str]
     # "rows", "index", "control", "slots" (the fence slots): what the run's own writes consumed
+    # (empty when the server applies the model: it prices them there)
     restamp_wcu: dict[str, float]
     seconds: float
 
@@ -193,23 +199,33 @@ def run_contended(
     fence: FenceVariant,
     segments: int,
     rate: float,
-    semantics: DynamoSemantics,
+    semantics: DynamoSemantics | None,
+    server_stats: Callable[[], Stats] | None = None,
     poll_seconds: float = 0.05,
     operator_every: float | None = 0.03,
     clock: WallClock = utc_now,
+    on_progress: Callable[[SegmentCounts], None] | None = None,
 ) -> Contended:
     """A forward backfill of the record's move (the caller seeded the rows and the record) in
-    `segments` segments at `rate` writes/s, every client under `semantics`, while an operator
-    throttles, pauses and resumes it every `operator_every` seconds (None: no operator)."""
+    `segments` segments at `rate` writes/s, every client under `semantics` (None: the server
+    applies the model, and `server_stats` reads what it refused), while an operator throttles,
+    pauses and resumes it every `operator_every` seconds (None: no operator)."""
     run_charges = _RunCharges(table_name)
-    reader = new_client()
-    hooks = SemanticsHooks(semantics, schema, reader=reader)
     heartbeats, operator = Tally(), Tally()
-    run_client = SemanticsHooks(semantics, schema, reader=reader, on_charge=run_charges).attach(
-        new_client()
-    )
-    keeper_client = heartbeats.watch(hooks.attach(new_client()))
-    operator_client = operator.watch(hooks.attach(new_client()))
+    if semantics is not None:
+        reader = new_client()
+        hooks = SemanticsHooks(semantics, schema, reader=reader)
+        run_client = SemanticsHooks(semantics, schema, reader=reader, on_charge=run_charges).attach(
+            new_client()
+        )
+        keeper_client = heartbeats.watch(hooks.attach(new_client()))
+        operator_client = operator.watch(hooks.attach(new_client()))
+    elif server_stats is None:
+        raise ValueError("without a model here, server_stats reads the server's")
+    else:
+        run_client = new_client()
+        keeper_client = heartbeats.watch(new_client())
+        operator_client = operator.watch(new_client())
     stop_operator = threading.Event()
     failures: list[str] = []
     ops = threading.Thread(
@@ -243,14 +259,20 @@ def run_contended(
             poll_seconds=poll_seconds,
             transactional_fence=fence.transactional,
             fence_check=fence.check,
+            on_progress=on_progress,
         )
     finally:
         stop_operator.set()
         if ops.is_alive():
             ops.join(timeout=30)
+    if semantics is not None:
+        stats = semantics.stats
+    else:
+        assert server_stats is not None
+        stats = server_stats()
     return Contended(
         run=outcome,
-        semantics=semantics,
+        stats=stats,
         heartbeats=heartbeats,
         operator=operator,
         operator_failures=failures,

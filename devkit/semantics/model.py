@@ -41,6 +41,8 @@ class Refusal:
     message: str
     fields: dict[str, Any] = field(default_factory=dict)
     status: int = 400
+    # A throttle's (target, partition key): which key of the request was past its ceiling.
+    over: tuple[str, str] | None = None
 
 
 @dataclass
@@ -227,12 +229,14 @@ class DynamoSemantics:
                 "ThrottlingException",
                 f"Throughput exceeds the key range limit of {target} for key {key!r}",
                 {"throttlingReasons": listed},
+                over=(target, key),
             )
         return Refusal(
             "ProvisionedThroughputExceededException",
             f"The level of configured provisioned throughput for the key range of {target} "
             f"(key {key!r}) was exceeded",
             {"ThrottlingReasons": listed},
+            over=(target, key),
         )
 
 

@@ -51,6 +51,8 @@ class ReplayStats:
     enumerations: int = 0
     enumeration_requests: int = 0
     writes: int = 0
+    # The hottest index key's read units in each virtual second (what the chart draws).
+    timeline: dict[int, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {

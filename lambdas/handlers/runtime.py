@@ -108,15 +108,22 @@ class Control:
 
     def __init__(self) -> None:
         self._provider: ControlProvider | None = None
-        self._key: tuple[int, str] | None = None
+        self._key: tuple[int, str, bool] | None = None
         self._pinned: ControlProvider | None = None
 
-    def provider(self, client: DynamoDBClient, table_name: str) -> ControlProvider:
+    def provider(
+        self, client: DynamoDBClient, table_name: str, *, refuse_lost: bool = True
+    ) -> ControlProvider:
+        """`refuse_lost`: the store routes readers and writers, so a lost record fails loudly
+        (ControlStore's lost-record rule); False only for the drift guard, which judges the
+        rows of a record that says "never migrated" instead of refusing it."""
         if self._pinned is not None:
             return self._pinned
-        key = (id(client), table_name)
+        key = (id(client), table_name, refuse_lost)
         if self._provider is None or self._key != key:
-            self._provider = ControlProvider(ControlStore(client, table_name))
+            self._provider = ControlProvider(
+                ControlStore(client, table_name, refuse_lost=refuse_lost)
+            )
             self._key = key
         return self._provider
 
@@ -131,9 +138,12 @@ class Control:
 control = Control()
 
 
-def control_provider(settings: HandlerSettings) -> ControlProvider:
-    """The provider of this function's table, on its DynamoDB client."""
-    return control.provider(clients.dynamodb(settings.max_attempts), settings.table_name)
+def control_provider(settings: HandlerSettings, *, refuse_lost: bool = True) -> ControlProvider:
+    """The provider of this function's table, on its DynamoDB client (`refuse_lost`:
+    Control.provider)."""
+    return control.provider(
+        clients.dynamodb(settings.max_attempts), settings.table_name, refuse_lost=refuse_lost
+    )
 
 
 def current_routing(settings: HandlerSettings) -> Routing:

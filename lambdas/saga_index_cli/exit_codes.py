@@ -30,16 +30,25 @@ _MEANINGS = {
         "success; a command that checks something found nothing: `drift` healthy, `verify` "
         "identical, `watch` no throttle, `preflight` every check passed. `phase set P` when the "
         "record already is exactly P (with `--shards`, its N) is 0 too, with "
-        '`{"changed": false, ...}` and nothing written'
+        '`{"changed": false, "historySettled": ...}`: nothing written, unless its version\'s '
+        "history item was not yet confirmed applied (an intent, or marked abandoned after a "
+        "write whose answer was lost), which it settles from the STATE item "
+        "(`historySettled: true`). A `phase set` whose STATE write got no answer but is found "
+        "applied when read back is 0 (applied), its `warnings` saying so"
     ),
     ExitCode.FOUND: (
         "found, or refused for cause: drift, a parity mismatch, throttles (or, for `watch`, no "
         "data at all for the index), a preflight check that FAILED; a lost compare-and-set "
         "(read the record and decide again), a missing table, a missing record, a lost one (no "
-        "control item at all while rows sit on shard keys: `sagas` refuses to answer from the "
-        "empty legacy key), a backfill whose read-back found rows left to move, a run stopped "
-        "before it re-stamped anything, a command interrupted (Ctrl-C) before it wrote "
-        "anything (the message says what to do)"
+        "STATE item, and no control item or only history that reads the legacy key, while rows "
+        "sit on shard keys: `sagas` refuses to answer from the empty legacy key), a backfill "
+        "whose read-back found rows left to move, a run stopped before it re-stamped anything "
+        "(a backfill refused by a fence slot names the slot, its epoch and the record's "
+        "`leaseEpoch`, releases its lease, and names `backfill clear-fence` for a slot no run "
+        "holds), a command interrupted (Ctrl-C) before it wrote anything (the message says "
+        "what to do); a write whose outcome is unknown: its answer was lost and reading it "
+        "back failed too (`phase set`: unknown, run `saga-index phase show`; the lease "
+        "acquire: run `saga-index status`)"
     ),
     ExitCode.USAGE: (
         "bad usage or invalid input, naming the value: a move that is not allowed, a table name "
@@ -80,8 +89,17 @@ _MEANINGS = {
         "is known); `phase set` adds `failed`, the completion checks that already fail "
         "(`[{name, passed, detail}]`: fix them, waiting alone will not do). The message starts "
         "`saga-index: not yet (retry at TIME):` when a time is known, and a backfill's "
-        "`--report-file` carries it as `retryAt` (UTC ISO-8601, the record's format); nothing "
-        "was written"
+        "`--report-file` carries it as `retryAt` (UTC ISO-8601, the record's format). **What "
+        "exit 5 promises about writes**: the refusal itself wrote nothing, and the message says "
+        '"nothing was written" only when that is known: every attempt was refused before it '
+        "ran (no request of it was resent by botocore, whose resend follows a timeout or a "
+        "dropped connection as well as a throttle), or the command read the item back and found "
+        'the write not there (`phase set`: "Read back, the record still holds version v: the '
+        'move was NOT applied"; the lease acquire: "Read back, the backfill lease is not this '
+        "run's\"). When a request of a refused write was resent and the command cannot read it "
+        'back, the message says so instead ("one whose answer was lost may have landed: what '
+        'is stored is not known here"). A `phase set` or lease acquire whose write did land is '
+        "never exit 5: it goes on as applied (0)"
     ),
     ExitCode.PARTIAL: (
         "interrupted, partly done: a backfill that re-stamped rows, then failed, lost its "

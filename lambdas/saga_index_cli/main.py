@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index.index import InvalidInputError, RetryLaterError, SagaIndexError
 from saga_index.layout_change.record import SINGLE_COUNT_PHASES, Phase, format_time
 from saga_index.layout_change.transitions import PreconditionFailedError
+from saga_index.store.dynamo import botocore_resent
 from saga_index_cli.backfill.command import backfill_group
 from saga_index_cli.checks.drift import drift_command
 from saga_index_cli.checks.verify import verify_command
@@ -228,10 +229,17 @@ def _transient_words(err: BaseException) -> str:
     if lost is None:
         return str(err)
     code = lost.response.get("Error", {}).get("Code", "")
+    # A refusal answers a request DynamoDB did not apply; but when botocore resent the request,
+    # an earlier attempt of it may have landed with its answer lost.
+    written = (
+        "an earlier attempt of it got an error or no answer and may have landed: check what is "
+        "stored before running it again"
+        if botocore_resent(lost)
+        else "nothing was written. Run the same command again in a moment"
+    )
     return (
         f"DynamoDB refused the {lost.operation_name} ({code}) past the retries: other traffic "
-        "holds the item or the table's capacity; nothing was written. Run the same command "
-        "again in a moment"
+        f"holds the item or the table's capacity; {written}"
     )
 
 

@@ -76,6 +76,8 @@ def _bad_inputs(existing: Path) -> list[tuple[list[str], str]]:
         (["backfill", "--overwrite"], "--overwrite applies to --report-file"),
         (["backfill", "--follow", "nope"], "not an execution ARN"),
         (["backfill", "throttle"], "exactly one of"),
+        (["backfill", "clear-fence"], "--reason"),
+        (["backfill", "clear-fence", "--reason", " "], "must say why"),
         (["backfill", "throttle", "--max-writes-per-second", "0"], "--max-writes-per-second"),
         (["verify", "--snapshot", str(existing)], "already exists"),
         (["verify", "--snapshot", "a.json", "--compare", "b.json"], "mutually exclusive"),

@@ -52,8 +52,8 @@ class RecordingServer(DynaliteServer):
 
     instances: list[RecordingServer] = []  # noqa: RUF012 - a test-local registry
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.pid: int | None = None
         RecordingServer.instances.append(self)
 
@@ -181,6 +181,20 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert "| sharded (N=32) |" in captured.out
     # The chart is a real PNG.
     assert (results / "partition-load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # No timestamped WARNING line breaks into the steps: the anomaly the backfill reported
+    # and the snapshot read is said once per step, as a note of that step
+    assert not [line for line in captured.err.splitlines() if "WARNING" in line], captured.err
+    logged = [line for line in captured.err.splitlines() if line.startswith("      logged: ")]
+    assert logged, captured.err
+    assert _said_once_per_step(captured.err), captured.err
+    # The saga-row count that grows is explained by what the replay opened
+    assert "the legacy replay's cohort walker opened" in captured.err
+    assert "the sharded replay opened" in captured.err
+    # On the semantics proxy: the backfill's fence ran as transactions the proxy served
+    assert report["engine"]["proxy"] is True
+    assert report["engine"]["transactions"] >= report["backfill"]["restamped"]
+    assert "has no transactions" not in captured.err
+    assert "pace " in captured.err
     # stdout carries the report only; progress went to stderr.
     assert "hottest key's share of index load" in captured.out
     assert f"[1/{demo.STAGES}]" in captured.err
@@ -188,6 +202,16 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     # Nothing left running.
     (server,) = servers
     assert _server_stopped(server)
+
+
+def _said_once_per_step(err: str) -> bool:
+    """Every "logged:" note appears at most once between two step headers."""
+    steps = err.split(f"/{demo.STAGES}]")
+    for step in steps:
+        notes = [line for line in step.splitlines() if line.startswith("      logged: ")]
+        if len(notes) != len(set(notes)):
+            return False
+    return True
 
 
 def test_given_ctrl_c_mid_run_when_the_demo_stops_then_the_server_is_stopped(

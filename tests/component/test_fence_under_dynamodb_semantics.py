@@ -29,7 +29,7 @@ from tests.support.backends import Backend, make_backend
 from tests.support.contended_backfill import (
     PRODUCT_FENCE,
     SHARED_STATE_FENCE,
-    ContendedRun,
+    describe,
     run_contended_backfill,
 )
 
@@ -53,8 +53,8 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
     )
     outcome = contended.outcome
 
-    stats = outcome.semantics.stats
-    report = _report(contended)
+    stats = outcome.stats
+    report = describe(contended)
     # The re-stamps cancel each other on the STATE item they all check.
     assert stats.cancelled_transactions > 0, report
     assert stats.conflicts["TransactWriteItems"] == stats.cancelled_transactions, report
@@ -72,15 +72,6 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
     print(report)
 
 
-def _report(contended: ContendedRun) -> str:
-    outcome = contended.outcome
-    return (
-        f"stats={outcome.semantics.stats} failures={outcome.stopped_segments} "
-        f"lease_lost={outcome.run.lease_lost} left={contended.left_on_legacy} "
-        f"heartbeats={outcome.heartbeats.outcomes} operator={outcome.operator.outcomes}"
-    )
-
-
 def test_the_product_fence_holds_under_dynamodb_conflicts(
     dynamo: Backend, synthesized_template: dict[str, Any]
 ) -> None:
@@ -90,8 +81,8 @@ def test_the_product_fence_holds_under_dynamodb_conflicts(
         dynamo, schema, fence=PRODUCT_FENCE, rows=ROWS, segments=SEGMENTS
     )
 
-    outcome, report = contended.outcome, _report(contended)
-    assert outcome.semantics.stats.cancelled_transactions == 0, report
+    outcome, report = contended.outcome, describe(contended)
+    assert outcome.stats.cancelled_transactions == 0, report
     assert outcome.stopped_segments == {}, report
     assert outcome.run.lease_lost is None, report
     assert contended.left_on_legacy == 0, report

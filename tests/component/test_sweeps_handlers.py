@@ -13,16 +13,19 @@ from handlers import runtime, sweep_jobs
 from handlers import sweeps as handlers
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import Layout
+from saga_index.layout_change.record.errors import ControlRecordUnavailableError
+from saga_index.layout_change.record.items import history_key
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import ControlTiming
+from saga_index.store.dynamo.codec import serialize
 from tests.component.sweeps_support import (
     SHARDS,
     SweepWorld,
     payload,
     world,
 )
-from tests.support.control_seed import seed_state
+from tests.support.control_seed import delete_state, seed_state
 from tests.support.lambda_harness import (
     FakeLambdaContext,
     dimension_sets,
@@ -309,3 +312,27 @@ def test_given_a_scheduled_time_within_fifteen_minutes_of_the_invocation_clock_t
     )
 
     assert result["now"] == scheduled.replace(":00Z", ":00.000Z")
+
+
+def test_given_a_lost_state_whose_move_history_marks_abandoned_then_the_sweep_fails_loudly(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a migration whose STATE write landed but whose history intent was marked abandoned
+    # (its answer was lost), rows already moved to shard keys, and then the STATE item lost
+    b = world.backend
+    for n in range(10):
+        b.put_saga(f"moved-{n}", f"p-{n}", gsi4pk="shard")
+    b.client.update_item(
+        TableName=b.table_name,
+        Key=serialize(history_key(1)),
+        UpdateExpression="SET #a = :no, #b = :yes",
+        ExpressionAttributeNames={"#a": "applied", "#b": "abandoned"},
+        ExpressionAttributeValues={":no": {"BOOL": False}, ":yes": {"BOOL": True}},
+    )
+    delete_state(b.client, b.table_name)
+    runtime.control.use(None)
+    # Then the sweep does not read "never migrated" and answer 0 of 10 sagas: it fails, naming
+    # the lost record
+    with pytest.raises(ControlRecordUnavailableError, match="the control record is lost"):
+        handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
+    capsys.readouterr()

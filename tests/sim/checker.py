@@ -10,6 +10,8 @@ checked").
   unread key   no saga row sits on a key the record's current state does not read for its
                person (a completing move accepted over such a row, or a stray write after one)
   quiesced     (world.py) the real drift guard is clean and every saga is visible to every reader
+  report       (runbook.py) `phase set` never answers "not yet" (nothing applied) over a move
+               whose STATE write landed: a lost answer is read back before it is reported
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tests.sim.table import SimTable, TableKey, WriteRecord
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # visibility | lost | resurrected | backfill-write | unread-key | quiesced
+    kind: str  # visibility | lost | resurrected | backfill-write | unread-key | quiesced | report
     at: float
     detail: str
 

@@ -30,6 +30,7 @@ extra request.
 from __future__ import annotations
 
 import copy
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,8 +81,16 @@ class Faults:
 
     storm_throttle: float = 0.5  # per request of a process inside its storm
     lost_answer: float = 0.0  # per write: it landed, the caller sees an error
+    # Per write of the control record's STATE item: it landed, its answer was lost (a timeout,
+    # a dropped connection), botocore resent it and the resend was throttled. The caller sees
+    # the ThrottlingException of a request botocore sent more than once (RetryAttempts 2), and
+    # every identical resend for `resend_window` seconds is throttled before it is run.
+    dropped_answer: float = 0.0
+    resend_window: float = 30.0
     enabled: bool = True
     storms: dict[str, float] = field(default_factory=dict)  # process -> storm ends at
+    # A dropped request's fingerprint -> until when its resends are throttled.
+    resends: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -198,6 +207,13 @@ class SimTable:
         storm = faults is not None and faults.storms.get(process, -1.0) > self.time.now
         if storm and faults is not None and self.rng.random() < faults.storm_throttle:
             return _error(400, "ThrottlingException", "simulated throttle (before the call)")
+        resent = None if faults is None or not faults.resends else _fingerprint(operation, params)
+        if (
+            faults is not None
+            and resent is not None
+            and faults.resends.get(resent, -1.0) > self.time.now
+        ):
+            return _resent_throttle("simulated throttle of a resend (its first request landed)")
         request = self.judge.arrived(operation, params, self.mirror)
         verdict = self.judge.verdict(request, task)
         if isinstance(verdict, Refusal):
@@ -213,6 +229,16 @@ class SimTable:
         self.judge.charge(request, parsed, self.mirror)
         if faults is not None and operation in _WRITES and self.rng.random() < faults.lost_answer:
             return _error(500, "InternalServerError", "simulated lost answer (the write landed)")
+        if (
+            faults is not None
+            and faults.dropped_answer
+            and operation in _WRITES
+            and _on_control_state(params)
+            and self.rng.random() < faults.dropped_answer
+        ):
+            # Drawn only when the fault is on: every other seed's run stays what it was.
+            faults.resends[_fingerprint(operation, params)] = self.time.now + faults.resend_window
+            return _resent_throttle("simulated dropped answer (the write landed), resend throttled")
         parsed.setdefault("ResponseMetadata", {})["HTTPStatusCode"] = 200
         return AWSResponse("https://sim", 200, {}, None), parsed
 
@@ -382,3 +408,21 @@ def _entry(item: Mapping[str, Any]) -> EntryKey | None:
     if not (pk and sk and "S" in pk and "S" in sk):
         return None
     return (pk["S"], sk["S"], item["PK"]["S"], item["SK"]["S"])
+
+
+def _fingerprint(operation: str, params: Mapping[str, Any]) -> str:
+    """A request as its resends repeat it, byte for byte."""
+    return operation + _SEP + json.dumps(params, sort_keys=True, default=str)
+
+
+def _on_control_state(params: Mapping[str, Any]) -> bool:
+    key = params.get("Key") or params.get("Item") or {}
+    return key.get("PK") == {"S": names.CONTROL_PK} and key.get("SK") == {"S": "STATE"}
+
+
+def _resent_throttle(message: str) -> tuple[AWSResponse, dict[str, Any]]:
+    """The ThrottlingException botocore ends with after resending a request (RetryAttempts:
+    the first attempt got no answer, the resend was throttled)."""
+    response, parsed = _error(400, "ThrottlingException", message)
+    parsed["ResponseMetadata"]["RetryAttempts"] = 2
+    return response, parsed

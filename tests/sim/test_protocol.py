@@ -15,7 +15,10 @@ broken variants of the real code:
   request, both within the in-flight margin) lands after the move completed, on a key no reader
   of `sharded` reads (case 3). The world reaches the bounds for it: clocks off by the whole
   margin, held requests to what the margin leaves, and an operator that completes as early as
-  the refusals allow.
+  the refusals allow;
+- a STATE write given up on after refusals reported as "not yet" (nothing applied) without
+  reading STATE back: with answers dropped (the write lands, its answer is lost, its resends
+  throttled), the operator is told a move that landed was not applied (case 4).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from unittest import mock
 
 import pytest
 
+from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import Transition
 from saga_index.layout_change.transitions import executor
 from tests.sim.harness import simulated_aws
@@ -142,3 +146,53 @@ def test_case_3_holds_with_the_settled_switch(world: None) -> None:
     assert outcome.ok, _explain(outcome)
     assert outcome.phases[-1].split("@")[0] == "sharded"
     assert any("not yet" in line for line in outcome.trace), "the refusal was never reached"
+
+
+# Case 4's world: quiet but for dropped answers on the control STATE item (the write lands, its
+# answer is lost, botocore's resend and every identical resend for 30 s are throttled): every
+# phase set, lease acquire, heartbeat and release may meet one.
+LOST_ANSWERS = Scenario(
+    plan="forward",
+    readers=1,
+    writers=1,
+    seeded_sagas=4,
+    backfill_rate=100.0,
+    storm=0.0,
+    lost_answer=0.0,
+    pause=0.0,
+    crash=0.0,
+    dropped_answer=0.5,
+)
+
+
+def _abandons_without_reading_back() -> object:
+    """The rule before the read-back: a STATE write given up on after refusals (RetryLaterError)
+    is reported as not applied, and its intent marked abandoned, without reading STATE."""
+    original = executor._after_failed_write
+
+    def after_failed_write(store: object, state: object, transition: object, err: Exception):  # type: ignore[no-untyped-def]
+        if isinstance(err, RetryLaterError):
+            executor._try(lambda: store.abandon_intent(transition))  # type: ignore[attr-defined]
+            raise err
+        return original(store, state, transition, err)  # type: ignore[arg-type]
+
+    return mock.patch.object(executor, "_after_failed_write", after_failed_write)
+
+
+def test_it_finds_case_4_when_a_lost_answer_is_reported_without_reading_back() -> None:
+    with _abandons_without_reading_back():
+        outcome = _first_violation(LOST_ANSWERS, range(1, 4), {"report"})
+    assert outcome is not None, "an applied move reported as not applied went unnoticed"
+    assert "answered 'not yet'" in str(outcome.violations[0]), _explain(outcome)
+    assert "nothing was written" in str(outcome.violations[0]) or "not known here" in str(
+        outcome.violations[0]
+    )
+
+
+def test_case_4_holds_when_lost_answers_are_read_back(world: None) -> None:
+    # Seed 2: both moves (migrating, then sharded) meet a dropped answer on their STATE write.
+    outcome = simulate(2, LOST_ANSWERS)
+    assert outcome.ok, _explain(outcome)
+    assert outcome.phases[-1].split("@")[0] == "sharded"
+    applied = [line for line in outcome.trace if "read back, the record holds version" in line]
+    assert len(applied) == 2, "the dropped answers were not met by both moves"

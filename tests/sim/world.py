@@ -66,6 +66,10 @@ class Scenario:
     storm: float = 1 / 60  # a throttle storm on one process's requests
     max_storm: float = 10.0
     lost_answer: float = 0.02
+    # Per write of the control STATE item: applied, its answer lost, its resends throttled
+    # (tests/sim/table.py Faults.dropped_answer). Off by default: the clean seeds stay as they
+    # were; the lost-answer scenario turns it on.
+    dropped_answer: float = 0.0
     pause: float = 1 / 200  # pause one process (its state intact)
     max_pause: float = 300.0
     # Per write request: pause the process parked right before it (between its check and its
@@ -107,7 +111,10 @@ class Simulation:
             self.time,
             random.Random(self.rng.getrandbits(64)),
             max_index_delay=self.scenario.max_index_delay,
-            faults=Faults(lost_answer=self.scenario.lost_answer),
+            faults=Faults(
+                lost_answer=self.scenario.lost_answer,
+                dropped_answer=self.scenario.dropped_answer,
+            ),
         )
         self.checker = Checker(self.table)
         self.audit = ControlStore(self.table.raw, TABLE)

@@ -1,13 +1,17 @@
-"""The contended local backfill of tests/component on moto: rows seeded and the record planted
-as the component tests do, then devkit.semantics.contended's run (the fence a parameter), with
-moto serving requests in turn and rolling transactions back cheaply (moto_harness)."""
+"""The contended local backfill: rows seeded and the record planted as the component tests do,
+then devkit.semantics.contended's run (the fence a parameter), either on moto under the
+in-process model (moto serving requests in turn and rolling transactions back cheaply,
+moto_harness) or on the fast engine, whose semantics proxy applies the same model to every
+client (`engine`)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
 from devkit.capacity.table_schema import TableSchema
+from devkit.engine import Engine
 from devkit.semantics.contended import (
     PRODUCT_FENCE,
     SHARED_STATE_FENCE,
@@ -56,13 +60,23 @@ def run_contended_backfill(
     rate: float = 40.0,
     in_flight: float = DEFAULT_IN_FLIGHT_SECONDS,
     poll_seconds: float = 0.1,
+    engine: Engine | None = None,
 ) -> ContendedRun:
     """Seed `rows` legacy sagas, plant `migrating`, and run a forward backfill under the
-    semantics layer (real clock) while an operator throttles, pauses and resumes it."""
+    semantics layer (real clock) while an operator throttles, pauses and resumes it: in this
+    process on moto, or, given the `engine` `dynamo` is on, under its proxy."""
     seed_rows(dynamo, rows)
     plant(dynamo, "migrating")
-    semantics = DynamoSemantics(dynamo.table_name, clock=time.monotonic, in_flight=in_flight)
-    with one_request_at_a_time(), cheap_transactions():
+    semantics = (
+        DynamoSemantics(dynamo.table_name, clock=time.monotonic, in_flight=in_flight)
+        if engine is None
+        else None
+    )
+    harness = contextlib.ExitStack()
+    if engine is None:
+        harness.enter_context(one_request_at_a_time())
+        harness.enter_context(cheap_transactions())
+    with harness:
         outcome = run_contended(
             dynamo.new_client,
             dynamo.table_name,
@@ -71,7 +85,18 @@ def run_contended_backfill(
             segments=segments,
             rate=rate,
             semantics=semantics,
+            server_stats=None if engine is None else lambda: engine.table_stats(dynamo.table_name),
             clock=Clock(),
             poll_seconds=poll_seconds,
         )
     return ContendedRun(outcome, rows, on_legacy(dynamo))
+
+
+def describe(contended: ContendedRun) -> str:
+    """What a contended run came to, for an assertion's message."""
+    outcome = contended.outcome
+    return (
+        f"stats={outcome.stats} failures={outcome.stopped_segments} "
+        f"lease_lost={outcome.run.lease_lost} left={contended.left_on_legacy} "
+        f"heartbeats={outcome.heartbeats.outcomes} operator={outcome.operator.outcomes}"
+    )

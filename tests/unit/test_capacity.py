@@ -439,23 +439,30 @@ def test_hook_refuses_operations_it_cannot_price() -> None:
         client.transact_get_items(TransactItems=[])
 
 
-def test_hook_lets_a_refused_transaction_through_and_refuses_an_accepted_one() -> None:
-    meter = CapacityMeter(SCHEMA, reader=FakeReader({}, []))
+def test_hook_prices_an_accepted_transaction_twice_per_item_and_a_refused_one_not_at_all() -> None:
+    checked = saga(1500)  # 2 WCU as an item
+    meter = CapacityMeter(SCHEMA, reader=FakeReader({"RSAGA#1": checked}, []), clock=lambda: 0.0)
     client, stub = stubbed(meter)
-    check = {
-        "ConditionCheck": {
-            "TableName": "sagas",
-            "Key": {"PK": {"S": "x"}, "SK": {"S": "y"}},
-            "ConditionExpression": "attribute_exists(PK)",
-        }
-    }
-    stub.add_client_error("transact_write_items", service_error_code="UnknownOperationException")
+    actions = [
+        {
+            "ConditionCheck": {
+                "TableName": "sagas",
+                "Key": {"PK": {"S": "RSAGA#1"}, "SK": {"S": "META"}},
+                "ConditionExpression": "attribute_exists(PK)",
+            }
+        },
+        {"Put": {"TableName": "sagas", "Item": saga(500, pk="RSAGA#2", gsi4pk="RenewalSaga#3")}},
+    ]
+    stub.add_client_error("transact_write_items", service_error_code="TransactionCanceledException")
     stub.add_response("transact_write_items", {})
     with stub:
-        # Refused by the server (dynalite has no transactions): nothing written, nothing priced
-        with pytest.raises(client.exceptions.ClientError, match="UnknownOperation"):
-            client.transact_write_items(TransactItems=[check])
+        # Cancelled: nothing written, nothing priced
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=actions)
         assert meter.requests == 0
-        # Accepted: the meter cannot price it, and says so rather than undercount
-        with pytest.raises(MeterError, match="accepted by the server"):
-            client.transact_write_items(TransactItems=[check])
+        # Accepted: every item twice (prepare and commit), the ConditionCheck's included
+        client.transact_write_items(TransactItems=actions)
+    table = {p.partition_key: p.total_wcu for p in meter.summary("sagas").partitions}
+    assert table == {"RSAGA#1": 2 * 2, "RSAGA#2": 1 * 2}
+    index = {p.partition_key: p.total_wcu for p in meter.summary(INDEX).partitions}
+    assert index == {"RenewalSaga#3": 1 * 2}

@@ -16,8 +16,10 @@ from botocore.exceptions import ClientError
 from devkit import cli_reference
 from saga_index.index import SagaIndexError
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.backfill.slots import refused_by_slot
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.lease import LeaseHeldError, LeaseNotYetEffectiveError
+from saga_index.layout_change.lease.errors import LeaseOutcomeUnknownError
 from saga_index.layout_change.lease.grant import backfill_layouts
 from saga_index.layout_change.record import DEFAULT_TIMING, BackfillDirection, ControlState, Phase
 from saga_index.layout_change.transitions import CheckResult, PreconditionFailedError, plan_move
@@ -191,6 +193,21 @@ def _outcomes(
         ),
         "could not read stack 'NAME'": lambda: _code(
             _lookup_error("NAME", _client_error("ValidationError", "DescribeStacks"))
+        ),
+        "fence slot N refused this run's epoch": lambda: _code(
+            refused_by_slot(
+                1,
+                100,
+                {"epoch": 700, "leaseToken": "t", "armedBy": "a", "armedAt": "x"},
+                "the record's leaseEpoch is 99",
+            )
+        ),
+        "the backfill lease acquire got no answer": lambda: _code(
+            LeaseOutcomeUnknownError(
+                "tok",
+                _client_error("ThrottlingException", "UpdateItem"),
+                _client_error("ThrottlingException", "GetItem"),
+            )
         ),
         "exit 3 of the backfill": lambda: ({int(EXIT_ANOMALIES)}, ""),
         "exit 3 of `phase set`": lambda: _code(

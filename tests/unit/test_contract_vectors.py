@@ -13,7 +13,12 @@ import pytest
 from devkit import contract_vectors
 from devkit.vectors_file import render
 from saga_index.index.model import OPEN_STATES
-from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
+from saga_index.layout_change.record.errors import (
+    ControlItemInvalidError,
+    ControlRecordLostError,
+    Refusal,
+)
+from saga_index.layout_change.record.history import needs_lost_record_probe
 from saga_index.layout_change.record.routing import routing_for
 from saga_index.layout_change.record.schema import PARTS
 from saga_index.layout_change.record.store import ControlStore
@@ -120,10 +125,17 @@ class _StoredItems:
     """A DynamoDB client holding one case's control items: the GetItem of STATE and the
     newest-first HISTORY Query `ControlStore.read` makes (its Limit honoured)."""
 
-    def __init__(self, state: dict[str, Any] | None, history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        state: dict[str, Any] | None,
+        history: list[dict[str, Any]],
+        shard_rows: bool = False,
+    ) -> None:
         self.state = state
         self.history = history
+        self.shard_rows = shard_rows  # every probed shard key carries a row
         self.limits: list[int] = []
+        self.probes = 0
 
     def get_item(self, **request: Any) -> dict[str, Any]:
         assert request["Key"]["SK"] == {"S": "STATE"}
@@ -131,8 +143,10 @@ class _StoredItems:
         return {} if self.state is None else {"Item": self.state}
 
     def query(self, **request: Any) -> dict[str, Any]:
-        if "IndexName" in request:  # the lost-record probe of shard keys: no saga rows here
-            return {"Items": []}
+        if "IndexName" in request:  # the lost-record probe of shard keys
+            self.probes += 1
+            pk = request["ExpressionAttributeValues"][":pk"]
+            return {"Items": [{"GSI4PK": pk, "PK": {"S": "RSAGA#s1"}}] if self.shard_rows else []}
         assert request["ScanIndexForward"] is False
         assert request["ConsistentRead"]
         self.limits.append(request["Limit"])
@@ -165,6 +179,38 @@ def test_given_the_stored_items_of_a_case_then_the_store_follows_the_state_it_na
         p["writeKey"] for p in expect["persons"]
     ]
     assert [list(stage) for stage in routing.enumeration_stages()] == expect["stages"]
+
+
+@pytest.mark.parametrize("case", _load()["missingRecord"], ids=lambda case: str(case["name"]))
+def test_given_rows_on_shard_keys_then_a_routing_store_refuses_exactly_the_probed_cases(
+    case: dict[str, Any],
+) -> None:
+    # The lost-record rule: a reader that would follow a state reading only the legacy key,
+    # with no STATE item, probes the shard keys first and refuses when rows sit there.
+    if "refusal" in case["expect"]:
+        return  # an item no reader follows: refused before any probe
+    client = _StoredItems(case["state"], case["history"], shard_rows=True)
+    store = ControlStore(client, "t", refuse_lost=True)  # type: ignore[arg-type]
+    plain = ControlStore(_StoredItems(case["state"], case["history"]), "t")  # type: ignore[arg-type]
+
+    assert needs_lost_record_probe(plain.read()) is case["expect"]["probe"]
+    if case["expect"]["probe"]:
+        with pytest.raises(ControlRecordLostError, match="RenewalSaga#0"):
+            store.read()
+        assert client.probes == 1
+    else:
+        assert store.read().version == case["expect"]["version"]
+        assert client.probes == 0
+
+
+def test_given_the_missing_record_cases_then_the_lost_record_rule_is_covered() -> None:
+    cases = [c for c in _load()["missingRecord"] if "refusal" not in c["expect"]]
+    probed = [c for c in cases if c["expect"]["probe"]]
+    # No control item at all; only an abandoned first intent; a legacy state from history.
+    assert any(not c["history"] for c in probed)
+    assert any(c["history"] and c["expect"]["condition"] == "never-migrated" for c in probed)
+    assert any(c["expect"]["condition"] == "missing" for c in probed)
+    assert any(not c["expect"]["probe"] and c["expect"]["phase"] == "legacy" for c in cases)
 
 
 def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_covered() -> None:

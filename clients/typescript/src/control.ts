@@ -71,6 +71,19 @@ export function followedState(
   return point === null ? NEVER_MIGRATED : missingState(point);
 }
 
+/**
+ * The lost-record rule (docs/control-contract.md, "A lost record"; record/history.py
+ * `needs_lost_record_probe`): with no STATE item, a state that reads only the legacy key
+ * (never migrated, an abandoned first intent, a legacy state from history) is believed only
+ * after the shard keys are probed. A STATE write whose answer was lost can leave its applied
+ * move's intent marked abandoned: once STATE is gone, the history alone would send every reader
+ * to an empty legacy key. The contract vectors' `missingRecord` cases (`expect.probe`) hold it
+ * to the Python rule.
+ */
+export function needsLostRecordProbe(state: ControlState): boolean {
+  return state.condition !== 'present' && state.movingTo === null && state.layout.kind === 'legacy';
+}
+
 /** The index the lost-record probe reads (the package's INDEX_NAME). */
 const DEFAULT_INDEX_NAME = 'renewal-saga-person-index';
 /**
@@ -82,13 +95,24 @@ const DEFAULT_INDEX_NAME = 'renewal-saga-person-index';
 export const LOST_RECORD_PROBE_KEYS: readonly string[] = [0, 1, 2, 3].map((n) => `RenewalSaga#${n}`);
 
 /**
- * No STATE and no HISTORY item, but saga rows on shard keys: the control partition was deleted
- * after a migration. Reading the table as never migrated would answer from the empty legacy
- * key as if that were right, so the record is unreadable until `saga-index phase restore`.
+ * No STATE item, and what the history leaves to follow reads only the legacy key (no HISTORY
+ * item, an abandoned first intent, a completed rollback), but saga rows on shard keys: a move
+ * was applied and its record lost. Reading the legacy key would answer from it as if that were
+ * right, so the record is unreadable until `saga-index phase restore`.
  */
 export class ControlRecordLostError extends ControlRecordInvalidError {}
 
-async function refuseALostRecord(client: Send, tableName: string, indexName: string): Promise<void> {
+async function refuseALostRecord(
+  client: Send,
+  tableName: string,
+  indexName: string,
+  historyVersion: number,
+): Promise<void> {
+  const seen =
+    historyVersion === 0
+      ? 'no STATE and no HISTORY item'
+      : `no STATE item, and the history (newest: version ${historyVersion}) confirms no move ` +
+        'away from the legacy key';
   let requests = 0;
   for (const key of LOST_RECORD_PROBE_KEYS) {
     requests += 1;
@@ -106,11 +130,10 @@ async function refuseALostRecord(client: Send, tableName: string, indexName: str
     const row = found.Items?.[0];
     if (row !== undefined) {
       throw new ControlRecordLostError(
-        `the control record is lost: no STATE and no HISTORY item, but 1 shard key(s) carry ` +
-          `rows: ${key} (${row.PK?.S ?? '?'}) (${requests} queries read). The table was ` +
-          `migrated and its control partition deleted: reading it as never migrated would miss ` +
-          `every saga on the shard keys, so reads and writes fail until it is restored ` +
-          `(saga-index phase restore)`,
+        `the control record is lost: ${seen}, but 1 shard key(s) carry rows: ${key} ` +
+          `(${row.PK?.S ?? '?'}) (${requests} queries read). A move was applied and its STATE ` +
+          `item lost: reading the legacy key would miss every saga on the shard keys, so reads ` +
+          `and writes fail until it is restored (saga-index phase restore)`,
       );
     }
   }
@@ -119,9 +142,10 @@ async function refuseALostRecord(client: Send, tableName: string, indexName: str
 /**
  * One read of the record: a strongly consistent GetItem of the STATE item; when there is none,
  * one strongly consistent Query of the newest two HISTORY items decides, by `followedState`,
- * "never migrated" (none followed) or "missing" (someone deleted the STATE item). When there
- * is no HISTORY item either, one Query (Limit 1) per LOST_RECORD_PROBE_KEYS key, stopping at
- * the first row, tells a table never migrated from a lost record (ControlRecordLostError).
+ * "never migrated" (none followed) or "missing" (someone deleted the STATE item). When the
+ * state followed reads only the legacy key (`needsLostRecordProbe`), one Query (Limit 1) per
+ * LOST_RECORD_PROBE_KEYS key, stopping at the first row, tells a legacy table from a lost
+ * record (ControlRecordLostError).
  * Throws when a read fails or an item does not parse (ControlRecordInvalidError).
  */
 export async function readControlState(
@@ -149,8 +173,12 @@ export async function readControlState(
     }),
   );
   const history = newest.Items ?? [];
-  if (history.length === 0) await refuseALostRecord(client, tableName, indexName);
-  return followedState(null, history);
+  const state = followedState(null, history);
+  if (needsLostRecordProbe(state)) {
+    const newestVersion = history[0] === undefined ? 0 : historyEntry(history[0]).transition.version;
+    await refuseALostRecord(client, tableName, indexName, newestVersion);
+  }
+  return state;
 }
 
 export interface CacheOptions {

@@ -22,7 +22,7 @@ import {
   type Item,
   type RefusalKind,
 } from '../src/internal.js';
-import { followedState } from '../src/control.js';
+import { followedState, needsLostRecordProbe } from '../src/control.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';
@@ -65,6 +65,7 @@ interface Vectors {
           condition: string;
           version: number;
           phase: string;
+          probe: boolean;
           persons: PersonRouting[];
           stages: string[][];
         }
@@ -185,6 +186,7 @@ describe('contract vectors: the one missing-record rule (STATE, HISTORY applied,
       const ids = v.expect.persons.map((p) => p.personId);
       assert.deepEqual(routed(state, v.now, ids), v.expect.persons);
       assert.deepEqual(enumerationStages(state), v.expect.stages);
+      assert.equal(needsLostRecordProbe(state), v.expect.probe);
     });
   }
 });

@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ControlRecordLostError, LOST_RECORD_PROBE_KEYS, readControlState } from '../src/control.js';
 import { RecordUnavailableError, SagaIndex } from '../src/index.js';
+import type { Item } from '../src/record.js';
 import { FakeDynamo, sagaRow } from './fake.js';
+import { docsJson } from './vectors.js';
 
 describe('a lost control partition', () => {
   test('never migrated: the probe reads each key once, Limit 1, and finds nothing', async () => {
@@ -46,4 +48,43 @@ describe('a lost control partition', () => {
     });
     await assert.rejects(reader.writeKeys('p-1', '2026-07-10T12:00:00.000Z'), RecordUnavailableError);
   });
+});
+
+interface RecordCase {
+  name: string;
+  state: Item | null;
+  history: Item[];
+  // The state followed, or the refusal of an item no reader follows (refused before any probe).
+  expect: { version: number; probe: boolean } | { refusal: unknown };
+}
+
+// The lost-record rule from the shared vectors: with no STATE item, a state that reads only the
+// legacy key is believed only after the shard keys are probed, history or not. A STATE write
+// whose answer was lost can leave its applied move's intent marked abandoned: once STATE is gone,
+// following the history must not send the reader to an empty legacy key.
+describe('the lost-record rule over the contract vectors (rows on every shard key)', () => {
+  const cases = docsJson<{ missingRecord: RecordCase[] }>('contract-vectors.json').missingRecord;
+  assert.ok(cases.some((c) => 'probe' in c.expect && c.expect.probe && c.history.length > 0));
+  for (const v of cases) {
+    const expect = v.expect;
+    if (!('probe' in expect)) continue;
+    test(v.name, async () => {
+      const fake = new FakeDynamo();
+      if (v.state !== null) fake.put(v.state);
+      for (const item of v.history) fake.put(item);
+      for (const [n, key] of LOST_RECORD_PROBE_KEYS.entries()) fake.put(sagaRow(`s${n}`, `p-${n}`, key));
+      if (expect.probe) {
+        await assert.rejects(readControlState(fake, 'sagas'), (err: unknown) => {
+          assert.ok(err instanceof ControlRecordLostError);
+          assert.match(err.message, /RenewalSaga#0/);
+          if (v.history.length > 0) assert.match(err.message, /the history \(newest: version \d+\)/);
+          return true;
+        });
+        assert.equal(fake.queriesOf().length, 1);
+      } else {
+        assert.equal((await readControlState(fake, 'sagas')).version, expect.version);
+        assert.equal(fake.queriesOf().length, 0);
+      }
+    });
+  }
 });

@@ -12,11 +12,16 @@ class SagaIndexError(Exception):
 class RetryLaterError(SagaIndexError):
     """Not yet: the same call may succeed later, unchanged (a state younger than its
     effectiveAt, a lease a live run holds, a write that lost a transient conflict). `retry_at`
-    is the earliest time it can succeed, when one is known (the CLI's exit 5 and `retryAt`)."""
+    is the earliest time it can succeed, when one is known (the CLI's exit 5 and `retryAt`).
+    `outcome_known`: False when a write given up on may have landed (a request of it got no
+    answer before the refusals): the caller reads back before it says what is stored."""
 
-    def __init__(self, message: str, *, retry_at: datetime | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_at: datetime | None = None, outcome_known: bool = True
+    ) -> None:
         super().__init__(message)
         self.retry_at = retry_at
+        self.outcome_known = outcome_known
 
 
 class InvalidInputError(SagaIndexError, ValueError):

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.record import BackfillDirection
+from saga_index_cli.backfill.clear_fence import clear_fence_command
 from saga_index_cli.backfill.control import pause_command, resume_command, throttle_command
 from saga_index_cli.backfill.executions import (
     THE_RUNNING_EXECUTION,
@@ -159,3 +160,4 @@ def backfill_group(
 backfill_group.add_command(throttle_command)
 backfill_group.add_command(pause_command)
 backfill_group.add_command(resume_command)
+backfill_group.add_command(clear_fence_command)

@@ -21,6 +21,7 @@ from saga_index.layout_change.record import (
 from saga_index.layout_change.transitions import (
     CheckOptions,
     PhaseChange,
+    repair_history,
 )
 from saga_index_cli.context import (
     CliContext,
@@ -107,6 +108,12 @@ def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> N
         for item in doc.get("history", []):
             forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
             status = "" if item["status"] == "applied" else f" [{item['status'].upper()}]"
+            if item["applied"] and not item["storedApplied"]:
+                stored = "ABANDONED" if item["storedAbandoned"] else "AN INTENT"
+                status = (
+                    f" [the STATE item holds it, but its history item is stored as {stored}: "
+                    "the same `phase set` settles it]"
+                )
             lines.append(
                 f"  v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
                 f"by {item['changedBy']}: {item['reason']}{forced}{status}"
@@ -267,8 +274,9 @@ def set_command(
     change = change_when_settled(cli, request) if wait else change_once(cli, request)
     if change is None:
         state = wait_until_effective(cli, cli.read_state()) if wait else cli.read_state()
-        # A runbook step run again (a script under `set -e`): the record already says it.
-        print_unchanged(cli, table, state, as_json)
+        # A runbook step run again: the record already says it (its history settled, if not).
+        settled = repair_history(cli.control_store(), state)
+        print_unchanged(cli, table, state, as_json, history_settled=settled)
         return
     if wait:
         try:

@@ -54,6 +54,11 @@ def history_document(entry: HistoryEntry, state: ControlState) -> dict[str, Any]
     applied = entry.applied or held
     doc["applied"] = applied
     doc["status"] = "applied" if applied else ("abandoned" if entry.abandoned else "intent")
+    # The flags as stored: an item the STATE item holds can still be stored as an intent, or
+    # marked abandoned, when the answer of its STATE write was lost (the same `phase set`
+    # settles it).
+    doc["storedApplied"] = entry.applied
+    doc["storedAbandoned"] = entry.abandoned
     return doc
 
 

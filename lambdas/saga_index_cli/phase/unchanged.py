@@ -25,16 +25,36 @@ def is_already(state: ControlState, phase: Phase, shards: int | None) -> bool:
     return shards is None or shards == record_shard_count(state)
 
 
-def print_unchanged(cli: CliContext, table: str, state: ControlState, as_json: bool) -> None:
-    """Exit 0 with nothing written: the record as `phase show` prints it, `changed: false`."""
-    doc = {**record_document(state, table, cli.now()), "changed": False}
+def print_unchanged(
+    cli: CliContext,
+    table: str,
+    state: ControlState,
+    as_json: bool,
+    *,
+    history_settled: bool = False,
+) -> None:
+    """Exit 0, the record as `phase show` prints it, `changed: false` (the STATE item is
+    unchanged). `history_settled`: its version's HISTORY item was written now, settled from the
+    STATE item (`historySettled: true`); else nothing was written."""
+    doc = {
+        **record_document(state, table, cli.now()),
+        "changed": False,
+        "historySettled": history_settled,
+    }
     if as_json:
         emit(doc)
     else:
         click.echo("\n".join(with_effective_line(record_lines(doc), doc)))
+    written = (
+        f"its HISTORY item of version {state.version} was not confirmed applied (an intent, or "
+        "marked abandoned after a write whose answer was lost): settled from the STATE item, "
+        "nothing else written"
+        if history_settled
+        else "nothing written"
+    )
     click.echo(
         f"saga-index: the record already is {state.phase.value} (version {state.version}): "
-        "nothing written",
+        f"{written}",
         err=True,
     )
 

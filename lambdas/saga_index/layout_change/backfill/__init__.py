@@ -33,6 +33,7 @@ One module per idea:
              (FenceCheck: the segment's own fence slot, SlotCheck, unless a harness passes
              another)
   leased     a leased run built once (its fence and keeper), for the steps and the local run
+  stale_slots  the operator's clearing of fence slots no run holds (`backfill clear-fence`)
 
 The lease's writes in the control record are layout_change.lease (the room below this one).
 
@@ -81,6 +82,7 @@ from saga_index.layout_change.backfill.readback import (
     verify_source_drained,
 )
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
+from saga_index.layout_change.backfill.stale_slots import ClearedFence, clear_fence
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
@@ -101,6 +103,7 @@ __all__ = [
     "BackfillEstimate",
     "BackfillRequest",
     "BackfillSummary",
+    "ClearedFence",
     "FenceCheck",
     "LeaseFence",
     "LeaseKeeper",
@@ -120,6 +123,7 @@ __all__ = [
     "TokenBucket",
     "VerifyRequest",
     "backfill_locally",
+    "clear_fence",
     "count_rows_to_move",
     "count_source_rows",
     "finish_backfill",

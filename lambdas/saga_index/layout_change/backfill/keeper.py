@@ -141,10 +141,10 @@ def _arm_or_release(
             armed_by=holder,
             clock=clock,
         )
-    except LeaseLostError:
-        raise
     except (SagaIndexError, ClientError, BotoCoreError):
-        # The run never wrote: free the lease for the next attempt at once.
+        # The run never wrote: free the lease for the next attempt at once (a slot held by a
+        # higher epoch included: the lease in STATE is still this run's, and holding it would
+        # refuse every other run until it expired).
         with contextlib.suppress(SagaIndexError, ClientError, BotoCoreError):
             release_lease(store, token=token, clock=clock)
         raise

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index.names import TABLE_PARTITION_KEY
 from saga_index.layout_change.lease.errors import LeaseLostError
@@ -46,6 +46,7 @@ from saga_index.layout_change.record.items import (
     STATE_VERSION,
     fence_slot_key,
 )
+from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import WallClock, utc_now
 from saga_index.store.dynamo.client import error_code
@@ -102,6 +103,20 @@ def describe_slot(slot: int, item: Mapping[str, Any] | None) -> str:
         f"fence slot {slot} is armed by epoch {item.get(FENCE_EPOCH)} "
         f"({'token ' + str(token) if token else 'revoked'}, by {item.get(FENCE_ARMED_BY)!r} "
         f"at {item.get(FENCE_ARMED_AT)})"
+    )
+
+
+def refused_by_slot(
+    slot: int, epoch: int, seen: Mapping[str, Any] | None, held: str
+) -> LeaseLostError:
+    """An arming refused by a slot a higher epoch holds: what the slot holds, what the record
+    holds (`held`), and what to do when no run holds the slot."""
+    return LeaseLostError(
+        f"fence slot {slot} refused this run's epoch {epoch}: {describe_slot(slot, seen)}, and "
+        f"{held}. Either a newer run armed it (then `saga-index status` shows its live lease: "
+        "let it finish), or no run holds it (a slot armed before the record was lost or "
+        "restored): then `saga-index backfill clear-fence --reason TEXT` clears the stale "
+        "slots, and the same backfill can start"
     )
 
 
@@ -168,11 +183,19 @@ class _Arming:
             ) from err
 
     def newer(self, slot: int) -> LeaseLostError:
+        """The refusal of a slot a higher epoch holds: what the slot and the record hold, and
+        what to do when no run holds it (a slot left by a run whose epoch the record lost)."""
         seen = read_slot(self.client, self.table_name, slot)
-        return LeaseLostError(
-            f"the backfill lease (epoch {self.epoch}) was lost while its fence was armed: "
-            f"{describe_slot(slot, seen)}; a newer run holds it"
-        )
+        try:
+            record = ControlStore(self.client, self.table_name).read()
+            held = (
+                f"the record's leaseEpoch is {record.lease_epoch}"
+                if record.lease_epoch is not None
+                else "the record holds no leaseEpoch"
+            )
+        except (ClientError, BotoCoreError, ControlError) as err:
+            held = f"the record could not be read ({type(err).__name__})"
+        return refused_by_slot(slot, self.epoch, seen, held)
 
     def slot_zero(self, segments: int) -> int:
         """Arm slot 0 as a compare-and-set on what was read; the slots to arm in all."""

@@ -4,8 +4,10 @@ in the STATE item, with the run-time throttle and pause flag the holder follows.
   grant     the lease's conditional writes: acquire, heartbeat, release (with the completion),
             and the start rule every starter asks (check_startable)
   controls  the operator's throttle, pause and resume of the running backfill
+  epoch     the next fencing epoch: above every epoch the record holds (STATE, fence slot 0)
   events    the EVENT item each of those writes leaves behind (an audit trail)
-  errors    what the lease refuses with: held, not yet effective, wrong direction, lost
+  errors    what the lease refuses with: held, not yet effective, wrong direction, lost; an
+            acquire whose outcome is unknown
 
 The run side (a run under its lease: taken, heartbeated applying the throttle and pause,
 released with its completion) is layout_change.backfill.keeper: it drives the backfill's pacing,
@@ -27,6 +29,7 @@ from saga_index.layout_change.lease.errors import (
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
+    LeaseOutcomeUnknownError,
 )
 from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, check_startable, release_lease
 
@@ -37,6 +40,7 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "LeaseNotYetEffectiveError",
+    "LeaseOutcomeUnknownError",
     "check_startable",
     "clear_throttle",
     "pause_backfill",

@@ -1,5 +1,6 @@
 """The backfill lease's errors: a lease held by another run, a state not yet effective, a
-direction the record's writers would undo, a lease lost, an invalid control change. The CLI maps
+direction the record's writers would undo, a lease lost, an invalid control change, an acquire
+whose outcome is unknown. The CLI maps
 the first two (RetryLaterError) to exit 5 and the InvalidInputError ones to 2
 (docs/control-contract.md, "Exit codes").
 """
@@ -54,3 +55,18 @@ class LeaseLostError(ControlError):
 
 class InvalidBackfillControlError(ControlError, InvalidInputError):
     """A throttle value outside the backfill's bounds, or another invalid control change."""
+
+
+class LeaseOutcomeUnknownError(ControlError):
+    """The lease acquire got no answer and reading the record back failed too: whether this
+    run holds the lease is unknown (CLI exit 1, never "nothing was written")."""
+
+    def __init__(self, token: str, cause: BaseException, read_error: BaseException) -> None:
+        self.token = token
+        super().__init__(
+            f"the backfill lease acquire got no answer ({type(cause).__name__}: {cause}) and "
+            f"reading the record back failed too ({type(read_error).__name__}: {read_error}): "
+            f"unknown whether this run (token {token}) holds the lease. Run `saga-index "
+            "status`: if it names this token, `saga-index backfill --stop` releases it (or it "
+            "expires after its TTL); then start the run again"
+        )

@@ -21,15 +21,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from saga_index.index.errors import RetryLaterError
 from saga_index.index.layout import Layout
 from saga_index.index.shard import MAX_SHARD_COUNT
+from saga_index.layout_change.lease.epoch import newest_armed_epoch, next_epoch
 from saga_index.layout_change.lease.errors import (
     InvalidBackfillControlError,
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
+    LeaseOutcomeUnknownError,
 )
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
@@ -191,7 +195,7 @@ def acquire_lease(
     held = state.lease
     if held is not None and held.token == token and held.state_version == state.version:
         return LeaseGrant(held, source, target, state, _epoch_of(state))
-    epoch = next_epoch(state, now)
+    epoch = next_epoch(state, now, newest_armed_epoch(store))
     lease = Lease(
         holder=holder,
         token=token,
@@ -201,18 +205,22 @@ def acquire_lease(
         expires_at=now + timedelta(seconds=ttl_seconds),
         state_version=state.version,
     )
-    updated = store.update(
-        set_values={**present(lease_attributes(lease)), LEASE_EPOCH: epoch},
-        # A new lease has reported no pace yet; an expired one's must not show as its.
-        remove=(LEASE_PACE,),
-        condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS, EPOCH_STILL_BELOW),
-        values={
-            ":expectedVersion": state.version,
-            ":now": format_time(now),
-            ":token": token,
-            ":epoch": epoch,
-        },
-    )
+    try:
+        updated = store.update(
+            set_values={**present(lease_attributes(lease)), LEASE_EPOCH: epoch},
+            # A new lease has reported no pace yet; an expired one's must not show as its.
+            remove=(LEASE_PACE,),
+            condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS, EPOCH_STILL_BELOW),
+            values={
+                ":expectedVersion": state.version,
+                ":now": format_time(now),
+                ":token": token,
+                ":epoch": epoch,
+            },
+        )
+    except (RetryLaterError, ClientError, BotoCoreError) as err:
+        # A request of the acquire may have landed with its answer lost: the record decides.
+        updated = _read_back_acquire(store, token, err)
     if updated is None:
         fresh = store.read()
         if fresh.lease is not None and fresh.lease.token == token:
@@ -234,14 +242,23 @@ def acquire_lease(
     return LeaseGrant(lease, source, target, updated, epoch)
 
 
-def next_epoch(state: ControlState, now: datetime) -> int:
-    """The fencing epoch of a lease taken now by a new token: above every epoch handed out
-    before, and at least `now` in epoch milliseconds, so it keeps increasing after `phase
-    restore` rebuilt STATE without `leaseEpoch` (a takeover waits for the previous lease to
-    expire, LEASE_TTL_SECONDS, far above any clock skew)."""
-    floor = int(now.timestamp() * 1000)
-    previous = state.lease_epoch
-    return floor if previous is None else max(previous + 1, floor)
+def _read_back_acquire(store: ControlStore, token: str, err: BaseException) -> ControlState | None:
+    """After an acquire whose outcome is unknown: the state when this run's token holds the
+    lease (the lost request landed: the run goes on with it, nothing orphaned), else the error
+    again, now known not to have landed."""
+    try:
+        fresh = store.read()
+    except (RetryLaterError, ClientError, BotoCoreError) as read_err:
+        raise LeaseOutcomeUnknownError(token, err, read_err) from err
+    if fresh.lease is not None and fresh.lease.token == token:
+        return fresh
+    if isinstance(err, RetryLaterError) and not err.outcome_known:
+        raise RetryLaterError(
+            f"{err}. Read back, the backfill lease is not this run's: the acquire did not "
+            "land, nothing was written",
+            retry_at=err.retry_at,
+        ) from err
+    raise err
 
 
 def _epoch_of(state: ControlState) -> int:

@@ -32,6 +32,7 @@ from saga_index.layout_change.record.history import (
     HISTORY_APPLIED,
     HistoryEntry,
     followed_state,
+    needs_lost_record_probe,
     restore_point,
 )
 from saga_index.layout_change.record.items import (
@@ -111,6 +112,7 @@ __all__ = [
     "history_item",
     "items",
     "layouts_for_phase",
+    "needs_lost_record_probe",
     "parse_history_item",
     "parse_state_item",
     "restore_point",

@@ -44,20 +44,28 @@ class ControlItemInvalidError(ControlRecordInvalidError):
 
 
 class ControlRecordLostError(ControlRecordInvalidError):
-    """No STATE and no HISTORY item, but saga rows on shard keys: the control partition was
-    deleted after a migration. Following "never migrated" would read the empty legacy key and
-    answer wrong as if right, so the record is treated as unreadable (served stale within the
-    grace, then every read and write fails) until `phase restore` rebuilds it."""
+    """No STATE item, and what the history leaves to follow reads only the legacy key (no
+    HISTORY item, an abandoned first intent, a completed rollback), but saga rows on shard keys:
+    a move was applied and its record lost (the control partition deleted, or STATE lost after
+    a write whose answer was lost). Following the legacy key would answer wrong as if right,
+    so the record is treated as unreadable (served stale within the grace, then every read and
+    write fails) until `phase restore` rebuilds it."""
 
-    def __init__(self, gsi4pk: str, pk: str, requests: int) -> None:
+    def __init__(self, gsi4pk: str, pk: str, requests: int, *, history_version: int = 0) -> None:
         self.gsi4pk = gsi4pk
         self.pk = pk
+        self.history_version = history_version
+        found = (
+            "no STATE and no HISTORY item"
+            if not history_version
+            else f"no STATE item, and the history (newest: version {history_version}) confirms "
+            "no move away from the legacy key"
+        )
         super().__init__(
-            f"the control record is lost: no STATE and no HISTORY item, but 1 shard key(s) "
-            f"carry rows: {gsi4pk} ({pk}) ({requests} queries read). The table was migrated and "
-            "its control partition deleted: reading it as never migrated would miss every "
-            "saga on the shard keys, so reads and writes fail until it is restored "
-            "(saga-index phase restore, docs/runbook.md)"
+            f"the control record is lost: {found}, but 1 shard key(s) carry rows: {gsi4pk} "
+            f"({pk}) ({requests} queries read). A move was applied and its STATE item lost: "
+            "reading the legacy key would miss every saga on the shard keys, so reads and "
+            "writes fail until it is restored (saga-index phase restore, docs/runbook.md)"
         )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "NOT_SETTLED",
     "HistoryEntry",
     "followed_state",
+    "needs_lost_record_probe",
     "parse_history_entry",
     "restore_point",
 ]
@@ -92,6 +93,20 @@ def followed_state(
     if point is None:
         return ControlState.never_migrated()
     return ControlState(transition=point.transition, condition=RecordCondition.MISSING)
+
+
+def needs_lost_record_probe(state: ControlState) -> bool:
+    """Whether a reader must probe the shard keys before it follows `state` (the lost-record
+    rule, docs/control-contract.md, "A lost record"): there is no STATE item, and what it
+    follows instead (never migrated, or the history item `restore_point` picked) reads only the
+    legacy key. A STATE write whose answer was lost can leave its move's intent marked
+    abandoned (or a writer can have followed a move history does not confirm); once STATE is
+    gone, the history alone would then send every reader to an empty legacy key while the rows
+    sit on shard keys. The TypeScript package's `needsLostRecordProbe` is the same rule,
+    checked against the contract vectors."""
+    if state.condition is RecordCondition.PRESENT:
+        return False
+    return state.moving_to is None and state.layout.shard_count is None
 
 
 def parse_history_entry(item: Mapping[str, Any]) -> HistoryEntry:

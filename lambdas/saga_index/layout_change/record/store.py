@@ -53,6 +53,7 @@ from saga_index.layout_change.record.history import (
     NOT_SETTLED,
     HistoryEntry,
     followed_state,
+    needs_lost_record_probe,
     parse_history_entry,
 )
 from saga_index.layout_change.record.items import (
@@ -129,9 +130,10 @@ class ControlStore:
         if raw is not None:
             return parse_state_item(raw)
         history = self.newest_history_items(2)
-        if not history and self.refuse_lost:
-            self.refuse_a_lost_record()
-        return followed_state(None, history)
+        state = followed_state(None, history)
+        if self.refuse_lost and needs_lost_record_probe(state):
+            self.refuse_a_lost_record(history_version=_newest_version(history) if history else 0)
+        return state
 
     def read_raw_state(self) -> dict[str, Any] | None:
         """The STATE item as stored (deserialised, not parsed), or None when there is none."""
@@ -176,10 +178,13 @@ class ControlStore:
             }
         )
 
-    def refuse_a_lost_record(self) -> None:
-        """Call when the control partition holds nothing: never migrated, or deleted after a
-        migration. One index Query (`Limit = 1`, keys only) per LOST_RECORD_PROBE_KEYS key,
-        stopping at the first row: a row there raises ControlRecordLostError."""
+    def refuse_a_lost_record(self, *, history_version: int = 0) -> None:
+        """Call when there is no STATE item and what a reader would follow instead reads only
+        the legacy key (history.needs_lost_record_probe): never migrated, a control partition
+        deleted after a migration, or a STATE item lost whose move history does not confirm
+        (`history_version`: the newest HISTORY item's version, 0 when there is none). One index
+        Query (`Limit = 1`, keys only) per LOST_RECORD_PROBE_KEYS key, stopping at the first
+        row: a row there raises ControlRecordLostError."""
         for requests, gsi4pk in enumerate(LOST_RECORD_PROBE_KEYS, start=1):
             rows = partition_rows(
                 self.client,
@@ -192,7 +197,9 @@ class ControlStore:
             row = next(rows, None)
             if row is not None:
                 pk = row.get(TABLE_PARTITION_KEY, "?")
-                raise ControlRecordLostError(gsi4pk, str(pk), requests)
+                raise ControlRecordLostError(
+                    gsi4pk, str(pk), requests, history_version=history_version
+                )
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -366,6 +373,11 @@ class ControlStore:
 
 
 _STATE_ITEM: Final = f"the control record's STATE item ({CONTROL_PK} / {STATE_SK})"
+
+
+def _newest_version(history: Sequence[Mapping[str, Any]]) -> int:
+    """The version of the newest of `history` (HISTORY items as stored, newest first)."""
+    return parse_history_entry(history[0]).version
 
 
 def _item_named(key: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ move's checks and guards itself, then compare-and-set, history),
 from saga_index.layout_change.transitions.errors import (
     CheckResult,
     MoveOutcomeUnknownError,
+    NotAppliedRetryLaterError,
     PreconditionFailedError,
     StateWriteFailedError,
     TransitionNotAllowedError,
@@ -26,11 +27,13 @@ from saga_index.layout_change.transitions.rules import (
     prior_write_for,
     transition_for,
 )
+from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
     "CheckOptions",
     "CheckResult",
     "MoveOutcomeUnknownError",
+    "NotAppliedRetryLaterError",
     "PhaseChange",
     "Precondition",
     "PreconditionFailedError",
@@ -44,6 +47,7 @@ __all__ = [
     "failing_checks",
     "plan_move",
     "prior_write_for",
+    "repair_history",
     "restore_state",
     "transition_for",
 ]

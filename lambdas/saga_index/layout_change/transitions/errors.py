@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.layout_change.record.errors import ControlError
 
 
@@ -72,15 +72,31 @@ class StateWriteFailedError(ControlError):
         )
 
 
+class NotAppliedRetryLaterError(ControlError, RetryLaterError):
+    """Every attempt of the STATE write was refused for now, and a read-back shows the record
+    still at the version before: the move was NOT applied (CLI exit 5, `retryAt`)."""
+
+    def __init__(self, version: int, cause: RetryLaterError, abandoned: bool) -> None:
+        self.version = version
+        mark = "marked abandoned" if abandoned else "left unconfirmed"
+        RetryLaterError.__init__(
+            self,
+            f"{cause}. Read back, the record still holds version {version - 1}: the move was "
+            f"NOT applied, and its history intent (HISTORY version {version}) is {mark}. Run "
+            "the same `phase set` again",
+            retry_at=cause.retry_at,
+        )
+
+
 class MoveOutcomeUnknownError(ControlError):
     """Neither the STATE write nor a read-back of it answered: applied or not is unknown."""
 
     def __init__(self, version: int, cause: BaseException, read_error: BaseException) -> None:
         super().__init__(
             f"the STATE write of version {version} failed ({_describe(cause)}) and reading it "
-            f"back failed too ({_describe(read_error)}): whether the move was applied is "
-            "unknown. Read it (phase show): if it shows this version, it was applied; run the "
-            "same `phase set` otherwise"
+            f"back failed too ({_describe(read_error)}): unknown whether the move was applied: "
+            f"run `saga-index phase show`: if it shows version {version}, it was applied (the "
+            "same `phase set` then settles its history); run the same `phase set` otherwise"
         )
 
 

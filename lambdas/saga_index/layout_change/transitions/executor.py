@@ -38,6 +38,7 @@ from saga_index.layout_change.transitions import restore
 from saga_index.layout_change.transitions.errors import (
     CheckResult,
     MoveOutcomeUnknownError,
+    NotAppliedRetryLaterError,
     PreconditionFailedError,
     StateWriteFailedError,
 )
@@ -276,12 +277,9 @@ def _apply(store: ControlStore, state: ControlState, transition: Transition) -> 
         raise
     try:
         won = store.compare_and_set(state.version, transition)
-    except RetryLaterError:
-        # Every attempt was refused for now (conflicts, throttles), none applied: the intent is
-        # abandoned, and the operator is told to run the same command again.
-        _try(lambda: store.abandon_intent(transition))
-        raise
-    except (ClientError, BotoCoreError) as err:
+    except (RetryLaterError, ClientError, BotoCoreError) as err:
+        # Refused past the retries, or no answer: an attempt may have landed with its answer
+        # lost (botocore resends after a timeout or a dropped connection): STATE decides.
         return _after_failed_write(store, state, transition, err)
     if not won:
         current = store.read()
@@ -328,19 +326,26 @@ def _write_intent(store: ControlStore, state: ControlState, transition: Transiti
 def _after_failed_write(
     store: ControlStore, state: ControlState, transition: Transition, err: Exception
 ) -> list[str]:
-    """The STATE write raised: its answer is lost, so what STATE holds now decides."""
+    """The STATE write raised (an error, or refusals past the retries): one of its requests
+    may have landed with its answer lost, so what STATE holds now decides."""
     try:
         current = store.read()
-    except (ClientError, BotoCoreError) as read_err:
+    except (ClientError, BotoCoreError, RetryLaterError) as read_err:
         raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
     # Only a STATE item holding the transition says it landed: with no STATE item (the first
     # move), the read follows the history, and our own intent is what it follows.
     stored = current.version if current.condition is RecordCondition.PRESENT else 0
     if current.condition is RecordCondition.PRESENT and current.transition == transition:
-        return _settle_applied(store, transition)
+        return [
+            f"the STATE write's answer was lost ({_describe(err)}); read back, the record "
+            f"holds version {transition.version}: the move was applied",
+            *_settle_applied(store, transition),
+        ]
     if stored != state.version:
         raise VersionConflictError(state.version, stored, current.phase.value) from err
     abandoned = _try(lambda: store.abandon_intent(transition))
+    if isinstance(err, RetryLaterError):
+        raise NotAppliedRetryLaterError(transition.version, err, abandoned is True) from err
     failed = StateWriteFailedError(transition.version, err, abandoned is True)
     # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)
     # still tells the operator that nothing was applied.

@@ -6,6 +6,7 @@ conditions  is_condition_failed: a conditional write refused
 expressions request expressions with exactly their names and values; shared fragments
 key_pace    pacing the reads of one index key: at most N read units on it in any second
 pages       reading a Query or Scan to its last page (botocore's paginator, or paced)
+retry       a write refused for now, sent again (botocore_resent: whether it may have landed)
 scan        the rate-limited parallel Scan of the base table's saga rows
 sizing      DynamoDB's item-size rule
 target      IndexTarget: the client, table, index and shard count a reader points at
@@ -22,6 +23,7 @@ from saga_index.store.dynamo.key_pace import (
     KeyReadPace,
     KeyReadPacer,
 )
+from saga_index.store.dynamo.retry import botocore_resent
 from saga_index.store.dynamo.scan import PageRead, ScanOptions
 from saga_index.store.dynamo.sizing import item_size, raw_bytes
 
@@ -35,6 +37,7 @@ __all__ = [
     "KeyReadPacer",
     "PageRead",
     "ScanOptions",
+    "botocore_resent",
     "deserialize",
     "error_code",
     "item_size",

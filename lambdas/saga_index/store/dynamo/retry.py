@@ -73,20 +73,41 @@ def retry_transient(
     """`call()`, sent again after a transient refusal (TRANSIENT_WRITE_CODES) with back-off,
     at most `policy.attempts` times in all. Any other error propagates at once. When every
     attempt was refused: RetryLaterError naming `what` (e.g. "the control record's STATE
-    item") and the attempts, chained to the last refusal; nothing was written."""
+    item") and the attempts, chained to the last refusal. It says "nothing was written" only
+    when that is known: when no refused call had been resent by botocore (a refusal answers a
+    request DynamoDB did not apply, but a resend means an earlier request of that call got an
+    error or no answer at all, and a request whose answer was lost may have landed).
+    `RetryLaterError.outcome_known` tells the two apart; a caller that can read the item back
+    does so before it reports."""
+    resent = False
     for attempt in range(policy.attempts):
         try:
             return call()
         except ClientError as err:
             if not is_transient_write_refusal(err):
                 raise
+            resent = resent or botocore_resent(err)
             if attempt + 1 < policy.attempts:
                 sleep(policy.delay(attempt, rng))
                 continue
             wait = policy.max_delay
+            outcome = (
+                "a request of it was resent by botocore after an error or no answer, so one "
+                "whose answer was lost may have landed: what is stored is not known here"
+                if resent
+                else "nothing was written"
+            )
             raise RetryLaterError(
                 f"{what} stayed contended: {policy.attempts} attempts were refused "
-                f"({error_code(err)}), nothing was written; try again in a few seconds",
+                f"({error_code(err)}); {outcome}; try again in a few seconds",
                 retry_at=now() + timedelta(seconds=wait),
+                outcome_known=not resent,
             ) from err
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def botocore_resent(err: ClientError) -> bool:
+    """Whether botocore sent the request more than once before this answer (its retry mode
+    resends after throttles, and after timeouts and dropped connections alike)."""
+    meta = err.response.get("ResponseMetadata") or {}
+    return int(meta.get("RetryAttempts") or 0) > 0
