@@ -2,13 +2,16 @@
 for the ceilings), priced by devkit.capacity's documented rules.
 
 A write is priced twice: before it runs, from the item as it is and the request (an UpdateItem's
-result is not known yet, so the item is assumed unchanged in size: an estimate the ceilings
-admit on), and after it ran, from the item before and after (what it really consumed). An item
-in a transaction costs twice; a ConditionCheck costs the write units of the item it checks.
+result is not known yet: its plain `SET name = :value` assignments are applied, the rest assumed
+unchanged in size: an estimate the ceilings admit on; a GSI key it sets is the index write
+DynamoDB throttles it for), and after it ran, from the item before and after (what it really
+consumed). An item in a transaction costs twice; a ConditionCheck costs the write units of the
+item it checks.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +44,9 @@ class Action:
     ref: ItemRef | None  # None: another table than the modelled one
     key: dict[str, Any]
     item: Mapping[str, Any] | None = None  # a Put's item
+    # An Update's plain `SET name = :value` assignments (wire values): what the estimate can
+    # know of its result before it runs (a GSI key it sets is the index write it will make).
+    assigns: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,29 @@ def touched(schema: TableSchema, operation: str, params: Mapping[str, Any]) -> T
 def _action(schema: TableSchema, kind: str, body: Mapping[str, Any]) -> Action:
     item = body.get("Item")
     key = schema.key_of(item) if item is not None else dict(body["Key"])
-    return Action(kind, item_ref(schema, body["TableName"], key), key, item)
+    return Action(kind, item_ref(schema, body["TableName"], key), key, item, _assigns(body))
+
+
+_SET_CLAUSE = re.compile(r"\bSET\b(.*?)(?=\b(?:REMOVE|ADD|DELETE)\b|$)", re.IGNORECASE | re.DOTALL)
+_ASSIGNMENT = re.compile(r"^\s*(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)\s*$")
+
+
+def _assigns(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The `SET name = :value` assignments of an update (others, e.g. if_not_exists or
+    arithmetic, are left to the after-the-fact charge)."""
+    expression = body.get("UpdateExpression")
+    if not isinstance(expression, str):
+        return {}
+    names = body.get("ExpressionAttributeNames") or {}
+    values = body.get("ExpressionAttributeValues") or {}
+    assigned: dict[str, Any] = {}
+    for clause in _SET_CLAUSE.findall(expression):
+        for part in clause.split(","):
+            match = _ASSIGNMENT.match(part)
+            if match and match.group(2) in values:
+                name = str(names.get(match.group(1), match.group(1)))
+                assigned[name] = values[match.group(2)]
+    return assigned
 
 
 def write_cost(
@@ -101,7 +129,8 @@ def write_cost(
         elif action.kind in ("DeleteItem", "Delete"):
             new = None
         else:
-            new = old  # an update, before it ran: assumed unchanged in size
+            # An update, before it ran: its plain assignments applied, else assumed unchanged.
+            new = {**old, **action.assigns} if old is not None else None
         for charge in write_charges(schema, old, new, key=action.key):
             charges.append(Charge(charge.target, charge.partition_key, wcu=charge.wcu * factor))
     return charges

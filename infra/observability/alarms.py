@@ -26,6 +26,8 @@ deploy, and changes no alarm.
   <Job>DeadLetters                        Scheduler could not deliver a scheduled invocation
   <Job>FailedInvocations                  Lambda gave up on a scheduled invocation
   BackfillExecutionsFailed, ...TimedOut, ...Aborted   a backfill execution ended without success
+  BackfillPacePaused (PacePauses)         the backfill paused itself: DynamoDB answered an
+                                          account limit or an on-demand maximum
 
 Missing data: the guard publishes every metric on every run, zeros included, so missing data
 means the guard stopped; its alarms treat missing data as BREACHING. The every-run metrics use
@@ -56,6 +58,7 @@ from infra.config import StackConfig
 from infra.drift import DriftGuard
 from infra.observability.descriptions import (
     BACKFILL_OUTCOMES,
+    BACKFILL_PACE_PAUSED,
     GUARD_ALARMS,
     Runbook,
     alarm_descriptions,
@@ -68,6 +71,8 @@ from infra.sweeps import SagaSweeps
 from saga_index.index.jobs import JOBS_BY_NAME
 from saga_index.index.names import (
     ALARM_THROTTLE_METRICS,
+    METRIC_PACE_PAUSES,
+    SERVICE_BACKFILL_WORKER,
 )
 
 GUARD_EVALUATION_PERIODS = 3
@@ -93,6 +98,7 @@ class Alarms:
         backfill: SagaBackfill,
     ) -> None:
         self._scope = scope
+        self._metrics = metrics
         self._prefix = f"{cdk.Stack.of(scope).stack_name}-"
         self._action = cw_actions.SnsAction(pager.topic)
         self.alarms: dict[str, cw.Alarm] = {}
@@ -230,6 +236,13 @@ class Alarms:
                 metric=metrics[name](period=GUARD_PERIOD, statistic="Sum"),
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             )
+        # The worker publishes PacePauses only from invocations that ran: missing data is fine.
+        self._alarm(
+            BACKFILL_PACE_PAUSED,
+            BACKFILL_PACE_PAUSED,
+            metric=self._metrics.service(SERVICE_BACKFILL_WORKER, METRIC_PACE_PAUSES),
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
 
 
 def _job_period(job_name: str) -> cdk.Duration:

@@ -134,6 +134,8 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
 )
 SWEEP_FAILURES_ANCHOR = "sweep-failures"
 BACKFILL_ENDED_ANCHOR = "backfill-ended"
+BACKFILL_PACE_PAUSED = "BackfillPacePaused"
+BACKFILL_PACE_PAUSED_ANCHOR = "backfillpacepaused"
 # name, what it says; the metric is the state machine's metric of the same outcome.
 BACKFILL_OUTCOMES: tuple[tuple[str, str], ...] = (
     ("BackfillExecutionsFailed", "failed"),
@@ -220,6 +222,16 @@ def alarm_descriptions(
             first=runbook.cli("status"),
             query=queries.BACKFILL_FAILED_STEPS,
         )
+    texts[BACKFILL_PACE_PAUSED] = runbook.describe(
+        "The backfill paused itself: DynamoDB throttled it for an account limit or the table's "
+        "on-demand maximum (AccountLimitExceeded, MaxOnDemandThroughputExceeded), which the "
+        "application shares. It resumes at half its pace after a minute and pauses again while "
+        "the limit holds.",
+        anchor=BACKFILL_PACE_PAUSED_ANCHOR,
+        first=runbook.cli("status"),
+        note="the lease's pace names the reason",
+        query=queries.THROTTLES,
+    )
     return texts
 
 

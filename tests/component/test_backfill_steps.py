@@ -17,6 +17,7 @@ from saga_index.layout_change.backfill import (
     BackfillRequest,
     PlanRequest,
     SegmentRequest,
+    SegmentResult,
     VerifyRequest,
 )
 from saga_index.layout_change.backfill.keeper import token_for_execution
@@ -28,6 +29,7 @@ from saga_index.layout_change.record.store import ControlStore
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import VALID, N, data_rows, plant, seed
 from tests.support.control_seed import transition
+from tests.support.faults import ThrottleInjector
 from tests.support.lambda_harness import FakeLambdaContext, as_function, emf_documents
 
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:Backfill:steps-1"
@@ -187,3 +189,45 @@ def test_given_a_dry_run_then_verify_reads_back_and_records_nothing(dynamo: Back
     state = operator(dynamo).read()
     assert (state.lease, state.last_backfill) == (None, None)
     assert data_rows(dynamo) == before
+
+
+def test_given_a_throttled_invocation_then_the_next_one_goes_on_at_its_pace_and_status_shows_it(
+    dynamo: Backend,
+) -> None:
+    # Given a leased one-segment run whose re-stamps DynamoDB throttles for the table's
+    # provisioned throughput (botocore's retry lands each write)
+    seed(dynamo)
+    request, run = planned(dynamo)
+    ThrottleInjector(
+        dynamo.client,
+        "TransactWriteItems",
+        times=3,
+        reasons=[{"reason": "TableWriteProvisionedThroughputExceeded", "resource": "table"}],
+    )
+    # When the first invocation runs out of time after a few rows
+    calls = iter(range(1_000_000))
+    first = run_leased_segment(
+        dynamo.client,
+        dynamo.table_name,
+        segment(request, run),
+        remaining_seconds=lambda: 300.0 if next(calls) < 8 else 0.0,
+    ).unwrap()
+    # Then it returns its cursor with the pace it ended at (the run's rate halved, and why)
+    assert not first.done
+    assert first.pace is not None
+    assert first.pace["rate"] == 500.0
+    assert first.pace["reason"] == "TableWriteProvisionedThroughputExceeded"
+    # When the state machine hands its result to the next invocation (through JSON)
+    carried = SegmentResult.model_validate(first.to_json())
+    second = run_leased_segment(
+        dynamo.client,
+        dynamo.table_name,
+        segment(request, run).model_copy(update={"cursor": carried.cursor, "totals": carried}),
+        remaining_seconds=lambda: 300.0,
+    ).unwrap()
+    # Then it went on at that pace (not the cap) and its heartbeat told the record why
+    assert second.done
+    assert second.pace is None  # a finished segment carries none to the verification
+    lease = operator(dynamo).read().lease
+    assert lease is not None
+    assert lease.pace == "segment 0: 500/s of 1e+03/s (TableWriteProvisionedThroughputExceeded)"

@@ -243,5 +243,18 @@ def test_a_write_cap_outside_its_bounds_exits_2_naming_it(
     assert out == ""
 
 
+@pytest.mark.parametrize("floor", ["0", "-0.5", "1.5", "nan", "inf", "half"])
+@pytest.mark.usefixtures("no_requests")
+def test_a_pace_floor_outside_0_to_1_exits_2_naming_it_before_any_request(
+    capsys: pytest.CaptureFixture[str], floor: str
+) -> None:
+    # refused before any client is built: nothing can have been written
+    code, out, err = run(capsys, "--table", "sagas", "backfill", "--pace-floor", floor)
+    assert code == 2, err
+    assert floor in err
+    assert "--pace-floor" in err
+    assert out == ""
+
+
 def test_the_write_cap_floor_is_one_home_shared_with_the_ceiling() -> None:
     assert 0 < names.MIN_WRITES_PER_SECOND < names.MAX_WRITES_PER_SECOND

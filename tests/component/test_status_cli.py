@@ -13,7 +13,7 @@ import pytest
 from saga_index.index import keys
 from saga_index.index.layout import Layout
 from saga_index.layout_change.lease.controls import pause_backfill, set_throttle
-from saga_index.layout_change.lease.grant import acquire_lease, release_lease
+from saga_index.layout_change.lease.grant import acquire_lease, heartbeat_lease, release_lease
 from saga_index.layout_change.record.items import state_key
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.store.dynamo.codec import serialize
@@ -98,6 +98,9 @@ def test_migrating_with_a_running_throttled_paused_backfill(
 
     clock.advance(80)
     acquire_lease(store, holder="ops@laptop", token="t-1", direction="forward", clock=clock)
+    # the run's heartbeat reports the pace its pacer chose, and why
+    pace = "25/s of 50/s (IndexWriteKeyRangeThroughputExceeded)"
+    heartbeat_lease(store, token="t-1", clock=clock, pace=pace)
     set_throttle(store, 50, changed_by="ops", clock=clock)
     pause_backfill(store, changed_by="ops", clock=clock)
     code, doc = status_json(capsys, dynamo, clock)
@@ -112,6 +115,7 @@ def test_migrating_with_a_running_throttled_paused_backfill(
         "expiresAt": "2026-03-01T09:03:20.000Z",
         "live": True,
         "stateVersion": 1,
+        "pace": pace,
     }
     assert (backfill["maxWritesPerSecond"], backfill["paused"]) == (50, True)
     assert backfill["nextMove"]["to"] == "sharded"

@@ -73,6 +73,7 @@ ALARM_NAMES = {
     "RenewalSagaIndex-BackfillExecutionsFailed",
     "RenewalSagaIndex-BackfillExecutionsTimedOut",
     "RenewalSagaIndex-BackfillExecutionsAborted",
+    "RenewalSagaIndex-BackfillPacePaused",
 }
 RUNBOOK = f"{DEFAULT_RUNBOOK_BASE_URL}/observability.md"
 ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
@@ -81,8 +82,8 @@ JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
 # 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
-# 5 failed-invocation queues and 3 backfill execution outcomes.
-ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3
+# 5 failed-invocation queues, 3 backfill execution outcomes and the backfill pausing itself.
+ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3 + 1
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
@@ -308,6 +309,25 @@ def test_gsi_throttle_events_alarm_sums_the_index_throttle_metrics_and_pages(
     pages(template, alarm)
 
 
+def test_the_backfill_pausing_itself_on_an_account_or_on_demand_maximum_pages(
+    template: Template,
+) -> None:
+    # the worker's PacePauses, which its pacer counts when DynamoDB answers an account limit
+    # or an on-demand maximum
+    found = template.find_resources(
+        ALARM, {"Properties": {"AlarmName": "RenewalSagaIndex-BackfillPacePaused"}}
+    )
+    (alarm,) = (resource["Properties"] for resource in found.values())
+    assert alarm["MetricName"] == "PacePauses"
+    assert alarm["Namespace"] == "RenewalSagaIndex"
+    assert {"Name": "service", "Value": "backfill-worker"} in alarm["Dimensions"]
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert "status" in alarm["AlarmDescription"]
+    pages(template, alarm)
+
+
 def test_every_alarm_has_its_stable_name(template: Template) -> None:
     alarms = observability_alarms(template.find_resources(ALARM))
     assert {a["Properties"]["AlarmName"] for a in alarms.values()} == ALARM_NAMES
@@ -349,6 +369,7 @@ KEPT_LOGICAL_IDS = {
     "ObservabilityBackfillExecutionsFailedAlarm7E155696",
     "ObservabilityBackfillExecutionsTimedOutAlarm0BDF2BAD",
     "ObservabilityBackfillExecutionsAbortedAlarmA7F31AEC",
+    "ObservabilityBackfillPacePausedAlarmE0F5ED5A",
     "ObservabilityDashboard9A1D08B3",
     "ObservabilityPager0629C20C",
     "ObservabilityPagerKey39BF971A",

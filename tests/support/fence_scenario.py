@@ -157,6 +157,9 @@ def run_paused_worker_scenario(
             store=ControlStore(run_client, dynamo.table_name),
             clock=clock,
             poll_seconds=0.05,
+            # Heartbeat ages on a clock that stands still: however slow the loaded machine's
+            # heartbeat thread, the refusal comes from the fence under test, not the clock.
+            monotonic=lambda: 100.0,
             stop=stop,
             transactional_fence=transactional,
         )

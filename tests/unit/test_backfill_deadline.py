@@ -14,6 +14,7 @@ import pytest
 from saga_index.index import keys
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacer import PaceRules
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.wire import RunTicket, cursor_of
@@ -55,7 +56,12 @@ def test_given_a_token_slower_than_the_margin_then_the_worker_returns_its_cursor
     # Given a 1 write/s cap throttled to its floor (1/64 per second: one token per 64 s, longer
     # than the 60 s margin), one banked token, and 100 s left in the invocation
     clock = FakeClock()
-    bucket = TokenBucket(1.0, clock=clock, sleep=clock.sleep, hold_seconds=10_000)
+    bucket = TokenBucket(
+        1.0,
+        clock=clock,
+        sleep=clock.sleep,
+        rules=PaceRules(decrease_interval=1.0, increase_interval=10_000.0),
+    )
     for _ in range(6):
         bucket.on_throttle()
         clock.now += 1.0

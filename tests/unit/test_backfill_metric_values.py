@@ -13,13 +13,15 @@ from saga_index.layout_change.backfill.wire import SegmentCounts, SegmentResult
 from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.record.state import BackfillDirection
 
-COUNTS = SegmentCounts(scanned=9, restamped=5, skipped=1, anomalies=2, would_restamp=0, throttles=3)
+COUNTS = SegmentCounts(
+    scanned=9, restamped=5, skipped=1, anomalies=2, would_restamp=0, throttles=3, pace_pauses=1
+)
 
 
 def test_segment_counts_give_every_worker_metric_in_the_published_order() -> None:
     values = COUNTS.metric_values()
     assert tuple(values) == names.BACKFILL_WORKER_METRICS
-    assert list(values.values()) == [9, 5, 1, 2, 0, 3]
+    assert list(values.values()) == [9, 5, 1, 2, 0, 3, 1]
 
 
 def test_given_carried_totals_then_the_outcome_publishes_the_invocations_own_counts() -> None:

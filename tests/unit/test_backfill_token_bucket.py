@@ -7,6 +7,7 @@ from itertools import pairwise
 import pytest
 
 from saga_index.index.errors import InvalidInputError
+from saga_index.layout_change.backfill.pacer import PaceRules
 from saga_index.layout_change.backfill.pacing import TokenBucket
 
 
@@ -24,8 +25,8 @@ class FakeClock:
         self.slept += seconds
 
 
-def bucket(rate: float, clock: FakeClock, **kwargs: float) -> TokenBucket:
-    return TokenBucket(rate, clock=clock, sleep=clock.sleep, **kwargs)
+def bucket(rate: float, clock: FakeClock, **kwargs: object) -> TokenBucket:
+    return TokenBucket(rate, clock=clock, sleep=clock.sleep, **kwargs)  # type: ignore[arg-type]
 
 
 def take(b: TokenBucket, n: int) -> None:
@@ -69,26 +70,28 @@ def test_given_late_wake_ups_then_the_rate_is_still_met() -> None:
     assert 1000 / (clock.now - start) == pytest.approx(100, rel=0.01)
 
 
-def test_given_a_throttle_then_the_rate_halves_holds_and_recovers_linearly() -> None:
+def test_given_a_throttle_then_the_rate_halves_and_doubles_back_after_the_increase_interval() -> (
+    None
+):
     clock = FakeClock()
-    b = bucket(100, clock, hold_seconds=5, recovery_seconds=10)
-    b.on_throttle()
+    b = bucket(100, clock)
+    b.on_throttle(["IndexWriteProvisionedThroughputExceeded"])
     assert b.rate == 50
     assert b.decreases == 1
-    clock.now += 4.9
+    clock.now += 39.9
     take(b, 1)
-    assert b.rate == pytest.approx(50)  # held
-    clock.now += 0.1 + 2.5  # 2.5 s past the hold: +10/s of cap per second
-    take(b, 1)
-    assert b.rate == pytest.approx(75)
-    clock.now += 100
-    take(b, 1)
-    assert b.rate == 100  # never above the cap
+    assert b.rate == pytest.approx(50)  # increases wait 40 s after the last change
+    clock.now += 0.1
+    assert b.rate == 90  # doubled, but stops at 90 % of the rate remembered as bad (100)
+    clock.now += 180
+    assert b.rate == pytest.approx(99)  # the bad rate aged by 10 %: 110, and 90 % of it
+    clock.now += 180
+    assert b.rate == 100  # aged past the cap: forgotten; back at the cap, never above it
 
 
 def test_given_a_burst_of_throttles_then_the_rate_halves_once_per_interval() -> None:
     clock = FakeClock()
-    b = bucket(64, clock, decrease_interval=1)
+    b = bucket(64, clock, rules=PaceRules(decrease_interval=1))
     for _ in range(5):
         b.on_throttle()
     assert (b.rate, b.decreases) == (32, 1)
@@ -99,22 +102,53 @@ def test_given_a_burst_of_throttles_then_the_rate_halves_once_per_interval() -> 
 
 def test_given_endless_throttles_then_the_rate_stops_at_its_floor() -> None:
     clock = FakeClock()
-    b = bucket(64, clock, floor_fraction=1 / 64)
+    b = bucket(64, clock)
     for _ in range(20):
         b.on_throttle()
-        clock.now += 1
+        clock.now += 20
     assert b.rate == b.lowest_rate == 1
-    assert b.decreases == 20
+    assert b.decreases == 6  # 64 -> 1; at the floor a throttle changes nothing
 
 
 def test_given_a_halved_rate_then_tokens_come_at_the_new_rate() -> None:
     clock = FakeClock()
-    b = bucket(10, clock, hold_seconds=60, burst_seconds=0)
+    b = bucket(10, clock, burst_seconds=0)
     take(b, 1)
     b.on_throttle()
     start = clock.now
     take(b, 10)
     assert clock.now - start == pytest.approx(2.0)  # 10 tokens at 5/s
+
+
+def test_given_a_key_range_throttle_then_only_that_segment_waits_for_its_own_rate() -> None:
+    clock = FakeClock()
+    b = bucket(40, clock, segments=4, burst_seconds=0)
+    b.on_throttle(["IndexWriteKeyRangeThroughputExceeded"], segment=2)
+    assert b.rate == 40  # the run is not slowed
+    take(b, 1)
+    start = clock.now
+    for _ in range(5):
+        assert b.acquire(segment=2)
+    # one run token (1/40 s), then the 10/s share halved: 5/s
+    assert clock.now - start == pytest.approx(1 / 40 + 4 / 5)
+    start = clock.now
+    for _ in range(40):
+        assert b.acquire(segment=1)
+    assert clock.now - start == pytest.approx(1.0, rel=0.05)  # segment 1: the run's 40/s
+
+
+def test_given_an_account_limit_then_no_token_until_the_pause_ends() -> None:
+    clock = FakeClock()
+    b = bucket(10, clock)
+    take(b, 1)
+    b.on_throttle(["TableWriteAccountLimitExceeded"])
+    assert b.pace().paused
+    assert "TableWriteAccountLimitExceeded" in b.pace().describe()
+    start = clock.now
+    take(b, 1)
+    assert clock.now - start >= 60  # the pause, then the halved rate
+    assert not b.pace().paused
+    assert b.rate == 5
 
 
 def test_given_a_stop_request_while_waiting_then_acquire_returns_false_without_a_token() -> None:
@@ -151,7 +185,7 @@ def test_given_a_new_cap_then_tokens_come_at_it() -> None:
 
 def test_given_a_bucket_backing_off_then_a_new_cap_does_not_end_the_back_off() -> None:
     clock = FakeClock()
-    b = bucket(100, clock, hold_seconds=60)
+    b = bucket(100, clock)
     b.on_throttle()
     b.set_cap(400)
     assert (b.cap, b.rate) == (400, 50)  # still backing off, recovering toward 400

@@ -48,7 +48,9 @@ def _full_state() -> ControlState:
     at = to_millis(AT)
     return ControlState(
         transition=_transition(),
-        lease=Lease("ops@host", "tok", BackfillDirection.ROLLBACK, at, at, at, 7),
+        lease=Lease(
+            "ops@host", "tok", BackfillDirection.ROLLBACK, at, at, at, 7, pace="25/s of 50/s (cap)"
+        ),
         backfill_max_writes_per_second=12.5,
         backfill_paused=True,
         lease_epoch=1_767_225_600_000,

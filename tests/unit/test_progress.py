@@ -323,10 +323,15 @@ def test_the_backfill_counts_the_rows_it_moved_against_the_rows_to_move(
     with run:
         # anomalies stay where they are: they are not among the rows to move
         run.show_totals(SegmentCounts(scanned=20, restamped=3, skipped=1, anomalies=4))
-        run.follow_control(SimpleNamespace(backfill_paused=True))  # type: ignore[arg-type]
-    moved, paused = [r.getMessage() for r in caplog.records]
+        run.follow_control(SimpleNamespace(backfill_paused=True, lease=None))  # type: ignore[arg-type]
+        # the pace the run's last heartbeat reported shows on the next line
+        lease = SimpleNamespace(pace="25/s of 50/s (IndexWriteKeyRangeThroughputExceeded)")
+        run.follow_control(SimpleNamespace(backfill_paused=False, lease=lease))  # type: ignore[arg-type]
+        run.show_totals(SegmentCounts(scanned=21, restamped=4, skipped=1, anomalies=4))
+    moved, paused, _resumed, paced = [r.getMessage() for r in caplog.records]
     assert moved.startswith("forward: rows moved: 4 of 10 rows (40.0 %), ")
     assert ", paused, ETA paused, " in paused
+    assert paced.endswith("· pace 25/s of 50/s (IndexWriteKeyRangeThroughputExceeded)")
 
 
 @pytest.mark.parametrize("width", [80, 120, 200])

@@ -64,6 +64,7 @@ export const LEASE: PartSpec = {
     { name: "leaseHeartbeatAt", value: "time", optional: false, absent: null, count: null },
     { name: "leaseExpiresAt", value: "time", optional: false, absent: null, count: null },
     { name: "leaseStateVersion", value: "integer", optional: false, absent: null, count: null },
+    { name: "leasePace", value: "string", optional: true, absent: null, count: null },
   ],
 };
 

@@ -59,7 +59,8 @@ export const RECORD_ATTRIBUTES: readonly RecordAttribute[] = PARTS.flatMap((part
     type: DYNAMO_TYPES[a.value],
     value: a.value,
     optional: a.optional || part.presentIf !== null,
-    requiredWith: part.presentIf !== a.name ? part.presentIf : null,
+    // An attribute optional within its part (leasePace) is required with nothing.
+    requiredWith: part.presentIf !== a.name && !a.optional ? part.presentIf : null,
     absent: a.absent,
     count: a.count,
   })),
@@ -93,6 +94,8 @@ export interface Lease {
   readonly heartbeatAt: string;
   readonly expiresAt: string;
   readonly stateVersion: number;
+  /** The pace the run chose and why, as its last heartbeat wrote it (null: none yet). */
+  readonly pace: string | null;
 }
 
 /** What a STATE item says: the transition and the backfill's attributes. */
@@ -134,7 +137,8 @@ function readPart(item: Item, part: PartSpec): Values | null {
   const values = new Map<string, unknown>();
   for (const a of part.attributes) {
     if (a.value === 'shardCount' || a.value === 'phase') continue;
-    values.set(a.name, readAttribute(item, a, part.presentIf !== null || !a.optional));
+    // A part on the item has all its attributes but those optional within it (leasePace).
+    values.set(a.name, readAttribute(item, a, !a.optional));
   }
   return values;
 }
@@ -186,6 +190,7 @@ export function parseStateItem(item: Item): StateRecord {
             heartbeatAt: lease.get('leaseHeartbeatAt') as string,
             expiresAt: lease.get('leaseExpiresAt') as string,
             stateVersion: lease.get('leaseStateVersion') as number,
+            pace: (lease.get('leasePace') as string | null) ?? null,
           },
     backfillMaxWritesPerSecond: controls?.get('backfillMaxWritesPerSecond') as number | null,
     backfillPaused: controls?.get('backfillPaused') as boolean,

@@ -85,6 +85,8 @@ METRIC_SKIPPED: Final = "Skipped"
 METRIC_ANOMALIES: Final = "Anomalies"
 METRIC_WOULD_RESTAMP: Final = "WouldRestamp"
 METRIC_THROTTLES: Final = "Throttles"
+# Times the pacer paused the run on an account limit or an on-demand maximum (it pages).
+METRIC_PACE_PAUSES: Final = "PacePauses"
 BACKFILL_WORKER_METRICS: Final[tuple[str, ...]] = (
     METRIC_SCANNED,
     METRIC_RESTAMPED,
@@ -92,6 +94,7 @@ BACKFILL_WORKER_METRICS: Final[tuple[str, ...]] = (
     METRIC_ANOMALIES,
     METRIC_WOULD_RESTAMP,
     METRIC_THROTTLES,
+    METRIC_PACE_PAUSES,
 )
 
 # The sweeps' metrics.
@@ -148,6 +151,7 @@ BACKFILL_SEGMENT_TEMPLATE_FIELDS: Final[tuple[str, ...]] = (
     "dryRun",
     "anomalyKeyLimit",
     "appliedCapLimit",
+    "paceFloor",
 )
 # The error the backfill worker raises when DynamoDB keeps throttling; the state machine retries
 # it by this name (the exception's class name).

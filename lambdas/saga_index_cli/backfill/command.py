@@ -38,13 +38,14 @@ from saga_index_cli.output import check_output_file
 
 
 def _request(
-    direction: str, segments: int, max_writes_per_second: float, dry_run: bool
+    direction: str, segments: int, max_writes_per_second: float, pace_floor: float, dry_run: bool
 ) -> BackfillRequest:
     try:
         return BackfillRequest(
             direction=BackfillDirection(direction),
             total_segments=segments,
             max_writes_per_second=float(max_writes_per_second),
+            pace_floor=float(pace_floor),
             dry_run=dry_run,
         )
     except ValidationError as err:
@@ -59,6 +60,7 @@ def backfill_group(
     direction: str,
     segments: int,
     max_writes_per_second: float,
+    pace_floor: float,
     dry_run: bool,
     as_json: bool,
     report_file: Path | None,
@@ -144,7 +146,7 @@ def backfill_group(
         with report_failures(output):
             execution = target_execution(cli, sfn, follow, state_machine_arn, stack_name)
             sys.exit(follow_execution(cli, sfn, execution, as_json, output, poll_interval))
-    request = _request(direction, segments, max_writes_per_second, dry_run)
+    request = _request(direction, segments, max_writes_per_second, pace_floor, dry_run)
     with report_failures(output):
         if state_machine_arn is not None or deployed:
             sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)

@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from saga_index.index import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
 from saga_index.layout_change.backfill import (
+    DEFAULT_FLOOR_FRACTION,
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
@@ -60,6 +61,7 @@ _RUN_OPTIONS = {
     "direction": "--direction",
     "segments": "--segments",
     "max_writes_per_second": "--max-writes-per-second",
+    "pace_floor": "--pace-floor",
     "dry_run": "--dry-run",
     "deployed": "--deployed",
 }
@@ -147,6 +149,17 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         help="Cap on re-stamps per second over ALL segments. Each one writes to a hot index "
         "partition (1,000 WCU/s at most, shared with production traffic). A runtime throttle in "
         "the record (`backfill throttle`) replaces it.",
+    ),
+    click.option(
+        "--pace-floor",
+        type=FiniteFloatRange(0.0, 1.0, min_open=True),
+        default=DEFAULT_FLOOR_FRACTION,
+        show_default=True,
+        help="The least pace, as a fraction of the cap: the run paces itself on DynamoDB's "
+        "throttling reasons (a hot key slows its segment, a table or index limit the run, an "
+        "account or on-demand maximum pauses it) and never falls below this while it writes. "
+        "In (0, 1]; 1 keeps the cap through throttles (botocore still retries; an account or "
+        "on-demand maximum still pauses the run).",
     ),
     click.option(
         "--dry-run",

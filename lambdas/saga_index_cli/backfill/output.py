@@ -265,6 +265,7 @@ class RunProgress(LiveProgress):
         super().__init__(logger=log)
         self.label = label
         self.unit = unit
+        self._pace: str | None = None
         self._step = self.step(label, total=total, unit=unit, approximate=approximate)
 
     def show_totals(self, totals: SegmentCounts) -> None:
@@ -274,10 +275,14 @@ class RunProgress(LiveProgress):
         self.show(completed=moved, scanned=totals.scanned, restamped=totals.restamped)
 
     def follow_control(self, state: ControlState) -> None:
-        """A state the run's lease keeper applied: the bar says "paused" while it is."""
+        """A state the run's lease keeper applied: the bar says "paused" while it is, and the
+        line shows the pace the run chose (as its last heartbeat reported it)."""
+        self._pace = state.lease.pace if state.lease is not None else None
         self._step.update(paused=state.backfill_paused)
 
     def show(self, *, completed: int, scanned: int, restamped: int, extra: str = "") -> None:
         elapsed = max(self._step.reading().elapsed, 1e-9)
         detail = f"scanned {scanned} · re-stamped {restamped} ({restamped / elapsed:.1f}/s){extra}"
+        if self._pace:
+            detail += f" · pace {self._pace}"
         self._step.update(completed=completed, detail=detail)

@@ -72,7 +72,7 @@ def status_command(
     --json: the record's keys as `phase show --json` prints them (phase, version,
     effectiveAt, effective, ...), plus
       backfill  {lease: {holder, direction, acquiredAt, heartbeatAt, expiresAt, live,
-                stateVersion} | null, maxWritesPerSecond, paused, lastRun: {direction, source,
+                stateVersion, pace} | null, maxWritesPerSecond, paused, lastRun: {direction, source,
                 target, stateVersion, startedAt, completedAt, scanned, restamped, anomalies,
                 complete, verified, holder} | null, nextMove: {to, backfillCheck: {name,
                 passed, detail}} | null}

@@ -49,6 +49,7 @@ def lease_document(lease: Lease | None, now: datetime) -> dict[str, Any] | None:
         "expiresAt": format_time(lease.expires_at),
         "live": lease.is_live(now),
         "stateVersion": lease.state_version,
+        "pace": lease.pace,
     }
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from saga_index_cli.status.charts import countdown, next_step, rows_chart, rows_summary
@@ -106,6 +107,8 @@ def _render_backfill(backfill: Mapping[str, Any], console: Console) -> None:
             + ("LIVE" if lease["live"] else "expired")
             + f" until {lease['expiresAt']}, heartbeat {lease['heartbeatAt']}"
         )
+        if lease.get("pace"):
+            console.print(f"  pace: {escape(lease['pace'])} (as of its last heartbeat)")
     else:
         console.print("  lease: none (no run in progress)")
     rate = backfill["maxWritesPerSecond"]

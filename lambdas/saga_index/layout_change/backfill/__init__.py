@@ -12,7 +12,10 @@ One module per idea:
              counts and result, and the steps' inputs
   caps       the write caps a run applied: how many a result carries, how they merge (pure)
   summary    what a run did: the read-back's verification and the summary of all segments
-  pacing     the token bucket that caps the writes, backs off on throttles and pauses
+  pacer      the pace chosen from DynamoDB's ThrottlingReasons (pure, clock injected): a hot
+             key slows its segment, a table or index limit the run, an account or on-demand
+             maximum pauses it; recovery by Vitess' throttler's rules, under the cap
+  pacing     the token bucket that meters the writes at the pacer's rate, and pauses
   row        what happens to one row: the row rule applied, the conditional re-stamp
   segment    the segment worker: one parallel-Scan segment, row by row, from its cursor until
              it is done or must stop
@@ -65,6 +68,13 @@ from saga_index.layout_change.backfill.keeper import (
 )
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacer import (
+    DEFAULT_FLOOR_FRACTION,
+    Pace,
+    Pacer,
+    PaceRules,
+    reasons_of,
+)
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import (
     count_source_rows,
@@ -84,6 +94,7 @@ from saga_index.layout_change.backfill.wire import (
 
 __all__ = [
     "CONTROL_POLL_SECONDS",
+    "DEFAULT_FLOOR_FRACTION",
     "DEFAULT_MAX_WRITES_PER_SECOND",
     "DEFAULT_SAFETY_MARGIN_SECONDS",
     "DEFAULT_TOTAL_SEGMENTS",
@@ -99,6 +110,9 @@ __all__ = [
     "LegacyKeyEffect",
     "LocalBackfill",
     "Move",
+    "Pace",
+    "PaceRules",
+    "Pacer",
     "PlanRequest",
     "RowSample",
     "RunTicket",
@@ -114,6 +128,7 @@ __all__ = [
     "count_source_rows",
     "finish_backfill",
     "plan_run",
+    "reasons_of",
     "release_with_completion",
     "run_backfill",
     "run_leased_segment",

@@ -24,6 +24,7 @@ from saga_index.layout_change.backfill.caps import (
     applied_cap_limit,
 )
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules
 from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
@@ -44,6 +45,10 @@ DEFAULT_MAX_WRITES_PER_SECOND = 50.0
 def segment_share(max_writes_per_second: float, total_segments: int) -> float:
     """One segment's share of a run's TOTAL cap, among the segments running at once."""
     return max_writes_per_second / min(total_segments, MAX_CONCURRENT_SEGMENTS)
+
+
+# A pace floor: a fraction of the cap, above 0 (a run always makes progress) and at most 1.
+PaceFloor = Annotated[float, Field(strict=True, gt=0, le=1)]
 
 
 class SegmentRequest(Payload):
@@ -71,6 +76,10 @@ class SegmentRequest(Payload):
     applied_cap_limit: Annotated[
         int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
     ] = MAX_APPLIED_CAPS
+    pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+
+    def pace_rules(self) -> PaceRules:
+        return PaceRules(floor_fraction=self.pace_floor)
 
     @field_validator("cursor")
     @classmethod
@@ -115,6 +124,11 @@ class BackfillRequest(Payload):
     ] = DEFAULT_MAX_WRITES_PER_SECOND
     # Required: whoever starts a run against the production table says whether it writes.
     dry_run: Annotated[bool, Field(strict=True)]
+    # The least pace the pacer falls to, as a fraction of the cap (pacer.PaceRules).
+    pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+
+    def pace_rules(self) -> PaceRules:
+        return PaceRules(floor_fraction=self.pace_floor)
 
     def per_segment_writes_per_second(self) -> float:
         return segment_share(self.max_writes_per_second, self.total_segments)
@@ -147,6 +161,7 @@ class BackfillRequest(Payload):
                 dry_run=self.dry_run,
                 anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
                 applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
+                pace_floor=self.pace_floor,
             )
             for segment in range(self.total_segments)
         ]

@@ -206,7 +206,9 @@ class LeaseKeeper:
     own_rate: the cap when the record sets none, and the most the record's throttle can give:
     a throttle lowers a run's cap, never raises it above the run's own.
     run_rate: own_rate in the run's total units (what `run_caps` report; default own_rate).
-    on_apply: called with every state the keeper applied (a display of the pause).
+    on_apply: called with every state the keeper applied (a display of the pause and pace).
+    pace_label: put before the pace each heartbeat writes to the lease (`status` shows it):
+    which segment's, in Step Functions, where each worker invocation paces its own segment.
     fence: the run's lease fence: every good heartbeat marks it (with the clocks' readings
     taken when the heartbeat was sent), and a lost lease closes it (and the bucket).
     """
@@ -227,8 +229,10 @@ class LeaseKeeper:
         monotonic: Callable[[], float] = time.monotonic,
         fence: LeaseFence | None = None,
         on_apply: Callable[[ControlState], None] | None = None,
+        pace_label: str = "",
     ) -> None:
         self.store = store
+        self.pace_label = pace_label
         self.on_apply = on_apply
         self.fence = fence
         if fence is not None:
@@ -263,7 +267,11 @@ class LeaseKeeper:
         that arrives late, or a pause right after it, cannot make the lease look younger."""
         sent_wall, sent_mono = self.clock(), self._monotonic()
         state = heartbeat_lease(
-            self.store, token=self.token, clock=lambda: sent_wall, ttl_seconds=self.ttl_seconds
+            self.store,
+            token=self.token,
+            clock=lambda: sent_wall,
+            ttl_seconds=self.ttl_seconds,
+            pace=self.pace_label + self.bucket.pace().describe(),
         )
         self._last_ok = sent_mono
         if self.fence is not None:

@@ -53,13 +53,17 @@ def leased_run(
     transactional: bool = True,
     check: FenceCheck = SLOT_CHECK,
     on_control: Callable[[ControlState], None] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+    pace_label: str = "",
 ) -> LeasedRun | None:
     """The fence and keeper of the run `ticket` names: the fence judges the re-stamps sent on
     `client`, the keeper heartbeats through `store` (the same table; its own client where the
     caller wants the heartbeats apart). None for a ticket without a lease (a dry run writes
     nothing). `own_rate`, `share` and `run_rate`
     say how the record's throttle reaches this bucket (the keeper); `stop` is set when the
-    lease is lost; `check` is what each fenced re-stamp condition-checks."""
+    lease is lost; `check` is what each fenced re-stamp condition-checks; `monotonic` is the
+    clock heartbeat ages are measured on; `pace_label` goes before the pace each heartbeat
+    reports (which segment's, in Step Functions)."""
     token = ticket.lease_token
     if token is None:
         return None
@@ -73,6 +77,7 @@ def leased_run(
         poll_seconds=poll_seconds,
         transactional=transactional,
         clock=clock,
+        monotonic=monotonic,
         check=check,
     )
     keeper = LeaseKeeper(
@@ -88,6 +93,8 @@ def leased_run(
         poll_seconds=poll_seconds,
         fence=fence,
         on_apply=on_control,
+        monotonic=monotonic,
+        pace_label=pace_label,
     )
     return LeasedRun(fence, keeper)
 

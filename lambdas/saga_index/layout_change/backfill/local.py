@@ -63,6 +63,16 @@ class LocalRun(BaseModel):
         return not self.failures and not self.interrupted
 
 
+def paced_bucket(request: BackfillRequest, stop: threading.Event) -> TokenBucket:
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer."""
+    return TokenBucket(
+        request.max_writes_per_second,
+        sleep=stop.wait,
+        rules=request.pace_rules(),
+        segments=request.total_segments,
+    )
+
+
 def run_backfill(
     client: Any,
     table_name: str,
@@ -90,7 +100,7 @@ def run_backfill(
     """
     stop = stop or threading.Event()
     segments = request.segment_requests(run)
-    bucket = bucket or TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = bucket or paced_bucket(request, stop)
     results: dict[int, SegmentResult] = {}
     failures: dict[int, str] = {}
     # The live counts of every segment: a segment that fails still reports what it did.
@@ -198,9 +208,9 @@ def backfill_locally(
     transactional_fence: bool = True,
     fence_check: FenceCheck | None = None,
     on_control: Callable[[ControlState], None] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
-
     Refused before anything runs: a direction the record's writers would undo
     (LeaseDirectionError), a missing record, and (not for a dry run, which takes no lease and
     writes nothing) a state younger than its effectiveAt or another run's live lease
@@ -208,16 +218,15 @@ def backfill_locally(
     every poll_seconds and applies the record's throttle and pause; a lost lease stops the run
     (`lease_lost`, nothing recorded). A complete run is read back (finish_backfill); an
     incomplete one is only summarised. Then the lease is released with the completion.
-
-    on_start receives the run's ticket and the state it runs under, before the segments start.
-    on_progress receives the run's live totals over all segments (without anomaly keys).
-    on_control receives every state the lease keeper applied (its throttle and pause).
-    while_running is entered around the segments' run only, not around the read-back: a
-    progress display, or signal handlers that set `stop`.
-    Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
-    transactional (the run's fence slots armed when it takes the lease) unless
-    `transactional_fence` is False or the server has no transactions (then the clock fence
-    only, with a warning), condition-checking `fence_check` (None: the segment's fence slot).
+    on_start receives the run's ticket and the state it runs under, before the segments start;
+    on_progress the run's live totals over all segments (without anomaly keys); on_control
+    every state the lease keeper applied (its throttle, pause and pace). `monotonic`: the clock
+    heartbeat ages are measured on (the clock fence's). while_running is entered around the
+    segments' run only, not the read-back: a progress display, or signal handlers that set
+    `stop`. Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
+    transactional (its slots armed when it takes the lease) unless `transactional_fence` is
+    False or the server has no transactions (then the clock fence only, with a warning),
+    condition-checking `fence_check` (None: the segment's fence slot).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -231,7 +240,7 @@ def backfill_locally(
         arm=transactional_fence,
     )
     token = ticket.lease_token
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = paced_bucket(request, stop)
     leased = leased_run(
         client,
         store,
@@ -240,6 +249,7 @@ def backfill_locally(
         own_rate=request.max_writes_per_second,
         stop=stop,
         clock=clock,
+        monotonic=monotonic,
         ttl_seconds=lease_ttl_seconds,
         poll_seconds=poll_seconds,
         transactional=transactional_fence,

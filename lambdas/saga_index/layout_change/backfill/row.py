@@ -29,11 +29,8 @@ from botocore.exceptions import ClientError
 from saga_index.index import keys
 from saga_index.layout_change.backfill.fence import LeaseFence, RowWrite, is_transaction_throttle
 from saga_index.layout_change.backfill.inputs import SegmentRequest
-from saga_index.layout_change.backfill.pacing import (
-    SegmentThrottledError,
-    TokenBucket,
-    throttle_count,
-)
+from saga_index.layout_change.backfill.pacer import reasons_of
+from saga_index.layout_change.backfill.pacing import SegmentThrottledError, TokenBucket
 from saga_index.layout_change.backfill.wire import (
     TABLE_KEY_ATTRIBUTES,
     SegmentResult,
@@ -51,6 +48,10 @@ from saga_index.store.dynamo.expressions import (
 )
 
 log = logging.getLogger(__name__)
+
+# A re-stamp still throttled after botocore's retries is tried again this many times in all,
+# each after the pacer's next token, before its segment stops.
+PACED_ATTEMPTS = 8
 
 # What the decision reads of a row (the Scan's projection, and the read-back's after a run).
 ROW_DECISION_ATTRIBUTES = attribute_list(
@@ -132,8 +133,8 @@ class RowRestamper:
             return True
         if not take_token():
             return False
-        outcome = self._restamp(raw, target)
-        if outcome is RowWrite.LEASE_LOST:
+        outcome = self._restamp(raw, target, take_token)
+        if outcome is None or outcome is RowWrite.LEASE_LOST:
             return False  # not written: the segment stops before this row
         if outcome is RowWrite.WRITTEN and reason is not None:
             # Moved to a key that needs no personId (the legacy key): listed, not left behind.
@@ -154,8 +155,11 @@ class RowRestamper:
             return
         self.result.anomaly_keys.append(anomaly_key(raw, reason))
 
-    def _restamp(self, raw: Mapping[str, Any], target: str) -> RowWrite:
-        """The conditional write, through the fence when the run holds a lease."""
+    def _restamp(
+        self, raw: Mapping[str, Any], target: str, take_token: Callable[[], bool]
+    ) -> RowWrite | None:
+        """The conditional write, through the fence when the run holds a lease (None: stopped
+        while waiting to try a throttled write again, nothing written)."""
         # A target that keys no one by person needs neither the personId nor the GSI4SK read.
         held = (
             HELD_FOR_A_PERSON_KEYED_TARGET
@@ -171,21 +175,9 @@ class RowRestamper:
                 condition=unchanged_since_read(raw, held),
             ),
         }
-        before = throttle_count(self.throttles)
-        try:
-            outcome = self._write(update)
-        except ClientError as err:
-            if is_throttle(err) or is_transaction_throttle(err):
-                self.bucket.on_throttle()
-                raise SegmentThrottledError(
-                    f"segment {self.request.segment}: UpdateItem of {plain_key(raw)} still "
-                    f"throttled after retries ({error_code(err)}); the segment stopped, "
-                    "nothing was lost: run the backfill again"
-                ) from err
-            raise
-        finally:
-            if throttle_count(self.throttles) > before:
-                self.bucket.on_throttle()
+        outcome = self._paced_write(update, raw, take_token)
+        if outcome is None:
+            return None
         if outcome is RowWrite.ROW_CHANGED:
             self.result.skipped += 1
             log.info(
@@ -196,6 +188,42 @@ class RowRestamper:
         elif outcome is RowWrite.WRITTEN:
             self.result.restamped += 1
         return outcome
+
+    def _paced_write(
+        self, update: dict[str, Any], raw: Mapping[str, Any], take_token: Callable[[], bool]
+    ) -> RowWrite | None:
+        """Write, telling the pacer of every throttle with its reasons. A write still throttled
+        after botocore's retries waits for the pacer's next token (at the slower pace, or after
+        its pause) and tries again, PACED_ATTEMPTS times in all, before the segment stops: the
+        pace, not the stop, is the answer to back-pressure."""
+        for attempt in range(1, PACED_ATTEMPTS + 1):
+            try:
+                return self._write(update)
+            except ClientError as err:
+                if not (is_throttle(err) or is_transaction_throttle(err)):
+                    raise
+                self._tell_pacer(final=err)
+                if attempt == PACED_ATTEMPTS:
+                    raise SegmentThrottledError(
+                        f"segment {self.request.segment}: UpdateItem of {plain_key(raw)} still "
+                        f"throttled after {PACED_ATTEMPTS} paced attempts ({error_code(err)}); "
+                        "the segment stopped, nothing was lost: run the backfill again"
+                    ) from err
+            finally:
+                self._tell_pacer()
+            if not take_token():
+                return None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _tell_pacer(self, final: ClientError | None = None) -> None:
+        """The reasons of this thread's throttled attempts (botocore's retries, seen by the
+        client's observer) and of a final throttle no observer saw (one answered before it was
+        sent, as the semantics layer does)."""
+        attempts = self.throttles.take_mine() if self.throttles is not None else []
+        if final is not None and not attempts:
+            attempts = [reasons_of(final.response)]
+        for reasons in attempts:
+            self.bucket.on_throttle(reasons, segment=self.request.segment)
 
     def _write(self, update: dict[str, Any]) -> RowWrite:
         if self.fence is not None:

@@ -10,12 +10,13 @@ Why this is safe to run beside live writers, to kill, and to run again:
   whole page is handled, or the key of the last handled row when the worker stops mid-page
   (a Scan resumes right after any key of its segment, exactly as after a Limit), so a killed
   run can leave work undone but never skips a row;
-- writes are paced by a token bucket (layout_change.backfill.pacing). Throttles halve the pace for
-  a while (AIMD); botocore still does the retrying. The control record's runtime throttle and
-  pause reach the bucket through the run's lease keeper (keeper): a paused
-  bucket hands out no token, so the worker waits, writing nothing, until it is resumed, stopped
-  or (in Lambda) out of time; it then returns its cursor, not done. Any wait for a token ends
-  at the safety margin too (at a low cap throttled to its floor one token can take longer);
+- writes are paced by a token bucket at the rate the run's pacer chooses from DynamoDB's
+  ThrottlingReasons (layout_change.backfill.pacer); botocore still does the retrying. The
+  control record's runtime throttle and pause reach the bucket through the run's lease keeper
+  (keeper): a paused bucket hands out no token, so the worker waits, writing nothing, until it
+  is resumed, stopped or (in Lambda) out of time; it then returns its cursor, not done. Any
+  wait for a token ends at the safety margin too (at a low cap throttled to its floor one
+  token can take longer);
 - a leased run writes through its lease fence (layout_change.backfill.fence): a worker that
   lost its lease (taken over, released, a transition since) stops before its next row.
 """
@@ -34,6 +35,7 @@ from botocore.exceptions import ClientError
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import SegmentRequest
+from saga_index.layout_change.backfill.pacer import reasons_of
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
@@ -117,7 +119,9 @@ class _SegmentWorker:
         return self.remaining_seconds() - self.safety_margin_seconds
 
     def _take_token(self) -> bool:
-        return self.bucket.acquire(self._stop_requested, budget=self._token_budget)
+        return self.bucket.acquire(
+            self._stop_requested, budget=self._token_budget, segment=self.request.segment
+        )
 
     # ---- the loop ----
 
@@ -209,7 +213,7 @@ class _SegmentWorker:
             response: dict[str, Any] = self.client.scan(**scan)
         except ClientError as err:
             if is_throttle(err):
-                self.bucket.on_throttle()
+                self.bucket.on_throttle(reasons_of(err.response), segment=self.request.segment)
                 raise SegmentThrottledError(
                     f"segment {self.request.segment}: Scan still throttled after retries "
                     f"({error_code(err)}); the segment stopped, nothing was lost"

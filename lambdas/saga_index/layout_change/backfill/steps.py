@@ -102,7 +102,11 @@ def run_leased_segment(
     remaining_seconds: the Lambda's remaining time.
     """
     stop = threading.Event()
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait)
+    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait, rules=request.pace_rules())
+    carried_pace = request.totals.pace if request.totals is not None else None
+    if carried_pace is not None:
+        # The pace and its memory go on from the segment's previous invocation.
+        bucket.pacer.restore(carried_pace)
     token = request.run.lease_token
     # DynamoDB on AWS has transactions: every re-stamp proves the lease at write time.
     leased = (
@@ -117,6 +121,7 @@ def run_leased_segment(
             share=lambda total: segment_share(total, request.total_segments),
             run_rate=request.run_cap(),
             stop=stop,
+            pace_label=f"segment {request.segment}: ",
         )
     )
     fence, keeper = (leased.fence, leased.keeper) if leased is not None else (None, None)
@@ -133,6 +138,13 @@ def run_leased_segment(
             bucket=bucket,
             fence=fence,
         )
+    # Only for the segment's next invocation: a finished segment's result (one of up to 1,000
+    # the Map hands the verification) carries none.
+    result.pace = None if result.done else bucket.pacer.snapshot()
+    # The pauses are this invocation's own (its metric) and the segment's running count.
+    result.pace_pauses += bucket.pacer.pauses
+    if result.invocation is not None:
+        result.invocation.pace_pauses = bucket.pacer.pauses
     if keeper is not None:
         # The caps this invocation ran at, after the earlier invocations' (the report's).
         carried = request.totals.applied_caps if request.totals is not None else []

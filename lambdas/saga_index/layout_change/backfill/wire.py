@@ -22,13 +22,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import Layout, LayoutKind
 from saga_index.index.names import (
     METRIC_ANOMALIES,
+    METRIC_PACE_PAUSES,
     METRIC_RESTAMPED,
     METRIC_SCANNED,
     METRIC_SKIPPED,
@@ -218,11 +226,26 @@ class SegmentCounts(Payload):
     anomalies: int = Field(default=0, ge=0)
     would_restamp: int = Field(default=0, ge=0)
     throttles: int = Field(default=0, ge=0)
+    # Times the pacer paused on an account limit or an on-demand maximum: this invocation's
+    # metric, never carried in the state (1,000 results must fit it).
+    pace_pauses: int = Field(default=0, ge=0, exclude=True)
     anomaly_keys: list[TableKey] = Field(default_factory=list)
     # The run's total write cap, each time this segment's lease keeper changed it, in order
     # (caps.extend_caps: first and latest within the budget). Empty for a dry run (no lease,
     # no control record followed) and in a local run, whose one keeper reports the run's.
     applied_caps: list[float] = Field(default_factory=list)
+    # Step Functions: the pace this segment's last invocation ended at, with its memory
+    # (pacer.Pacer.snapshot), for the next invocation to go on from. Not added up.
+    pace: dict[str, float | str | None] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_an_empty_pace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A finished segment's result carries no pace, not even a null: the Map's output of
+        # 1,000 results must fit the state.
+        data: dict[str, Any] = handler(self)
+        if data.get("pace", False) is None:
+            del data["pace"]
+        return data
 
     @property
     def handled(self) -> int:
@@ -238,6 +261,7 @@ class SegmentCounts(Payload):
             METRIC_ANOMALIES: self.anomalies,
             METRIC_WOULD_RESTAMP: self.would_restamp,
             METRIC_THROTTLES: self.throttles,
+            METRIC_PACE_PAUSES: self.pace_pauses,
         }
 
     def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
@@ -249,6 +273,7 @@ class SegmentCounts(Payload):
         self.anomalies += other.anomalies
         self.would_restamp += other.would_restamp
         self.throttles += other.throttles
+        self.pace_pauses += other.pace_pauses
         room = max(0, key_limit - len(self.anomaly_keys))
         self.anomaly_keys.extend(other.anomaly_keys[:room])
 

@@ -42,7 +42,11 @@ from saga_index.layout_change.lease.events import (
     required,
 )
 from saga_index.layout_change.record.conditions import STILL_THE_VERSION_READ
-from saga_index.layout_change.record.encode import completion_attributes, lease_attributes
+from saga_index.layout_change.record.encode import (
+    completion_attributes,
+    lease_attributes,
+    present,
+)
 from saga_index.layout_change.record.errors import (
     ControlError,
     ControlRecordMissingError,
@@ -53,6 +57,7 @@ from saga_index.layout_change.record.items import (
     LEASE_EPOCH,
     LEASE_EXPIRES_AT,
     LEASE_HEARTBEAT_AT,
+    LEASE_PACE,
     LEASE_STATE_VERSION,
     LEASE_TOKEN,
     VERSION,
@@ -202,7 +207,9 @@ def acquire_lease(
     )
     try:
         updated = store.update(
-            set_values={**lease_attributes(lease), LEASE_EPOCH: epoch},
+            set_values={**present(lease_attributes(lease)), LEASE_EPOCH: epoch},
+            # A new lease has reported no pace yet; an expired one's must not show as its.
+            remove=(LEASE_PACE,),
             condition=all_conditions(STILL_THE_VERSION_READ, LEASE_FREE_OR_OURS, EPOCH_STILL_BELOW),
             values={
                 ":expectedVersion": state.version,
@@ -230,7 +237,7 @@ def acquire_lease(
         holder,
         now,
         updated.version,
-        {**lease_attributes(lease), LEASE_EPOCH: epoch},
+        {**present(lease_attributes(lease)), LEASE_EPOCH: epoch},
     )
     return LeaseGrant(lease, source, target, updated, epoch)
 
@@ -271,18 +278,23 @@ def heartbeat_lease(
     token: str,
     clock: WallClock = utc_now,
     ttl_seconds: float = LEASE_TTL_SECONDS,
+    pace: str | None = None,
 ) -> ControlState:
     """Extend this run's lease; the state it returns carries the current throttle and pause.
+    `pace`: the pace the run chose and why, written with the heartbeat for `status` to show.
 
     LeaseLostError when another run took the lease over, it was released, or the state's
     version changed since the lease was taken (the run must stop: its layouts are stale).
     """
     now = to_millis(clock())
+    extended: dict[str, Any] = {
+        LEASE_HEARTBEAT_AT: format_time(now),
+        LEASE_EXPIRES_AT: format_time(now + timedelta(seconds=ttl_seconds)),
+    }
+    if pace is not None:
+        extended[LEASE_PACE] = pace
     updated = store.update(
-        set_values={
-            LEASE_HEARTBEAT_AT: format_time(now),
-            LEASE_EXPIRES_AT: format_time(now + timedelta(seconds=ttl_seconds)),
-        },
+        set_values=extended,
         condition=all_conditions(OUR_LEASE, UNDER_THE_LEASED_STATE),
         values={":token": token},
     )

@@ -128,7 +128,8 @@ def read_part(item: Mapping[str, Any], part: Part) -> dict[str, Any] | None:
     for attribute in part.attributes:
         if attribute.field is None or attribute.value is Value.SHARD_COUNT:
             continue
-        required = part.present_if is not None or not attribute.optional
+        # A part on the item has all its attributes but those optional within it too.
+        required = not attribute.optional
         fields[attribute.field] = _read(item, attribute, required=required)
     return fields
 

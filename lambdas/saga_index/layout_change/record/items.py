@@ -65,6 +65,8 @@ LEASE_ACQUIRED_AT: Final = "leaseAcquiredAt"
 LEASE_HEARTBEAT_AT: Final = "leaseHeartbeatAt"
 LEASE_EXPIRES_AT: Final = "leaseExpiresAt"
 LEASE_STATE_VERSION: Final = "leaseStateVersion"
+# The pace the running backfill chose and why, as of its last heartbeat (`status` shows it).
+LEASE_PACE: Final = "leasePace"
 LEASE_ATTRIBUTES: Final = (
     LEASE_HOLDER,
     LEASE_TOKEN,
@@ -73,6 +75,7 @@ LEASE_ATTRIBUTES: Final = (
     LEASE_HEARTBEAT_AT,
     LEASE_EXPIRES_AT,
     LEASE_STATE_VERSION,
+    LEASE_PACE,
 )
 
 # The fencing epoch of the latest lease taken: strictly increasing, kept after a release.

@@ -259,6 +259,7 @@ LEASE: Final = Part(
             "the `version` the lease was taken under",
             "state_version",
         ),
+        Attribute(n.LEASE_PACE, Value.STRING, "the run's pace, and why", "pace", optional=True),
     ),
     present_if=n.LEASE_TOKEN,
 )
@@ -384,7 +385,9 @@ def attributes_document() -> list[dict[str, Any]]:
             "type": attribute.value.dynamo_type,
             "value": attribute.value.value,
             "optional": attribute.optional or part.present_if is not None,
-            "requiredWith": part.present_if if part.present_if != attribute.name else None,
+            "requiredWith": part.present_if
+            if part.present_if != attribute.name and not attribute.optional
+            else None,
             "absent": list(attribute.absent)
             if isinstance(attribute.absent, tuple)
             else attribute.absent,

@@ -115,6 +115,8 @@ class Lease:
     heartbeat_at: datetime
     expires_at: datetime
     state_version: int
+    # The pace the run chose and why, as its last heartbeat wrote it (None: not reported yet).
+    pace: str | None = None
 
     def is_live(self, now: datetime) -> bool:
         return now < self.expires_at

@@ -42,13 +42,21 @@ class ThrottleCounter:
         self._lock = threading.Lock()
         self.count = 0
         self.reasons: dict[str, int] = {}
+        # Each thread's own throttled attempts since it last took them: botocore emits
+        # needs-retry in the thread that sent the request, so a caller learns the reasons of
+        # its own requests (a local run's segments share one client).
+        self._mine = threading.local()
 
     def record(self, operation: str, code: str, reasons: list[Mapping[str, Any]]) -> None:
+        names = [str(reason.get("reason", "unknown")) for reason in reasons]
         with self._lock:
             self.count += 1
-            for reason in reasons:
-                name = str(reason.get("reason", "unknown"))
+            for name in names:
                 self.reasons[name] = self.reasons.get(name, 0) + 1
+        mine: list[list[str]] | None = getattr(self._mine, "attempts", None)
+        if mine is None:
+            mine = self._mine.attempts = []
+        mine.append(names)
         log.warning(
             "dynamodb throttled: %s %s %s",
             operation,
@@ -60,6 +68,13 @@ class ThrottleCounter:
                 "throttlingReasons": [dict(r) for r in reasons],
             },
         )
+
+    def take_mine(self) -> list[list[str]]:
+        """The ThrottlingReasons of each throttled attempt this thread made since it last
+        took them (an attempt with none listed: an empty list), oldest first."""
+        mine: list[list[str]] = getattr(self._mine, "attempts", None) or []
+        self._mine.attempts = []
+        return mine
 
 
 _observed: weakref.WeakKeyDictionary[Any, ThrottleCounter] = weakref.WeakKeyDictionary()
