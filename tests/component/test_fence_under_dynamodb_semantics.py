@@ -58,11 +58,17 @@ def test_shared_state_fence_is_starved_under_dynamodb_conflicts(
     # The re-stamps cancel each other on the STATE item they all check.
     assert stats.cancelled_transactions > 0, report
     assert stats.conflicts["TransactWriteItems"] == stats.cancelled_transactions, report
-    # Heartbeats and the operator's pause/resume/throttle are refused while a re-stamp holds
-    # STATE (the control writes' retries get most of them through at this small scale: the
-    # refusals are counted per attempt).
+    # Control writes (heartbeats, the operator's pause/resume/throttle) are refused while a
+    # re-stamp holds STATE (their retries get most of them through at this small scale: the
+    # refusals are counted per attempt). Which of the two meets a conflict is down to timing:
+    # on a loaded machine the operator's few writes can all land between transactions, so the
+    # two are counted together; the heartbeats alone must meet some, being many.
+    refused = (
+        outcome.heartbeats.outcomes["TransactionConflictException"]
+        + outcome.operator.outcomes["TransactionConflictException"]
+    )
+    assert refused > 0, report
     assert outcome.heartbeats.outcomes["TransactionConflictException"] > 0, report
-    assert outcome.operator.outcomes["TransactionConflictException"] > 0, report
     # And every re-stamp costs the control partition its ConditionCheck: 2 WCU.
     restamped = outcome.run.summary.restamped
     assert outcome.restamp_wcu["control"] == pytest.approx(2.0 * restamped), report

@@ -112,7 +112,7 @@ def test_the_wheel_installs_beside_another_boto3_and_the_resolver_check_is_clean
             "print((pathlib.Path(saga_index.__file__).parent / 'py.typed').is_file()); "
             "print([m for m in ('click', 'rich') if importlib.util.find_spec(m)]); "
             # The library's pydantic models, defined under the older pydantic.
-            "import saga_index.layout_change.backfill.wire, saga_index.layout_change.checks.repair",
+            "import saga_index.layout_change.backfill.wire, saga_index.store.repair",
         ],
         cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},

@@ -27,6 +27,7 @@ from infra.config import (
     load_cdk_json_context,
     load_pager_config,
 )
+from infra.drift import DRIFT_SCAN_ATTRIBUTES
 from infra.observability.descriptions import MAX_DESCRIPTION_CHARS, Runbook, alarm_descriptions
 from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
@@ -908,8 +909,14 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
             {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
             None,
         ),
-        # Only projected scans, never whole items.
-        '"dynamodb:Scan"': (table, {"StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}}),
+        # Only projected scans of the attributes the checks judge, never whole items.
+        '"dynamodb:Scan"': (
+            table,
+            {
+                "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": list(DRIFT_SCAN_ATTRIBUTES)},
+            },
+        ),
         # What is wrong now is judged against the control record: read it, never write it.
         '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
         # Its own log group only, and its own failed-invocations queue.
