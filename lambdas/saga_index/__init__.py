@@ -23,13 +23,14 @@ if TYPE_CHECKING:
         INDEX_NAME,
         MAX_SHARD_COUNT,
         OPEN_STATES,
+        EnumerationError,
         InvalidInputError,
         InvalidKeyError,
+        InvalidPersonIdError,
         SagaIndexError,
         shard,
+        validate_person_id,
     )
-    from saga_index.index.errors import EnumerationError, InvalidPersonIdError
-    from saga_index.index.keys import validate_person_id
     from saga_index.layout_change.record import (
         ControlItemInvalidError,
         ControlRecordInvalidError,

@@ -15,18 +15,22 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from saga_index.index import keys, names
-from saga_index.index.keys import Person
+from saga_index.index import Person, keys, names
 from saga_index.layout_change.record import (
     ControlProvider,
     ControlState,
     ControlStore,
     Routing,
+    StateSource,
 )
-from saga_index.layout_change.record.provider import StateSource
-from saga_index.store import SagaPage, SagaRepository, decode_cursor
-from saga_index.store.paging import MAX_PAGE_LIMIT, validate_limit
-from saga_index.store.partitions import read_partitions
+from saga_index.store import (
+    MAX_PAGE_LIMIT,
+    SagaPage,
+    SagaRepository,
+    decode_cursor,
+    read_partitions,
+    validate_limit,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -46,6 +46,7 @@ from saga_index.layout_change.transitions import (
     PreconditionFailedError,
     TransitionNotAllowedError,
     executor,
+    restore_state,
 )
 from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
@@ -366,7 +367,7 @@ class ControlContract:
             acquire_lease(store, holder="h", token="t", direction="forward", clock=clock)
         with pytest.raises(ControlRecordMissingError):
             pause_backfill(store, changed_by="ops", clock=clock)
-        restored = executor.restore_state(store)
+        restored = restore_state(store).state
         assert (restored.condition, restored.version) == (RecordCondition.PRESENT, 2)
         assert restored.last_backfill is None
 

@@ -20,8 +20,8 @@ from saga_index.store.cursor import (
     encode_cursor,
     plan_fingerprint,
 )
-from saga_index.store.paging import SagaPage, read_page
-from saga_index.store.partitions import count_partition
+from saga_index.store.paging import MAX_PAGE_LIMIT, SagaPage, read_page, validate_limit
+from saga_index.store.partitions import count_partition, partition_rows, read_partitions
 from saga_index.store.plan import KeyPlan
 from saga_index.store.repair import RepairStatus, repair_anomaly
 from saga_index.store.repository import ReadResult, SagaRepository
@@ -31,6 +31,7 @@ from saga_index.store.writer import SagaWriter, utc_iso
 __all__ = [
     "DEFAULT_DAYS",
     "MAX_DAYS",
+    "MAX_PAGE_LIMIT",
     "CursorLayoutChangedError",
     "InvalidCursorError",
     "KeyPlan",
@@ -45,9 +46,12 @@ __all__ = [
     "count_partition",
     "decode_cursor",
     "encode_cursor",
+    "partition_rows",
     "plan_fingerprint",
     "read_page",
+    "read_partitions",
     "read_throttle_window",
     "repair_anomaly",
     "utc_iso",
+    "validate_limit",
 ]

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index import InvalidInputError, SagaIndexError
 
 CURSOR_VERSION = 1
 # A GSI Query's LastEvaluatedKey: the index key and the table key, all strings in this table.

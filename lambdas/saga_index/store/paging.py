@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 from saga_index.store.cursor import (
     CursorLayoutChangedError,
     Enumeration,

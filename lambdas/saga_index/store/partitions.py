@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import names
-from saga_index.index.errors import EnumerationError
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import (
+from saga_index.index import EnumerationError, names
+from saga_index.store.dynamo import (
+    KeyReadPacer,
     attribute_list,
+    deserialize,
     on_index_partition,
+    query_pages,
     request_expressions,
 )
-from saga_index.store.dynamo.key_pace import KeyReadPacer
-from saga_index.store.dynamo.pages import query_pages
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from saga_index.index.keys import Person
+from saga_index.index import Person
 
 
 class KeyPlan(Protocol):

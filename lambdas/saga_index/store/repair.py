@@ -27,21 +27,23 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from saga_index.index import keys
-from saga_index.index.errors import (
+from saga_index.index import (
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
     InvalidInputError,
     InvalidKeyError,
     InvalidPersonIdError,
+    Person,
     SagaIndexError,
+    keys,
 )
-from saga_index.index.keys import Person
-from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import (
+from saga_index.store.dynamo import (
     Expression,
     attribute_list,
+    deserialize,
+    is_condition_failed,
     request_expressions,
+    serialize,
     unchanged_since_read,
 )
 from saga_index.store.plan import KeyPlan

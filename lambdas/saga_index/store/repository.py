@@ -29,20 +29,17 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import keys, names
-from saga_index.index.errors import EnumerationError, InvalidKeyError
-from saga_index.index.keys import Person
-from saga_index.index.model import OPEN_STATES
+from saga_index.index import OPEN_STATES, EnumerationError, InvalidKeyError, Person, keys, names
 from saga_index.store.cursor import Enumeration
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import (
+from saga_index.store.dynamo import (
     Expression,
+    IndexTarget,
     all_of,
+    deserialize,
     on_index_partition,
+    query_pages,
     request_expressions,
 )
-from saga_index.store.dynamo.pages import query_pages
-from saga_index.store.dynamo.target import IndexTarget
 from saga_index.store.paging import SagaPage, read_page
 from saga_index.store.partitions import read_partitions
 from saga_index.store.plan import KeyPlan, enumeration_keys

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from saga_index.index import names
-from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index import InvalidInputError, SagaIndexError, names
 
 log = logging.getLogger(__name__)
 

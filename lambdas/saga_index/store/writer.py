@@ -15,16 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidInputError, SagaAlreadyExistsError, SagaConflictError
-from saga_index.index.keys import Person
-from saga_index.index.model import validate_state
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import (
+from saga_index.index import (
+    InvalidInputError,
+    Person,
+    SagaAlreadyExistsError,
+    SagaConflictError,
+    keys,
+    validate_state,
+)
+from saga_index.store.dynamo import (
     Expression,
     all_of,
+    deserialize,
+    is_condition_failed,
     request_expressions,
+    serialize,
     unchanged_since_read,
 )
 from saga_index.store.plan import KeyPlan, PlanSource

@@ -31,14 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.store.dynamo.client import error_code
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import (
+from saga_index.store.dynamo import (
     Expression,
     all_of,
+    attribute_fragment,
     attribute_list,
+    deserialize,
+    error_code,
+    is_condition_failed,
     request_expressions,
+    serialize,
     update,
 )
 from saga_index.sweeps.findings import SagaRef
@@ -62,75 +64,81 @@ log = logging.getLogger(__name__)
 
 ACCESS_DENIED = "AccessDeniedException"
 
-_NAMES = {
-    "#state": "state",
-    "#attempts": PREPARE_ATTEMPTS,
-    "#updatedAt": UPDATED_AT,
-    "#lastRetryAt": LAST_PREPARE_RETRY_AT,
-    "#exhaustedAt": PREPARE_RETRIES_EXHAUSTED_AT,
-    "#claimToken": PREPARE_CLAIM_TOKEN,
-    "#claimedAt": PREPARE_CLAIMED_AT,
-    "#claimEvent": PREPARE_CLAIM_EVENT,
-    "#publishedAt": PREPARE_CLAIM_PUBLISHED_AT,
-}
 
-
-def _fragment(text: str, *placeholders: str, slots: tuple[str, ...] = ()) -> Expression:
-    """`text`, whose attribute placeholders are `placeholders` (of _NAMES) and values `slots`."""
-    return Expression(text, names={p: _NAMES[p] for p in placeholders}, slots=frozenset(slots))
-
-
-def _attributes(*placeholders: str) -> Expression:
-    """A list of attributes (of _NAMES), for a REMOVE."""
-    return attribute_list({p: _NAMES[p] for p in placeholders})
+def _attributes(*attributes: str) -> Expression:
+    """A list of attributes, each spelt "#" + its name, for a REMOVE."""
+    return attribute_list({f"#{a}": a for a in attributes})
 
 
 # The workflow has not moved the saga on (a retry of a saga that left PREPARE_FAILED would
 # restart a prepare that is already running or done).
-STILL_PREPARE_FAILED = _fragment(
-    "#state = :prepareFailed", "#state", slots=(":prepareFailed",)
+STILL_PREPARE_FAILED = attribute_fragment(
+    "#state = :prepareFailed", "state", slots=(":prepareFailed",)
 ).given(serialize({":prepareFailed": PREPARE_FAILED}))
 # Nobody claimed a retry since our read: the count is the one the rule decided on. A saga that
 # was never retried has no count at all; the condition says so instead of comparing with 0.
-ATTEMPTS_UNCHANGED = _fragment("#attempts = :seenAttempts", "#attempts", slots=(":seenAttempts",))
-ATTEMPTS_NEVER_COUNTED = _fragment("attribute_not_exists(#attempts)", "#attempts")
-# The workflow did not write the saga since our read (a fresh failure restarts the backoff).
-UPDATED_AT_UNCHANGED = _fragment(
-    "#updatedAt = :seenUpdatedAt", "#updatedAt", slots=(":seenUpdatedAt",)
+ATTEMPTS_UNCHANGED = attribute_fragment(
+    f"#{PREPARE_ATTEMPTS} = :seenAttempts", PREPARE_ATTEMPTS, slots=(":seenAttempts",)
 )
-UPDATED_AT_ABSENT = _fragment("attribute_not_exists(#updatedAt)", "#updatedAt")
+ATTEMPTS_NEVER_COUNTED = attribute_fragment(
+    f"attribute_not_exists(#{PREPARE_ATTEMPTS})", PREPARE_ATTEMPTS
+)
+# The workflow did not write the saga since our read (a fresh failure restarts the backoff).
+UPDATED_AT_UNCHANGED = attribute_fragment(
+    f"#{UPDATED_AT} = :seenUpdatedAt", UPDATED_AT, slots=(":seenUpdatedAt",)
+)
+UPDATED_AT_ABSENT = attribute_fragment(f"attribute_not_exists(#{UPDATED_AT})", UPDATED_AT)
 # The exhaustion event goes out once: the first sweep to record it wins.
-NOT_YET_EXHAUSTED = _fragment("attribute_not_exists(#exhaustedAt)", "#exhaustedAt")
+NOT_YET_EXHAUSTED = attribute_fragment(
+    f"attribute_not_exists(#{PREPARE_RETRIES_EXHAUSTED_AT})", PREPARE_RETRIES_EXHAUSTED_AT
+)
 # The claim is the one this token made and its publication is not recorded yet: only then may it
 # be undone (its event was refused) or marked published.
-STILL_THE_PENDING_CLAIM = _fragment(
-    "#claimToken = :token AND attribute_not_exists(#publishedAt)",
-    "#claimToken",
-    "#publishedAt",
+STILL_THE_PENDING_CLAIM = attribute_fragment(
+    f"#{PREPARE_CLAIM_TOKEN} = :token AND attribute_not_exists(#{PREPARE_CLAIM_PUBLISHED_AT})",
+    PREPARE_CLAIM_TOKEN,
+    PREPARE_CLAIM_PUBLISHED_AT,
     slots=(":token",),
 )
 
 # What a claim writes beside its count or its exhaustion: the outbox entry, pending.
-_CLAIM_RECORD = _fragment(
-    "#claimToken = :token, #claimedAt = :clockedAt, #claimEvent = :event",
-    "#claimToken",
-    "#claimedAt",
-    "#claimEvent",
+_CLAIM_RECORD = attribute_fragment(
+    f"#{PREPARE_CLAIM_TOKEN} = :token, #{PREPARE_CLAIMED_AT} = :clockedAt,"
+    f" #{PREPARE_CLAIM_EVENT} = :event",
+    PREPARE_CLAIM_TOKEN,
+    PREPARE_CLAIMED_AT,
+    PREPARE_CLAIM_EVENT,
     slots=(":token", ":clockedAt", ":event"),
 )
-_CLAIM_FIELDS = _attributes("#claimToken", "#claimedAt", "#claimEvent")
+_CLAIM_FIELDS = _attributes(PREPARE_CLAIM_TOKEN, PREPARE_CLAIMED_AT, PREPARE_CLAIM_EVENT)
 # A retry counts one more attempt (the first one counts from none) at the scheduled time.
-_ONE_MORE_ATTEMPT = _fragment(
-    "#attempts = if_not_exists(#attempts, :zero) + :one", "#attempts", slots=(":zero", ":one")
+_ONE_MORE_ATTEMPT = attribute_fragment(
+    f"#{PREPARE_ATTEMPTS} = if_not_exists(#{PREPARE_ATTEMPTS}, :zero) + :one",
+    PREPARE_ATTEMPTS,
+    slots=(":zero", ":one"),
 ).given(serialize({":zero": 0, ":one": 1}))
-_RETRIED_AT_CLAIM = _fragment("#lastRetryAt = :claimedAt", "#lastRetryAt", slots=(":claimedAt",))
-_EXHAUSTED_AT_CLAIM = _fragment("#exhaustedAt = :claimedAt", "#exhaustedAt", slots=(":claimedAt",))
-# Undoing a retry claim puts back the count and the last retry time it read.
-_ATTEMPTS_BACK = _fragment("#attempts = :seenAttempts", "#attempts", slots=(":seenAttempts",))
-_LAST_RETRY_BACK = _fragment(
-    "#lastRetryAt = :seenLastRetryAt", "#lastRetryAt", slots=(":seenLastRetryAt",)
+_RETRIED_AT_CLAIM = attribute_fragment(
+    f"#{LAST_PREPARE_RETRY_AT} = :claimedAt", LAST_PREPARE_RETRY_AT, slots=(":claimedAt",)
 )
-_PUBLISHED_NOW = _fragment("#publishedAt = :publishedAt", "#publishedAt", slots=(":publishedAt",))
+_EXHAUSTED_AT_CLAIM = attribute_fragment(
+    f"#{PREPARE_RETRIES_EXHAUSTED_AT} = :claimedAt",
+    PREPARE_RETRIES_EXHAUSTED_AT,
+    slots=(":claimedAt",),
+)
+# Undoing a retry claim puts back the count and the last retry time it read.
+_ATTEMPTS_BACK = attribute_fragment(
+    f"#{PREPARE_ATTEMPTS} = :seenAttempts", PREPARE_ATTEMPTS, slots=(":seenAttempts",)
+)
+_LAST_RETRY_BACK = attribute_fragment(
+    f"#{LAST_PREPARE_RETRY_AT} = :seenLastRetryAt",
+    LAST_PREPARE_RETRY_AT,
+    slots=(":seenLastRetryAt",),
+)
+_PUBLISHED_NOW = attribute_fragment(
+    f"#{PREPARE_CLAIM_PUBLISHED_AT} = :publishedAt",
+    PREPARE_CLAIM_PUBLISHED_AT,
+    slots=(":publishedAt",),
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ def _claim_record(claim: Claim) -> tuple[Expression, Expression]:
     record = _CLAIM_RECORD.given(
         serialize({":token": claim.token, ":clockedAt": claim.clocked_at, ":event": claim.event})
     )
-    return record, _attributes("#publishedAt")
+    return record, _attributes(PREPARE_CLAIM_PUBLISHED_AT)
 
 
 def _pending_claim(token: str) -> Expression:
@@ -206,11 +214,11 @@ class RetryClaims:
         sets: list[Expression] = []
         removes: list[Expression] = [_CLAIM_FIELDS]
         if decision.seen_attempts is None:
-            removes.append(_attributes("#attempts"))
+            removes.append(_attributes(PREPARE_ATTEMPTS))
         else:
             sets.append(_ATTEMPTS_BACK.given(serialize({":seenAttempts": decision.seen_attempts})))
         if decision.seen_last_retry_at is None:
-            removes.append(_attributes("#lastRetryAt"))
+            removes.append(_attributes(LAST_PREPARE_RETRY_AT))
         else:
             seen = serialize({":seenLastRetryAt": decision.seen_last_retry_at})
             sets.append(_LAST_RETRY_BACK.given(seen))
@@ -226,7 +234,7 @@ class RetryClaims:
         and pending."""
         return self._update(
             decision.finding.saga,
-            update(remove=[_attributes("#exhaustedAt"), _CLAIM_FIELDS]),
+            update(remove=[_attributes(PREPARE_RETRIES_EXHAUSTED_AT), _CLAIM_FIELDS]),
             _pending_claim(token),
             "release exhaustion",
         )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 
 
 def require_aware(now: datetime) -> datetime:

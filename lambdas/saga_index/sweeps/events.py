@@ -26,9 +26,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.store.dynamo.client import error_code, retry_config
-from saga_index.store.dynamo.codec import to_plain_json
+from saga_index.index import SagaIndexError
+from saga_index.store.dynamo import error_code, retry_config, to_plain_json
 from saga_index.sweeps.findings import Finding
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from saga_index.index import keys, names
-from saga_index.index.errors import InvalidKeyError
+from saga_index.index import InvalidKeyError, keys, names
 
 
 class FindingKind(StrEnum):

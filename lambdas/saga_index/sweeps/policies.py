@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.model import OPEN_STATES
+from saga_index.index import OPEN_STATES, InvalidInputError
 
 DEFAULT_HEARTBEAT_THRESHOLD = timedelta(minutes=30)
 DEFAULT_MAX_PREPARE_ATTEMPTS = 3

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from saga_index.index.model import OPEN_STATES
+from saga_index.index import OPEN_STATES
 
 PREPARE_FAILED = "PREPARE_FAILED"
 

@@ -18,10 +18,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import jobs, names
-from saga_index.index.errors import SagaIndexError
-from saga_index.store.repository import ReadResult, SagaRepository
-from saga_index.store.writer import utc_iso
+from saga_index.index import SagaIndexError, jobs, names
+from saga_index.store import ReadResult, SagaRepository, utc_iso
 from saga_index.sweeps.claims import Claim, RetryClaims
 from saga_index.sweeps.clock import require_aware
 from saga_index.sweeps.events import EventPublisher, EventPublishError, SagaEvent, event_for

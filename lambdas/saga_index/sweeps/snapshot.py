@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from saga_index.index.model import OPEN_STATES
+from saga_index.index import OPEN_STATES
 from saga_index.sweeps.clock import parse_timestamp, require_aware
 from saga_index.sweeps.findings import SagaRef, Unevaluable
 from saga_index.sweeps.rows import OPENED_AT, open_sagas

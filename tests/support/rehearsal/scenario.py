@@ -20,7 +20,7 @@ from saga_index.index.shard import DEFAULT_SHARD_COUNT
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import utc_now
-from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions import restore_state
 from saga_index.store.dynamo.codec import deserialize
 from tests.support.backends import Backend
 from tests.support.control_seed import delete_state, seed_state
@@ -211,7 +211,7 @@ def rehearse(
         result.events = world.drain_bus()
         # The operator restores the record from its history before the backfill (which refuses
         # to run while the record is missing).
-        executor.restore_state(ControlStore(world.dynamodb, backend.table_name))
+        restore_state(ControlStore(world.dynamodb, backend.table_name))
         result.backfill_holder = world.stand_in.execution_arn(BACKFILL_EXECUTION)
         # The state machine's task inputs (infra/backfill.py): the execution input and the
         # execution's id ($$.Execution.Id, the lease's holder) to the plan; the ItemSelector's

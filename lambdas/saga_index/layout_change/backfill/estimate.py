@@ -23,14 +23,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import INDEX_PARTITION_KEY
+from saga_index.index import INDEX_PARTITION_KEY, InvalidInputError, keys
 from saga_index.layout_change.backfill.move import Move
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import on_index_partition, request_expressions
-from saga_index.store.dynamo.sizing import item_size
-from saga_index.store.partitions import partition_rows
+from saga_index.store import partition_rows
+from saga_index.store.dynamo import deserialize, item_size, on_index_partition, request_expressions
 
 # DynamoDB's ceiling of one partition (AWS documentation), on-demand mode and indexes included.
 PARTITION_WCU_PER_SECOND = 1000.0

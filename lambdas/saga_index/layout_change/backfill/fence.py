@@ -50,7 +50,7 @@ from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
+from saga_index.index import SagaIndexError
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import (
     SLOT_PARTITION_CAP,
@@ -58,13 +58,16 @@ from saga_index.layout_change.backfill.slots import (
     describe_slot,
     read_slot,
 )
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.record.items import FENCE_EPOCH, LEASE_TOKEN, fence_slot_key
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.store.dynamo.client import THROTTLE_CODES, error_code
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.dynamo.expressions import request_expressions
+from saga_index.layout_change.lease import LeaseLostError
+from saga_index.layout_change.record import (
+    FENCE_EPOCH,
+    LEASE_TOKEN,
+    ControlStore,
+    WallClock,
+    fence_slot_key,
+    utc_now,
+)
+from saga_index.store.dynamo import THROTTLE_CODES, error_code, request_expressions, serialize
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import (
+from saga_index.index import (
     BACKFILL_SEGMENT_TEMPLATE_FIELDS,
     MAX_CONCURRENT_SEGMENTS,
     MAX_WRITES_PER_SECOND,
     MIN_WRITES_PER_SECOND,
+    InvalidInputError,
 )
 from saga_index.layout_change.backfill.caps import (
     APPLIED_CAP_BUDGET,
@@ -36,7 +36,7 @@ from saga_index.layout_change.backfill.wire import (
     SegmentResult,
     check_cursor,
 )
-from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record import BackfillDirection
 
 DEFAULT_TOTAL_SEGMENTS = 4
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0

@@ -34,7 +34,7 @@ from typing import Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import RetryLaterError, SagaIndexError
+from saga_index.index import RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
@@ -42,17 +42,22 @@ from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import RunTicket
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.lease.grant import (
+from saga_index.layout_change.lease import (
     LEASE_TTL_SECONDS,
+    LeaseLostError,
     acquire_lease,
     heartbeat_lease,
     release_lease,
 )
-from saga_index.layout_change.record.state import BackfillCompletion, ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time, parse_time
-from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.layout_change.record import (
+    BackfillCompletion,
+    ControlState,
+    ControlStore,
+    WallClock,
+    format_time,
+    parse_time,
+    utc_now,
+)
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,8 @@ from saga_index.layout_change.backfill.fence import SLOT_CHECK, FenceCheck, Leas
 from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, LeaseKeeper
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.wire import RunTicket
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.layout_change.lease import LEASE_TTL_SECONDS, LeaseLostError
+from saga_index.layout_change.record import ControlState, ControlStore, WallClock, utc_now
 
 # The least heartbeat age the clock fence allows (default_max_heartbeat_age).
 MIN_HEARTBEAT_AGE_SECONDS: Final = 2.0

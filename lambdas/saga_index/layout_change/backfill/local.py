@@ -21,8 +21,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS
+from saga_index.index import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SagaIndexError
 from saga_index.layout_change.backfill.fence import SLOT_CHECK, FenceCheck, LeaseFence
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.keeper import (
@@ -38,12 +37,20 @@ from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import RunTicket, SegmentCounts, SegmentResult
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, new_lease_token, release_lease
-from saga_index.layout_change.record.state import BackfillCompletion, ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.store.dynamo.client import ThrottleCounter, attach_throttle_observer
+from saga_index.layout_change.lease import (
+    LEASE_TTL_SECONDS,
+    LeaseLostError,
+    new_lease_token,
+    release_lease,
+)
+from saga_index.layout_change.record import (
+    BackfillCompletion,
+    ControlState,
+    ControlStore,
+    WallClock,
+    utc_now,
+)
+from saga_index.store.dynamo import ThrottleCounter, attach_throttle_observer
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.lease.grant import backfill_layouts
-from saga_index.layout_change.record.errors import ControlRecordMissingError
-from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
+from saga_index.index import LEGACY, Layout, keys
+from saga_index.layout_change.lease import backfill_layouts
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    ControlRecordMissingError,
+    ControlState,
+    RecordCondition,
+)
 
 
 @dataclass(frozen=True)

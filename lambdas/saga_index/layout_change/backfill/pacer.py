@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 
 # The least fraction of the cap the pace falls to (a run always makes progress), by default.
 DEFAULT_FLOOR_FRACTION: Final = 1 / 64

@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from saga_index.index.errors import SagaIndexError
+from saga_index.index import SagaIndexError
 from saga_index.layout_change.backfill.pacer import Pace, Pacer, PaceRules
-from saga_index.store.dynamo.client import ThrottleCounter
+from saga_index.store.dynamo import ThrottleCounter
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from saga_index.layout_change.backfill.wire import (
     TableKey,
     plain_key,
 )
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import (
+from saga_index.store import count_partition
+from saga_index.store.dynamo import (
     attribute_list,
+    deserialize,
     on_index_partition,
+    query_pages,
     request_expressions,
 )
-from saga_index.store.dynamo.pages import query_pages
-from saga_index.store.partitions import count_partition
 
 # What the base table confirms of a row the index still shows on a source key.
 _CONFIRMED = attribute_list({"#gsi4pk": "GSI4PK", "#personId": "personId"})

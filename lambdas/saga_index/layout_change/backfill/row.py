@@ -37,12 +37,14 @@ from saga_index.layout_change.backfill.wire import (
     anomaly_key,
     plain_key,
 )
-from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import (
+from saga_index.store.dynamo import (
     Expression,
+    ThrottleCounter,
     attribute_list,
+    deserialize,
+    error_code,
+    is_condition_failed,
+    is_throttle,
     request_expressions,
     unchanged_since_read,
 )

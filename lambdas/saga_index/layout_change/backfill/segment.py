@@ -32,7 +32,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import SegmentRequest
 from saga_index.layout_change.backfill.pacer import reasons_of
@@ -43,8 +43,7 @@ from saga_index.layout_change.backfill.pacing import (
 )
 from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES, RowRestamper
 from saga_index.layout_change.backfill.wire import Cursor, SegmentCounts, SegmentResult, cursor_of
-from saga_index.store.dynamo.client import ThrottleCounter, error_code, is_throttle
-from saga_index.store.dynamo.expressions import request_expressions
+from saga_index.store.dynamo import ThrottleCounter, error_code, is_throttle, request_expressions
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,9 @@ from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.names import TABLE_PARTITION_KEY
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.record.errors import ControlError
-from saga_index.layout_change.record.items import (
+from saga_index.index import TABLE_PARTITION_KEY
+from saga_index.layout_change.lease import LeaseLostError
+from saga_index.layout_change.record import (
     ENTITY_FENCE,
     ENTITY_TYPE,
     FENCE_ARMED_AT,
@@ -44,16 +43,25 @@ from saga_index.layout_change.record.items import (
     FENCE_SLOTS,
     LEASE_TOKEN,
     STATE_VERSION,
+    ControlError,
+    ControlStore,
+    WallClock,
     fence_slot_key,
+    format_time,
+    utc_now,
 )
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.store.dynamo.client import error_code
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import Expression, attribute_fragment, request_expressions
-from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
+from saga_index.store.dynamo import (
+    DEFAULT_POLICY,
+    Expression,
+    RetryPolicy,
+    attribute_fragment,
+    deserialize,
+    error_code,
+    is_condition_failed,
+    request_expressions,
+    retry_transient,
+    serialize,
+)
 
 # How many slot writes an arming has in flight at once.
 ARMING_POOL: Final = 16

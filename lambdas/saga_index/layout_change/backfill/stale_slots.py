@@ -24,18 +24,29 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.layout_change.backfill.slots import read_slot
-from saga_index.layout_change.lease.errors import LeaseHeldError
-from saga_index.layout_change.lease.events import put_event, required
-from saga_index.layout_change.record.errors import ControlRecordMissingError
-from saga_index.layout_change.record.items import FENCE_EPOCH, FENCE_SLOTS, fence_slot_key
-from saga_index.layout_change.record.state import RecordCondition
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time, to_millis
-from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import attribute_fragment, request_expressions
-from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
+from saga_index.layout_change.lease import LeaseHeldError, put_event, required
+from saga_index.layout_change.record import (
+    FENCE_EPOCH,
+    FENCE_SLOTS,
+    ControlRecordMissingError,
+    ControlStore,
+    RecordCondition,
+    WallClock,
+    fence_slot_key,
+    format_time,
+    to_millis,
+    utc_now,
+)
+from saga_index.store.dynamo import (
+    DEFAULT_POLICY,
+    RetryPolicy,
+    attribute_fragment,
+    deserialize,
+    is_condition_failed,
+    request_expressions,
+    retry_transient,
+    serialize,
+)
 
 EVENT_FENCE_CLEARED: Final = "fence-cleared"
 # Every slot a run can arm: one per segment (backfill.wire MAX_TOTAL_SEGMENTS).

@@ -40,10 +40,9 @@ from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import SegmentResult
-from saga_index.layout_change.lease.errors import LeaseLostError
-from saga_index.layout_change.lease.grant import heartbeat_lease
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.store.dynamo.client import attach_throttle_observer
+from saga_index.layout_change.lease import LeaseLostError, heartbeat_lease
+from saga_index.layout_change.record import ControlStore
+from saga_index.store.dynamo import attach_throttle_observer
 
 
 def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:

@@ -8,12 +8,12 @@ from typing import Any
 
 from pydantic import Field
 
-from saga_index.index.names import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KEY_ROWS
+from saga_index.index import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KEY_ROWS
 from saga_index.layout_change.backfill.caps import merge_caps
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.wire import LayoutSpec, Payload, SegmentCounts, TableKey
-from saga_index.layout_change.record.state import BackfillDirection
+from saga_index.layout_change.record import BackfillDirection
 
 
 class VerificationResult(Payload):

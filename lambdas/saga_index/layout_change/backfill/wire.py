@@ -32,9 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import Layout, LayoutKind
-from saga_index.index.names import (
+from saga_index.index import (
     METRIC_ANOMALIES,
     METRIC_PACE_PAUSES,
     METRIC_RESTAMPED,
@@ -44,11 +42,12 @@ from saga_index.index.names import (
     METRIC_WOULD_RESTAMP,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
+    InvalidInputError,
+    Layout,
+    LayoutKind,
 )
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.record.times import format_time
-from saga_index.layout_change.record.timing import utc_now
+from saga_index.layout_change.record import BackfillDirection, format_time, utc_now
 
 # The table's key schema (infra/table.py): the cursor is a key of this shape.
 TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)

@@ -10,15 +10,28 @@ parity/        the parity verifier: the reads against the base table or a snapsh
                (its front: checks.parity)
 """
 
+from saga_index.layout_change.checks.expectations import Expectations, RowRef, Verdict
 from saga_index.layout_change.checks.layout_probe import (
+    PROBE_WORKERS,
+    InferredLayout,
     RowsSeen,
+    infer_layout,
     probe_keys,
     probe_shard_keys,
     shard_rows_refusal,
 )
+from saga_index.layout_change.checks.read_progress import ReadCounter, ReadsDone
 
 __all__ = [
+    "PROBE_WORKERS",
+    "Expectations",
+    "InferredLayout",
+    "ReadCounter",
+    "ReadsDone",
+    "RowRef",
     "RowsSeen",
+    "Verdict",
+    "infer_layout",
     "probe_keys",
     "probe_shard_keys",
     "shard_rows_refusal",

@@ -9,12 +9,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from saga_index.index import keys, names
-from saga_index.index.errors import InvalidKeyError
-from saga_index.index.keys import Person
-from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.record.routing import Routing
+from saga_index.index import (
+    DEFAULT_SHARD_COUNT,
+    LEGACY,
+    InvalidKeyError,
+    Layout,
+    Person,
+    keys,
+    names,
+)
+from saga_index.layout_change.record import Routing
 
 
 class Verdict(StrEnum):

@@ -18,13 +18,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from saga_index.index import keys, names
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.keys import Person
-from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.shard import MAX_SHARD_COUNT, shard
+from saga_index.index import (
+    LEGACY,
+    MAX_SHARD_COUNT,
+    InvalidInputError,
+    Layout,
+    Person,
+    keys,
+    names,
+    shard,
+)
 from saga_index.layout_change.checks.expectations import RowRef
-from saga_index.store.partitions import partition_rows, read_partitions
+from saga_index.store import partition_rows, read_partitions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -31,7 +31,16 @@ from saga_index.layout_change.lease.errors import (
     LeaseNotYetEffectiveError,
     LeaseOutcomeUnknownError,
 )
-from saga_index.layout_change.lease.grant import LEASE_TTL_SECONDS, check_startable, release_lease
+from saga_index.layout_change.lease.events import put_event, required
+from saga_index.layout_change.lease.grant import (
+    LEASE_TTL_SECONDS,
+    acquire_lease,
+    backfill_layouts,
+    check_startable,
+    heartbeat_lease,
+    new_lease_token,
+    release_lease,
+)
 
 __all__ = [
     "LEASE_TTL_SECONDS",
@@ -41,10 +50,16 @@ __all__ = [
     "LeaseLostError",
     "LeaseNotYetEffectiveError",
     "LeaseOutcomeUnknownError",
+    "acquire_lease",
+    "backfill_layouts",
     "check_startable",
     "clear_throttle",
+    "heartbeat_lease",
+    "new_lease_token",
     "pause_backfill",
+    "put_event",
     "release_lease",
+    "required",
     "resume_backfill",
     "set_throttle",
 ]

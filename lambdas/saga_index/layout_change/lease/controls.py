@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from saga_index.index.names import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
+from saga_index.index import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
 from saga_index.layout_change.lease.errors import InvalidBackfillControlError
 from saga_index.layout_change.lease.events import (
     EVENT_PAUSE,
@@ -17,13 +17,18 @@ from saga_index.layout_change.lease.events import (
     put_event,
     required,
 )
-from saga_index.layout_change.record.conditions import STATE_EXISTS
-from saga_index.layout_change.record.errors import ControlRecordMissingError
-from saga_index.layout_change.record.items import BACKFILL_MAX_WRITES_PER_SECOND, BACKFILL_PAUSED
-from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import to_millis
-from saga_index.layout_change.record.timing import WallClock, utc_now
+from saga_index.layout_change.record import (
+    BACKFILL_MAX_WRITES_PER_SECOND,
+    BACKFILL_PAUSED,
+    STATE_EXISTS,
+    ControlRecordMissingError,
+    ControlState,
+    ControlStore,
+    RecordCondition,
+    WallClock,
+    to_millis,
+    utc_now,
+)
 
 
 def set_throttle(

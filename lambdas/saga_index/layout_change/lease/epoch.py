@@ -17,10 +17,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from saga_index.layout_change.record.items import FENCE_EPOCH, fence_slot_key
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.store.dynamo.codec import deserialize, serialize
+from saga_index.layout_change.record import FENCE_EPOCH, ControlState, ControlStore, fence_slot_key
+from saga_index.store.dynamo import deserialize, serialize
 
 
 def newest_armed_epoch(store: ControlStore) -> int | None:

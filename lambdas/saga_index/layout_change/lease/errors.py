@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from saga_index.index.errors import InvalidInputError, RetryLaterError
-from saga_index.layout_change.record.errors import ControlError
+from saga_index.index import InvalidInputError, RetryLaterError
+from saga_index.layout_change.record import ControlError
 
 
 class LeaseHeldError(ControlError, RetryLaterError):

@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from saga_index.layout_change.lease.errors import InvalidBackfillControlError
-from saga_index.layout_change.record.encode import ControlEvent
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record import ControlEvent, ControlStore
 
 EVENT_THROTTLE: Final = "throttle"
 EVENT_PAUSE: Final = "pause"

@@ -23,9 +23,7 @@ from typing import Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import RetryLaterError
-from saga_index.index.layout import Layout
-from saga_index.index.shard import MAX_SHARD_COUNT
+from saga_index.index import MAX_SHARD_COUNT, Layout, RetryLaterError
 from saga_index.layout_change.lease.epoch import newest_armed_epoch, next_epoch
 from saga_index.layout_change.lease.errors import (
     InvalidBackfillControlError,
@@ -41,18 +39,7 @@ from saga_index.layout_change.lease.events import (
     put_event,
     required,
 )
-from saga_index.layout_change.record.conditions import STILL_THE_VERSION_READ
-from saga_index.layout_change.record.encode import (
-    completion_attributes,
-    lease_attributes,
-    present,
-)
-from saga_index.layout_change.record.errors import (
-    ControlError,
-    ControlRecordMissingError,
-    VersionConflictError,
-)
-from saga_index.layout_change.record.items import (
+from saga_index.layout_change.record import (
     LEASE_ATTRIBUTES,
     LEASE_EPOCH,
     LEASE_EXPIRES_AT,
@@ -60,20 +47,28 @@ from saga_index.layout_change.record.items import (
     LEASE_PACE,
     LEASE_STATE_VERSION,
     LEASE_TOKEN,
+    STILL_THE_VERSION_READ,
     VERSION,
-)
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
+    ControlError,
+    ControlRecordMissingError,
     ControlState,
+    ControlStore,
     Lease,
+    Phase,
     RecordCondition,
+    VersionConflictError,
+    WallClock,
+    completion_attributes,
+    format_time,
+    lease_attributes,
+    present,
+    seconds_until,
+    to_millis,
+    utc_now,
 )
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time, seconds_until, to_millis
-from saga_index.layout_change.record.timing import WallClock, utc_now
-from saga_index.store.dynamo.expressions import all_conditions, attribute_fragment
+from saga_index.store.dynamo import all_conditions, attribute_fragment
 
 # A run that has not heartbeated for this long is dead and its lease may be taken over.
 LEASE_TTL_SECONDS: Final = 120.0

@@ -18,13 +18,23 @@ that every reader and writer follows, changed only through guarded transitions.
 """
 
 from saga_index.layout_change.record import items
+from saga_index.layout_change.record.conditions import STATE_EXISTS, STILL_THE_VERSION_READ
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
-from saga_index.layout_change.record.encode import history_item, state_item
+from saga_index.layout_change.record.encode import (
+    ControlEvent,
+    completion_attributes,
+    history_item,
+    lease_attributes,
+    present,
+    state_item,
+)
 from saga_index.layout_change.record.errors import (
+    ControlError,
     ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlRecordUnavailableError,
+    VersionConflictError,
 )
 from saga_index.layout_change.record.grammar import deserialize_control_item, grammar_document
 from saga_index.layout_change.record.history import (
@@ -36,15 +46,29 @@ from saga_index.layout_change.record.history import (
     restore_point,
 )
 from saga_index.layout_change.record.items import (
+    BACKFILL_MAX_WRITES_PER_SECOND,
+    BACKFILL_PAUSED,
+    ENTITY_FENCE,
+    ENTITY_TYPE,
+    FENCE_ARMED_AT,
+    FENCE_ARMED_BY,
+    FENCE_EPOCH,
+    FENCE_SLOTS,
+    LEASE_ATTRIBUTES,
+    LEASE_EPOCH,
     LEASE_EXPIRES_AT,
+    LEASE_HEARTBEAT_AT,
+    LEASE_PACE,
     LEASE_STATE_VERSION,
     LEASE_TOKEN,
+    STATE_VERSION,
     VERSION,
+    fence_slot_key,
     state_key,
 )
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
-from saga_index.layout_change.record.provider import ControlProvider
-from saga_index.layout_change.record.routing import Routing, routing_for
+from saga_index.layout_change.record.provider import ControlProvider, StateSource
+from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
 from saga_index.layout_change.record.schema import (
     COMPLETION,
     CONTROLS,
@@ -66,27 +90,44 @@ from saga_index.layout_change.record.state import (
     Transition,
 )
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time, seconds_until
+from saga_index.layout_change.record.times import format_time, parse_time, seconds_until, to_millis
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
 
 __all__ = [
+    "BACKFILL_MAX_WRITES_PER_SECOND",
+    "BACKFILL_PAUSED",
     "COMPLETION",
     "CONTROLS",
     "DEFAULT_TIMING",
+    "ENTITY_FENCE",
+    "ENTITY_TYPE",
+    "FENCE_ARMED_AT",
+    "FENCE_ARMED_BY",
+    "FENCE_EPOCH",
+    "FENCE_SLOTS",
     "HISTORY_ABANDONED",
     "HISTORY_APPLIED",
     "HISTORY_FLAGS",
     "LEASE",
+    "LEASE_ATTRIBUTES",
+    "LEASE_EPOCH",
     "LEASE_EXPIRES_AT",
+    "LEASE_HEARTBEAT_AT",
+    "LEASE_PACE",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
     "PARTS",
     "SINGLE_COUNT_PHASES",
+    "STATE_EXISTS",
+    "STATE_VERSION",
+    "STILL_THE_VERSION_READ",
     "TRANSITION",
     "VERSION",
     "Attribute",
     "BackfillCompletion",
     "BackfillDirection",
+    "ControlError",
+    "ControlEvent",
     "ControlItemInvalidError",
     "ControlProvider",
     "ControlRecordInvalidError",
@@ -101,24 +142,33 @@ __all__ = [
     "Phase",
     "RecordCondition",
     "Routing",
+    "StateSource",
     "Transition",
     "Value",
+    "VersionConflictError",
     "WallClock",
     "attributes_document",
+    "completion_attributes",
     "deserialize_control_item",
+    "fence_slot_key",
     "followed_state",
     "format_time",
     "grammar_document",
     "history_item",
     "items",
     "layouts_for_phase",
+    "lease_attributes",
     "needs_lost_record_probe",
     "parse_history_item",
     "parse_state_item",
+    "parse_time",
+    "present",
+    "resolve_routing",
     "restore_point",
     "routing_for",
     "seconds_until",
     "state_item",
     "state_key",
+    "to_millis",
     "utc_now",
 ]

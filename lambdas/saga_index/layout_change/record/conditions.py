@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.history import HISTORY_ABANDONED, HISTORY_APPLIED
 from saga_index.layout_change.record.items import LAYOUT, VERSION
-from saga_index.store.dynamo.expressions import Expression, attribute_fragment
+from saga_index.store.dynamo import Expression, attribute_fragment
 
 # The first transition creates the STATE item; a second operator doing the same must lose.
 NO_STATE_YET: Final = attribute_fragment(

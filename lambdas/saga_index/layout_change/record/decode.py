@@ -16,9 +16,15 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import LEGACY_KIND, SHARDED_KIND, Layout
-from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index import (
+    CONTROL_PK,
+    LEGACY_KIND,
+    SHARDED_KIND,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+    InvalidInputError,
+    Layout,
+)
 from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
 from saga_index.layout_change.record.grammar import DIRECTIONS, MAX_INTEGER, NumberText
 from saga_index.layout_change.record.items import (

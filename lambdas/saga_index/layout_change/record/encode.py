@@ -13,9 +13,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import Layout
-from saga_index.index.names import CONTROL_PK, TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index import (
+    CONTROL_PK,
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+    InvalidInputError,
+    Layout,
+)
 from saga_index.layout_change.record.items import (
     CHANGED_AT,
     CHANGED_BY,

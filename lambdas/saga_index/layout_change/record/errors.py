@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from saga_index.index.errors import SagaIndexError
+from saga_index.index import SagaIndexError
 
 
 class ControlError(SagaIndexError):

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from saga_index.index.layout import LEGACY_KIND, SHARDED_KIND
+from saga_index.index import LEGACY_KIND, SHARDED_KIND
 from saga_index.layout_change.record.state import BackfillDirection
 
 TIME_PATTERN: Final = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"

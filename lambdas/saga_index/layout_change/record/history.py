@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from saga_index.index.names import TABLE_PARTITION_KEY, TABLE_SORT_KEY
+from saga_index.index import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 from saga_index.layout_change.record.decode import (
     parse_history_flags,
     parse_history_item,
@@ -18,8 +18,7 @@ from saga_index.layout_change.record.errors import (
 )
 from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.dynamo.expressions import Expression
+from saga_index.store.dynamo import Expression, serialize
 
 __all__ = [
     "HISTORY_ABANDONED",

@@ -16,12 +16,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.names import (
+from saga_index.index import (
     CONTROL_PK,
     FENCE_PK_PREFIX,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
+    InvalidInputError,
 )
 from saga_index.layout_change.record.times import format_time
 

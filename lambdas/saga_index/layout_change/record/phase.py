@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import LEGACY, Layout
+from saga_index.index import LEGACY, InvalidInputError, Layout
 
 
 class Phase(StrEnum):

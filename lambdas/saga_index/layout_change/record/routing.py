@@ -35,10 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.keys import Person
-from saga_index.index.layout import Layout
-from saga_index.index.shard import validate_shard_count
+from saga_index.index import InvalidInputError, Layout, Person, validate_shard_count
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
 from saga_index.layout_change.record.phase import Phase, layouts_for_phase, phase_of
 from saga_index.layout_change.record.state import ControlState, RecordCondition

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.layout import LEGACY, Layout
+from saga_index.index import LEGACY, InvalidInputError, Layout
 from saga_index.layout_change.record.phase import Phase, phase_of
 
 

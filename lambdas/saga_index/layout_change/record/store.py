@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
-from saga_index.index.keys import sharded_gsi4pk
-from saga_index.index.names import (
+from saga_index.index import (
     CONTROL_PK,
     INDEX_NAME,
     INDEX_PARTITION_KEY,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
+    sharded_gsi4pk,
 )
 from saga_index.layout_change.record.conditions import (
     ITEMS_UNDER_PREFIX,
@@ -67,18 +67,20 @@ from saga_index.layout_change.record.items import (
     state_key,
 )
 from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.store.dynamo.codec import serialize
-from saga_index.store.dynamo.conditions import is_condition_failed
-from saga_index.store.dynamo.expressions import (
+from saga_index.store import partition_rows
+from saga_index.store.dynamo import (
+    DEFAULT_POLICY,
     Expression,
+    RetryPolicy,
     attribute_fragment,
     attribute_list,
+    is_condition_failed,
+    query_pages,
     request_expressions,
+    retry_transient,
+    serialize,
     update,
 )
-from saga_index.store.dynamo.pages import query_pages
-from saga_index.store.dynamo.retry import DEFAULT_POLICY, RetryPolicy, retry_transient
-from saga_index.store.partitions import partition_rows
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 from saga_index.layout_change.record.errors import ControlItemInvalidError, Refusal
 from saga_index.layout_change.record.grammar import is_time_text
 

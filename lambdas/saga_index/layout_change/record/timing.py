@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError
 
 # T: the one staleness bound every reader and writer of the record promises (the contract's T).
 CACHE_SECONDS: Final = 30.0

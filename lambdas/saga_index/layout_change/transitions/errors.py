@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError, RetryLaterError
-from saga_index.layout_change.record.errors import ControlError
+from saga_index.index import InvalidInputError, RetryLaterError
+from saga_index.layout_change.record import ControlError
 
 
 class TransitionNotAllowedError(ControlError, InvalidInputError):

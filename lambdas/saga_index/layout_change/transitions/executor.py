@@ -22,19 +22,24 @@ from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import InvalidInputError, RetryLaterError
-from saga_index.layout_change.checks.layout_probe import probe_shard_keys
-from saga_index.layout_change.record.errors import (
+from saga_index.index import InvalidInputError, RetryLaterError
+from saga_index.layout_change.checks import probe_shard_keys
+from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
     ControlRecordInvalidError,
     ControlRecordMissingError,
+    ControlState,
+    ControlStore,
+    ControlTiming,
+    Phase,
+    RecordCondition,
+    Transition,
     VersionConflictError,
+    WallClock,
+    format_time,
+    to_millis,
+    utc_now,
 )
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import format_time, to_millis
-from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.layout_change.transitions import restore
 from saga_index.layout_change.transitions.errors import (
     CheckResult,
     MoveOutcomeUnknownError,
@@ -63,7 +68,6 @@ __all__ = [
     "PhaseChange",
     "change_phase",
     "repair_history",
-    "restore_state",
 ]
 
 log = logging.getLogger(__name__)
@@ -390,9 +394,3 @@ def _required(name: str, value: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value.strip()
-
-
-def restore_state(store: ControlStore) -> ControlState:
-    """Rebuild a lost or unparseable STATE item from history (transitions.restore, without
-    the rows: a caller that can read the index passes them there); the state it left."""
-    return restore.restore_state(store).state

@@ -20,29 +20,24 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index.errors import SagaIndexError
-from saga_index.index.layout import Layout
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
-from saga_index.layout_change.checks.layout_probe import (
+from saga_index.index import DEFAULT_SHARD_COUNT, Layout, SagaIndexError
+from saga_index.layout_change.checks import (
     RowsSeen,
     probe_shard_keys,
     shard_rows_refusal,
 )
+from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
 from saga_index.layout_change.checks.parity import (
     DEFAULT_RECHECK_DELAY_SECONDS,
     DEFAULT_SAMPLE,
     ParityReport,
     ParityVerifier,
 )
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
-from saga_index.layout_change.record.state import ControlState
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record import ControlState, ControlStore, Phase, Routing
 from saga_index.layout_change.transitions.errors import CheckResult
 from saga_index.layout_change.transitions.rules import Precondition, check_backfill, plan_move
-from saga_index.store.dynamo.scan import ScanOptions
-from saga_index.store.partitions import count_partition
+from saga_index.store import count_partition
+from saga_index.store.dynamo import ScanOptions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

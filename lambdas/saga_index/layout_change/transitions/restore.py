@@ -21,15 +21,22 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from saga_index.index.layout import LEGACY
-from saga_index.layout_change.checks.layout_probe import InferredLayout, RowsSeen, infer_layout
-from saga_index.layout_change.record.decode import parse_state_item
-from saga_index.layout_change.record.errors import ControlError, ControlRecordInvalidError
-from saga_index.layout_change.record.history import restore_point
-from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.record.times import to_millis
-from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
+from saga_index.index import LEGACY
+from saga_index.layout_change.checks import InferredLayout, RowsSeen, infer_layout
+from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
+    ControlError,
+    ControlRecordInvalidError,
+    ControlState,
+    ControlStore,
+    ControlTiming,
+    Transition,
+    WallClock,
+    parse_state_item,
+    restore_point,
+    to_millis,
+    utc_now,
+)
 from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
 from saga_index.layout_change.transitions.rows_move import (
     KeyRows,

@@ -23,13 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from saga_index.index import keys, names
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.keys import Person
-from saga_index.index.layout import Layout
+from saga_index.index import InvalidInputError, Layout, Person, keys, names
+from saga_index.layout_change.checks import PROBE_WORKERS, InferredLayout
 from saga_index.layout_change.checks.drift import RowRef
-from saga_index.layout_change.checks.layout_probe import PROBE_WORKERS, InferredLayout
-from saga_index.store.partitions import partition_rows, read_partitions
+from saga_index.store import partition_rows, read_partitions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

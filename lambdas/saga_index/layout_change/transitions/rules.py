@@ -28,17 +28,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, validate_shard_count
-from saga_index.layout_change.record.errors import ControlRecordMissingError
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.state import (
+from saga_index.index import (
+    DEFAULT_SHARD_COUNT,
+    LEGACY,
+    MAX_SHARD_COUNT,
+    Layout,
+    validate_shard_count,
+)
+from saga_index.layout_change.record import (
     BackfillDirection,
+    ControlRecordMissingError,
     ControlState,
+    Phase,
     RecordCondition,
     Transition,
+    format_time,
 )
-from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.transitions.errors import CheckResult, TransitionNotAllowedError
 
 ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {

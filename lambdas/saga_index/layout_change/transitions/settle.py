@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.layout_change.record.store import ControlStore
+from saga_index.layout_change.record import ControlState, ControlStore, RecordCondition
 
 # The executor's logger, which these repairs have always been logged under: a log filter or
 # alarm on it keeps seeing them.

@@ -12,9 +12,28 @@ sizing      DynamoDB's item-size rule
 target      IndexTarget: the client, table, index and shard count a reader points at
 """
 
-from saga_index.store.dynamo.client import error_code, make_client, retry_config
+from saga_index.store.dynamo.client import (
+    THROTTLE_CODES,
+    ThrottleCounter,
+    attach_throttle_observer,
+    error_code,
+    is_throttle,
+    make_client,
+    retry_config,
+)
 from saga_index.store.dynamo.codec import deserialize, serialize, to_plain_json
-from saga_index.store.dynamo.conditions import CONDITION_FAILED
+from saga_index.store.dynamo.conditions import CONDITION_FAILED, is_condition_failed
+from saga_index.store.dynamo.expressions import (
+    Expression,
+    all_conditions,
+    all_of,
+    attribute_fragment,
+    attribute_list,
+    on_index_partition,
+    request_expressions,
+    unchanged_since_read,
+    update,
+)
 from saga_index.store.dynamo.key_pace import (
     DEFAULT_KEY_READ_UNITS,
     PAGE_READ_UNITS,
@@ -23,27 +42,55 @@ from saga_index.store.dynamo.key_pace import (
     KeyReadPace,
     KeyReadPacer,
 )
-from saga_index.store.dynamo.retry import botocore_resent
-from saga_index.store.dynamo.scan import PageRead, ScanOptions
+from saga_index.store.dynamo.pages import query_pages
+from saga_index.store.dynamo.retry import (
+    DEFAULT_POLICY,
+    RetryPolicy,
+    botocore_resent,
+    retry_transient,
+)
+from saga_index.store.dynamo.scan import PageListener, PageRead, SagaTableScanner, ScanOptions
 from saga_index.store.dynamo.sizing import item_size, raw_bytes
+from saga_index.store.dynamo.target import IndexTarget
 
 __all__ = [
     "CONDITION_FAILED",
     "DEFAULT_KEY_READ_UNITS",
+    "DEFAULT_POLICY",
     "PAGE_READ_UNITS",
     "PARTITION_READ_UNITS",
+    "THROTTLE_CODES",
+    "Expression",
+    "IndexTarget",
     "KeyReadIncompleteError",
     "KeyReadPace",
     "KeyReadPacer",
+    "PageListener",
     "PageRead",
+    "RetryPolicy",
+    "SagaTableScanner",
     "ScanOptions",
+    "ThrottleCounter",
+    "all_conditions",
+    "all_of",
+    "attach_throttle_observer",
+    "attribute_fragment",
+    "attribute_list",
     "botocore_resent",
     "deserialize",
     "error_code",
+    "is_condition_failed",
+    "is_throttle",
     "item_size",
     "make_client",
+    "on_index_partition",
+    "query_pages",
     "raw_bytes",
+    "request_expressions",
     "retry_config",
+    "retry_transient",
     "serialize",
     "to_plain_json",
+    "unchanged_since_read",
+    "update",
 ]

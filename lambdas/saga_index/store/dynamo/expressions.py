@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from saga_index.index.names import INDEX_PARTITION_KEY
+from saga_index.index import INDEX_PARTITION_KEY
 
 # The placeholders of the saga row's attributes a "still what I read" condition may hold: the
 # name, and the slot of the value read.

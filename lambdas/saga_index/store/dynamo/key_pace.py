@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index.errors import InvalidInputError, SagaIndexError
+from saga_index.index import InvalidInputError, SagaIndexError
 from saga_index.store.dynamo.pages import paced_pages
 
 PARTITION_READ_UNITS = 3000.0  # what one partition serves per second

@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 
 from botocore.exceptions import ClientError
 
-from saga_index.index.errors import RetryLaterError
+from saga_index.index import RetryLaterError
 from saga_index.store.dynamo.client import THROTTLE_CODES, error_code
 
 T = TypeVar("T")

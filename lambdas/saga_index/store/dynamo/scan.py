@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import keys
-from saga_index.index.errors import (
+from saga_index.index import (
     EnumerationError,
     InvalidInputError,
     InvalidKeyError,
     SagaIndexError,
+    keys,
 )
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.dynamo.expressions import Expression, attribute_list, request_expressions

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from saga_index.index import names
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.shard import DEFAULT_SHARD_COUNT, validate_shard_count
+from saga_index.index import DEFAULT_SHARD_COUNT, InvalidInputError, names, validate_shard_count
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

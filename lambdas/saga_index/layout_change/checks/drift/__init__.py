@@ -8,6 +8,7 @@ names (docs/observability.md, "The drift guard").
             reads them (exact counts, at most SAMPLE_LIMIT named rows per finding)
 """
 
+from saga_index.layout_change.checks import RowRef
 from saga_index.layout_change.checks.drift._checker import DriftChecker
 from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, shard_skew
 from saga_index.layout_change.checks.drift._schedule import (
@@ -15,7 +16,6 @@ from saga_index.layout_change.checks.drift._schedule import (
     scan_due,
     validate_scan_every,
 )
-from saga_index.layout_change.checks.expectations import RowRef
 
 __all__ = [
     "DEFAULT_SCAN_EVERY",

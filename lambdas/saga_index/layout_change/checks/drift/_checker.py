@@ -24,30 +24,49 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import keys, names
-from saga_index.index.errors import EnumerationError, InvalidInputError, InvalidKeyError
-from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
+from saga_index.index import (
+    DEFAULT_SHARD_COUNT,
+    MAX_SHARD_COUNT,
+    EnumerationError,
+    InvalidInputError,
+    InvalidKeyError,
+    keys,
+    names,
+)
+from saga_index.layout_change.checks import (
+    Expectations,
+    ReadCounter,
+    ReadsDone,
+    RowRef,
+    Verdict,
+    probe_keys,
+)
 from saga_index.layout_change.checks.drift._report import (
     SAMPLE_LIMIT,
     DriftReport,
     ReadTally,
     ScanFinding,
 )
-from saga_index.layout_change.checks.expectations import Expectations, RowRef, Verdict
-from saga_index.layout_change.checks.layout_probe import probe_keys
-from saga_index.layout_change.checks.read_progress import ReadCounter, ReadsDone
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
-from saga_index.layout_change.record.state import ControlState, RecordCondition
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.expressions import (
+from saga_index.layout_change.record import (
+    ControlState,
+    Phase,
+    RecordCondition,
+    Routing,
+    resolve_routing,
+    routing_for,
+)
+from saga_index.store import count_partition, read_partitions
+from saga_index.store.dynamo import (
+    KeyReadPace,
+    KeyReadPacer,
+    PageListener,
+    SagaTableScanner,
+    ScanOptions,
     attribute_list,
+    deserialize,
     on_index_partition,
     request_expressions,
 )
-from saga_index.store.dynamo.key_pace import KeyReadPace, KeyReadPacer
-from saga_index.store.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
-from saga_index.store.partitions import count_partition, read_partitions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

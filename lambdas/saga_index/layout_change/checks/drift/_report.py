@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.index import keys
-from saga_index.layout_change.checks.expectations import RowRef, Verdict
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing
+from saga_index.layout_change.checks import RowRef, Verdict
+from saga_index.layout_change.record import Phase, Routing
 
 SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from saga_index.index import names
-from saga_index.index.errors import InvalidInputError
+from saga_index.index import InvalidInputError, names
 
 DEFAULT_SCAN_EVERY = 12  # with the 5-minute schedule: one base-table scan an hour
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidKeyError
-from saga_index.layout_change.checks.expectations import Expectations
+from saga_index.index import InvalidKeyError, keys
+from saga_index.layout_change.checks import Expectations
 from saga_index.layout_change.checks.parity._report import (
     CHANGED,
     EXTRA,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.layout_change.checks.parity._snapshot import Read, Snapshot, TableKey
-from saga_index.layout_change.record.phase import Phase
+from saga_index.layout_change.record import Phase
 
 MISSING, EXTRA, MISROUTED, CHANGED = "missing", "extra", "misrouted", "changed"
 SOURCE_TABLE, SOURCE_SNAPSHOT = "base-table", "snapshot"

@@ -14,11 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index import keys
-from saga_index.index.errors import InvalidInputError
-from saga_index.index.model import OPEN_STATES
-from saga_index.index.shard import validate_shard_count
-from saga_index.layout_change.record.phase import Phase
+from saga_index.index import OPEN_STATES, InvalidInputError, keys, validate_shard_count
+from saga_index.layout_change.record import Phase
 
 CHECK_ALL = "all-sagas"
 CHECK_OPEN = "open-sagas"

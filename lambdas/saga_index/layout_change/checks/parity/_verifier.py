@@ -26,10 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from saga_index.index import keys, names
-from saga_index.index.errors import InvalidInputError, InvalidPersonIdError
-from saga_index.index.shard import DEFAULT_SHARD_COUNT
-from saga_index.layout_change.checks.expectations import Expectations
+from saga_index.index import (
+    DEFAULT_SHARD_COUNT,
+    InvalidInputError,
+    InvalidPersonIdError,
+    keys,
+    names,
+)
+from saga_index.layout_change.checks import Expectations, ReadsDone
 from saga_index.layout_change.checks.parity._compare import (
     BaseTableComparison,
     compare_with_snapshot,
@@ -52,13 +56,15 @@ from saga_index.layout_change.checks.parity._snapshot import (
     Snapshot,
     TableKey,
 )
-from saga_index.layout_change.checks.read_progress import ReadsDone
-from saga_index.layout_change.record.phase import Phase
-from saga_index.layout_change.record.routing import Routing, resolve_routing
-from saga_index.store.dynamo.codec import deserialize
-from saga_index.store.dynamo.scan import PageListener, SagaTableScanner, ScanOptions
-from saga_index.store.dynamo.target import IndexTarget
-from saga_index.store.repository import SagaRepository
+from saga_index.layout_change.record import Phase, Routing, resolve_routing
+from saga_index.store import SagaRepository
+from saga_index.store.dynamo import (
+    IndexTarget,
+    PageListener,
+    SagaTableScanner,
+    ScanOptions,
+    deserialize,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
