@@ -44,6 +44,8 @@ EVERY_RUN = (
     "AnomalousRows",
     "ShardSkew",
     "ControlRecordMissing",
+    "DriftReadIncomplete",
+    "DriftReadPercent",
 )
 SCAN_ONLY = ("UnindexedRows", "StrayRows", "ScannedSagaRows")
 # With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
