@@ -88,7 +88,7 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
         publish_incomplete(cursor, settings)
         percent = cursor.percent_read()
         logger.warning(
-            "drift read incomplete: no verdict yet",
+            "drift report: INCOMPLETE (no verdict yet)",
             extra={"reason": str(incomplete), "percentRead": percent},
         )
         return {"complete": False, "percentRead": percent}
