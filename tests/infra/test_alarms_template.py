@@ -83,9 +83,10 @@ ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
 JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
-# 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
-# 5 failed-invocation queues, 3 backfill execution outcomes and the backfill pausing itself.
-ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3 + 1
+# 6 guard metrics + the guard's errors + GSI throttles + its incomplete read, then 4 sweep errors
+# + 5 schedule DLQs, 5 failed-invocation queues, 3 backfill execution outcomes and the backfill
+# pausing itself.
+ALARM_COUNT = len(GUARD_ALARMS) + 3 + 4 + 5 + 5 + 3 + 1
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
@@ -380,6 +381,7 @@ KEPT_LOGICAL_IDS = {
     "ObservabilityStrayRowsAlarmDE10B303",
     "ObservabilityGsiThrottlesAlarmCCEA1FBB",
     "ObservabilityDriftGuardErrorsAlarm3F3630C5",
+    "ObservabilityDriftReadIncompleteAlarm3FBEADB9",
     "ObservabilityWorkflowHealthSweepErrorsAlarm4878292F",
     "ObservabilityRetryFailedPrepareErrorsAlarm8B4B8F9A",
     "ObservabilityStuckSagaSweepErrorsAlarm5AEC0D61",
@@ -946,6 +948,11 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
         ),
         # What is wrong now is judged against the control record: read it, never write it.
         '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
+        # Its cursor, read and overwritten whole, on exactly its own partition key.
+        '["dynamodb:GetItem", "dynamodb:PutItem"]': (
+            table,
+            {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#DRIFT#CURSOR"]}},
+        ),
         # Its own log group only, and its own failed-invocations queue.
         '["logs:CreateLogStream", "logs:PutLogEvents"]': (log_group, None),
         '"sqs:SendMessage"': (

@@ -4,7 +4,7 @@ splits would sit on (N .. 4N-1): probed every run, an occupied key read in full.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from saga_index.index import keys
 from saga_index.index.shard import MAX_SHARD_COUNT
@@ -15,13 +15,27 @@ from saga_index.store.dynamo.key_pace import KeyReadPacer
 from saga_index.store.partitions import read_partitions
 
 if TYPE_CHECKING:
-    from saga_index.layout_change.checks.drift._checker import DriftChecker
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class BeyondReader(Protocol):
+    """What the probe needs of the checker (DriftChecker is one)."""
+
+    client: DynamoDBClient
+    table_name: str
+    index_name: str
+    max_workers: int
+
+    def tally_partition(
+        self, gsi4pk: str, pacer: KeyReadPacer, deadline: float | None
+    ) -> ReadTally: ...
+
 
 log = logging.getLogger(__name__)
 
 
 def read_beyond(
-    checker: DriftChecker, shard_count: int, pacer: KeyReadPacer, deadline: float | None
+    checker: BeyondReader, shard_count: int, pacer: KeyReadPacer, deadline: float | None
 ) -> ReadTally:
     """The shard keys N .. 4N-1, which no reader of the state reads (#16..#63 while legacy:
     where a lost record's rows of sharded(32) or sharded(64) sit): one Query with Limit 1
