@@ -7,7 +7,10 @@ Least privilege:
   - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index), only
     with a projection (dynamodb:Select = SPECIFIC_ATTRIBUTES) of DRIFT_SCAN_ATTRIBUTES
     (dynamodb:Attributes): the scan never reads whole items, nor any attribute the checks do
-    not judge.
+    not judge;
+  - dynamodb:GetItem + dynamodb:PutItem of the drift cursor item only (dynamodb:LeadingKeys =
+    DRIFT_CURSOR_PK, its own partition key: nothing of the control partition or the fence
+    slots): where a read that does not fit one run stopped, so the next run resumes it.
 It runs at most once at a time (reserved concurrency 1). Metrics leave through the function's
 log (EMF), so no cloudwatch:PutMetricData. Besides these, the role carries only what
 SagaFunctions gives every function (writing its own log group, X-Ray, and reading the control
@@ -93,6 +96,7 @@ class DriftGuard(Construct):
         table = functions.table
         table.grant_index_query(self.function)
         table.grant_projected_scan(self.function, attributes=DRIFT_SCAN_ATTRIBUTES)
+        table.grant_drift_cursor(self.function)
         self.schedule = ScheduledInvocation(
             self, "Schedule", job_name=self.job.name, function=self.function
         )

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from saga_index.index.names import (
     CONTROL_PK,
+    DRIFT_CURSOR_PK,
     FENCE_PK_PREFIX,
     INDEX_NAME,
     INDEX_PARTITION_KEY,
@@ -38,6 +39,12 @@ FENCE_SLOT_PARTITIONS = FENCE_PK_PREFIX + "*"
 FENCE_SLOT_CONDITION: dict[str, dict[str, object]] = {
     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [FENCE_SLOT_PARTITIONS]}
 }
+# The drift guard's cursor: exactly its one partition key (not the control partition, not a
+# fence slot), read and overwritten whole: GetItem + PutItem, never an update or a delete.
+DRIFT_CURSOR_CONDITION: dict[str, dict[str, object]] = {
+    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [DRIFT_CURSOR_PK]}
+}
+DRIFT_CURSOR_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
 # The re-stamp's check of its slot (a TransactWriteItems' ConditionCheck is authorised as
 # dynamodb:ConditionCheckItem), and the slot read that says which epoch armed it when refused.
 FENCE_CHECK_ACTIONS = ("dynamodb:ConditionCheckItem", "dynamodb:GetItem")
@@ -188,6 +195,16 @@ class SagaTable(Construct):
         """GetItem and PutItem on the TABLE, for the fence slots only: what taking a run needs
         (arming them with its lease epoch; never a delete)."""
         self._grant_fence(grantee, FENCE_ARM_ACTIONS)
+
+    def grant_drift_cursor(self, grantee: iam.IGrantable) -> None:
+        """GetItem and PutItem on the TABLE, of the drift guard's cursor item only."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(DRIFT_CURSOR_ACTIONS),
+                resources=[self.table.table_arn],
+                conditions=DRIFT_CURSOR_CONDITION,
+            )
+        )
 
     def _grant_fence(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> None:
         grantee.grant_principal.add_to_principal_policy(

@@ -20,6 +20,8 @@ deploy, and changes no alarm.
   UnindexedRows                           saga rows without GSI4PK/GSI4SK (the scan)
   StrayRows                               rows under a GSI4PK that is no legacy or shard key
   ControlRecordMissing                    the STATE item is gone while its history exists
+  DriftReadIncomplete                     no run of the guard completed its read for an hour
+                                          (or the guard published nothing): no verdict
   DriftGuardErrors                        the guard failed
   GsiThrottles                            the index throttled (the watch-window signal)
   <Job>Errors (the sweeps)                a sweep failed
@@ -29,9 +31,12 @@ deploy, and changes no alarm.
   BackfillPacePaused (PacePauses)         the backfill paused itself: DynamoDB answered an
                                           account limit or an on-demand maximum
 
-Missing data: the guard publishes every metric on every run, zeros included, so missing data
-means the guard stopped; its alarms treat missing data as BREACHING. The every-run metrics use
-5-minute periods, 2 of 3 to alarm: one late or failed run does not page, a stopped guard pages
+Missing data: a read of the index that does not fit one run finishes across runs (the drift
+cursor), and only the run that completes it publishes the wrong-now counts: the every-run
+wrong-now alarms page on findings only (5-minute periods, 2 of 3; missing data is NOT breaching).
+Every run publishes DriftReadIncomplete (1 while the read is unfinished, 0 with a verdict): its
+alarm (Minimum, 12 periods of 12, missing data BREACHING) pages when no run completed a read for
+an hour, or the guard published nothing for an hour; DriftGuardErrors pages a failing guard
 within 15 minutes. UnindexedRows / StrayRows come only from the every-K-th-run scan: their period
 is TWO scan intervals (Maximum), so every period holds at least one scan even when one is late;
 no scan for two intervals pages. Throttle and error metrics exist only when something happens:
@@ -59,6 +64,7 @@ from infra.drift import DriftGuard
 from infra.observability.descriptions import (
     BACKFILL_OUTCOMES,
     BACKFILL_PACE_PAUSED,
+    DRIFT_READ_INCOMPLETE,
     GUARD_ALARMS,
     Runbook,
     alarm_descriptions,
@@ -71,12 +77,17 @@ from infra.sweeps import SagaSweeps
 from saga_index.index.jobs import JOBS_BY_NAME
 from saga_index.index.names import (
     ALARM_THROTTLE_METRICS,
+    METRIC_DRIFT_READ_INCOMPLETE,
     METRIC_PACE_PAUSES,
     SERVICE_BACKFILL_WORKER,
 )
 
 GUARD_EVALUATION_PERIODS = 3
 GUARD_DATAPOINTS_TO_ALARM = 2
+# Runs (5-minute periods) without a complete drift read before DriftReadIncomplete pages: an
+# hour, more than the 9 runs a read at 100x rows and history needs at its paced budget
+# (bench/layouts_drift.py).
+DRIFT_READ_RUNS = 12
 # The scheduled jobs' failure alarms: the second failed firing out of three pages.
 JOB_EVALUATION_PERIODS = 3
 JOB_DATAPOINTS_TO_ALARM = 2
@@ -131,10 +142,25 @@ class Alarms:
                 spec.name,
                 spec.construct_id,
                 metric=metrics.guard(spec.metric_name, period=period),
-                treat_missing_data=cw.TreatMissingData.BREACHING,
+                # Only a complete read publishes the every-run counts (DriftReadIncomplete
+                # watches for a guard that stopped); the scan's come from the scanning runs.
+                treat_missing_data=(
+                    cw.TreatMissingData.BREACHING
+                    if spec.scan_only
+                    else cw.TreatMissingData.NOT_BREACHING
+                ),
                 evaluation_periods=1 if spec.scan_only else GUARD_EVALUATION_PERIODS,
                 datapoints_to_alarm=1 if spec.scan_only else GUARD_DATAPOINTS_TO_ALARM,
             )
+        self._alarm(
+            DRIFT_READ_INCOMPLETE,
+            DRIFT_READ_INCOMPLETE,
+            # Minimum: one run in the period that completed the read makes it 0.
+            metric=metrics.guard(METRIC_DRIFT_READ_INCOMPLETE, statistic="Minimum"),
+            treat_missing_data=cw.TreatMissingData.BREACHING,
+            evaluation_periods=DRIFT_READ_RUNS,
+            datapoints_to_alarm=DRIFT_READ_RUNS,
+        )
         self._scheduled_job_alarms(drift_guard, sweeps, schedules)
         self._backfill_alarms(backfill)
         throttles = {f"m{n}": metrics.index(name) for n, name in enumerate(ALARM_THROTTLE_METRICS)}

@@ -132,6 +132,7 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
         "drift --json",
     ),
 )
+DRIFT_READ_INCOMPLETE = "DriftReadIncomplete"
 SWEEP_FAILURES_ANCHOR = "sweep-failures"
 BACKFILL_ENDED_ANCHOR = "backfill-ended"
 BACKFILL_PACE_PAUSED = "BackfillPacePaused"
@@ -181,6 +182,16 @@ def alarm_descriptions(
         anchor="driftguarderrors",
         first=runbook.cli("status --alarms"),
         query=queries.failures_query_name(JOB_DRIFT_GUARD),
+    )
+    texts[DRIFT_READ_INCOMPLETE] = runbook.describe(
+        "No run of the drift guard completed its read of the index for an hour (each run "
+        "reads on from where the last stopped; DriftReadPercent says how far it is), or the "
+        "guard published nothing: there is no drift verdict for that hour. This is not drift "
+        "found.",
+        anchor="driftreadincomplete",
+        first=runbook.cli("drift --json"),
+        note="the whole read from your shell, without the guard's time limit",
+        query=queries.DRIFT_REPORTS,
     )
     texts["GsiThrottles"] = runbook.describe(
         "The renewal-saga GSI throttled (read, write or hot key range): the watch-window "

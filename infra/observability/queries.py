@@ -34,7 +34,8 @@ from infra.sweeps import SagaSweeps
 
 QUERY_PREFIX = "RenewalSagaIndex/"
 # The drift guard's one line per run (handlers/drift_guard.py): "drift report: healthy" or
-# "drift report: DRIFT", with the whole report under `report`.
+# "drift report: DRIFT", with the whole report under `report`, or "drift report: INCOMPLETE"
+# (a read that finishes across runs) with `reason` and `percentRead`.
 DRIFT_REPORT_MESSAGE = "drift report"
 # The worker's line per anomaly row (layout_change/backfill/row.py), with `key` and `reason`.
 ANOMALY_MESSAGE = "saga row anomaly"

@@ -2,34 +2,53 @@
 record names NOW (read through the execution environment's provider), and publishes every metric,
 every run.
 
-Every run publishes the raw counts LegacyRows, ShardedRows, ShardSkew and RowsPerShard (one
-datapoint per shard, dimension Shard), and the wrong-now counts UnexpectedLegacyRows,
-UnexpectedShardedRows, MisroutedRows and ControlRecordMissing (1 when the STATE item is gone but
-history exists: the routing then spans every layout that history names), plus AnomalousRows,
-zeros included, so "no data" can only mean the guard did not run: the alarms treat missing data as
-breaching. UnindexedRows, StrayRows and ScannedSagaRows come only from the runs that scan the base
-table (every K-th run, decided from the scheduled time); their alarm's period spans two scan
-intervals (infra/observability/alarms.py).
+Every run that completes its read publishes the raw counts LegacyRows, ShardedRows, ShardSkew and
+RowsPerShard (one datapoint per shard, dimension Shard), and the wrong-now counts
+UnexpectedLegacyRows, UnexpectedShardedRows, MisroutedRows and ControlRecordMissing (1 when the
+STATE item is gone but history exists: the routing then spans every layout that history names),
+plus AnomalousRows, zeros included. UnindexedRows, StrayRows and ScannedSagaRows come only from
+the runs that scan the base table (every K-th run, decided from the scheduled time); their
+alarm's period spans two scan intervals (infra/observability/alarms.py).
+
+A read of the index that cannot reach every key's end within one run (its keys paced) finishes
+across runs: the run saves where each read stopped in the drift cursor item and publishes only
+DriftReadIncomplete = 1 and DriftReadPercent (of the last complete read, when there is one),
+never a partial count as a verdict; the run that completes it publishes the verdict and
+DriftReadIncomplete = 0. Every run publishes DriftReadIncomplete, so "no data" still means the
+guard did not run.
 
 A read that fails after botocore's retries, a scan that runs out of time, or a control record
 that cannot be read (beyond the provider's stale grace) fails the invocation: no partial numbers
-are published as if they were the truth, and the missing datapoints breach the alarms.
+are published as if they were the truth.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from handlers.drift_guard_messages import DriftGuardEvent, DriftGuardResult, publish
+from handlers.drift_guard_messages import (
+    DriftGuardEvent,
+    DriftGuardResult,
+    publish,
+    publish_incomplete,
+)
 from handlers.runtime import clients, control_provider, entry_point, logger
 from handlers.settings import DriftGuardSettings
-from saga_index.layout_change.checks.drift import DriftChecker, scan_due
+from saga_index.layout_change.checks.drift import (
+    CursorStore,
+    DriftChecker,
+    DriftReadIncomplete,
+    cursor_layout,
+    scan_due,
+)
 from saga_index.store.dynamo import KeyReadPace, ScanOptions
 
-# Leave time to publish the metrics and log the report before Lambda's own timeout.
+# Leave time to save the cursor, publish the metrics and log the report before Lambda's own
+# timeout.
 SAFETY_MARGIN_SECONDS = 20.0
 
 
@@ -39,25 +58,46 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
     scan = scan_due(
         event.scheduled_time, every=settings.scan_every, period_minutes=settings.period_minutes
     )
+    client = clients.dynamodb(settings.max_attempts)
+    # The plain read: a record lost after a migration is drift this guard reports (rows on
+    # shard keys under "never migrated"), not a read to refuse.
+    state = control_provider(settings, refuse_lost=False).state()
     checker = DriftChecker(
-        clients.dynamodb(settings.max_attempts),
+        client,
         settings.table_name,
-        # The plain read: a record lost after a migration is drift this guard reports (rows on
-        # shard keys under "never migrated"), not a read to refuse.
-        state=control_provider(settings, refuse_lost=False).state(),
+        state=state,
         index_name=settings.index_name,
         scan_options=ScanOptions(
             segments=settings.scan_segments,
             read_units_per_second=settings.scan_read_units_per_second,
         ),
         index_pace=KeyReadPace(units_per_key=settings.index_read_units_per_key),
+        clock=time.monotonic,
+        sleep=time.sleep,
     )
+    store = CursorStore(client, settings.table_name)
+    cursor = store.resume(state.version, cursor_layout(checker.routing))
     budget = max(1.0, context.get_remaining_time_in_millis() / 1000 - SAFETY_MARGIN_SECONDS)
-    report = checker.check(scan_unindexed=scan, deadline=time.monotonic() + budget)
+    taken_at = datetime.now(UTC).isoformat()
+    try:
+        report = checker.check(
+            scan_unindexed=scan, deadline=time.monotonic() + budget, cursor=cursor
+        )
+    except DriftReadIncomplete as incomplete:
+        store.save(cursor, taken_at)
+        publish_incomplete(cursor, settings)
+        percent = cursor.percent_read()
+        logger.warning(
+            "drift report: INCOMPLETE (no verdict yet)",
+            extra={"reason": str(incomplete), "percentRead": percent},
+        )
+        return {"complete": False, "percentRead": percent}
+    cursor.completed(report.index_read_units)
+    store.save(cursor, taken_at)
     publish(report, settings)
     summary = report.to_dict()
     if report.healthy:
         logger.info("drift report: healthy", extra={"report": summary})
     else:
         logger.warning("drift report: DRIFT", extra={"report": summary})
-    return DriftGuardResult.of(report, summary).model_dump(by_alias=True)
+    return {"complete": True, **DriftGuardResult.of(report, summary).model_dump(by_alias=True)}

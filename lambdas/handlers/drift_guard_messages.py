@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from handlers.runtime import ScheduledPayload, add_index_dimensions, metrics, publish_apart
 from handlers.settings import HandlerSettings
 from saga_index.index import names
-from saga_index.layout_change.checks.drift import DriftReport
+from saga_index.layout_change.checks.drift import DriftCursor, DriftReport
 
 
 class DriftGuardEvent(ScheduledPayload):
@@ -72,6 +72,8 @@ def publish(report: DriftReport, settings: HandlerSettings) -> None:
     """Every-run metrics always, zeros included; the scan's only from a run that scanned."""
     add_index_dimensions(settings)
     count = MetricUnit.Count
+    metrics.add_metric(name=names.METRIC_DRIFT_READ_INCOMPLETE, unit=count, value=0)
+    metrics.add_metric(name=names.METRIC_DRIFT_READ_PERCENT, unit=MetricUnit.Percent, value=100)
     metrics.add_metric(name=names.METRIC_LEGACY_ROWS, unit=count, value=report.legacy_rows)
     metrics.add_metric(name=names.METRIC_SHARDED_ROWS, unit=count, value=report.sharded_rows)
     metrics.add_metric(
@@ -105,4 +107,16 @@ def publish(report: DriftReport, settings: HandlerSettings) -> None:
             count,
             rows,
             **{names.DIMENSION_SHARD: str(shard_number)},
+        )
+
+
+def publish_incomplete(cursor: DriftCursor, settings: HandlerSettings) -> None:
+    """A run whose read is not done: DriftReadIncomplete = 1 and how much is read (when the
+    last complete read gives a measure); no wrong-now count, which would be a partial one."""
+    add_index_dimensions(settings)
+    metrics.add_metric(name=names.METRIC_DRIFT_READ_INCOMPLETE, unit=MetricUnit.Count, value=1)
+    percent = cursor.percent_read()
+    if percent is not None:
+        metrics.add_metric(
+            name=names.METRIC_DRIFT_READ_PERCENT, unit=MetricUnit.Percent, value=round(percent, 1)
         )

@@ -44,6 +44,8 @@ EVERY_RUN = (
     "AnomalousRows",
     "ShardSkew",
     "ControlRecordMissing",
+    "DriftReadIncomplete",
+    "DriftReadPercent",
 )
 SCAN_ONLY = ("UnindexedRows", "StrayRows", "ScannedSagaRows")
 # With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
@@ -137,9 +139,10 @@ def test_a_clean_table_publishes_zeros_not_nothing(
     result = invoke(SCAN_TIME)
     points = emf_datapoints(capsys.readouterr().out)
     metrics = by_name(points)
-    assert {name: metrics[name].value for name in (*EVERY_RUN, *SCAN_ONLY)} == dict.fromkeys(
-        (*EVERY_RUN, *SCAN_ONLY), 0
-    )
+    assert {name: metrics[name].value for name in (*EVERY_RUN, *SCAN_ONLY)} == {
+        **dict.fromkeys((*EVERY_RUN, *SCAN_ONLY), 0),
+        "DriftReadPercent": 100,  # the read is complete: a verdict, of zeros
+    }
     assert sorted(int(p.dimensions["Shard"]) for p in points if p.name == "RowsPerShard") == list(
         range(N)
     )

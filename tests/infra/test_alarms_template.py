@@ -68,6 +68,7 @@ SCHEDULED_JOBS = (
 ALARM_NAMES = {
     *(f"RenewalSagaIndex-{name}" for name in GUARD_ALARM_NAMES.values()),
     "RenewalSagaIndex-GsiThrottles",
+    "RenewalSagaIndex-DriftReadIncomplete",
     *(f"RenewalSagaIndex-{job}Errors" for job in SCHEDULED_JOBS),
     *(f"RenewalSagaIndex-{job}DeadLetters" for job in SCHEDULED_JOBS),
     *(f"RenewalSagaIndex-{job}FailedInvocations" for job in SCHEDULED_JOBS),
@@ -82,9 +83,10 @@ ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
 JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
-# 6 guard metrics + the guard's errors + GSI throttles, then 4 sweep errors + 5 schedule DLQs,
-# 5 failed-invocation queues, 3 backfill execution outcomes and the backfill pausing itself.
-ALARM_COUNT = len(GUARD_ALARMS) + 2 + 4 + 5 + 5 + 3 + 1
+# 6 guard metrics + the guard's errors + GSI throttles + its incomplete read, then 4 sweep errors
+# + 5 schedule DLQs, 5 failed-invocation queues, 3 backfill execution outcomes and the backfill
+# pausing itself.
+ALARM_COUNT = len(GUARD_ALARMS) + 3 + 4 + 5 + 5 + 3 + 1
 PAGER_EMAIL = "oncall@example.com"
 PAGER_URL = "https://pager.example.com/hooks/renewal-saga"
 ORG_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:org-paging"
@@ -162,7 +164,7 @@ def pages(template: Template, alarm: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("metric", sorted(GUARD_ALARMS))
-def test_each_wrong_now_guard_alarm_watches_its_metric_treats_missing_data_as_breaching_and_pages(
+def test_each_wrong_now_guard_alarm_watches_its_metric_pages_on_findings_and_pages(
     template: Template, metric: str
 ) -> None:
     period, evaluations, datapoints = GUARD_ALARMS[metric]
@@ -176,7 +178,11 @@ def test_each_wrong_now_guard_alarm_watches_its_metric_treats_missing_data_as_br
     assert (alarm["Statistic"], alarm["Period"]) == ("Maximum", period)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
     assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (evaluations, datapoints)
-    assert alarm["TreatMissingData"] == "breaching"
+    # A read finishing across runs publishes the every-run counts only when complete: no data
+    # is no finding (DriftReadIncomplete watches for a stopped guard); the scan's counts come
+    # only from scanning runs, and none in two intervals pages.
+    scan_only = metric in {"UnindexedRows", "StrayRows"}
+    assert alarm["TreatMissingData"] == ("breaching" if scan_only else "notBreaching")
     pages(template, alarm)
     assert alarm["AlarmName"] == f"RenewalSagaIndex-{GUARD_ALARM_NAMES[metric]}"
     description = alarm["AlarmDescription"]
@@ -196,6 +202,28 @@ def test_the_raw_counts_page_nobody(template: Template, metric: str) -> None:
     # 40 legacy rows are right while migrating and wrong once sharded: only the guard, which
     # reads the control record, can tell; it says so in the Unexpected* metrics.
     assert template.find_resources(ALARM, {"Properties": {"MetricName": metric}}) == {}
+
+
+def test_an_incomplete_drift_read_has_its_own_alarm_apart_from_drift_found(
+    template: Template,
+) -> None:
+    alarm = alarm_for(template, "DriftReadIncomplete")
+    assert alarm["AlarmName"] == "RenewalSagaIndex-DriftReadIncomplete"
+    assert alarm["Namespace"] == "RenewalSagaIndex"
+    # Minimum over 5 minutes: one run that completed the read in the period makes it 0; an
+    # hour of incomplete runs (or of no data: a stopped guard) pages.
+    assert (alarm["Statistic"], alarm["Period"]) == ("Minimum", 300)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (12, 12)
+    assert alarm["TreatMissingData"] == "breaching"
+    pages(template, alarm)
+    description = alarm["AlarmDescription"]
+    assert "This is not drift found." in description
+    assert "First run: `saga-index --table propflow-prod drift --json`" in description
+    assert f"{RUNBOOK}#driftreadincomplete" in description
+    # And no drift alarm watches it, nor it a drift metric
+    for metric in GUARD_ALARMS:
+        assert alarm_for(template, metric)["AlarmName"] != alarm["AlarmName"]
 
 
 def test_the_guard_functions_own_errors_page(template: Template) -> None:
@@ -353,6 +381,7 @@ KEPT_LOGICAL_IDS = {
     "ObservabilityStrayRowsAlarmDE10B303",
     "ObservabilityGsiThrottlesAlarmCCEA1FBB",
     "ObservabilityDriftGuardErrorsAlarm3F3630C5",
+    "ObservabilityDriftReadIncompleteAlarm3FBEADB9",
     "ObservabilityWorkflowHealthSweepErrorsAlarm4878292F",
     "ObservabilityRetryFailedPrepareErrorsAlarm8B4B8F9A",
     "ObservabilityStuckSagaSweepErrorsAlarm5AEC0D61",
@@ -919,6 +948,11 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
         ),
         # What is wrong now is judged against the control record: read it, never write it.
         '["dynamodb:GetItem", "dynamodb:Query"]': (table, CONTROL_CONDITION),
+        # Its cursor, read and overwritten whole, on exactly its own partition key.
+        '["dynamodb:GetItem", "dynamodb:PutItem"]': (
+            table,
+            {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#DRIFT#CURSOR"]}},
+        ),
         # Its own log group only, and its own failed-invocations queue.
         '["logs:CreateLogStream", "logs:PutLogEvents"]': (log_group, None),
         '"sqs:SendMessage"': (

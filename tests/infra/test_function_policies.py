@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys
-from saga_index.index.names import CONTROL_PK, INDEX_NAME
+from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX, INDEX_NAME
+from saga_index.layout_change.checks.drift._cursor import CURSOR_KEY
 from tests.infra.template_tools import as_list, render, resources
 
 pytestmark = pytest.mark.infra
@@ -31,6 +32,8 @@ IMPORTED_TABLE_ARN = (
 CONTROL = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CONTROL_PK]}}
 SAGA_ROWS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]}}
 FENCE_SLOTS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#FENCE#*"]}}
+# The drift guard's cursor: exactly one partition key, matched whole (StringEquals, no wildcard).
+DRIFT_CURSOR = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["RSAGA_INDEX#DRIFT#CURSOR"]}}
 DRIFT_SCAN = {
     "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
     "ForAllValues:StringEquals": {
@@ -157,7 +160,13 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
     if name == "retry-failed-prepare":
         grants.add(on("dynamodb:UpdateItem", SAGA_ROWS))
     if name == "drift-guard":
-        grants |= {plain("dynamodb:Query", index), on("dynamodb:Scan", DRIFT_SCAN)}
+        grants |= {
+            plain("dynamodb:Query", index),
+            on("dynamodb:Scan", DRIFT_SCAN),
+            # its cursor: read and overwritten whole, on its own partition key only
+            on("dynamodb:GetItem", DRIFT_CURSOR),
+            on("dynamodb:PutItem", DRIFT_CURSOR),
+        }
     if name in {"backfill-plan", "backfill-verify"}:
         grants |= {on("dynamodb:PutItem", CONTROL), on("dynamodb:UpdateItem", CONTROL)}
     if name == "backfill-plan":
@@ -230,3 +239,13 @@ def test_the_saga_partition_pattern_matches_saga_rows_and_not_the_control_record
     assert fnmatchcase(keys.saga_table_key("s-1")["PK"], pattern)
     assert not fnmatchcase(CONTROL_PK, pattern)
     assert not fnmatchcase("PERSON#p-1", pattern)
+
+
+def test_the_drift_cursor_grant_names_exactly_its_key_and_no_other_item() -> None:
+    # DRIFT_CURSOR is written out above; tie it to the key the guard writes, and show that it
+    # reaches neither the control partition nor a fence slot nor a saga row.
+    (key,) = DRIFT_CURSOR["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+    assert key == CURSOR_KEY["PK"]["S"]
+    for other in (CONTROL_PK, f"{FENCE_PK_PREFIX}0", keys.saga_table_key("s-1")["PK"]):
+        assert other != key
+    assert not fnmatchcase(key, SAGA_ROWS["ForAllValues:StringLike"]["dynamodb:LeadingKeys"][0])

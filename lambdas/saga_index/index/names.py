@@ -181,6 +181,16 @@ CONTROL_PK: Final = "RSAGA_INDEX#CONTROL"
 # slot's number, each slot on its own partition key (never the control partition, never in the
 # index). infra grants the re-stamping functions a ConditionCheck on exactly these keys.
 FENCE_PK_PREFIX: Final = "RSAGA_INDEX#FENCE#"
+# The drift guard's read cursor (docs/control-contract.md, "The drift cursor"): one item on its
+# own partition key, so infra grants the guard GetItem + PutItem on exactly this key and nothing
+# of the control partition; its PK does not start with "RSAGA#", so no saga read sees it.
+DRIFT_CURSOR_PK: Final = "RSAGA_INDEX#DRIFT#CURSOR"
+DRIFT_CURSOR_SK: Final = "CURSOR"
+# The drift guard's read progress: DriftReadIncomplete is 1 on a run whose read of the index
+# has not reached every key's end (0 on a run that published a verdict), DriftReadPercent how
+# much of the read is done (of the last complete read's read units).
+METRIC_DRIFT_READ_INCOMPLETE: Final = "DriftReadIncomplete"
+METRIC_DRIFT_READ_PERCENT: Final = "DriftReadPercent"
 
 # ---- the deployed stack ----------------------------------------------------------------------
 # The stack names its alarms "<stack>-<Name>" (infra/observability/alarms.py): `saga-index status

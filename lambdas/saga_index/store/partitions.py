@@ -10,7 +10,7 @@ implementation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -111,11 +111,15 @@ def count_partition(
     page_size: int | None = None,
     pacer: KeyReadPacer | None = None,
     deadline: float | None = None,
+    start_key: Mapping[str, Any] | None = None,
+    on_page: Callable[[int, Any], None] | None = None,
 ) -> tuple[int, int]:
     """(rows under one GSI4 partition, requests): a COUNT Query read to its last page, because
     Count covers one 1 MB page only (and costs what reading the rows costs). With a `pacer`,
     each page waits for the key's turn, and a read that cannot finish before `deadline` raises
-    KeyReadIncompleteError. Client errors propagate to the caller."""
+    KeyReadIncompleteError. `start_key` resumes a read where an earlier one stopped (its
+    LastEvaluatedKey); `on_page` hears (rows counted so far, the page's LastEvaluatedKey) after
+    each page. Client errors propagate to the caller."""
     request: dict[str, Any] = {
         "TableName": table_name,
         "IndexName": index_name,
@@ -124,6 +128,8 @@ def count_partition(
     }
     if page_size is not None:
         request["Limit"] = page_size
+    if start_key:
+        request["ExclusiveStartKey"] = dict(start_key)
     pages = (
         query_pages(client, request)
         if pacer is None
@@ -133,4 +139,6 @@ def count_partition(
     for page in pages:
         requests += 1
         count += int(page.get("Count", 0))
+        if on_page is not None:
+            on_page(count, page.get("LastEvaluatedKey"))
     return count, requests

@@ -3,6 +3,9 @@ names (docs/observability.md, "The drift guard").
 
   _checker  the checker: the index reads (each key paced), the probe of the next splits' keys,
             the base-table scan
+  _cursor   the cursor item that lets a read finish across runs (DriftReadIncomplete)
+  _beyond   the probe of the next splits' keys (N .. 4N-1)
+  _scan_check the base-table scan
   _schedule which scheduled runs scan the base table: every K-th (scan_due)
   _report   what a run reports (DriftReport), and what it keeps of the rows it reads while it
             reads them (exact counts, at most SAMPLE_LIMIT named rows per finding)
@@ -10,6 +13,12 @@ names (docs/observability.md, "The drift guard").
 
 from saga_index.layout_change.checks import RowRef
 from saga_index.layout_change.checks.drift._checker import DriftChecker
+from saga_index.layout_change.checks.drift._cursor import (
+    CursorStore,
+    DriftCursor,
+    DriftReadIncomplete,
+    cursor_layout,
+)
 from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, shard_skew
 from saga_index.layout_change.checks.drift._schedule import (
     DEFAULT_SCAN_EVERY,
@@ -20,9 +29,13 @@ from saga_index.layout_change.checks.drift._schedule import (
 __all__ = [
     "DEFAULT_SCAN_EVERY",
     "SAMPLE_LIMIT",
+    "CursorStore",
     "DriftChecker",
+    "DriftCursor",
+    "DriftReadIncomplete",
     "DriftReport",
     "RowRef",
+    "cursor_layout",
     "scan_due",
     "shard_skew",
     "validate_scan_every",

@@ -19,14 +19,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import (
     DEFAULT_SHARD_COUNT,
-    MAX_SHARD_COUNT,
     EnumerationError,
     InvalidInputError,
     InvalidKeyError,
@@ -39,14 +37,19 @@ from saga_index.layout_change.checks import (
     ReadsDone,
     RowRef,
     Verdict,
-    probe_keys,
+)
+from saga_index.layout_change.checks.drift._beyond import read_beyond
+from saga_index.layout_change.checks.drift._cursor import (
+    DriftCursor,
+    KeyProgress,
+    ReadTracker,
 )
 from saga_index.layout_change.checks.drift._report import (
     SAMPLE_LIMIT,
     DriftReport,
     ReadTally,
-    ScanFinding,
 )
+from saga_index.layout_change.checks.drift._scan_check import with_scan
 from saga_index.layout_change.record import (
     ControlState,
     Phase,
@@ -57,6 +60,7 @@ from saga_index.layout_change.record import (
 )
 from saga_index.store import count_partition, read_partitions
 from saga_index.store.dynamo import (
+    KeyReadIncompleteError,
     KeyReadPace,
     KeyReadPacer,
     PageListener,
@@ -76,12 +80,6 @@ log = logging.getLogger(__name__)
 JUDGED_PAGE_ROWS = 1000  # rows per page of an index read whose rows are judged
 # What the checks read of a row: judge() and RowRef (the scan's and the index reads' projection).
 _JUDGED_ATTRIBUTES = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
-
-
-def probed_up_to(shard_count: int) -> int:
-    """The every-run reads reach the shard keys below this: the state's N and the 3N keys of
-    the next two splits."""
-    return min(4 * shard_count, MAX_SHARD_COUNT)
 
 
 class DriftChecker:
@@ -148,6 +146,7 @@ class DriftChecker:
         deadline: float | None = None,
         on_index_read: ReadsDone | None = None,
         on_scan_page: PageListener | None = None,
+        cursor: DriftCursor | None = None,
     ) -> DriftReport:
         """The every-run checks, plus the base-table scan when `scan_unindexed`.
 
@@ -167,10 +166,19 @@ class DriftChecker:
         `on_index_read` hears (partitions read, partitions to read) after the legacy key's
         COUNT and after each partition's read; the number to read is known after that COUNT
         (whether the legacy key is read too). `on_scan_page` hears of every page of the scan.
+
+        With a `cursor` (the guard's, across runs), each index read resumes where the cursor
+        says it stopped, and a read that meets `deadline` stops at its last page and raises
+        DriftReadIncomplete (what was read is in the cursor); the counts of a report then
+        include what earlier runs of the same read counted.
         """
         expect = self.expect
         pacer = KeyReadPacer(self.index_pace, clock=self._clock, sleep=self._sleep)
-        legacy_rows, requests = self.count_legacy_rows(pacer, deadline)
+        track = ReadTracker(cursor, pacer)
+        legacy_rows, requests = self.count_legacy_rows(
+            pacer, deadline, track.progress("count:" + keys.LEGACY_GSI4PK)
+        )
+        track.stop_unless_done()
         tally = ReadTally()
         read_legacy = bool(legacy_rows and not expect.reads_legacy)
         shard_count = expect.shard_count
@@ -181,14 +189,16 @@ class DriftChecker:
             # Only then is the legacy key read, and each row judged (anomalous or unexpected):
             # while a layout is legacy it holds every unmoved saga, and its COUNT is all the
             # dashboard needs.
-            legacy = self._read_partitions([keys.LEGACY_GSI4PK], reads, pacer, deadline)
+            legacy = self._read_partitions([keys.LEGACY_GSI4PK], reads, pacer, deadline, track)
+            track.stop_unless_done()
             tally.merge(legacy[keys.LEGACY_GSI4PK])
-        per_key = self._read_partitions(shard_keys, reads, pacer, deadline)
+        per_key = self._read_partitions(shard_keys, reads, pacer, deadline, track)
+        track.stop_unless_done()
         rows_per_shard = {}
         for number, gsi4pk in enumerate(shard_keys):
             rows_per_shard[number] = per_key[gsi4pk].rows
             tally.merge(per_key[gsi4pk])
-        tally.merge(self._beyond(shard_count, pacer, deadline))
+        tally.merge(read_beyond(self, shard_count, pacer, deadline))
         report = DriftReport(
             table_name=self.table_name,
             index_name=self.index_name,
@@ -210,42 +220,7 @@ class DriftChecker:
         )
         if not scan_unindexed:
             return report
-        return self._with_scan(report, deadline, on_scan_page)
-
-    def _beyond(self, shard_count: int, pacer: KeyReadPacer, deadline: float | None) -> ReadTally:
-        """The shard keys N .. 4N-1, which no reader of the state reads (#16..#63 while legacy:
-        where a lost record's rows of sharded(32) or sharded(64) sit): one Query with Limit 1
-        per key, and for a key that has rows its exact COUNT and one page to name them. Every
-        run, so the alarm's 2-of-3 sees them; ~0.5 read unit per key (3N Queries). Rows only on
-        keys at or above 4N (a layout at least 8 times the state's, with very few rows below 4N)
-        are the scan's: it counts them as stray, whose alarm pages on one scan. The probes are
-        one request per key and are not paced; an occupied key's reads are."""
-        tally = ReadTally()
-        if shard_count >= MAX_SHARD_COUNT:
-            return tally
-        seen = probe_keys(
-            self.client,
-            self.table_name,
-            index_name=self.index_name,
-            include_legacy=False,
-            from_shard=shard_count,
-            to_shard=probed_up_to(shard_count),
-            max_workers=self.max_workers,
-        )
-        tally.requests += seen.requests
-        occupied = [keys.sharded_gsi4pk(n) for n in sorted(seen.sharded)]
-        if occupied:
-            found = read_partitions(
-                occupied,
-                lambda gsi4pk: self._tally_partition(gsi4pk, pacer, deadline),
-                max_workers=self.max_workers,
-                thread_name_prefix="drift-beyond",
-                logger=log,
-                failure_message="drift read failed on %s: %s",
-            )
-            for gsi4pk in occupied:
-                tally.merge(found[gsi4pk])
-        return tally
+        return with_scan(self.scanner, report, deadline, on_scan_page)
 
     def _read_partitions(
         self,
@@ -253,13 +228,15 @@ class DriftChecker:
         reads: ReadCounter,
         pacer: KeyReadPacer,
         deadline: float | None,
+        track: ReadTracker,
     ) -> dict[str, ReadTally]:
         """Each partition's tally, read in parallel on a bounded pool (each worker holds one
         page at a time), each key paced by `pacer`; EnumerationError naming every partition that
         failed. `reads` counts each partition read to its end."""
+        progress = {gsi4pk: track.progress("read:" + gsi4pk) for gsi4pk in partitions}
 
         def tally_and_count(gsi4pk: str) -> ReadTally:
-            tally = self._tally_partition(gsi4pk, pacer, deadline)
+            tally = self.tally_partition(gsi4pk, pacer, deadline, progress[gsi4pk])
             reads.finished()
             return tally
 
@@ -272,14 +249,46 @@ class DriftChecker:
             failure_message="drift read failed on %s: %s",
         )
 
-    def _tally_partition(
-        self, gsi4pk: str, pacer: KeyReadPacer, deadline: float | None
+    def tally_partition(
+        self,
+        gsi4pk: str,
+        pacer: KeyReadPacer,
+        deadline: float | None,
+        progress: KeyProgress | None = None,
     ) -> ReadTally:
-        tally = ReadTally()
+        """The key's tally; with `progress`, resumed from it and kept in it page by page, a
+        read that meets the deadline returning what it has (progress.done False)."""
+        tally = progress.tally() if progress is not None else ReadTally()
+        if progress is not None and progress.done:
+            return tally
+        try:
+            self._tally_pages(gsi4pk, pacer, deadline, tally, progress)
+        except KeyReadIncompleteError:
+            if progress is None:
+                raise
+        return tally
+
+    def _tally_pages(
+        self,
+        gsi4pk: str,
+        pacer: KeyReadPacer,
+        deadline: float | None,
+        tally: ReadTally,
+        progress: KeyProgress | None,
+    ) -> None:
+        start_key = progress.last_key if progress is not None else None
         if gsi4pk != keys.LEGACY_GSI4PK and gsi4pk not in self.expect.readable():
             # Every row under a shard key no reader reads is unexpected, whoever it belongs
             # to: a COUNT, and one page of rows to name when there are any.
-            count, tally.requests = self._count(gsi4pk, pacer, deadline)
+            base = tally.rows
+
+            def counted(count: int, last_key: Any) -> None:
+                tally.rows = tally.counts[Verdict.UNEXPECTED_SHARDED] = base + count
+                if progress is not None:
+                    progress.record(tally, last_key)
+
+            count, tally.requests = self._count(gsi4pk, pacer, deadline, start_key, counted)
+            count += base
             if count:
                 tally.requests += 1
                 sample = self._query_page(gsi4pk, SAMPLE_LIMIT, pacer, deadline)
@@ -287,8 +296,10 @@ class DriftChecker:
                     self._sample(tally, Verdict.UNEXPECTED_SHARDED, deserialize(item))
             tally.rows = count
             tally.counts[Verdict.UNEXPECTED_SHARDED] = count
-            return tally
+            return
         request = self._judged_query(gsi4pk)
+        if start_key:
+            request["ExclusiveStartKey"] = start_key
         for page in pacer.pages(self.client.query, request, gsi4pk, deadline=deadline):
             tally.requests += 1
             for raw in page.get("Items", []):
@@ -299,7 +310,8 @@ class DriftChecker:
                 verdict = self.expect.judge(item)
                 tally.counts[verdict] += 1
                 self._sample(tally, verdict, item)
-        return tally
+            if progress is not None:
+                progress.record(tally, page.get("LastEvaluatedKey"))
 
     def _sample(self, tally: ReadTally, verdict: Verdict, item: Mapping[str, Any]) -> None:
         sample = tally.samples.get(verdict)
@@ -338,7 +350,14 @@ class DriftChecker:
             return page
         return {}
 
-    def _count(self, gsi4pk: str, pacer: KeyReadPacer, deadline: float | None) -> tuple[int, int]:
+    def _count(
+        self,
+        gsi4pk: str,
+        pacer: KeyReadPacer | None,
+        deadline: float | None,
+        start_key: Mapping[str, Any] | None = None,
+        on_page: Callable[[int, Any], None] | None = None,
+    ) -> tuple[int, int]:
         return count_partition(
             self.client,
             self.table_name,
@@ -347,53 +366,36 @@ class DriftChecker:
             page_size=self.page_size,
             pacer=pacer,
             deadline=deadline,
+            start_key=start_key,
+            on_page=on_page,
         )
 
     def count_legacy_rows(
-        self, pacer: KeyReadPacer | None = None, deadline: float | None = None
+        self,
+        pacer: KeyReadPacer | None = None,
+        deadline: float | None = None,
+        progress: KeyProgress | None = None,
     ) -> tuple[int, int]:
         """(rows on the legacy key, requests): a COUNT Query to its last page, paced by
-        `pacer` when given."""
+        `pacer` when given; with `progress`, resumed from it and kept in it page by page (a
+        count that meets the deadline returns what it has, progress.done False)."""
+        tally = progress.tally() if progress is not None else ReadTally()
+        if progress is not None and progress.done:
+            return tally.rows, 0
+        base = tally.rows
+
+        def counted(count: int, last_key: Any) -> None:
+            tally.rows = base + count
+            if progress is not None:
+                progress.record(tally, last_key)
+
+        start_key = progress.last_key if progress is not None else None
         try:
-            return count_partition(
-                self.client,
-                self.table_name,
-                keys.LEGACY_GSI4PK,
-                index_name=self.index_name,
-                page_size=self.page_size,
-                pacer=pacer,
-                deadline=deadline,
-            )
+            count, requests = self._count(keys.LEGACY_GSI4PK, pacer, deadline, start_key, counted)
         except (ClientError, BotoCoreError) as err:
             raise EnumerationError({keys.LEGACY_GSI4PK: err}) from err
-
-    def _with_scan(
-        self, report: DriftReport, deadline: float | None, on_page: PageListener | None
-    ) -> DriftReport:
-        watched = {
-            keys.LEGACY_GSI4PK,
-            *keys.all_shard_gsi4pks(MAX_SHARD_COUNT)[: probed_up_to(report.shard_count)],
-        }
-        unindexed = ScanFinding()
-        stray = ScanFinding()
-
-        def visit(item: dict[str, Any]) -> None:
-            gsi4pk, gsi4sk = item.get("GSI4PK"), item.get("GSI4SK")
-            if not isinstance(gsi4pk, str) or not isinstance(gsi4sk, str):
-                # DynamoDB indexes a row only when both key attributes are present strings.
-                unindexed.add(item)
-            elif gsi4pk not in watched:
-                # No key at all, or a shard key no every-run read reaches (at or above 4N; the
-                # keys below were counted by the every-run reads: _beyond).
-                stray.add(item)
-
-        stats = self.scanner.scan_each(visit, deadline=deadline, on_page=on_page)
-        return replace(
-            report,
-            unindexed_rows=unindexed.count,
-            stray_rows=stray.count,
-            scanned_saga_rows=stats.rows,
-            unindexed=unindexed.sample(),
-            stray=stray.sample(),
-            requests=report.requests + stats.requests,
-        )
+        except KeyReadIncompleteError:
+            if progress is None:
+                raise
+            return tally.rows, 0
+        return base + count, requests
