@@ -39,11 +39,7 @@ from saga_index.layout_change.checks import (
     Verdict,
 )
 from saga_index.layout_change.checks.drift._beyond import read_beyond
-from saga_index.layout_change.checks.drift._cursor import (
-    DriftCursor,
-    KeyProgress,
-    ReadTracker,
-)
+from saga_index.layout_change.checks.drift._cursor import DriftCursor, KeyProgress, ReadTracker
 from saga_index.layout_change.checks.drift._report import (
     SAMPLE_LIMIT,
     DriftReport,
