@@ -144,12 +144,13 @@ def _seed(backend: Backend, shard_count: int) -> None:
 
 
 def _saga_rows(backend: Backend) -> list[dict[str, Any]]:
-    """Every row but the control items (the record's, and the backfill's fence slots)."""
+    """Every row but the index's own items (the record's, the backfill's fence slots, the
+    drift guard's cursor)."""
     rows = (deserialize(item) for item in backend.scan_all())
     return [
         row
         for row in rows
-        if row[names.TABLE_PARTITION_KEY] != names.CONTROL_PK
+        if row[names.TABLE_PARTITION_KEY] not in (names.CONTROL_PK, names.DRIFT_CURSOR_PK)
         and not row[names.TABLE_PARTITION_KEY].startswith(names.FENCE_PK_PREFIX)
     ]
 
