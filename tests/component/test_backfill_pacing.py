@@ -134,4 +134,7 @@ def test_given_traffic_on_the_hot_key_then_the_paced_run_uses_most_of_the_budget
     # while, once the pace settled (the run's second half), the traffic was rarely throttled
     share, answered = traffic.throttled_share(since=started + seconds / 2)
     assert answered >= 5
-    assert share <= 0.1, (share, answered, traffic.answers)
+    # About 20 traffic answers fall in that half on this machine, so one throttle is ~5 %: the
+    # bound allows a few (a loaded CI run saw 2 of 18); a fixed-cap run throttles about a third
+    # of them (bench.pacing).
+    assert share <= 0.2, (share, answered, traffic.answers)
