@@ -53,7 +53,7 @@ def readme_python_block() -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """(the scratch environment's python, the installer's environment)."""
     if not UV.exists():
-        pytest.skip("uv is not installed beside this interpreter (make deps installs it)")
+        pytest.fail("uv is not installed beside this interpreter: run `make deps` (it installs uv)")
     base = tmp_path_factory.mktemp("python-package")
     source = base / "source"
     # What the wheel is built from, copied: the build writes build/ and *.egg-info beside it.
