@@ -11,14 +11,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from saga_index.index import OPEN_STATES, InvalidInputError, Layout, Person, keys, shard
+from saga_index.index import (
+    OPEN_INDEX_KEY_PREFIX,
+    OPEN_INDEX_PARTITION_KEY,
+    OPEN_STATES,
+    InvalidInputError,
+    Layout,
+    Person,
+    keys,
+)
 from saga_index.store import KeyPlan
 
 SHARD_COUNT = 16
 # The sparse open-saga index of layout 5: an attribute present only while the saga is open.
-OPEN_INDEX_NAME = "renewal-saga-open-index"
-OPEN_INDEX_PK = "OpenSagaPK"
-OPEN_KEY_PREFIX = "RenewalSagaOpen#"
+from saga_index.index import OPEN_INDEX_NAME as OPEN_INDEX_NAME  # noqa: E402  (the lab's modules read it here)
+
+OPEN_INDEX_PK = OPEN_INDEX_PARTITION_KEY
+OPEN_KEY_PREFIX = OPEN_INDEX_KEY_PREFIX
 # State-split keys (layout 4): terminal sagas are re-stamped under a second key family.
 CLOSED_KEY_PREFIX = "RenewalSagaClosed#"
 SHARD_KEY_PREFIX = keys.LEGACY_GSI4PK + "#"
@@ -114,7 +123,7 @@ def open_index_pk(
     """The sparse index's key of the row, or None when the row is not in that index."""
     if not layout.open_index or not is_open:
         return None
-    return f"{OPEN_KEY_PREFIX}{shard(person_id, shard_count)}"
+    return Person.of(person_id).open_index_pk(shard_count)
 
 
 def index_attributes(

@@ -327,3 +327,23 @@ def test_given_a_sort_key_of_a_longer_person_id_then_the_anomaly_names_its_real_
     reason = keys.person_anomaly({"personId": "a", "GSI4SK": "a#b#2026-01-01T00:00:00Z"})
     assert reason is not None
     assert "belongs to person 'a#b'" in reason
+
+
+@given(person_ids.filter(lambda p: "#" not in p), st.sampled_from([1, 2, 16, 64, 1024]))
+def test_given_a_person_then_its_open_index_key_is_its_gsi4_shard_under_the_open_prefix(
+    person_id: str, shard_count: int
+) -> None:
+    expected = f"RenewalSagaOpen#{shard(person_id, shard_count)}"
+    assert keys.Person.of(person_id).open_index_pk(shard_count) == expected
+    assert expected in keys.all_open_index_pks(shard_count)
+
+
+def test_given_a_shard_count_then_the_open_index_keys_are_each_shard_once_in_order() -> None:
+    assert keys.all_open_index_pks(4) == [
+        "RenewalSagaOpen#0",
+        "RenewalSagaOpen#1",
+        "RenewalSagaOpen#2",
+        "RenewalSagaOpen#3",
+    ]
+    with pytest.raises(InvalidKeyError):
+        keys.open_index_pk(1024)

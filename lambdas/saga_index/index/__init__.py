@@ -22,7 +22,13 @@ from saga_index.index.errors import (
     SagaIndexError,
 )
 from saga_index.index.jobs import DRIFT_GUARD, JOBS_BY_NAME, SCHEDULED_JOBS, SWEEP_NAMES
-from saga_index.index.keys import Person, sharded_gsi4pk, validate_person_id
+from saga_index.index.keys import (
+    Person,
+    all_open_index_pks,
+    open_index_pk,
+    sharded_gsi4pk,
+    validate_person_id,
+)
 from saga_index.index.layout import LEGACY, LEGACY_KIND, SHARDED_KIND, Layout, LayoutKind
 from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES, validate_state
 from saga_index.index.names import (
@@ -44,6 +50,10 @@ from saga_index.index.names import (
     METRIC_UNEXPECTED_SOURCE_KEY_ROWS,
     METRIC_WOULD_RESTAMP,
     MIN_WRITES_PER_SECOND,
+    OPEN_INDEX_KEY_PREFIX,
+    OPEN_INDEX_NAME,
+    OPEN_INDEX_PARTITION_KEY,
+    OPEN_INDEX_SORT_KEY,
     STACK_NAME,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
@@ -76,6 +86,10 @@ __all__ = [
     "METRIC_UNEXPECTED_SOURCE_KEY_ROWS",
     "METRIC_WOULD_RESTAMP",
     "MIN_WRITES_PER_SECOND",
+    "OPEN_INDEX_KEY_PREFIX",
+    "OPEN_INDEX_NAME",
+    "OPEN_INDEX_PARTITION_KEY",
+    "OPEN_INDEX_SORT_KEY",
     "OPEN_STATES",
     "SCHEDULED_JOBS",
     "SHARDED_KIND",
@@ -95,9 +109,11 @@ __all__ = [
     "SagaAlreadyExistsError",
     "SagaConflictError",
     "SagaIndexError",
+    "all_open_index_pks",
     "jobs",
     "keys",
     "names",
+    "open_index_pk",
     "shard",
     "sharded_gsi4pk",
     "validate_person_id",

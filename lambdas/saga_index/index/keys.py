@@ -5,6 +5,7 @@ Contract (docs/shard-contract.md, docs/data-model.md):
   legacy      GSI4PK = "RenewalSaga"
   sharded     GSI4PK = "RenewalSaga#" + str(shard)    (decimal, no padding)
   sort key    GSI4SK = personId + "#" + openedAt       (unchanged by sharding)
+  open index  OpenSagaPK = "RenewalSagaOpen#" + str(shard)  (open sagas only; N its own)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.index.errors import InvalidKeyError, InvalidPersonIdError
+from saga_index.index.names import OPEN_INDEX_KEY_PREFIX
 from saga_index.index.shard import MAX_SHARD_COUNT, utf8_shard_hash, validate_shard_count
 
 ENTITY_TYPE = "RenewalSaga"
@@ -78,6 +80,11 @@ class Person:
         """The sharded GSI4PK of this person under N = shard_count."""
         return sharded_gsi4pk(self.shard_hash % validate_shard_count(shard_count))
 
+    def open_index_pk(self, shard_count: int) -> str:
+        """The sparse open-saga index's partition key of this person's OPEN sagas under the open
+        index's N: the same shard as GSI4's sharded key under that N."""
+        return open_index_pk(self.shard_hash % validate_shard_count(shard_count))
+
 
 def sharded_gsi4pk(shard_number: int) -> str:
     if (
@@ -89,6 +96,16 @@ def sharded_gsi4pk(shard_number: int) -> str:
             f"shard number must be an integer from 0 to {MAX_SHARD_COUNT - 1}, got {shard_number!r}"
         )
     return f"{_SHARD_PREFIX}{shard_number}"
+
+
+def open_index_pk(shard_number: int) -> str:
+    """OpenSagaPK of shard `shard_number`: "RenewalSagaOpen#" + decimal shard number."""
+    return OPEN_INDEX_KEY_PREFIX + sharded_gsi4pk(shard_number)[len(_SHARD_PREFIX) :]
+
+
+def all_open_index_pks(shard_count: int) -> list[str]:
+    """Every partition key of the open-saga index under its N, shard 0 first."""
+    return [open_index_pk(n) for n in range(validate_shard_count(shard_count))]
 
 
 def shard_gsi4pk_for_person(person_id: str, shard_count: int) -> str:

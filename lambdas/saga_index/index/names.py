@@ -137,6 +137,18 @@ CONTEXT_OPERATIONS: Final[tuple[str, ...]] = ("Query", "PutItem", "UpdateItem", 
 INDEX_PARTITION_KEY: Final = "GSI4PK"
 INDEX_SORT_KEY: Final = "GSI4SK"
 
+# ---- the sparse open-saga index ----------------------------------------------------------------
+# A second GSI beside GSI4 whose partition key only open sagas carry: DynamoDB leaves an item out
+# of an index when it lacks the key's attribute, so an enumeration of it costs the open sagas, not
+# the history. Its partition key is spread by the same shard hash as GSI4's ("RenewalSagaOpen#"
+# + shard(personId, N), N the open index's own shard count in the control record); its sort key is
+# GSI4's, so the sweeps read it in the order they read GSI4. Single-attribute keys, so that every
+# engine the project runs on (dynalite, moto) serves it (docs/data-model.md).
+OPEN_INDEX_NAME: Final = "renewal-saga-open-index"
+OPEN_INDEX_PARTITION_KEY: Final = "OpenSagaPK"
+OPEN_INDEX_SORT_KEY: Final = INDEX_SORT_KEY
+OPEN_INDEX_KEY_PREFIX: Final = "RenewalSagaOpen#"
+
 # ---- limits both the deployment and the code obey --------------------------------------------
 # The backfill runs at most this many segments at once (the state machine's Map MaxConcurrency and
 # the local thread pool): each segment's share of the write cap is total / min(segments, this).
