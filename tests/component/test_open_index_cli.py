@@ -119,7 +119,13 @@ def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backe
     assert "RSAGA#old" in doc["failed"][0]["detail"]
     version = store.read().version
 
-    dynamo.put_saga("old", "p-1", OpenSagaPK="RenewalSagaOpen#6")  # p-1 is shard 6 of 8
+    code, doc, _ = cli.json("open-index", "backfill", "--dry-run")
+    assert (code, doc["stamped"], doc["dryRun"]) == (0, 1, True)
+    code, doc, _ = cli.json("open-index", "backfill", "--rate", "10")
+    assert (code, doc["direction"], doc["stamped"], doc["scanned"]) == (0, "stamp", 1, 1)
+    stored = dynamo.get("RSAGA#old", "META")
+    assert stored is not None
+    assert stored["OpenSagaPK"] == {"S": "RenewalSagaOpen#6"}  # p-1 is shard 6 of 8
     code, doc, _ = cli.json("open-index", "set", "open", "--reason", "read it")
     assert code == 0
     assert doc["routing"]["enumerations"] == "open-index"

@@ -38,6 +38,7 @@ from saga_index.layout_change.transitions import (
 )
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
+from saga_index_cli.open_index.backfill import backfill_command
 from saga_index_cli.open_index.readiness import describe_open_index
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
@@ -339,3 +340,6 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
         f"{format_time(transition.effective_at)}",
         err=True,
     )
+
+
+open_index_group.add_command(backfill_command)
