@@ -743,6 +743,17 @@ def _write_cells(
             write_keys.append(key)
             write_seconds.append(second)
             write_units.append(units)
+    create_keys, create_seconds, create_units = create_cells(layout, space, agg, plan)
+    return write_keys + create_keys, write_seconds + create_seconds, write_units + create_units
+
+
+def create_cells(
+    layout: LabLayout, space: KeySpace, agg: Aggregates, plan: PlanArrays
+) -> tuple[list[int], list[int], list[float]]:
+    """(key, second, WCU) of every index write the plan's creates (the cohort's opens) make."""
+    write_keys: list[int] = []
+    write_seconds: list[int] = []
+    write_units: list[float] = []
     for second, person_id, padded in plan.creates:
         person = agg.person_index[person_id]
         shard_number = int(agg.shards[person])

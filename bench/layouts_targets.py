@@ -32,9 +32,7 @@ from bench.layouts_model import (
     Config,
     KeySpace,
     PlanArrays,
-    WriteCost,
-    create_cost,
-    created_size,
+    create_cells,
     lab_mix,
     load_of,
     open_only_dataset,
@@ -114,18 +112,7 @@ def binding_side(read_headroom: float | None, write_headroom: float | None) -> s
 def cohort_peak_wcu(space: KeySpace, agg: Aggregates, plan: PlanArrays) -> float:
     """The highest WCU the cohort's opens alone put on one index key in one second (sparse
     layout: each open writes its GSI4 entry and its open index entry)."""
-    keys_: list[int] = []
-    seconds: list[int] = []
-    units: list[float] = []
-    for second, person_id, padded in plan.creates:
-        person = agg.person_index[person_id]
-        shard_number = int(agg.shards[person])
-        size = created_size(SPARSE, person_id, shard_number, padded)
-        cost: WriteCost = create_cost(SPARSE, space, shard_number, person, size)
-        for key, wcu in cost.index:
-            keys_.append(key)
-            seconds.append(second)
-            units.append(wcu)
+    keys_, seconds, units = create_cells(SPARSE, space, agg, plan)
     load = load_of(
         np.asarray(keys_, dtype=np.int64),
         np.asarray(seconds, dtype=np.int64),
