@@ -17,7 +17,7 @@ from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import add_open_index
+from tests.support.open_index import add_open_index, drop_open_index
 
 
 @pytest.fixture
@@ -68,11 +68,14 @@ def store(dynamo: Backend) -> ControlStore:
 
 
 def test_given_no_open_index_on_the_table_then_adding_is_refused_with_exit_2(
-    cli: Cli, store: ControlStore
+    cli: Cli, store: ControlStore, dynamo: Backend
 ) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    drop_open_index(dynamo.client, dynamo.table_name)
     code, _, err = cli("open-index", "set", "adding", "--reason", "r")
     assert code == 2
-    assert "has no index renewal-saga-open-index: add it first" in err
+    assert "renewal-saga-open-index does not exist on table" in err
+    assert "Nothing written" in err
     assert store.read().version == 0
 
 

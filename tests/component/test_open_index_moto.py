@@ -28,7 +28,14 @@ from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.writer import SagaWriter
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import BUILDING, MISSING, READY, add_open_index, readiness_of
+from tests.support.open_index import (
+    BUILDING,
+    MISBUILT,
+    MISSING,
+    READY,
+    add_open_index,
+    readiness_of,
+)
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
 OPTIONS = CheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
@@ -102,6 +109,8 @@ def test_given_the_index_missing_or_building_then_adding_is_refused_writing_noth
 ) -> None:
     with pytest.raises(OpenIndexNotReadyError, match="add it"):
         move("adding", readiness=readiness_of(MISSING))
+    with pytest.raises(OpenIndexNotReadyError, match="KEYS_ONLY"):
+        move("adding", readiness=readiness_of(MISBUILT))
     with pytest.raises(OpenIndexBuildingError, match="CREATING") as building:
         move("adding", readiness=readiness_of(BUILDING))
     assert isinstance(building.value, RetryLaterError)

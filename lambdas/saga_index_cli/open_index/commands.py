@@ -39,7 +39,6 @@ from saga_index.layout_change.transitions import (
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.open_index.backfill import backfill_command
-from saga_index_cli.open_index.readiness import describe_open_index
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import read_state
@@ -279,7 +278,7 @@ def _change(
                 state,
                 changed_by=cli.changed_by(),
                 reason=reason,
-                readiness=cli.hooks.open_index_readiness or describe_open_index,
+                readiness=cli.hooks.open_index_readiness,
                 shard_count=shards,
                 force=force,
                 options=options,

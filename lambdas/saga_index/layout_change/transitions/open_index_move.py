@@ -53,6 +53,7 @@ from saga_index.layout_change.transitions.requirements import (
 )
 from saga_index.layout_change.transitions.rules import Precondition, settled_at
 from saga_index.layout_change.transitions.settle import repair_history
+from saga_index.store import open_index_readiness
 from saga_index.store.dynamo import ScanOptions
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ _DEFAULT_OPTIONS = CheckOptions()
 
 
 class Readiness(Protocol):
-    """What DescribeTable says of the open index (saga_index.store's open_index_readiness)."""
+    """What DescribeTable says of the open index (saga_index.store's OpenIndexReadiness)."""
 
     @property
     def ready(self) -> bool: ...
@@ -73,6 +74,18 @@ class Readiness(Protocol):
 
     @property
     def problem(self) -> str | None: ...
+
+    @property
+    def index_status(self) -> str | None: ...
+
+    @property
+    def backfilling(self) -> bool | None: ...
+
+    @property
+    def keys_as_expected(self) -> bool | None: ...
+
+    @property
+    def projection_as_expected(self) -> bool | None: ...
 
 
 # Reads the open index's readiness on a table: (client, table name) -> its verdict.
@@ -99,7 +112,7 @@ def change_open_index(
     *,
     changed_by: str,
     reason: str,
-    readiness: ReadinessCheck,
+    readiness: ReadinessCheck = open_index_readiness,
     shard_count: int | None = None,
     force: bool = False,
     options: CheckOptions = _DEFAULT_OPTIONS,
@@ -162,9 +175,13 @@ def _require_ready(verdict: Readiness) -> None:
     if verdict.ready:
         return
     problem = verdict.problem or "the open index is not ready"
-    if verdict.exists:
-        raise OpenIndexBuildingError(f"{problem}: nothing written; run it again once it is")
-    raise OpenIndexNotReadyError(f"{problem}: nothing written")
+    built_right = (
+        verdict.keys_as_expected is not False and verdict.projection_as_expected is not False
+    )
+    if verdict.exists and built_right and (verdict.index_status != "ACTIVE" or verdict.backfilling):
+        # DynamoDB is still building it: the same command succeeds once it has.
+        raise OpenIndexBuildingError(f"{problem}. Nothing written; run it again once it is")
+    raise OpenIndexNotReadyError(f"{problem}. Nothing written")
 
 
 def _require_settled(
