@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -50,6 +50,7 @@ from saga_index.layout_change.record import (
     format_time,
     utc_now,
 )
+from saga_index.layout_change.transitions import settled_at
 from saga_index.store.dynamo import (
     Expression,
     PageRead,
@@ -178,11 +179,8 @@ def _consistent(options: ScanOptions) -> ScanOptions:
 
 
 def _require_settled(state: ControlState, now: datetime, timing: ControlTiming) -> None:
-    effective_at = state.effective_at
-    if effective_at is None:
-        return
-    settled = effective_at + timedelta(seconds=timing.in_flight_margin_seconds)
-    if now < settled:
+    settled = settled_at(state, timing.in_flight_margin_seconds)
+    if settled is not None and now < settled:
         raise RetryLaterError(
             f"until {format_time(settled)} (effectiveAt plus the in-flight margin) a writer "
             f"may still write as the state before open index {state.open_index} did: the "

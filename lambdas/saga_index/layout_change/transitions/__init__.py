@@ -41,6 +41,7 @@ from saga_index.layout_change.transitions.rules import (
     check_backfill,
     plan_move,
     prior_write_for,
+    settled_at,
     transition_for,
 )
 from saga_index.layout_change.transitions.settle import repair_history
@@ -77,5 +78,6 @@ __all__ = [
     "prior_write_for",
     "repair_history",
     "restore_state",
+    "settled_at",
     "transition_for",
 ]

@@ -166,7 +166,7 @@ def _set_phase(
 ) -> PhaseChange:
     """The write of a move whose requirements `change_phase` chose (tests of the write
     protocol pass their own)."""
-    changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
+    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -391,7 +391,7 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def _required(name: str, value: str) -> str:
+def required_text(name: str, value: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value.strip()

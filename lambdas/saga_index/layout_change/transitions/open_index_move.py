@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import InvalidInputError, RetryLaterError, SagaIndexError
+from saga_index.index import InvalidInputError, RetryLaterError
 from saga_index.layout_change.checks import OpenIndexReader, probe_shard_keys
 from saga_index.layout_change.record import (
     DEFAULT_TIMING,
@@ -40,7 +40,11 @@ from saga_index.layout_change.record import (
     utc_now,
 )
 from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
-from saga_index.layout_change.transitions.executor import PhaseChange, apply_transition
+from saga_index.layout_change.transitions.executor import (
+    PhaseChange,
+    apply_transition,
+    required_text,
+)
 from saga_index.layout_change.transitions.open_index_rules import (
     PlannedOpenIndexMove,
     open_index_transition_for,
@@ -50,6 +54,7 @@ from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
     ShardKeyProbe,
     first_move_guard,
+    never_raises,
 )
 from saga_index.layout_change.transitions.rules import Precondition, settled_at
 from saga_index.layout_change.transitions.settle import repair_history
@@ -125,7 +130,7 @@ def change_open_index(
     written. Raises what change_phase raises (OpenIndexMoveNotAllowedError for a move out of
     order or after the end, PreconditionFailedError, VersionConflictError, ...), plus
     OpenIndexNotReadyError / OpenIndexBuildingError when the index is not there to move to."""
-    changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
+    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -240,7 +245,7 @@ def _checks(
             )
 
         name, run = CHECK_OPEN_INDEX_PARITY, parity
-        return [Precondition(name, _never_raises(name, run))]
+        return [Precondition(name, never_raises(name, run))]
 
     def empty(_: ControlState) -> CheckResult:
         report = reader.check(index, stamps_expected=False)
@@ -258,7 +263,7 @@ def _checks(
             "then try again",
         )
 
-    return [Precondition(CHECK_NO_OPEN_INDEX_KEYS, _never_raises(CHECK_NO_OPEN_INDEX_KEYS, empty))]
+    return [Precondition(CHECK_NO_OPEN_INDEX_KEYS, never_raises(CHECK_NO_OPEN_INDEX_KEYS, empty))]
 
 
 def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: bool) -> _Judged:
@@ -271,21 +276,3 @@ def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: boo
     if failed:
         raise PreconditionFailedError(f"open index {move.to.state.value}", failed)
     return _Judged(results, ())
-
-
-def _never_raises(
-    name: str, run: Callable[[ControlState], CheckResult]
-) -> Callable[[ControlState], CheckResult]:
-    def guarded(state: ControlState) -> CheckResult:
-        try:
-            return run(state)
-        except (SagaIndexError, ClientError, BotoCoreError) as err:
-            return CheckResult(name, False, f"could not run: {type(err).__name__}: {err}")
-
-    return guarded
-
-
-def _required(name: str, value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{name} must be a non-empty string")
-    return value.strip()
