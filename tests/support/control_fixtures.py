@@ -46,7 +46,7 @@ def set_phase(
     """The executor's write of a move with the preconditions a TEST names in place of the ones
     `change_phase` chooses: for the tests of the write protocol (intent, compare-and-set, settle,
     races) and of setups that plant a record. No product code can do this: `change_phase` is
-    the only public way a move is written (tests/unit/test_phase_entry_points.py)."""
+    the only public way a move is written (tests/component/test_phase_entry_points.py)."""
     return executor._set_phase(
         store,
         requested,

@@ -6,7 +6,7 @@ intent (`applied = false`, only into an empty slot or over an intent nobody conf
 STATE compare-and-set on version v, then the intent is settled (`applied = true`). No STATE can
 exist without its history item. A crash or failure after the intent leaves an item that is not
 confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
-settled into the slot, and a crash leaves it undecided (record/store.py, `restore_point`, says
+settled into the slot, and a crash leaves it undecided (record/history.py, `restore_point`, says
 what a restore follows then). The next `change_phase` (or `repair_history`, settle.py) settles the
 current version's item from the STATE. Repeating any write changes nothing.
 """
