@@ -16,7 +16,8 @@ from saga_index.layout_change.record import Phase
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.layout_change.transitions import PhaseChange, Precondition, executor
+from saga_index.layout_change.transitions import PhaseChange, executor
+from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend, make_backend
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

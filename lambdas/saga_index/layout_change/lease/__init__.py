@@ -26,12 +26,10 @@ from saga_index.layout_change.lease.controls import (
     set_throttle,
 )
 from saga_index.layout_change.lease.errors import (
-    InvalidBackfillControlError,
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
-    LeaseOutcomeUnknownError,
 )
 from saga_index.layout_change.lease.events import nonblank, record_control_event
 from saga_index.layout_change.lease.grant import (
@@ -46,12 +44,10 @@ from saga_index.layout_change.lease.grant import (
 
 __all__ = [
     "LEASE_TTL_SECONDS",
-    "InvalidBackfillControlError",
     "LeaseDirectionError",
     "LeaseHeldError",
     "LeaseLostError",
     "LeaseNotYetEffectiveError",
-    "LeaseOutcomeUnknownError",
     "acquire_lease",
     "backfill_layouts",
     "check_startable",
