@@ -14,15 +14,17 @@ from saga_index.index import InvalidInputError, Layout, Person, RetryLaterError,
 from saga_index.layout_change.record import ControlStore, OpenIndexState, routing_for
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.layout_change.transitions import (
-    CHECK_NO_OPEN_INDEX_KEYS,
-    CHECK_OPEN_INDEX_PARITY,
-    CheckOptions,
-    OpenIndexBuildingError,
-    OpenIndexMoveNotAllowedError,
-    OpenIndexNotReadyError,
+    CompletionCheckOptions,
     PreconditionFailedError,
     change_open_index,
 )
+from saga_index.layout_change.transitions.open_index_move import (
+    CHECK_NO_OPEN_INDEX_KEYS,
+    CHECK_OPEN_INDEX_PARITY,
+    OpenIndexBuildingError,
+    OpenIndexNotReadyError,
+)
+from saga_index.layout_change.transitions.open_index_rules import OpenIndexMoveNotAllowedError
 from saga_index.store import SagaRepository
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.writer import SagaWriter
@@ -38,7 +40,7 @@ from tests.support.open_index import (
 )
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-OPTIONS = CheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
+OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
 
 
 @pytest.fixture
@@ -346,7 +348,10 @@ def test_the_backfill_stamps_old_open_rows_and_never_restamps_a_saga_closed_mean
 def test_given_the_open_index_moving_during_the_backfill_then_it_stops_after_the_page(
     move: Moves, store: ControlStore, dynamo: Backend, clock: Clock
 ) -> None:
-    from saga_index.layout_change.backfill import OpenStampsStoppedError, open_index_backfill
+    from saga_index.layout_change.backfill.open_stamps import (
+        OpenStampsStoppedError,
+        open_index_backfill,
+    )
     from saga_index.store.dynamo import ScanOptions
 
     for n in range(5):

@@ -19,7 +19,6 @@ that every reader and writer follows, changed only through guarded transitions.
   open_index  the sparse open-saga index's state: the record's second dimension
 """
 
-from saga_index.layout_change.record import items
 from saga_index.layout_change.record.conditions import STATE_EXISTS, STILL_THE_VERSION_READ
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import (
@@ -68,12 +67,7 @@ from saga_index.layout_change.record.items import (
     fence_slot_key,
     state_key,
 )
-from saga_index.layout_change.record.open_index import (
-    OPEN_INDEX_OFF,
-    OPEN_INDEX_STATES,
-    OpenIndex,
-    OpenIndexState,
-)
+from saga_index.layout_change.record.open_index import OpenIndex, OpenIndexState
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider, StateSource
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
@@ -124,8 +118,6 @@ __all__ = [
     "LEASE_PACE",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
-    "OPEN_INDEX_OFF",
-    "OPEN_INDEX_STATES",
     "PARTS",
     "SINGLE_COUNT_PHASES",
     "STATE_EXISTS",
@@ -167,7 +159,6 @@ __all__ = [
     "format_time",
     "grammar_document",
     "history_item",
-    "items",
     "layouts_for_phase",
     "lease_attributes",
     "needs_lost_record_probe",

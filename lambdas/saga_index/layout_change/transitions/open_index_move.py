@@ -39,7 +39,7 @@ from saga_index.layout_change.record import (
     to_millis,
     utc_now,
 )
-from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
+from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
 from saga_index.layout_change.transitions.executor import (
     PhaseChange,
     apply_transition,
@@ -51,7 +51,7 @@ from saga_index.layout_change.transitions.open_index_rules import (
     plan_open_index_move,
 )
 from saga_index.layout_change.transitions.requirements import (
-    CheckOptions,
+    CompletionCheckOptions,
     ShardKeyProbe,
     first_move_guard,
     never_raises,
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 CHECK_OPEN_INDEX_PARITY = "open-index-parity"
 CHECK_NO_OPEN_INDEX_KEYS = "no-open-index-keys"
-_DEFAULT_OPTIONS = CheckOptions()
+_DEFAULT_OPTIONS = CompletionCheckOptions()
 
 
 class Readiness(Protocol):
@@ -107,7 +107,7 @@ class OpenIndexBuildingError(RetryLaterError):
 
 @dataclass(frozen=True)
 class _Judged:
-    results: tuple[CheckResult, ...]
+    results: tuple[PreconditionResult, ...]
     forced: tuple[str, ...]
 
 
@@ -120,7 +120,7 @@ def change_open_index(
     readiness: ReadinessCheck = open_index_readiness,
     shard_count: int | None = None,
     force: bool = False,
-    options: CheckOptions = _DEFAULT_OPTIONS,
+    options: CompletionCheckOptions = _DEFAULT_OPTIONS,
     probe: ShardKeyProbe = probe_shard_keys,
     sleep: Callable[[float], None] = time.sleep,
     clock: WallClock = utc_now,
@@ -212,7 +212,7 @@ def _require_settled(
 def _checks(
     store: ControlStore,
     move: PlannedOpenIndexMove,
-    options: CheckOptions,
+    options: CompletionCheckOptions,
     sleep: Callable[[float], None],
 ) -> list[Precondition]:
     if not move.completes:
@@ -227,16 +227,16 @@ def _checks(
     )
     if move.to.state is OpenIndexState.OPEN:
 
-        def parity(_: ControlState) -> CheckResult:
+        def parity(_: ControlState) -> PreconditionResult:
             report = reader.check(index, stamps_expected=True)
             if report.ok:
-                return CheckResult(
+                return PreconditionResult(
                     CHECK_OPEN_INDEX_PARITY,
                     True,
                     f"all {report.open_rows} open saga(s) of {report.rows} saga row(s) are in "
                     f"{index} under their key; no closed saga is",
                 )
-            return CheckResult(
+            return PreconditionResult(
                 CHECK_OPEN_INDEX_PARITY,
                 False,
                 f"{len(report.differences)} row(s) differ between the base table and the open "
@@ -247,15 +247,15 @@ def _checks(
         name, run = CHECK_OPEN_INDEX_PARITY, parity
         return [Precondition(name, never_raises(name, run))]
 
-    def empty(_: ControlState) -> CheckResult:
+    def empty(_: ControlState) -> PreconditionResult:
         report = reader.check(index, stamps_expected=False)
         if report.ok:
-            return CheckResult(
+            return PreconditionResult(
                 CHECK_NO_OPEN_INDEX_KEYS,
                 True,
                 f"none of {report.rows} saga row(s) carries OpenSagaPK; the open index is empty",
             )
-        return CheckResult(
+        return PreconditionResult(
             CHECK_NO_OPEN_INDEX_KEYS,
             False,
             f"{len(report.differences)} row(s) still carry OpenSagaPK or sit in the open index "
