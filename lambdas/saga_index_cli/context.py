@@ -34,7 +34,6 @@ from saga_index.layout_change.record import (
     Routing,
     WallClock,
     layouts_for_phase,
-    needs_lost_record_probe,
     routing_for,
     utc_now,
 )
@@ -237,13 +236,9 @@ class CliContext:
         Both overrides given: the record is not read at all."""
         if not self.overridden:
             state = self.read_state()
-            if needs_lost_record_probe(state):
-                # A read must not answer from the empty legacy key of a table whose record was
-                # lost after a move (docs/control-contract.md, "A lost record").
-                history = self.control_store().newest_history(1)
-                self.control_store().refuse_a_lost_record(
-                    history_version=history[0].version if history else 0
-                )
+            # A read must not answer from the empty legacy key of a table whose record was
+            # lost after a move (docs/control-contract.md, "A lost record").
+            self.control_store().refuse_if_lost(state)
             return routing_for(state, self.now())
         phase = self.phase_override
         shards = self.shards_override

@@ -12,7 +12,11 @@ that every reader and writer follows, changed only through guarded transitions.
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes
   decode    items back into states and transitions, strictly
-  store     the items in DynamoDB: consistent reads, compare-and-set, history
+  history   HISTORY items applied, pending or abandoned, and the one a restore follows
+  store     the items in DynamoDB: consistent reads, compare-and-set, history; and the
+            operations a caller would otherwise assemble: `restore_point` (the history item a
+            restore follows), `refuse_if_lost` (the lost-record rule for a state as read)
+  lost      the lost-record rule's probe: a few shard keys read before "never migrated"
   timing    T and effectiveAt: how stale a view may be, and when a change reached everyone
   provider  the cached view every process reads (at most T seconds old)
   routing   pure: the write key, by-person read keys and enumeration keys of a state
@@ -44,7 +48,6 @@ from saga_index.layout_change.record.history import (
     HistoryEntry,
     followed_state,
     needs_lost_record_probe,
-    restore_point,
 )
 from saga_index.layout_change.record.items import (
     BACKFILL_MAX_WRITES_PER_SECOND,
@@ -167,7 +170,6 @@ __all__ = [
     "parse_time",
     "present",
     "resolve_routing",
-    "restore_point",
     "routing_for",
     "seconds_until",
     "state_item",
