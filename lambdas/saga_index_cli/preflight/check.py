@@ -48,7 +48,7 @@ PERMISSIONS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Check:
+class PreflightCheck:
     """One check's verdict: `fix` says what to do when it failed or warned (None when it
     passed). `ok` is whether the runbook's step 1 can go ahead: a warning is ok."""
 
@@ -109,11 +109,11 @@ def error_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def unavailable_check(name: str, failure: Unavailable) -> Check:
+def unavailable_check(name: str, failure: Unavailable) -> PreflightCheck:
     """The failure of a check that could not be made: why (its verdict), naming the service,
     its endpoint and the permission the check needs."""
     if is_not_found(failure.err):
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"could not check: {error_text(failure.err)}",
@@ -121,7 +121,7 @@ def unavailable_check(name: str, failure: Unavailable) -> Check:
         )
     kind = service_failure(failure.err)
     if kind is None:
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"could not check: {error_text(failure.err)}",
@@ -151,7 +151,7 @@ def unavailable_check(name: str, failure: Unavailable) -> Check:
             f"docs/cli.md), then run preflight again; this check needs {failure.permission} "
             f"on {failure.resource}"
         )
-    return Check(name, False, detail, fix, unavailable=kind.kind.value)
+    return PreflightCheck(name, False, detail, fix, unavailable=kind.kind.value)
 
 
 def checked_call(permission: str, resource: str, call: Callable[[], Any]) -> Any:
