@@ -37,7 +37,8 @@ from saga_index.layout_change.record import (
     routing_for,
     utc_now,
 )
-from saga_index.store import SagaRepository
+from saga_index.layout_change.transitions import ReadinessCheck
+from saga_index.store import SagaRepository, open_index_readiness
 from saga_index.store.dynamo import make_client, retry_config
 from saga_index_cli.failures import mark_client
 from saga_index_cli.identity import caller_identity
@@ -89,6 +90,8 @@ class CliHooks:
     sleep: Callable[[float], None] = time.sleep
     timing: ControlTiming = DEFAULT_TIMING
     shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
+    # Whether the open-saga index is there to move to (DescribeTable: IndexStatus, Backfilling).
+    open_index_readiness: ReadinessCheck = open_index_readiness
 
 
 @dataclass
