@@ -20,6 +20,8 @@ from unittest import mock
 
 from moto import mock_aws
 
+from tests.support import moto_responses
+
 
 class SerialExecutor:
     """A ThreadPoolExecutor's submit/with interface, running each call at once."""
@@ -47,6 +49,8 @@ class SerialExecutor:
 
 @contextlib.contextmanager
 def simulated_aws() -> Iterator[None]:
+    # `python -m tests.sim` runs without tests/conftest.py, which installs this for pytest.
+    moto_responses.install()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
