@@ -352,7 +352,7 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     for (const key of readKeys(state, p)) {
       let items: RawItem[];
       try {
-        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, scope);
+        items = await queryPartition(this.target, { partition: key, prefix: `${p.id}#` }, scope);
       } catch (err) {
         throw readFailure(new Map([[key, err]]), this.target, scope.signal);
       }

@@ -78,7 +78,7 @@ export async function readPage(
     const partition = partitions[index] as string;
     const wanted = limit - rows.length;
     const input = {
-      ...queryInput(target, { gsi4pk: partition, openOnly: of === 'open' }),
+      ...queryInput(target, { partition, openOnly: of === 'open' }),
       Limit: Math.min(wanted, target.pageSize ?? wanted),
       ...(after === undefined ? {} : { ExclusiveStartKey: after }),
     };
