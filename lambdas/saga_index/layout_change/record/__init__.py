@@ -6,6 +6,7 @@ that every reader and writer follows, changed only through guarded transitions.
   errors    the record's own errors (a reader's refusal, a lost compare-and-set), each naming
             what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
+            (attribute: the kinds of value and the table's shape)
   grammar   what a value of each kind is on the wire, one rule for every reader's language
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
@@ -15,6 +16,7 @@ that every reader and writer follows, changed only through guarded transitions.
   timing    T and effectiveAt: how stale a view may be, and when a change reached everyone
   provider  the cached view every process reads (at most T seconds old)
   routing   pure: the write key, by-person read keys and enumeration keys of a state
+  open_index  the sparse open-saga index's state: the record's second dimension
 """
 
 from saga_index.layout_change.record import items
@@ -66,6 +68,12 @@ from saga_index.layout_change.record.items import (
     fence_slot_key,
     state_key,
 )
+from saga_index.layout_change.record.open_index import (
+    OPEN_INDEX_OFF,
+    OPEN_INDEX_STATES,
+    OpenIndex,
+    OpenIndexState,
+)
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider, StateSource
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
@@ -116,6 +124,8 @@ __all__ = [
     "LEASE_PACE",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
+    "OPEN_INDEX_OFF",
+    "OPEN_INDEX_STATES",
     "PARTS",
     "SINGLE_COUNT_PHASES",
     "STATE_EXISTS",
@@ -138,6 +148,8 @@ __all__ = [
     "ControlTiming",
     "HistoryEntry",
     "Lease",
+    "OpenIndex",
+    "OpenIndexState",
     "Part",
     "Phase",
     "RecordCondition",

@@ -13,6 +13,13 @@ from saga_index.layout_change.transitions.errors import (
     TransitionNotAllowedError,
 )
 from saga_index.layout_change.transitions.executor import PhaseChange, change_phase
+from saga_index.layout_change.transitions.open_index_rules import (
+    OpenIndexMoveNotAllowedError,
+    PlannedOpenIndexMove,
+    allowed_open_index_moves,
+    open_index_transition_for,
+    plan_open_index_move,
+)
 from saga_index.layout_change.transitions.requirements import (
     CheckOptions,
     ShardKeyProbe,
@@ -34,7 +41,9 @@ __all__ = [
     "CheckResult",
     "MoveOutcomeUnknownError",
     "NotAppliedRetryLaterError",
+    "OpenIndexMoveNotAllowedError",
     "PhaseChange",
+    "PlannedOpenIndexMove",
     "Precondition",
     "PreconditionFailedError",
     "Restored",
@@ -42,10 +51,13 @@ __all__ = [
     "StateWriteFailedError",
     "TransitionNotAllowedError",
     "allowed_moves",
+    "allowed_open_index_moves",
     "change_phase",
     "check_backfill",
     "failing_checks",
+    "open_index_transition_for",
     "plan_move",
+    "plan_open_index_move",
     "prior_write_for",
     "repair_history",
     "restore_state",
