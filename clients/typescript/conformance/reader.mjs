@@ -8,13 +8,20 @@
 // request.json: {"persons": [personId...], "writes": [{"sagaId", "personId", "openedAt",
 // "state"}...], "stampOnly": TABLE}: each write goes to --table and, when stampOnly names a
 // second table in the same state, to that table too (its own SagaIndex); prints {"state",
-// "all", "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read order), "byPerson",
-// "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...], "now"}}: the
-// routing each table's record gives those persons (at `now`, else the clock). Exits 0; 1 with
+// "openReadKeys", "all", "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read
+// order), "byPerson", "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...],
+// "now"}}: the routing each table's record gives those persons (at `now`, else the clock),
+// with the open-saga index's keys (`openWriteKey`, `openReadKeys`). Exits 0; 1 with
 // the error on stderr when a read fails, 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { ControlItemInvalidError, SagaIndex, SagaIndexError, layoutName } from '@propflow/renewal-saga-index';
+import {
+  ControlItemInvalidError,
+  SagaIndex,
+  SagaIndexError,
+  layoutName,
+  openIndexName,
+} from '@propflow/renewal-saga-index';
 
 function args(argv) {
   const options = { endpoint: undefined, table: undefined };
@@ -49,9 +56,10 @@ const client = new DynamoDBClient({
 });
 const index = new SagaIndex({ client, tableName: options.table });
 
-// A writer's PutItem of a new saga row, with the two keys writeKeys gives now.
+// A writer's PutItem of a new saga row, with the keys writeKeys gives now for its state (the
+// GSI4 keys, and OpenSagaPK when an open saga gets one).
 async function open(table, writer, w) {
-  const keys = await writer.writeKeys(w.personId, w.openedAt);
+  const keys = await writer.writeKeys(w.personId, w.openedAt, { sagaState: w.state });
   await client.send(
     new PutItemCommand({
       TableName: table,
@@ -67,6 +75,7 @@ async function open(table, writer, w) {
         state: { S: w.state },
         GSI4PK: { S: keys.GSI4PK },
         GSI4SK: { S: keys.GSI4SK },
+        ...(keys.OpenSagaPK === undefined ? {} : { OpenSagaPK: { S: keys.OpenSagaPK } }),
       },
       ConditionExpression: 'attribute_not_exists(PK)',
     }),
@@ -91,6 +100,7 @@ async function routes({ tables, persons, now }) {
           persons.map(async (personId) => ({ personId, ...(await reader.keysFor(personId)) })),
         ),
         stages: await reader.enumerationStages(),
+        openReadKeys: await reader.openEnumerationKeys(),
       };
     } catch (err) {
       // A refused item: the kind and attribute the Python decoder reports for it.
@@ -112,6 +122,7 @@ const describeState = (s) => ({
   movingTo: s.movingTo === null ? null : layoutName(s.movingTo),
   source: layoutName(s.source),
   target: layoutName(s.target),
+  openIndex: openIndexName(s.openIndex),
 });
 
 try {
@@ -141,6 +152,7 @@ async function readAndWrite() {
   };
   return {
     state: describeState(state),
+    openReadKeys: await index.openEnumerationKeys(),
     all: await index.getAllSagas(),
     open: await index.getAllOpenSagas(),
     pagedAll: await flat(index.pagesOfAllSagas()),
