@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  CursorLayoutChangedError,
   IncompleteEnumerationError,
   SagaIndex,
   describeState,
@@ -126,6 +127,52 @@ describe('open sagas: the open index while the record says open, GSI4 otherwise'
     assert.deepEqual(ids(mine), ['closed-3', 'open-3']);
     assert.equal(fake.queriesOf().length, 1);
     assert.equal((fake.queriesOf()[0]?.ExpressionAttributeValues as Item)[':pk']?.S, gsi4('person-3'));
+  });
+
+  test('open: pages of the open index concatenate to every open saga once, resumed mid-key', async () => {
+    const fake = table(OPEN, rows());
+    const sagas = index(fake, effectiveAt(OPEN) + 1);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let midKey = 0;
+    do {
+      const page: { rows: SagaRow[]; cursor: string | null } = await sagas.pageOfOpenSagas({ limit: 3, cursor });
+      seen.push(...page.rows.map((r) => r.sagaId));
+      cursor = page.cursor;
+      if (cursor !== null) {
+        const document = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as {
+          at: string;
+          after: Record<string, string> | null;
+        };
+        assert.match(document.at, /^RenewalSagaOpen#\d+$/);
+        if (document.after !== null) {
+          midKey += 1;
+          // The format is the one cursor format: the partition key's value in its first slot.
+          assert.deepEqual(Object.keys(document.after), ['GSI4PK', 'GSI4SK', 'PK', 'SK']);
+          assert.equal(document.after.GSI4PK, document.at);
+        }
+      }
+    } while (cursor !== null);
+    assert.ok(midKey > 0, 'some page ended inside a key');
+    assert.deepEqual(seen.sort(), Array.from({ length: 40 }, (_, n) => `open-${n}`).sort());
+    assert.deepEqual(indexNames(fake), new Set([OPEN_INDEX]));
+    const resumed = fake.queriesOf().filter((q) => q.ExclusiveStartKey !== undefined);
+    assert.ok(resumed.length > 0);
+    for (const q of resumed) {
+      assert.deepEqual(Object.keys(q.ExclusiveStartKey as Item).sort(), ['GSI4SK', 'OpenSagaPK', 'PK', 'SK']);
+    }
+  });
+
+  test('a cursor taken while GSI4 was read is refused once reads switch to the open index', async () => {
+    const fake = table(ADDING, rows());
+    const first = await index(fake, effectiveAt(ADDING) + 1).pageOfOpenSagas({ limit: 3 });
+    assert.ok(first.cursor !== null);
+    const switched = table(OPEN, rows());
+    await assert.rejects(
+      index(switched, effectiveAt(OPEN) + 1).pageOfOpenSagas({ limit: 3, cursor: first.cursor }),
+      CursorLayoutChangedError,
+    );
+    assert.equal(switched.queriesOf().length, 0);
   });
 
   for (const v of [ADDING, REMOVING]) {
