@@ -38,6 +38,7 @@ from saga_index.layout_change.record import (
     routing_for,
     utc_now,
 )
+from saga_index.layout_change.transitions import ReadinessCheck
 from saga_index.store import SagaRepository
 from saga_index.store.dynamo import make_client, retry_config
 from saga_index_cli.failures import mark_client
@@ -90,6 +91,8 @@ class CliHooks:
     sleep: Callable[[float], None] = time.sleep
     timing: ControlTiming = DEFAULT_TIMING
     shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
+    # Whether the open-saga index is there to move to (None: DescribeTable, the production way).
+    open_index_readiness: ReadinessCheck | None = None
 
 
 @dataclass

@@ -13,6 +13,15 @@ from saga_index.layout_change.transitions.errors import (
     TransitionNotAllowedError,
 )
 from saga_index.layout_change.transitions.executor import PhaseChange, change_phase
+from saga_index.layout_change.transitions.open_index_move import (
+    CHECK_NO_OPEN_INDEX_KEYS,
+    CHECK_OPEN_INDEX_PARITY,
+    OpenIndexBuildingError,
+    OpenIndexNotReadyError,
+    Readiness,
+    ReadinessCheck,
+    change_open_index,
+)
 from saga_index.layout_change.transitions.open_index_rules import (
     OpenIndexMoveNotAllowedError,
     PlannedOpenIndexMove,
@@ -37,21 +46,28 @@ from saga_index.layout_change.transitions.rules import (
 from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
+    "CHECK_NO_OPEN_INDEX_KEYS",
+    "CHECK_OPEN_INDEX_PARITY",
     "CheckOptions",
     "CheckResult",
     "MoveOutcomeUnknownError",
     "NotAppliedRetryLaterError",
+    "OpenIndexBuildingError",
     "OpenIndexMoveNotAllowedError",
+    "OpenIndexNotReadyError",
     "PhaseChange",
     "PlannedOpenIndexMove",
     "Precondition",
     "PreconditionFailedError",
+    "Readiness",
+    "ReadinessCheck",
     "Restored",
     "ShardKeyProbe",
     "StateWriteFailedError",
     "TransitionNotAllowedError",
     "allowed_moves",
     "allowed_open_index_moves",
+    "change_open_index",
     "change_phase",
     "check_backfill",
     "failing_checks",
