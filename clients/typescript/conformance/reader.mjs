@@ -6,10 +6,11 @@
 //   node conformance/reader.mjs --endpoint URL --table NAME < request.json
 //
 // request.json: {"persons": [personId...], "writes": [{"sagaId", "personId", "openedAt",
-// "state"}...], "stampOnly": TABLE}: each write goes to --table and, when stampOnly names a
+// "state"}...], "stampOnly": TABLE, "pageLimit": N}: each write goes to --table and, when stampOnly names a
 // second table in the same state, to that table too (its own SagaIndex); prints {"state",
-// "openReadKeys", "all", "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read
-// order), "byPerson", "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...],
+// "openReadKeys", "openPages" (pageOfOpenSagas's pages of pageLimit rows, when given), "all",
+// "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read order), "byPerson",
+// "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...],
 // "now"}}: the routing each table's record gives those persons (at `now`, else the clock),
 // with the open-saga index's keys (`openWriteKey`, `openReadKeys`). Exits 0; 1 with
 // the error on stderr when a read fails, 2 on a usage error.
@@ -150,9 +151,20 @@ async function readAndWrite() {
     for await (const page of pages) rows.push(...page);
     return rows;
   };
+  // pageOfOpenSagas to the end, `pageLimit` rows a page: each page's sagaIds and next cursor.
+  const openPages = [];
+  if (request.pageLimit !== undefined) {
+    let cursor = null;
+    do {
+      const page = await index.pageOfOpenSagas({ limit: request.pageLimit, cursor });
+      openPages.push({ sagaIds: page.rows.map((r) => r.sagaId), cursor: page.cursor });
+      cursor = page.cursor;
+    } while (cursor !== null);
+  }
   return {
     state: describeState(state),
     openReadKeys: await index.openEnumerationKeys(),
+    openPages,
     all: await index.getAllSagas(),
     open: await index.getAllOpenSagas(),
     pagedAll: await flat(index.pagesOfAllSagas()),
