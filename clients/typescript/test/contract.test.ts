@@ -21,6 +21,7 @@ import {
   type ControlState,
   type Item,
   type RefusalKind,
+  type Transition,
 } from '../src/internal.js';
 import { followedState, needsLostRecordProbe } from '../src/control.js';
 import { openIndexName } from '../src/open-index.js';
@@ -121,27 +122,30 @@ describe('contract vectors: routing (every state, before and from effectiveAt)',
   }
 });
 
+/** A valid item parses to its phase and version (and `more` holds); an invalid one is refused
+ * with the Python reader's kind and attribute, its message naming the attribute. */
+function checkRecord(v: Vectors['records'][number], more: (transition: Transition) => void = () => undefined): void {
+  if (v.valid) {
+    const { transition } = parseStateItem(v.item);
+    assert.equal(transition.phase, v.phase);
+    assert.equal(transition.version, v.version);
+    more(transition);
+    return;
+  }
+  assert.throws(
+    () => parseStateItem(v.item),
+    (err: unknown) => {
+      assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
+      assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
+      assert.ok(err.message.includes(err.attribute), err.message);
+      return true;
+    },
+  );
+}
+
 describe('contract vectors: records (valid and invalid STATE items)', () => {
   assert.ok(vectors.records.some((r) => r.valid) && vectors.records.some((r) => !r.valid));
-  for (const v of vectors.records) {
-    test(v.name, () => {
-      if (v.valid) {
-        const { transition } = parseStateItem(v.item);
-        assert.equal(transition.phase, v.phase);
-        assert.equal(transition.version, v.version);
-      } else {
-        assert.throws(
-          () => parseStateItem(v.item),
-          (err: unknown) => {
-            assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
-            assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
-            assert.ok(err.message.includes(err.attribute), err.message);
-            return true;
-          },
-        );
-      }
-    });
-  }
+  for (const v of vectors.records) test(v.name, () => checkRecord(v));
 });
 
 test('contract vectors: the record attributes this parser knows are the Python table', () => {
@@ -246,24 +250,7 @@ describe('contract vectors: the open-saga index (every state, before and from ef
 describe("contract vectors: the open-saga index's attributes (valid and invalid STATE items)", () => {
   assert.ok(vectors.openIndexRecords.some((r) => r.valid) && vectors.openIndexRecords.some((r) => !r.valid));
   for (const v of vectors.openIndexRecords) {
-    test(v.name, () => {
-      if (v.valid) {
-        const { transition } = parseStateItem(v.item);
-        assert.equal(transition.phase, v.phase);
-        assert.equal(transition.version, v.version);
-        assert.equal(openIndexName(transition.openIndex), v.openIndex);
-      } else {
-        assert.throws(
-          () => parseStateItem(v.item),
-          (err: unknown) => {
-            assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
-            assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
-            assert.ok(err.message.includes(err.attribute), err.message);
-            return true;
-          },
-        );
-      }
-    });
+    test(v.name, () => checkRecord(v, (t) => assert.equal(openIndexName(t.openIndex), v.openIndex)));
   }
 });
 
