@@ -34,6 +34,7 @@ from bench.layouts_model import (
     Config,
     PlanArrays,
     aggregates_of,
+    enumeration_figures,
     lab_mix,
     lab_spec,
     load_of,
@@ -46,6 +47,12 @@ from bench.layouts_model import (
     synthetic_aggregates,
 )
 from bench.layouts_store import MeteredLayout, create_layout_table, seed_layout
+from bench.layouts_targets import (
+    DEFAULT_SHARD_LADDER,
+    price_target_size,
+    render_targets,
+    verdicts,
+)
 from bench.output import RESULTS, emit, num, pct, progress, save
 from bench.server import local_server
 from bench.tiny import TINY_MIX, TINY_SPEC
@@ -53,7 +60,7 @@ from devkit.capacity.ledger import LoadLedger
 from devkit.seed import Dataset, SeedSpec, build_dataset
 from devkit.traffic.mix import TrafficMix
 from devkit.traffic.plan import build_plan
-from saga_index.store.dynamo import make_client
+from saga_index.store.dynamo import item_size, make_client, serialize
 
 NAME = "layouts"
 TINY: dict[str, Any] = {
@@ -67,6 +74,9 @@ TINY: dict[str, Any] = {
     "by_person_sample": 5,
     "transition_sample": 3,
     "chart_path": None,
+    "target_scale": 2,
+    "target_history": 1,
+    "shard_ladder": (16, 32),
 }
 DEFAULT_SCALES = (1, 100, 1000)
 DEFAULT_HISTORY = (1, 10, 100)
@@ -82,6 +92,11 @@ COMPARED: dict[str, float] = {
     "peakRcuPerKey": 0.5,
     "peakWcuPerKey": 1.0,
     "indexHeadroom": 0.0,
+    "openRowsRcu": 0.5,
+    "enumerationOverOpenRows": 0.0,
+    "requestsPerByPerson": 0,
+    "transitionIndexWrites": 0,
+    "terminalIndexWrites": 0,
 }
 
 
@@ -208,6 +223,14 @@ def _metered_load(ledger: LoadLedger, targets: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _index_writes(ledger: LoadLedger, targets: Sequence[str]) -> int:
+    """Index entries the ledger's writes touched: the meter charges each entry put, updated or
+    deleted once (an entry whose key changes twice: delete and put)."""
+    return sum(
+        partition.requests for target in targets for partition in ledger.summary(target).partitions
+    )
+
+
 def _ledger_units(ledger: LoadLedger) -> tuple[float, float]:
     rcu = wcu = 0.0
     for target in ledger.targets():
@@ -247,14 +270,17 @@ def metered_layout(
     run.fresh_meter()
     enumeration = run.repository.get_all_open_sagas()
     enumeration_rcu, _ = _ledger_units(run.meter.ledger)
+    open_bytes = sum(item_size(serialize(item)) for item in enumeration.items)
     run.fresh_meter()
-    for person in persons:
-        run.repository.get_sagas_by_person(person)
+    by_person_requests = sum(
+        run.repository.get_sagas_by_person(person).requests for person in persons
+    )
     by_person_rcu, _ = _ledger_units(run.meter.ledger)
     run.fresh_meter()
     stats = run.replay(plan_staggered[layout.staggered], layout.name.replace("-", "_"))
     load = _metered_load(run.meter.ledger, run.index_targets())
     step_wcu = final_wcu = 0.0
+    step_writes = final_writes = 0
     for to_terminal in (False, True):
         run.fresh_meter()
         for saga_id, person, state in sagas:
@@ -267,20 +293,24 @@ def metered_layout(
                 else "2026-07-10T23:00:00.000Z",
             )
         _, wcu = _ledger_units(run.meter.ledger)
+        writes = _index_writes(run.meter.ledger, run.index_targets())
         if to_terminal:
-            final_wcu = wcu
+            final_wcu, final_writes = wcu, writes
         else:
-            step_wcu = wcu
+            step_wcu, step_writes = wcu, writes
     open_count = len(enumeration.items)
     return {
         "name": layout.name,
         **load,
-        "enumerationRcu": round(enumeration_rcu, 1),
+        **enumeration_figures(enumeration_rcu, open_bytes),
         "requestsPerEnumeration": enumeration.requests,
         "openSagasRead": open_count,
         "byPersonRcu": round(by_person_rcu / len(persons), 3) if persons else None,
+        "requestsPerByPerson": round(by_person_requests / len(persons), 3) if persons else None,
         "transitionWcu": round(step_wcu / len(sagas), 3) if sagas else None,
         "terminalTransitionWcu": round(final_wcu / len(sagas), 3) if sagas else None,
+        "transitionIndexWrites": round(step_writes / len(sagas), 3) if sagas else None,
+        "terminalIndexWrites": round(final_writes / len(sagas), 3) if sagas else None,
         "replay": stats.to_json(),
         "shadowMismatches": run.meter.shadow_mismatches,
         "wallSeconds": round(time.monotonic() - started, 1),
@@ -405,10 +435,15 @@ def run(
     transition_sample: int = 30,
     tolerance: float = 0.05,
     chart_path: Path | None = RESULTS / f"{NAME}.png",
+    target_scale: int = 100,
+    target_history: int = 100,
+    shard_ladder: Sequence[int] = DEFAULT_SHARD_LADDER,
 ) -> dict[str, Any]:
     """The grid of synthetic figures, and (unless metered_history is None) the metered check
-    at 1x. `endpoint_url`: an existing server (else one is started for the run). The chart is
-    drawn to `chart_path` (None: no chart)."""
+    at 1x; then the sparse open-saga index's targets (bench.layouts_targets) at
+    `target_scale` x persons with `target_history` x history, its shard ladder `shard_ladder`.
+    `endpoint_url`: an existing server (else one is started for the run). The chart is drawn to
+    `chart_path` (None: no chart)."""
     spec = base_spec or SeedSpec()
     mix = replace(base_mix or TrafficMix(), duration_s=duration)
     config = Config(shard_count=shard_count, scan_segments=scan_segments)
@@ -428,11 +463,17 @@ def run(
                 tolerance=tolerance,
             )
     rows = synthetic_grid(spec, mix, config, scales=scales, history_factors=history_factors)
+    progress(f"layouts: targets at {target_scale}x, history {target_history}x")
+    priced = price_target_size(
+        spec, mix, scale=target_scale, history_factor=target_history, shard_counts=shard_ladder
+    )
+    targets = {**verdicts(priced, check), "priced": priced}
     mixes = _mixes(mix)
     result = {
-        "ok": True if check is None else check["ok"],
+        "ok": (True if check is None else check["ok"]) and targets["ok"],
         "layouts": rows,
         "check": check,
+        "targets": targets,
         "config": {
             "scales": list(scales),
             "historyFactors": list(history_factors),
@@ -445,6 +486,9 @@ def run(
             "mix": _mix_json(mixes[False]),
             "staggeredSweeps": [asdict(s) for s in mixes[True].sweeps],
             "partitionCeilings": {"rcu": 3000, "wcu": 1000},
+            "targetScale": target_scale,
+            "targetHistoryFactor": target_history,
+            "shardLadder": list(shard_ladder),
             "layouts": {layout.name: layout.title for layout in LAYOUTS},
             "wallSeconds": round(time.monotonic() - started, 1),
         },
@@ -478,6 +522,7 @@ def render(result: dict[str, Any]) -> None:
                 _times(row["readHeadroom"]),
                 _times(row["readHeadroomStaggered"]),
                 num(row["enumerationRcu"], 0),
+                num(row["enumerationOverOpenRows"], 1, "x"),
                 str(row["requestsPerEnumeration"]),
                 num(row["byPersonRcu"], 2),
                 num(row["transitionWcu"], 1),
@@ -500,6 +545,7 @@ def render(result: dict[str, Any]) -> None:
             "read headroom",
             "read headroom, staggered",
             "enum RCU",
+            "enum / open rows",
             "enum requests",
             "by-person RCU",
             "step WCU",
@@ -510,6 +556,7 @@ def render(result: dict[str, Any]) -> None:
         rows,
     )
     render_drift(result["layouts"])
+    render_targets(result["targets"])
     check = result.get("check")
     if not check:
         return
@@ -599,9 +646,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=10,
         help="history size of the metered 1x check (0: no server run)",
     )
+    parser.add_argument(
+        "--target-scale", type=int, default=100, help="persons (x) of the targets' figures"
+    )
+    parser.add_argument(
+        "--target-history", type=int, default=100, help="history (x) of the targets' figures"
+    )
+    parser.add_argument(
+        "--shard-ladder",
+        type=_ints,
+        default=DEFAULT_SHARD_LADDER,
+        help="the N the sparse index is priced at for the headroom target (powers of two)",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="result directory")
     args = parser.parse_args(argv)
     result = run(
+        target_scale=args.target_scale,
+        target_history=args.target_history,
+        shard_ladder=args.shard_ladder,
         scales=args.scales,
         history_factors=args.history,
         duration=args.duration,

@@ -411,6 +411,12 @@ class WriteCost:
     def total(self) -> int:
         return self.base + sum(w for _, w in self.index)
 
+    @property
+    def index_writes(self) -> int:
+        """Index entries written (put, updated or deleted): an entry whose key changes is two,
+        the delete under the old key and the put under the new one."""
+        return len(self.index)
+
 
 def _state_bytes(state: str) -> int:
     return len(state.encode())
@@ -686,18 +692,6 @@ def price_layout(
     index_headroom = load.headroom
     overall = headroom(max(load.peak_rcu_per_key, scan_peak), load.peak_wcu_per_key)
 
-    sample = (
-        np.arange(len(agg.persons), dtype=np.int64)
-        if by_person_sample is None
-        else by_person_sample
-    )
-    by_person = sum(rcu[sample] for _, rcu in queries)
-    if transition_sample is None:
-        every = list(agg.open_sagas)
-        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
-    else:
-        saga_ids = list(transition_sample)
-    step, final = _transition_costs(layout, space, agg, saga_ids)
     hottest = load.hottest_key
     return {
         "name": layout.name,
@@ -712,13 +706,12 @@ def price_layout(
         "writeHeadroom": _round(headroom(0.0, load.peak_wcu_per_key), 6),
         "scanPeakRcuPerSegment": round(scan_peak, 2) if layout.scan else None,
         "headroom": _round(overall, 6),
-        "enumerationRcu": round(float(enum.rcu.sum()) + _scan_rcu(enum), 1),
+        **enumeration_figures(float(enum.rcu.sum()) + _scan_rcu(enum), int(agg.open_bytes.sum())),
         "requestsPerEnumeration": enum.requests,
         "pacedEnumerationSeconds": _scan_seconds(enum, config) if layout.scan else None,
-        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
-        "requestsPerByPerson": len(queries),
-        "transitionWcu": round(float(np.mean(step)), 3) if step else None,
-        "terminalTransitionWcu": round(float(np.mean(final)), 3) if final else None,
+        **_per_saga_figures(
+            layout, space, agg, queries, by_person_sample, transition_sample=transition_sample
+        ),
         "storageBytesPerSaga": round(storage_per_saga(layout, agg), 1),
         "totalRcu": round(float(load.total_rcu.sum()), 1),
         "totalWcu": round(float(load.total_wcu.sum()), 1),
@@ -750,6 +743,17 @@ def _write_cells(
             write_keys.append(key)
             write_seconds.append(second)
             write_units.append(units)
+    create_keys, create_seconds, create_units = create_cells(layout, space, agg, plan)
+    return write_keys + create_keys, write_seconds + create_seconds, write_units + create_units
+
+
+def create_cells(
+    layout: LabLayout, space: KeySpace, agg: Aggregates, plan: PlanArrays
+) -> tuple[list[int], list[int], list[float]]:
+    """(key, second, WCU) of every index write the plan's creates (the cohort's opens) make."""
+    write_keys: list[int] = []
+    write_seconds: list[int] = []
+    write_units: list[float] = []
     for second, person_id, padded in plan.creates:
         person = agg.person_index[person_id]
         shard_number = int(agg.shards[person])
@@ -762,10 +766,69 @@ def _write_cells(
     return write_keys, write_seconds, write_units
 
 
+def open_rows_rcu(open_bytes: int) -> float:
+    """What the open rows cost: their bytes, all together, read in 4 KB eventually consistent
+    units (what reading exactly those rows would cost with no other row read and no rounding per
+    key or page: the floor of any enumeration that returns them)."""
+    if open_bytes <= 0:
+        return 0.0
+    return math.ceil(open_bytes / READ_UNIT_BYTES) / 2
+
+
+def enumeration_figures(enumeration_rcu: float, open_bytes: int) -> dict[str, float | None]:
+    """`enumerationRcu`, `openRowsRcu` (open_rows_rcu) and `enumerationOverOpenRows`: how many
+    times what its open rows cost one all-open enumeration costs (None without open rows)."""
+    floor = open_rows_rcu(open_bytes)
+    return {
+        "enumerationRcu": round(enumeration_rcu, 1),
+        "openRowsRcu": round(floor, 1),
+        "enumerationOverOpenRows": round(enumeration_rcu / floor, 4) if floor else None,
+    }
+
+
+def _per_saga_figures(
+    layout: LabLayout,
+    space: KeySpace,
+    agg: Aggregates,
+    queries: Sequence[tuple[IntArray, FloatArray]],
+    by_person_sample: IntArray | None,
+    *,
+    transition_sample: Sequence[str] | None,
+) -> dict[str, Any]:
+    """One by-person read (mean over `by_person_sample`, default every person) and one step and
+    one terminal transition (mean over `transition_sample`, default TRANSITION_SAMPLE open
+    sagas spread evenly): units, requests, and index writes (index entries put, updated or
+    deleted, as the meter counts them)."""
+    sample = (
+        np.arange(len(agg.persons), dtype=np.int64)
+        if by_person_sample is None
+        else by_person_sample
+    )
+    by_person = sum(rcu[sample] for _, rcu in queries)
+    if transition_sample is None:
+        every = list(agg.open_sagas)
+        saga_ids = [every[int(i)] for i in sample_every(len(every), TRANSITION_SAMPLE)]
+    else:
+        saga_ids = list(transition_sample)
+    step, final = _transition_costs(layout, space, agg, saga_ids)
+    return {
+        "byPersonRcu": round(float(np.mean(by_person)), 3) if len(sample) else None,
+        "requestsPerByPerson": len(queries),
+        "transitionWcu": _mean([c.total for c in step], 3),
+        "terminalTransitionWcu": _mean([c.total for c in final], 3),
+        "transitionIndexWrites": _mean([c.index_writes for c in step], 3),
+        "terminalIndexWrites": _mean([c.index_writes for c in final], 3),
+    }
+
+
+def _mean(values: Sequence[float], digits: int) -> float | None:
+    return round(float(np.mean(values)), digits) if values else None
+
+
 def _transition_costs(
     layout: LabLayout, space: KeySpace, agg: Aggregates, saga_ids: Sequence[str]
-) -> tuple[list[int], list[int]]:
-    """WCU of each sampled saga's next step, and of its terminal transition (to SIGNED)."""
+) -> tuple[list[WriteCost], list[WriteCost]]:
+    """The cost of each sampled saga's next step, and of its terminal transition (to SIGNED)."""
     step, final = [], []
     for saga_id in saga_ids:
         person, size, state = agg.open_sagas[saga_id]
@@ -773,11 +836,9 @@ def _transition_costs(
         step.append(
             transition_cost(
                 layout, space, shard_number, person, size, state, next_open_state(state)
-            )[0].total
+            )[0]
         )
-        final.append(
-            transition_cost(layout, space, shard_number, person, size, state, "SIGNED")[0].total
-        )
+        final.append(transition_cost(layout, space, shard_number, person, size, state, "SIGNED")[0])
     return step, final
 
 

@@ -43,23 +43,24 @@ _OPEN_FILTER = f"#state IN ({', '.join(_OPEN_FILTER_VALUES)})"
 def create_kwargs(
     template: Mapping[str, Any], table_name: str, layout: LabLayout
 ) -> dict[str, Any]:
-    """The synthesised table's create_table kwargs, plus the sparse open-saga index when the
-    layout has one (same sort key as GSI4, projection ALL)."""
+    """The synthesised table's create_table kwargs: with the sparse open-saga index when the
+    layout has one (the template carries it, as infra/open_index.py adds it: same sort key as
+    GSI4, projection ALL), without it when the layout has none."""
     kwargs = table_create_kwargs(template, table_name)
-    if layout.open_index:
-        kwargs["AttributeDefinitions"].append(
-            {"AttributeName": OPEN_INDEX_PK, "AttributeType": "S"}
+    indexes = [i["IndexName"] for i in kwargs["GlobalSecondaryIndexes"]]
+    if OPEN_INDEX_NAME not in indexes:
+        raise ValueError(
+            f"the synthesised table has no {OPEN_INDEX_NAME} (its indexes: {indexes}): "
+            "the lab meters the table that deploys"
         )
-        kwargs["GlobalSecondaryIndexes"].append(
-            {
-                "IndexName": OPEN_INDEX_NAME,
-                "KeySchema": [
-                    {"AttributeName": OPEN_INDEX_PK, "KeyType": "HASH"},
-                    {"AttributeName": "GSI4SK", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        )
+    if not layout.open_index:
+        kwargs["GlobalSecondaryIndexes"] = [
+            i for i in kwargs["GlobalSecondaryIndexes"] if i["IndexName"] != OPEN_INDEX_NAME
+        ]
+        # DynamoDB refuses an attribute definition no key uses.
+        kwargs["AttributeDefinitions"] = [
+            d for d in kwargs["AttributeDefinitions"] if d["AttributeName"] != OPEN_INDEX_PK
+        ]
     return kwargs
 
 

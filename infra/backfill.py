@@ -176,6 +176,7 @@ class SagaBackfill(Construct):
             timeout=cdk.Duration.minutes(5),
         )
         table.grant_index_query(self.verify_function)
+        table.grant_open_index_query(self.verify_function)
         table.grant_saga_row_read(self.verify_function, attributes=VERIFY_READ_ATTRIBUTES)
 
         for fn in (self.plan_function, self.verify_function):

@@ -95,6 +95,7 @@ class DriftGuard(Construct):
         )
         table = functions.table
         table.grant_index_query(self.function)
+        table.grant_open_index_query(self.function)
         table.grant_projected_scan(self.function, attributes=DRIFT_SCAN_ATTRIBUTES)
         table.grant_drift_cursor(self.function)
         self.schedule = ScheduledInvocation(

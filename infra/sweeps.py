@@ -108,6 +108,7 @@ class SagaSweeps(Construct):
                 reserved_concurrent_executions=1,
             )
             table.grant_index_query(fn)
+            table.grant_open_index_query(fn)
             if job.emits_events:
                 self.bus.grant_put_events_to(fn)
             if job.claims_retries:

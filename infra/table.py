@@ -7,6 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.open_index import add_open_saga_index
 from saga_index.index.names import (
     CONTROL_PK,
     DRIFT_CURSOR_PK,
@@ -14,6 +15,7 @@ from saga_index.index.names import (
     INDEX_NAME,
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
+    OPEN_INDEX_NAME,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
 )
@@ -61,10 +63,12 @@ THROTTLED_KEYS_INSIGHTS = dynamodb.ContributorInsightsSpecification(
 
 
 class SagaTable(Construct):
-    """Exposes `.table` and `.index_name` whichever way the table came to exist.
+    """Exposes `.table`, `.index_name` and `.open_index_name` whichever way the table came to
+    exist.
 
     import_existing=True attaches by name and creates no table resource: the production table
-    predates this stack and CloudFormation must never be able to replace or delete it.
+    predates this stack and CloudFormation must never be able to replace or delete it, nor
+    add an index to it (its owning stack adds the open index: infra/open_index.py).
     """
 
     def __init__(
@@ -72,12 +76,13 @@ class SagaTable(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.index_name = INDEX_NAME
+        self.open_index_name = OPEN_INDEX_NAME
         self.table: dynamodb.ITable
         if import_existing:
             # global_indexes makes grant_* cover ".../index/<name>" ARNs; without it a Query on
             # the GSI is denied even though the table grant looks right.
             self.table = dynamodb.Table.from_table_attributes(
-                self, "Table", table_name=table_name, global_indexes=[INDEX_NAME]
+                self, "Table", table_name=table_name, global_indexes=[INDEX_NAME, OPEN_INDEX_NAME]
             )
             return
 
@@ -111,12 +116,19 @@ class SagaTable(Construct):
             # On-call must see WHICH GSI4PK throttles (the legacy key, one hot shard).
             contributor_insights_specification=THROTTLED_KEYS_INSIGHTS,
         )
+        # The sparse open-saga index, exactly as the production table's owning stack adds it.
+        add_open_saga_index(table)
         self.table = table
 
     @property
     def index_arn(self) -> str:
         """The ARN a Query on the GSI is authorised against (the index, not the table)."""
         return f"{self.table.table_arn}/index/{self.index_name}"
+
+    @property
+    def open_index_arn(self) -> str:
+        """The ARN a Query on the open-saga index is authorised against."""
+        return f"{self.table.table_arn}/index/{self.open_index_name}"
 
     def grant_control_read(self, grantee: iam.IGrantable) -> None:
         """GetItem and Query on the TABLE, for the control partition's items only."""
@@ -228,4 +240,10 @@ class SagaTable(Construct):
         """dynamodb:Query on the GSI only: not on the table, not on any other index."""
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=["dynamodb:Query"], resource_arns=[self.index_arn]
+        )
+
+    def grant_open_index_query(self, grantee: iam.IGrantable) -> iam.Grant:
+        """dynamodb:Query on the open-saga index only: not on the table, not on GSI4."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["dynamodb:Query"], resource_arns=[self.open_index_arn]
         )

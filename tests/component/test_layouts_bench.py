@@ -34,6 +34,9 @@ def test_run_meters_every_layout_and_the_model_agrees(
         by_person_sample=20,
         transition_sample=5,
         chart_path=tmp_path / "layouts.png",
+        target_scale=10,
+        target_history=10,
+        shard_ladder=(16, 32),
     )
     check = result["check"]
     disagreements = {
@@ -64,3 +67,19 @@ def test_run_meters_every_layout_and_the_model_agrees(
     metered = {name: entry["metered"] for name, entry in check["layouts"].items()}
     assert metered["state-split"]["enumerationRcu"] < metered["legacy"]["enumerationRcu"] / 3
     assert metered["legacy"]["hottestShare"] == 1.0
+    # The new figures, on the server: the enumeration of the sparse index reads what its open
+    # rows cost within the key rounding, closing a saga writes one more index entry than the
+    # ADR layout (the open index entry's delete), a by-person read is one Query.
+    sparse, adr = metered["sparse-open-index"], metered["adr-n16"]
+    assert sparse["openRowsRcu"] == adr["openRowsRcu"] > 0
+    assert sparse["enumerationOverOpenRows"] < adr["enumerationOverOpenRows"]
+    assert sparse["terminalIndexWrites"] == adr["terminalIndexWrites"] + 1 == 2
+    assert sparse["requestsPerByPerson"] == 1
+    targets = result["targets"]
+    assert {v["figure"] for v in targets["verdicts"]} >= {
+        "all-open enumeration / what its open rows cost",
+        "sweeps' headroom, sweeps staggered",
+        "closing a saga: index writes more than adr-n16's",
+        "by-person read: queries",
+    }
+    assert targets["priced"]["recommendedShardCount"] in (16, 32)

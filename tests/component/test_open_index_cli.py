@@ -17,7 +17,7 @@ from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import add_open_index
+from tests.support.open_index import add_open_index, drop_open_index
 
 
 @pytest.fixture
@@ -68,11 +68,14 @@ def store(dynamo: Backend) -> ControlStore:
 
 
 def test_given_no_open_index_on_the_table_then_adding_is_refused_with_exit_2(
-    cli: Cli, store: ControlStore
+    cli: Cli, store: ControlStore, dynamo: Backend
 ) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    drop_open_index(dynamo.client, dynamo.table_name)
     code, _, err = cli("open-index", "set", "adding", "--reason", "r")
     assert code == 2
-    assert "has no index renewal-saga-open-index: add it first" in err
+    assert "renewal-saga-open-index does not exist on table" in err
+    assert "Nothing written" in err
     assert store.read().version == 0
 
 
@@ -119,7 +122,13 @@ def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backe
     assert "RSAGA#old" in doc["failed"][0]["detail"]
     version = store.read().version
 
-    dynamo.put_saga("old", "p-1", OpenSagaPK="RenewalSagaOpen#6")  # p-1 is shard 6 of 8
+    code, doc, _ = cli.json("open-index", "backfill", "--dry-run")
+    assert (code, doc["stamped"], doc["dryRun"]) == (0, 1, True)
+    code, doc, _ = cli.json("open-index", "backfill", "--rate", "10")
+    assert (code, doc["direction"], doc["stamped"], doc["scanned"]) == (0, "stamp", 1, 1)
+    stored = dynamo.get("RSAGA#old", "META")
+    assert stored is not None
+    assert stored["OpenSagaPK"] == {"S": "RenewalSagaOpen#6"}  # p-1 is shard 6 of 8
     code, doc, _ = cli.json("open-index", "set", "open", "--reason", "read it")
     assert code == 0
     assert doc["routing"]["enumerations"] == "open-index"

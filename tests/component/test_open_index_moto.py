@@ -14,24 +14,33 @@ from saga_index.index import InvalidInputError, Layout, Person, RetryLaterError,
 from saga_index.layout_change.record import ControlStore, OpenIndexState, routing_for
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.layout_change.transitions import (
-    CHECK_NO_OPEN_INDEX_KEYS,
-    CHECK_OPEN_INDEX_PARITY,
-    CheckOptions,
-    OpenIndexBuildingError,
-    OpenIndexMoveNotAllowedError,
-    OpenIndexNotReadyError,
+    CompletionCheckOptions,
     PreconditionFailedError,
     change_open_index,
 )
+from saga_index.layout_change.transitions.open_index_move import (
+    CHECK_NO_OPEN_INDEX_KEYS,
+    CHECK_OPEN_INDEX_PARITY,
+    OpenIndexBuildingError,
+    OpenIndexNotReadyError,
+)
+from saga_index.layout_change.transitions.open_index_rules import OpenIndexMoveNotAllowedError
 from saga_index.store import SagaRepository
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.writer import SagaWriter
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import BUILDING, MISSING, READY, add_open_index, readiness_of
+from tests.support.open_index import (
+    BUILDING,
+    MISBUILT,
+    MISSING,
+    READY,
+    add_open_index,
+    readiness_of,
+)
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-OPTIONS = CheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
+OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
 
 
 @pytest.fixture
@@ -102,6 +111,8 @@ def test_given_the_index_missing_or_building_then_adding_is_refused_writing_noth
 ) -> None:
     with pytest.raises(OpenIndexNotReadyError, match="add it"):
         move("adding", readiness=readiness_of(MISSING))
+    with pytest.raises(OpenIndexNotReadyError, match="KEYS_ONLY"):
+        move("adding", readiness=readiness_of(MISBUILT))
     with pytest.raises(OpenIndexBuildingError, match="CREATING") as building:
         move("adding", readiness=readiness_of(BUILDING))
     assert isinstance(building.value, RetryLaterError)
@@ -291,3 +302,76 @@ def test_given_a_moving_layout_then_the_open_index_waits(
 
 
 _T = "2026-01-02T00:00:00.000Z"
+
+
+def test_the_backfill_stamps_old_open_rows_and_never_restamps_a_saga_closed_meanwhile(
+    move: Moves, store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    from saga_index.layout_change.backfill import open_index_backfill
+
+    for n in range(4):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    dynamo.put_saga("stale", "p-7", state="SIGNED", **{OPEN_KEY: "RenewalSagaOpen#2"})
+    with pytest.raises(InvalidInputError, match="off"):
+        open_index_backfill(store, clock=clock)
+    move("adding")
+    with pytest.raises(RetryLaterError):
+        open_index_backfill(store, clock=clock)
+    move.settle()
+    dry = open_index_backfill(store, clock=clock, dry_run=True, sleep=lambda _s: None)
+    assert (dry.stamped, dry.removed, dry.scanned) == (4, 1, 5)
+    assert OPEN_KEY not in row(dynamo, "old0")
+
+    # A writer closes old1 after the Scan read it open and before its stamp.
+    closed: list[str] = []
+
+    def close_first(params: dict[str, Any], **_: Any) -> None:
+        if not closed and params["Key"]["PK"]["S"] == "RSAGA#old1":
+            closed.append("old1")
+            dynamo.put_saga("old1", "p-1", state="DECLINED")
+
+    dynamo.client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", close_first)
+    report = open_index_backfill(
+        store, clock=clock, max_writes_per_second=1000, sleep=lambda _s: None
+    )
+    assert closed == ["old1"]
+    assert (report.stamped, report.removed, report.changed) == (3, 1, 1)
+    assert OPEN_KEY not in row(dynamo, "old1")
+    assert OPEN_KEY not in row(dynamo, "stale")
+    assert move("open").transition.open_index.state is OpenIndexState.OPEN
+
+    move.settle()
+    again = open_index_backfill(store, clock=clock, sleep=lambda _s: None)
+    assert (again.scanned, again.stamped, again.removed) == (5, 0, 0)
+
+
+def test_given_the_open_index_moving_during_the_backfill_then_it_stops_after_the_page(
+    move: Moves, store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    from saga_index.layout_change.backfill.open_stamps import (
+        OpenStampsStoppedError,
+        open_index_backfill,
+    )
+    from saga_index.store.dynamo import ScanOptions
+
+    for n in range(5):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    move("adding")
+    move.settle()
+    moved: list[str] = []
+
+    def roll_back_once(**_: Any) -> None:
+        if not moved:
+            moved.append("removing")  # first: the move's own writes come through here too
+            move("removing")
+
+    dynamo.client.meta.events.register("before-call.dynamodb.UpdateItem", roll_back_once)
+    with pytest.raises(OpenStampsStoppedError, match="moved during the run"):
+        open_index_backfill(
+            store,
+            clock=clock,
+            scan=ScanOptions(segments=1, page_size=1),
+            sleep=lambda _s: None,
+        )
+    stamped = [n for n in range(5) if OPEN_KEY in row(dynamo, f"old{n}")]
+    assert len(stamped) == 1

@@ -32,7 +32,7 @@ from infra.observability.descriptions import MAX_DESCRIPTION_CHARS, Runbook, ala
 from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
 from saga_index.index.jobs import JOBS_BY_NAME
-from saga_index.index.names import INDEX_NAME
+from saga_index.index.names import INDEX_NAME, OPEN_INDEX_NAME
 from tests.infra.conftest import Synthesised, _synthesise, write_pager_config
 from tests.infra.template_tools import CONTROL_CONDITION
 
@@ -709,7 +709,10 @@ def test_contributor_insights_watch_throttled_keys_on_the_table_and_the_gsi(
             "GlobalSecondaryIndexes": [
                 Match.object_like(
                     {"IndexName": INDEX_NAME, "ContributorInsightsSpecification": insights}
-                )
+                ),
+                # The open index is added as the production table's owning stack adds it
+                # (infra/open_index.py), where this stack sets no Contributor Insights.
+                Match.object_like({"IndexName": OPEN_INDEX_NAME}),
             ],
         },
     )
@@ -934,8 +937,12 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
     ]
     assert by_action == {
         '["xray:PutTelemetryRecords", "xray:PutTraceSegments"]': ("*", None),
+        # Query on GSI4 and on the open-saga index (one statement), nothing else of them.
         '"dynamodb:Query"': (
-            {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
+            [
+                {"Fn::Join": ["", [table, f"/index/{OPEN_INDEX_NAME}"]]},
+                {"Fn::Join": ["", [table, f"/index/{INDEX_NAME}"]]},
+            ],
             None,
         ),
         # Only projected scans of the attributes the checks judge, never whole items.

@@ -14,7 +14,12 @@ from infra.backfill import LAMBDA_SERVICE_ERRORS, VERIFICATION_FAILED_ERROR, WOR
 from infra.observability.dashboard import BACKFILL_METRICS
 from infra.table import FENCE_SLOT_CONDITION
 from saga_index.index.names import BACKFILL_WORKER_METRICS as WORKER_METRICS
-from saga_index.index.names import INDEX_NAME, MAX_CONCURRENT_SEGMENTS, SERVICE_BACKFILL_WORKER
+from saga_index.index.names import (
+    INDEX_NAME,
+    MAX_CONCURRENT_SEGMENTS,
+    OPEN_INDEX_NAME,
+    SERVICE_BACKFILL_WORKER,
+)
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS
 from tests.infra.template_tools import CONTROL_CONDITION, CONTROL_READ, CONTROL_WRITE
@@ -85,9 +90,9 @@ def table_arn(template: Template) -> str:
     return json.dumps({"Fn::GetAtt": [table_id, "Arn"]}, sort_keys=True)
 
 
-def index_arn(template: Template) -> str:
+def index_arn(template: Template, index_name: str = INDEX_NAME) -> str:
     [table_id] = resources(template, "AWS::DynamoDB::Table")
-    arn = {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{INDEX_NAME}"]]}
+    arn = {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, f"/index/{index_name}"]]}
     return json.dumps(arn, sort_keys=True)
 
 
@@ -111,11 +116,12 @@ def test_the_worker_may_scan_the_table_and_update_items_and_nothing_more(
     ]
 
 
-def test_the_verifier_may_query_the_index_and_read_single_rows(
+def test_the_verifier_may_query_the_indexes_and_read_single_rows(
     owned_template: Template,
 ) -> None:
     assert data_actions(function_statements(owned_template, "verify")) == [
         ("dynamodb:GetItem", table_arn(owned_template)),
+        ("dynamodb:Query", index_arn(owned_template, OPEN_INDEX_NAME)),
         ("dynamodb:Query", index_arn(owned_template)),
     ]
 

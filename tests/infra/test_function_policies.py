@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys
-from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX, INDEX_NAME
+from saga_index.index.names import CONTROL_PK, FENCE_PK_PREFIX, INDEX_NAME, OPEN_INDEX_NAME
 from saga_index.layout_change.checks.drift._cursor import CURSOR_KEY
 from tests.infra.template_tools import as_list, render, resources
 
@@ -67,6 +67,15 @@ HANDLERS = {
     "backfill-plan": "handlers.backfill_plan.handler",
     "backfill-worker": "handlers.backfill_worker.handler",
     "backfill-verify": "handlers.backfill_verify.handler",
+}
+# Every function that reads the open-saga index: the four sweeps, the drift guard, the verify.
+OPEN_INDEX_READERS = {
+    "workflow-health-sweep",
+    "retry-failed-prepare",
+    "stuck-saga-sweep",
+    "agent-metrics-snapshot",
+    "drift-guard",
+    "backfill-verify",
 }
 SCHEDULED = {
     "workflow-health-sweep",
@@ -133,6 +142,9 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
         (table_id,) = resources(template, "AWS::DynamoDB::Table")
         table = "${" + table_id + ".Arn}"
     index = f"{table}/index/{INDEX_NAME}"
+    # The sparse open-saga index: Query only, for the functions that read open sagas (the
+    # sweeps), check them (the drift guard) or verify a move (the backfill's verify).
+    open_index = f"{table}/index/{OPEN_INDEX_NAME}"
     (bus_id,) = resources(template, "AWS::Events::EventBus")
     bus = "${" + bus_id + ".Arn}"
     logs = log_group_arn(template, function_id)
@@ -157,6 +169,8 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
         grants |= {plain("dynamodb:Query", index), plain("events:PutEvents", bus)}
     if name == "agent-metrics-snapshot":
         grants.add(plain("dynamodb:Query", index))
+    if name in OPEN_INDEX_READERS:
+        grants.add(plain("dynamodb:Query", open_index))
     if name == "retry-failed-prepare":
         grants.add(on("dynamodb:UpdateItem", SAGA_ROWS))
     if name == "drift-guard":

@@ -24,7 +24,13 @@ from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import build_app
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.index.names import CONTROL_PK, INDEX_NAME, RETIRED_ENV_PHASE, RETIRED_ENV_SHARDS
+from saga_index.index.names import (
+    CONTROL_PK,
+    INDEX_NAME,
+    OPEN_INDEX_NAME,
+    RETIRED_ENV_PHASE,
+    RETIRED_ENV_SHARDS,
+)
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES
 from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
@@ -193,7 +199,11 @@ def test_given_import_mode_then_no_table_and_every_data_grant_names_the_table_or
     table_arn = (
         "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/" + TABLE_NAME
     )
-    allowed = {table_arn, f"{table_arn}/index/{INDEX_NAME}"}
+    allowed = {
+        table_arn,
+        f"{table_arn}/index/{INDEX_NAME}",
+        f"{table_arn}/index/{OPEN_INDEX_NAME}",
+    }
     data_statements = 0
     for logical_id, policy in resources(template, "AWS::IAM::Policy").items():
         for statement in render(policy["Properties"]["PolicyDocument"]["Statement"]):

@@ -1,8 +1,8 @@
 """Least privilege of the four sweep functions, asserted on the synthesised template in both
-modes: Query on the index only, PutEvents on the sweeps' bus, UpdateItem of saga rows for the
-retry sweep only, reading the control record (GetItem/Query of its partition only), sending to
-its own failed-invocations queue, and nothing else beyond what every function of the stack
-carries (its own log group, X-Ray)."""
+modes: Query on the two indexes only (GSI4 and the open-saga index), PutEvents on the sweeps'
+bus, UpdateItem of saga rows for the retry sweep only, reading the control record
+(GetItem/Query of its partition only), sending to its own failed-invocations queue, and
+nothing else beyond what every function of the stack carries (its own log group, X-Ray)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.infra.template_tools import (
 pytestmark = pytest.mark.infra
 
 INDEX = "renewal-saga-person-index"
+OPEN_INDEX = "renewal-saga-open-index"
 # UpdateItem only of saga rows (their partition key starts with "RSAGA#").
 SAGA_ROWS = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]}}
 # Active tracing: X-Ray has no resource-level permissions.
@@ -86,6 +87,8 @@ def expected_grants(
     sweep = next(s for s in SWEEPS if s.job_name == job)
     expected = TRACING | {
         ("dynamodb:Query", f"{table}/index/{INDEX}"),
+        # getAllOpenSagas reads the sparse open-saga index once the move switches it there.
+        ("dynamodb:Query", f"{table}/index/{OPEN_INDEX}"),
         ("logs:CreateLogStream", log_group),
         ("logs:PutLogEvents", log_group),
         ("sqs:SendMessage", failure_queue),

@@ -17,7 +17,7 @@ from moto import mock_aws
 from devkit import schema
 from infra.config import ConfigError, StackConfig, load_cdk_json_context
 from infra.stack import STACK_NAME, RenewalSagaIndexStack, build_app
-from saga_index.index.names import INDEX_NAME
+from saga_index.index.names import INDEX_NAME, OPEN_INDEX_NAME
 from tests.infra.conftest import Synthesised
 from tests.infra.template_tools import resources
 
@@ -54,11 +54,12 @@ def test_given_default_context_when_synthesised_then_table_is_keyed_on_string_pk
         },
     )
     assert sorted(attributes.as_array(), key=lambda a: a["AttributeName"]) == sorted(
-        _string_attributes("PK", "SK", "GSI4PK", "GSI4SK"), key=lambda a: a["AttributeName"]
+        _string_attributes("PK", "SK", "GSI4PK", "GSI4SK", "OpenSagaPK"),
+        key=lambda a: a["AttributeName"],
     )
 
 
-def test_given_default_context_when_synthesised_then_renewal_saga_index_is_gsi4_projecting_all(
+def test_given_default_context_when_synthesised_then_gsi4_and_the_open_index_project_all(
     owned_template: Template,
 ) -> None:
     owned_template.has_resource_properties(
@@ -69,11 +70,17 @@ def test_given_default_context_when_synthesised_then_renewal_saga_index_is_gsi4_
                     "IndexName": "renewal-saga-person-index",
                     "KeySchema": _key_schema("GSI4PK", "GSI4SK"),
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    "IndexName": "renewal-saga-open-index",
+                    "KeySchema": _key_schema("OpenSagaPK", "GSI4SK"),
+                    "Projection": {"ProjectionType": "ALL"},
+                },
             ]
         },
     )
     assert INDEX_NAME == "renewal-saga-person-index"
+    assert OPEN_INDEX_NAME == "renewal-saga-open-index"
 
 
 def test_given_default_context_when_synthesised_then_table_is_on_demand_with_pitr(
@@ -109,6 +116,7 @@ def test_given_construct_when_owning_then_it_exposes_table_and_index_name(
 ) -> None:
     saga_table = owned_synth.stack.saga_table
     assert saga_table.index_name == INDEX_NAME
+    assert saga_table.open_index_name == OPEN_INDEX_NAME
     assert isinstance(saga_table.table, cdk.aws_dynamodb.Table)
 
 

@@ -17,14 +17,34 @@ class Verdict:
     ready: bool
     exists: bool
     problem: str | None
+    index_status: str | None = "ACTIVE"
+    backfilling: bool | None = False
+    keys_as_expected: bool | None = True
+    projection_as_expected: bool | None = True
 
 
 READY = Verdict(True, True, None)
 MISSING = Verdict(
-    False, False, f"the table has no index {names.OPEN_INDEX_NAME}: add it (docs/deploy.md)"
+    False,
+    False,
+    f"the table has no index {names.OPEN_INDEX_NAME}: add it (docs/deploy.md)",
+    index_status=None,
+    backfilling=None,
+    keys_as_expected=None,
+    projection_as_expected=None,
 )
 BUILDING = Verdict(
-    False, True, f"{names.OPEN_INDEX_NAME} is CREATING (Backfilling): wait until it is ACTIVE"
+    False,
+    True,
+    f"{names.OPEN_INDEX_NAME} is CREATING (Backfilling): wait until it is ACTIVE",
+    index_status="CREATING",
+    backfilling=True,
+)
+MISBUILT = Verdict(
+    False,
+    True,
+    f"{names.OPEN_INDEX_NAME} projects KEYS_ONLY: delete it and add it again",
+    projection_as_expected=False,
 )
 
 
@@ -64,4 +84,12 @@ def add_open_index(client: Any, table_name: str) -> None:
                 }
             }
         ],
+    )
+
+
+def drop_open_index(client: Any, table_name: str) -> None:
+    """Delete the open index from the table (a table whose owner has not added it yet)."""
+    client.update_table(
+        TableName=table_name,
+        GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": names.OPEN_INDEX_NAME}}],
     )

@@ -122,3 +122,17 @@ def test_scaled_grid_keeps_the_properties() -> None:
     assert figures["legacy"]["hottestShare"] == 1.0
     assert figures["state-split"]["enumerationRcu"] < figures["adr-n16"]["enumerationRcu"] / 5
     assert LAYOUTS_BY_NAME["adr-n16-staggered"].staggered
+
+
+def test_open_rows_cost_and_index_writes(by_history: dict[int, Any]) -> None:
+    figures = by_history[10]
+    # Every layout stores rows of the same sizes: the open rows cost the same everywhere.
+    assert len({f["openRowsRcu"] for f in figures.values()}) == 1
+    sparse, adr = figures["sparse-open-index"], figures["adr-n16"]
+    assert sparse["enumerationOverOpenRows"] < 1.5 < adr["enumerationOverOpenRows"]
+    assert sparse["enumerationOverOpenRows"] == pytest.approx(
+        sparse["enumerationRcu"] / sparse["openRowsRcu"], abs=1e-4
+    )
+    # Closing a saga: the open index entry's delete is the one extra index write.
+    assert sparse["terminalIndexWrites"] == adr["terminalIndexWrites"] + 1
+    assert figures["state-split"]["terminalIndexWrites"] == 2

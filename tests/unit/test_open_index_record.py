@@ -23,12 +23,9 @@ from saga_index.layout_change.record import (
     state_item,
 )
 from saga_index.layout_change.record.history import HistoryEntry, restore_point
-from saga_index.layout_change.transitions import (
-    OpenIndexMoveNotAllowedError,
-    TransitionNotAllowedError,
-    plan_move,
-    plan_open_index_move,
-)
+from saga_index.layout_change.transitions import plan_move, plan_open_index_move
+from saga_index.layout_change.transitions.errors import TransitionNotAllowedError
+from saga_index.layout_change.transitions.open_index_rules import OpenIndexMoveNotAllowedError
 
 _SHARDED = (("migrating", 0, 16), ("sharded", 3600.0, None))
 _ADDING = (*_SHARDED, ("open-index:adding", 7200.0, None))

@@ -7,6 +7,8 @@
   partitions  reading GSI4 partitions: a set of them whole, one partition's rows, its count
   repair      the repair of one anomalous saga row (a row write, like the writer's)
   watch       the index's throttle events over a window (DynamoDB's CloudWatch metrics)
+  open_index  is the sparse open-saga index there, ACTIVE and built as the readers expect
+              (DescribeTable), and the AWS CLI commands that add it and show its status
 
 The store never imports saga_index.layout_change: the machinery provides the plan.
 """
@@ -19,6 +21,15 @@ from saga_index.store.cursor import (
     decode_cursor,
     encode_cursor,
     plan_fingerprint,
+)
+from saga_index.store.open_index import (
+    OpenIndexReadiness,
+    add_open_index_command,
+    open_index_attribute_definitions,
+    open_index_create,
+    open_index_readiness,
+    open_index_status_command,
+    readiness_from_description,
 )
 from saga_index.store.paging import MAX_PAGE_LIMIT, SagaPage, read_page, validate_limit
 from saga_index.store.partitions import count_partition, partition_rows, read_partitions
@@ -35,6 +46,7 @@ __all__ = [
     "CursorLayoutChangedError",
     "InvalidCursorError",
     "KeyPlan",
+    "OpenIndexReadiness",
     "PagingDuringMoveError",
     "Position",
     "ReadResult",
@@ -43,14 +55,20 @@ __all__ = [
     "SagaRepository",
     "SagaWriter",
     "WatchReport",
+    "add_open_index_command",
     "count_partition",
     "decode_cursor",
     "encode_cursor",
+    "open_index_attribute_definitions",
+    "open_index_create",
+    "open_index_readiness",
+    "open_index_status_command",
     "partition_rows",
     "plan_fingerprint",
     "read_page",
     "read_partitions",
     "read_throttle_window",
+    "readiness_from_description",
     "repair_anomaly",
     "utc_iso",
     "validate_limit",

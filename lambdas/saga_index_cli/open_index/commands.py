@@ -29,7 +29,7 @@ from saga_index.layout_change.record import (
     seconds_until,
 )
 from saga_index.layout_change.transitions import (
-    CheckOptions,
+    CompletionCheckOptions,
     PhaseChange,
     allowed_open_index_moves,
     change_open_index,
@@ -38,7 +38,7 @@ from saga_index.layout_change.transitions import (
 )
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
-from saga_index_cli.open_index.readiness import describe_open_index
+from saga_index_cli.open_index.backfill import backfill_command
 from saga_index_cli.options import shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import read_state
@@ -169,21 +169,21 @@ def _state_argument(_: click.Context, __: click.Parameter, value: str) -> OpenIn
 @click.option(
     "--recheck-delay",
     type=click.FloatRange(0, 300),
-    default=CheckOptions.recheck_delay_seconds,
+    default=CompletionCheckOptions.recheck_delay_seconds,
     show_default=True,
     help="Checks: seconds before rows that differ are read again once (GSI propagation).",
 )
 @click.option(
     "--scan-rate",
     type=click.FloatRange(min=1, max=40_000),
-    default=CheckOptions.scan_rate,
+    default=CompletionCheckOptions.scan_rate,
     show_default=True,
     help="Checks: read units per second their base-table scan may use.",
 )
 @click.option(
     "--segments",
     type=click.IntRange(1, 64),
-    default=CheckOptions.segments,
+    default=CompletionCheckOptions.segments,
     show_default=True,
     help="Scan segments.",
 )
@@ -231,7 +231,7 @@ def set_command(
     true, "retryAt": TIME, "failed": []}); 6 --wait interrupted after the change was written.
     """
     table = cli.control_store().table_name
-    options = CheckOptions(
+    options = CompletionCheckOptions(
         recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
     current = read_state(cli)
@@ -268,7 +268,7 @@ def _change(
     reason: str,
     shards: int | None,
     force: bool,
-    options: CheckOptions,
+    options: CompletionCheckOptions,
     wait: bool,
 ) -> PhaseChange:
     while True:
@@ -278,7 +278,7 @@ def _change(
                 state,
                 changed_by=cli.changed_by(),
                 reason=reason,
-                readiness=cli.hooks.open_index_readiness or describe_open_index,
+                readiness=cli.hooks.open_index_readiness,
                 shard_count=shards,
                 force=force,
                 options=options,
@@ -339,3 +339,6 @@ def _print_change(cli: CliContext, table: str, change: PhaseChange, as_json: boo
         f"{format_time(transition.effective_at)}",
         err=True,
     )
+
+
+open_index_group.add_command(backfill_command)

@@ -21,20 +21,14 @@ from saga_index.layout_change.checks.layout_probe import (
     probe_shard_keys,
     shard_rows_refusal,
 )
-from saga_index.layout_change.checks.open_index import (
-    OpenIndexDifference,
-    OpenIndexReader,
-    OpenIndexReport,
-)
+from saga_index.layout_change.checks.open_index import OpenIndexReader
 from saga_index.layout_change.checks.read_progress import ReadCounter, ReadsDone
 
 __all__ = [
     "PROBE_WORKERS",
     "Expectations",
     "InferredLayout",
-    "OpenIndexDifference",
     "OpenIndexReader",
-    "OpenIndexReport",
     "ReadCounter",
     "ReadsDone",
     "RowRef",

@@ -12,14 +12,17 @@ that every reader and writer follows, changed only through guarded transitions.
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes
   decode    items back into states and transitions, strictly
-  store     the items in DynamoDB: consistent reads, compare-and-set, history
+  history   HISTORY items applied, pending or abandoned, and the one a restore follows
+  store     the items in DynamoDB: consistent reads, compare-and-set, history; and the
+            operations a caller would otherwise assemble: `restore_point` (the history item a
+            restore follows), `refuse_if_lost` (the lost-record rule for a state as read)
+  lost      the lost-record rule's probe: a few shard keys read before "never migrated"
   timing    T and effectiveAt: how stale a view may be, and when a change reached everyone
   provider  the cached view every process reads (at most T seconds old)
   routing   pure: the write key, by-person read keys and enumeration keys of a state
   open_index  the sparse open-saga index's state: the record's second dimension
 """
 
-from saga_index.layout_change.record import items
 from saga_index.layout_change.record.conditions import STATE_EXISTS, STILL_THE_VERSION_READ
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import (
@@ -45,7 +48,6 @@ from saga_index.layout_change.record.history import (
     HistoryEntry,
     followed_state,
     needs_lost_record_probe,
-    restore_point,
 )
 from saga_index.layout_change.record.items import (
     BACKFILL_MAX_WRITES_PER_SECOND,
@@ -68,12 +70,7 @@ from saga_index.layout_change.record.items import (
     fence_slot_key,
     state_key,
 )
-from saga_index.layout_change.record.open_index import (
-    OPEN_INDEX_OFF,
-    OPEN_INDEX_STATES,
-    OpenIndex,
-    OpenIndexState,
-)
+from saga_index.layout_change.record.open_index import OpenIndex, OpenIndexState
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider, StateSource
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
@@ -124,8 +121,6 @@ __all__ = [
     "LEASE_PACE",
     "LEASE_STATE_VERSION",
     "LEASE_TOKEN",
-    "OPEN_INDEX_OFF",
-    "OPEN_INDEX_STATES",
     "PARTS",
     "SINGLE_COUNT_PHASES",
     "STATE_EXISTS",
@@ -167,7 +162,6 @@ __all__ = [
     "format_time",
     "grammar_document",
     "history_item",
-    "items",
     "layouts_for_phase",
     "lease_attributes",
     "needs_lost_record_probe",
@@ -176,7 +170,6 @@ __all__ = [
     "parse_time",
     "present",
     "resolve_routing",
-    "restore_point",
     "routing_for",
     "seconds_until",
     "state_item",

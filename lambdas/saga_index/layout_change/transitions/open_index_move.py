@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import InvalidInputError, RetryLaterError, SagaIndexError
+from saga_index.index import InvalidInputError, RetryLaterError
 from saga_index.layout_change.checks import OpenIndexReader, probe_shard_keys
 from saga_index.layout_change.record import (
     DEFAULT_TIMING,
@@ -39,31 +39,37 @@ from saga_index.layout_change.record import (
     to_millis,
     utc_now,
 )
-from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
-from saga_index.layout_change.transitions.executor import PhaseChange, apply_transition
+from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
+from saga_index.layout_change.transitions.executor import (
+    PhaseChange,
+    apply_transition,
+    required_text,
+)
 from saga_index.layout_change.transitions.open_index_rules import (
     PlannedOpenIndexMove,
     open_index_transition_for,
     plan_open_index_move,
 )
 from saga_index.layout_change.transitions.requirements import (
-    CheckOptions,
+    CompletionCheckOptions,
     ShardKeyProbe,
     first_move_guard,
+    never_raises,
 )
 from saga_index.layout_change.transitions.rules import Precondition, settled_at
 from saga_index.layout_change.transitions.settle import repair_history
+from saga_index.store import open_index_readiness
 from saga_index.store.dynamo import ScanOptions
 
 log = logging.getLogger(__name__)
 
 CHECK_OPEN_INDEX_PARITY = "open-index-parity"
 CHECK_NO_OPEN_INDEX_KEYS = "no-open-index-keys"
-_DEFAULT_OPTIONS = CheckOptions()
+_DEFAULT_OPTIONS = CompletionCheckOptions()
 
 
 class Readiness(Protocol):
-    """What DescribeTable says of the open index (saga_index.store's open_index_readiness)."""
+    """What DescribeTable says of the open index (saga_index.store's OpenIndexReadiness)."""
 
     @property
     def ready(self) -> bool: ...
@@ -73,6 +79,18 @@ class Readiness(Protocol):
 
     @property
     def problem(self) -> str | None: ...
+
+    @property
+    def index_status(self) -> str | None: ...
+
+    @property
+    def backfilling(self) -> bool | None: ...
+
+    @property
+    def keys_as_expected(self) -> bool | None: ...
+
+    @property
+    def projection_as_expected(self) -> bool | None: ...
 
 
 # Reads the open index's readiness on a table: (client, table name) -> its verdict.
@@ -89,7 +107,7 @@ class OpenIndexBuildingError(RetryLaterError):
 
 @dataclass(frozen=True)
 class _Judged:
-    results: tuple[CheckResult, ...]
+    results: tuple[PreconditionResult, ...]
     forced: tuple[str, ...]
 
 
@@ -99,10 +117,10 @@ def change_open_index(
     *,
     changed_by: str,
     reason: str,
-    readiness: ReadinessCheck,
+    readiness: ReadinessCheck = open_index_readiness,
     shard_count: int | None = None,
     force: bool = False,
-    options: CheckOptions = _DEFAULT_OPTIONS,
+    options: CompletionCheckOptions = _DEFAULT_OPTIONS,
     probe: ShardKeyProbe = probe_shard_keys,
     sleep: Callable[[float], None] = time.sleep,
     clock: WallClock = utc_now,
@@ -112,7 +130,7 @@ def change_open_index(
     written. Raises what change_phase raises (OpenIndexMoveNotAllowedError for a move out of
     order or after the end, PreconditionFailedError, VersionConflictError, ...), plus
     OpenIndexNotReadyError / OpenIndexBuildingError when the index is not there to move to."""
-    changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
+    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -162,9 +180,13 @@ def _require_ready(verdict: Readiness) -> None:
     if verdict.ready:
         return
     problem = verdict.problem or "the open index is not ready"
-    if verdict.exists:
-        raise OpenIndexBuildingError(f"{problem}: nothing written; run it again once it is")
-    raise OpenIndexNotReadyError(f"{problem}: nothing written")
+    built_right = (
+        verdict.keys_as_expected is not False and verdict.projection_as_expected is not False
+    )
+    if verdict.exists and built_right and (verdict.index_status != "ACTIVE" or verdict.backfilling):
+        # DynamoDB is still building it: the same command succeeds once it has.
+        raise OpenIndexBuildingError(f"{problem}. Nothing written; run it again once it is")
+    raise OpenIndexNotReadyError(f"{problem}. Nothing written")
 
 
 def _require_settled(
@@ -190,7 +212,7 @@ def _require_settled(
 def _checks(
     store: ControlStore,
     move: PlannedOpenIndexMove,
-    options: CheckOptions,
+    options: CompletionCheckOptions,
     sleep: Callable[[float], None],
 ) -> list[Precondition]:
     if not move.completes:
@@ -205,16 +227,16 @@ def _checks(
     )
     if move.to.state is OpenIndexState.OPEN:
 
-        def parity(_: ControlState) -> CheckResult:
+        def parity(_: ControlState) -> PreconditionResult:
             report = reader.check(index, stamps_expected=True)
             if report.ok:
-                return CheckResult(
+                return PreconditionResult(
                     CHECK_OPEN_INDEX_PARITY,
                     True,
                     f"all {report.open_rows} open saga(s) of {report.rows} saga row(s) are in "
                     f"{index} under their key; no closed saga is",
                 )
-            return CheckResult(
+            return PreconditionResult(
                 CHECK_OPEN_INDEX_PARITY,
                 False,
                 f"{len(report.differences)} row(s) differ between the base table and the open "
@@ -223,17 +245,17 @@ def _checks(
             )
 
         name, run = CHECK_OPEN_INDEX_PARITY, parity
-        return [Precondition(name, _never_raises(name, run))]
+        return [Precondition(name, never_raises(name, run))]
 
-    def empty(_: ControlState) -> CheckResult:
+    def empty(_: ControlState) -> PreconditionResult:
         report = reader.check(index, stamps_expected=False)
         if report.ok:
-            return CheckResult(
+            return PreconditionResult(
                 CHECK_NO_OPEN_INDEX_KEYS,
                 True,
                 f"none of {report.rows} saga row(s) carries OpenSagaPK; the open index is empty",
             )
-        return CheckResult(
+        return PreconditionResult(
             CHECK_NO_OPEN_INDEX_KEYS,
             False,
             f"{len(report.differences)} row(s) still carry OpenSagaPK or sit in the open index "
@@ -241,7 +263,7 @@ def _checks(
             "then try again",
         )
 
-    return [Precondition(CHECK_NO_OPEN_INDEX_KEYS, _never_raises(CHECK_NO_OPEN_INDEX_KEYS, empty))]
+    return [Precondition(CHECK_NO_OPEN_INDEX_KEYS, never_raises(CHECK_NO_OPEN_INDEX_KEYS, empty))]
 
 
 def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: bool) -> _Judged:
@@ -254,21 +276,3 @@ def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: boo
     if failed:
         raise PreconditionFailedError(f"open index {move.to.state.value}", failed)
     return _Judged(results, ())
-
-
-def _never_raises(
-    name: str, run: Callable[[ControlState], CheckResult]
-) -> Callable[[ControlState], CheckResult]:
-    def guarded(state: ControlState) -> CheckResult:
-        try:
-            return run(state)
-        except (SagaIndexError, ClientError, BotoCoreError) as err:
-            return CheckResult(name, False, f"could not run: {type(err).__name__}: {err}")
-
-    return guarded
-
-
-def _required(name: str, value: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{name} must be a non-empty string")
-    return value.strip()

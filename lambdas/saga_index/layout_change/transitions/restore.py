@@ -33,11 +33,10 @@ from saga_index.layout_change.record import (
     Transition,
     WallClock,
     parse_state_item,
-    restore_point,
     to_millis,
     utc_now,
 )
-from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
+from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
 from saga_index.layout_change.transitions.rows_move import (
     KeyRows,
     check_rows_layout,
@@ -94,7 +93,7 @@ def restore_state(
         else:
             repair_history(store, state)
             return Restored(state=state, source=None, detail="the STATE item exists and parses")
-    point = restore_point(store.newest_history(2))
+    point = store.restore_point()
     seen: RowsSeen | None = None
     if point is not None:
         rebuilt = ControlState(transition=point.transition)
@@ -108,7 +107,7 @@ def restore_state(
         inferred = check_rows_layout(infer_layout(seen), read_keys)
         if inferred.problem is not None:
             raise PreconditionFailedError(
-                "restore", [CheckResult(CHECK_ROWS_NAME_ONE_LAYOUT, False, inferred.problem)]
+                "restore", [PreconditionResult(CHECK_ROWS_NAME_ONE_LAYOUT, False, inferred.problem)]
             )
         if inferred.moving_to is None and inferred.layout == LEGACY:
             return Restored(
