@@ -43,22 +43,24 @@ _OPEN_FILTER = f"#state IN ({', '.join(_OPEN_FILTER_VALUES)})"
 def create_kwargs(
     template: Mapping[str, Any], table_name: str, layout: LabLayout
 ) -> dict[str, Any]:
-    """The synthesised table's create_table kwargs. The template's table carries the sparse
-    open-saga index (infra/open_index.py, as every owned table does): the sparse layout keeps
-    it, the others drop it, so that each layout's table has only the indexes it prices."""
+    """The synthesised table's create_table kwargs: with the sparse open-saga index when the
+    layout has one (the template carries it, as infra/open_index.py adds it: same sort key as
+    GSI4, projection ALL), without it when the layout has none."""
     kwargs = table_create_kwargs(template, table_name)
-    indexes = kwargs.get("GlobalSecondaryIndexes", [])
-    if layout.open_index:
-        if not any(index["IndexName"] == OPEN_INDEX_NAME for index in indexes):
-            raise ValueError(
-                f"the synthesised table has no {OPEN_INDEX_NAME}: the sparse layout needs the "
-                "open index the stack adds to owned tables (infra/open_index.py); re-synthesise"
-            )
-        return kwargs
-    kwargs["GlobalSecondaryIndexes"] = [i for i in indexes if i["IndexName"] != OPEN_INDEX_NAME]
-    kwargs["AttributeDefinitions"] = [
-        a for a in kwargs["AttributeDefinitions"] if a["AttributeName"] != OPEN_INDEX_PK
-    ]
+    indexes = [i["IndexName"] for i in kwargs["GlobalSecondaryIndexes"]]
+    if OPEN_INDEX_NAME not in indexes:
+        raise ValueError(
+            f"the synthesised table has no {OPEN_INDEX_NAME} (its indexes: {indexes}): "
+            "the lab meters the table that deploys"
+        )
+    if not layout.open_index:
+        kwargs["GlobalSecondaryIndexes"] = [
+            i for i in kwargs["GlobalSecondaryIndexes"] if i["IndexName"] != OPEN_INDEX_NAME
+        ]
+        # DynamoDB refuses an attribute definition no key uses.
+        kwargs["AttributeDefinitions"] = [
+            d for d in kwargs["AttributeDefinitions"] if d["AttributeName"] != OPEN_INDEX_PK
+        ]
     return kwargs
 
 

@@ -30,9 +30,6 @@ from saga_index.layout_change.record import SINGLE_COUNT_PHASES, Phase, format_t
 from saga_index.layout_change.transitions import PreconditionFailedError
 from saga_index.store.dynamo import botocore_resent
 from saga_index_cli.backfill.command import backfill_group
-from saga_index_cli.checks.drift import drift_command
-from saga_index_cli.checks.verify import verify_command
-from saga_index_cli.checks.watch import watch_command
 from saga_index_cli.context import CliContext, CliHooks, is_table_missing
 from saga_index_cli.endpoints import (
     ENV_DYNAMODB_ENDPOINT,
@@ -56,6 +53,9 @@ from saga_index_cli.phase.commands import phase_group
 from saga_index_cli.preflight.command import preflight_command
 from saga_index_cli.reads import sagas_group, shard_command
 from saga_index_cli.repair import repair_anomaly_command
+from saga_index_cli.signals.drift import drift_command
+from saga_index_cli.signals.verify import verify_command
+from saga_index_cli.signals.watch import watch_command
 from saga_index_cli.status.command import status_command
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED = EXIT_FOUND, ExitCode.USAGE, ExitCode.REFUSED

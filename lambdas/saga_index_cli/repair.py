@@ -41,8 +41,9 @@ def _table_key(saga_id: str | None, pk: str | None, sk: str | None) -> dict[str,
 @click.option("--person-id", help="The person the saga belongs to.")
 @click.option(
     "--from-lease",
+    "from_tenancy",
     is_flag=True,
-    help="Take the person from the saga's lease (LEASE#<leaseId>/META names its tenant).",
+    help="Take the person from the saga's rental lease (LEASE#<leaseId>/META names its tenant).",
 )
 @click.option(
     "--apply", is_flag=True, help="Write the repair. Without it: a dry run that writes nothing."
@@ -55,7 +56,7 @@ def repair_anomaly_command(
     pk: str | None,
     sk: str | None,
     person_id: str | None,
-    from_lease: bool,
+    from_tenancy: bool,
     apply: bool,
     as_json: bool,
 ) -> None:
@@ -70,11 +71,11 @@ def repair_anomaly_command(
     Exit codes:
       0  repaired; or would be repaired (dry run); or not an anomaly: nothing to do
       1  not repaired: the row is gone or changed since it was read, it belongs to another
-         person, or its lease does not name a usable tenant (the message says what to do)
+         person, or its rental lease does not name a usable tenant (the message says what to do)
       2  bad usage or input (the key, the person, the options)
     """
     key = _table_key(saga_id, pk, sk)
-    if (person_id is None) == (not from_lease):
+    if (person_id is None) == (not from_tenancy):
         raise click.UsageError("give the person as --person-id P, or --from-lease (not both)")
     # Checked before the record is read: bad input is exit 2 whatever the table's state.
     if person_id is not None:

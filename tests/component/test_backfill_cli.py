@@ -16,7 +16,7 @@ from moto import mock_aws
 from saga_index.index import keys
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
-from saga_index.layout_change.transitions.rules import check_backfill
+from saga_index.layout_change.transitions.rules import backfill_verified
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_cli import run, store
@@ -83,7 +83,7 @@ def test_given_a_clean_table_when_backfilled_with_json_then_one_object_and_exit_
     # the completion is in the record: what `phase set sharded` checks
     state = store(dynamo).read()
     assert state.lease is None
-    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    assert backfill_verified(state, BackfillDirection.FORWARD).passed
 
 
 def test_given_anomalies_when_backfilled_then_exit_3_and_they_are_listed(
@@ -133,7 +133,7 @@ def test_given_forward_then_rollback_in_their_phases_then_the_table_is_back_wher
     code, _, err = run(capsys, dynamo, "backfill", "--direction", "rollback", *fast)
     assert code == 0, err  # the anomalies never left the legacy key: nothing of the rollback's
     assert data_rows(dynamo) == before
-    assert check_backfill(store(dynamo).read(), BackfillDirection.ROLLBACK).passed
+    assert backfill_verified(store(dynamo).read(), BackfillDirection.ROLLBACK).passed
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from saga_index.layout_change.lease.controls import pause_backfill, resume_backf
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.rules import check_backfill
+from saga_index.layout_change.transitions.rules import backfill_verified
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import (
     ANOMALIES,
@@ -154,7 +154,7 @@ def test_given_the_record_migrating_then_the_run_moves_reads_back_and_records_it
         True,
         True,
     )
-    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    assert backfill_verified(state, BackfillDirection.FORWARD).passed
     events = [e["event"] for e in operator(dynamo).events()]
     assert sorted(events) == ["lease-acquired", "lease-released"]  # one instant: any order
 
@@ -401,7 +401,7 @@ def test_given_a_stopped_run_then_it_is_incomplete_without_a_read_back_and_recor
     assert state.lease is None  # released, so the next run need not wait for its TTL
     assert state.last_backfill is not None
     assert (state.last_backfill.complete, state.last_backfill.verified) == (False, False)
-    assert not check_backfill(state, BackfillDirection.FORWARD).passed
+    assert not backfill_verified(state, BackfillDirection.FORWARD).passed
 
 
 def test_given_a_dry_run_then_no_lease_is_taken_and_nothing_is_recorded(

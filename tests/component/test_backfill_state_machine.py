@@ -49,7 +49,7 @@ from saga_index.layout_change.lease.controls import set_throttle
 from saga_index.layout_change.lease.grant import acquire_lease
 from saga_index.layout_change.record.state import BackfillDirection, ControlState
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions.rules import check_backfill
+from saga_index.layout_change.transitions.rules import backfill_verified
 from saga_index_cli.backfill import output as backfill_output
 from saga_index_cli.backfill.advice import LEASE_LOST_ADVICE
 from saga_index_cli.backfill.execution_progress import CHILD_READS_PER_POLL, ExecutionFollower
@@ -305,7 +305,7 @@ def test_given_migrating_writers_when_the_forward_run_executes_then_rows_move_an
     assert recorded.holder == execution["executionArn"]
     assert recorded.lease_token == token_for_execution(execution["executionArn"])
     assert (recorded.restamped, recorded.complete, recorded.verified) == (len(VALID), True, True)
-    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    assert backfill_verified(state, BackfillDirection.FORWARD).passed
     events = {
         e["event"]: e for e in ControlStore(world.dynamo.client, world.dynamo.table_name).events()
     }
@@ -328,7 +328,7 @@ def test_given_a_forward_run_when_the_rollback_executes_then_the_table_is_byte_i
     assert execution["status"] == "SUCCEEDED", execution
     assert json.loads(execution["output"])["restamped"] == len(VALID)
     assert data_rows(world.dynamo) == before
-    assert check_backfill(world.record(), BackfillDirection.ROLLBACK).passed
+    assert backfill_verified(world.record(), BackfillDirection.ROLLBACK).passed
     assert {s["GSI4PK"] for s in sagas(world.dynamo).values()} == {keys.LEGACY_GSI4PK}
 
 
@@ -420,7 +420,7 @@ def test_given_a_row_left_on_the_legacy_key_when_verified_then_the_execution_fai
     assert state.lease is None
     assert state.last_backfill is not None
     assert (state.last_backfill.complete, state.last_backfill.verified) == (True, False)
-    assert not check_backfill(state, BackfillDirection.FORWARD).passed
+    assert not backfill_verified(state, BackfillDirection.FORWARD).passed
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:

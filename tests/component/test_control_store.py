@@ -14,13 +14,13 @@ from saga_index.index import names
 from saga_index.index.errors import InvalidInputError, RetryLaterError
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.lease import (
-    InvalidBackfillControlError,
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
 from saga_index.layout_change.lease.controls import pause_backfill, resume_backfill, set_throttle
+from saga_index.layout_change.lease.errors import InvalidBackfillControlError
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
     acquire_lease,
@@ -42,12 +42,12 @@ from saga_index.layout_change.record.state import (
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.transitions import (
-    CheckResult,
     PreconditionFailedError,
-    TransitionNotAllowedError,
+    PreconditionResult,
     executor,
     restore_state,
 )
+from saga_index.layout_change.transitions.errors import TransitionNotAllowedError
 from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, set_phase
@@ -56,11 +56,11 @@ S16 = Layout.sharded(16)
 
 
 def passing(name: str) -> Precondition:
-    return Precondition(name, lambda state: CheckResult(name, True, "clean"))
+    return Precondition(name, lambda state: PreconditionResult(name, True, "clean"))
 
 
 def failing(name: str, detail: str) -> Precondition:
-    return Precondition(name, lambda state: CheckResult(name, False, detail))
+    return Precondition(name, lambda state: PreconditionResult(name, False, detail))
 
 
 class ControlContract:
@@ -285,10 +285,10 @@ class ControlContract:
         self._set(store, clock, "migrating")
         self._run_backfill(store, clock, "forward")
 
-        def rival_aborts(state: ControlState) -> CheckResult:
+        def rival_aborts(state: ControlState) -> PreconditionResult:
             # The other operator's whole `phase set` lands while this one runs its checks.
             set_phase(store, "rolling-back", changed_by="rival", reason="abort")
-            return CheckResult("parity", True, "ok")
+            return PreconditionResult("parity", True, "ok")
 
         with pytest.raises(VersionConflictError) as lost:
             self._set(store, clock, "sharded", checks=[Precondition("parity", rival_aborts)])
@@ -479,9 +479,9 @@ class ControlContract:
         self._run_backfill(store, clock, "forward")
         acquire_lease(store, holder="h", token="t2", direction="forward", clock=clock)
 
-        def heartbeat_meanwhile(state: ControlState) -> CheckResult:
+        def heartbeat_meanwhile(state: ControlState) -> PreconditionResult:
             heartbeat_lease(store, token="t2", clock=clock)
-            return CheckResult("parity", True, "ok")
+            return PreconditionResult("parity", True, "ok")
 
         sharded = self._set(
             store, clock, "sharded", checks=[Precondition("parity", heartbeat_meanwhile)]

@@ -20,7 +20,8 @@ from saga_index.layout_change.lease.grant import acquire_lease, new_lease_token
 from saga_index.layout_change.record.items import STATE_SK, history_key
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions import MoveOutcomeUnknownError, change_phase
+from saga_index.layout_change.transitions import change_phase
+from saga_index.layout_change.transitions.errors import MoveOutcomeUnknownError
 from saga_index.store.dynamo.codec import serialize
 from saga_index.store.dynamo.retry import RetryPolicy
 from saga_index_cli import context as cli_context

@@ -64,7 +64,12 @@ def test_change_phase_chooses_the_completion_checks_itself_and_refuses_writing_n
     clock = Clock()
     _migrating_with_a_row_left(dynamo, store, clock)
     with pytest.raises(PreconditionFailedError) as refused:
-        _change(store, clock, "sharded", options=transitions.CheckOptions(recheck_delay_seconds=0))
+        _change(
+            store,
+            clock,
+            "sharded",
+            options=transitions.CompletionCheckOptions(recheck_delay_seconds=0),
+        )
     assert [r.name for r in refused.value.failed] == [
         "backfill-verified",
         "no-legacy-rows",

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from saga_index.index import keys
 from saga_index.store.dynamo.codec import deserialize, serialize
-from saga_index.store.repair import lease_key
+from saga_index.store.repair import tenancy_key
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
 
@@ -25,7 +25,7 @@ def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
         backend.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
         backend.client.put_item(
             TableName=backend.table_name,
-            Item=serialize({**lease_key("lease-no-person"), "personId": "p-7"}),
+            Item=serialize({**tenancy_key("lease-no-person"), "personId": "p-7"}),
         )
         yield backend
 
@@ -149,7 +149,7 @@ def test_given_the_lease_is_gone_then_exit_1_asking_for_the_person(
 ) -> None:
     dynamo.client.delete_item(
         TableName=dynamo.table_name,
-        Key={name: {"S": value} for name, value in lease_key("lease-no-person").items()},
+        Key={name: {"S": value} for name, value in tenancy_key("lease-no-person").items()},
     )
 
     code, out, err = run(capsys, dynamo, "--saga-id", "no-person", "--from-lease", "--apply")

@@ -23,8 +23,8 @@ from saga_index.store.repair import (
     RepairError,
     RepairResult,
     RepairStatus,
-    lease_key,
     repair_anomaly,
+    tenancy_key,
 )
 from saga_index_cli.main import main
 from tests.support.backends import Backend, make_backend
@@ -41,7 +41,7 @@ def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
 
 
 def put_lease(dynamo: Backend, saga_id: str, tenant: Any) -> None:
-    item: dict[str, Any] = {**lease_key(f"lease-{saga_id}"), "entityType": "Lease"}
+    item: dict[str, Any] = {**tenancy_key(f"lease-{saga_id}"), "entityType": "Lease"}
     if tenant is not None:
         item["personId"] = tenant
     dynamo.client.put_item(TableName=dynamo.table_name, Item=serialize(item))
@@ -81,7 +81,7 @@ def test_given_a_row_without_person_when_repaired_by_default_then_it_is_a_dry_ru
     assert result.status is RepairStatus.WOULD_REPAIR
     assert result.status.done
     assert result.dry_run is True
-    assert result.person_source is PersonSource.LEASE
+    assert result.person_source is PersonSource.TENANCY
     assert result.write == {
         "personId": "p-7",
         "GSI4SK": keys.gsi4sk("p-7", OPENED_AT),

@@ -24,16 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import ALL_STATES, SagaIndexError, keys
+from saga_index.index import SagaIndexError, keys
+from saga_index.index.model import ALL_STATES
 from saga_index.layout_change.backfill import (
     BackfillRequest,
-    LeaseKeeper,
     TokenBucket,
     finish_backfill,
-    release_with_completion,
     run_segment,
-    take_run,
 )
+from saga_index.layout_change.backfill.keeper import LeaseKeeper, release_with_completion, take_run
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
 from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore

@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.checks import probe_keys
 from saga_index.layout_change.record import ControlState, ControlStore, Phase
-from saga_index.layout_change.transitions import CheckOptions, PreconditionFailedError, change_phase
+from saga_index.layout_change.transitions import (
+    CompletionCheckOptions,
+    PreconditionFailedError,
+    change_phase,
+)
 from tests.sim.processes import EXPECTED_ERRORS, Process
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
 COMPLETING = (Phase.SHARDED, Phase.LEGACY)
 # The parity re-check waits on the real clock: the simulation's index does not move between
 # the two passes of one check, so the wait would only cost real time.
-CHECK_OPTIONS = CheckOptions(recheck_delay_seconds=0.0, segments=1, scan_rate=100_000.0)
+CHECK_OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0.0, segments=1, scan_rate=100_000.0)
 # The first move's guard reads the shard keys a plan can name (no plan goes past sharded(8)),
 # not all 1,024: each read is a scheduled request of the simulation.
 SHARD_KEY_PROBE = partial(probe_keys, include_legacy=False, to_shard=16)

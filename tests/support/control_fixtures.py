@@ -16,7 +16,8 @@ from saga_index.layout_change.record import Phase
 from saga_index.layout_change.record.state import BackfillCompletion, BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING, ControlTiming, WallClock, utc_now
-from saga_index.layout_change.transitions import PhaseChange, Precondition, executor
+from saga_index.layout_change.transitions import PhaseChange, executor
+from saga_index.layout_change.transitions.rules import Precondition
 from tests.support.backends import Backend, make_backend
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -46,7 +47,7 @@ def set_phase(
     """The executor's write of a move with the preconditions a TEST names in place of the ones
     `change_phase` chooses: for the tests of the write protocol (intent, compare-and-set, settle,
     races) and of setups that plant a record. No product code can do this: `change_phase` is
-    the only public way a move is written (tests/unit/test_phase_entry_points.py)."""
+    the only public way a move is written (tests/component/test_phase_entry_points.py)."""
     return executor._set_phase(
         store,
         requested,

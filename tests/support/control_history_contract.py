@@ -19,7 +19,8 @@ from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.errors import VersionConflictError
 from saga_index.layout_change.record.state import RecordCondition
 from saga_index.layout_change.record.store import ControlStore
-from saga_index.layout_change.transitions import StateWriteFailedError, executor
+from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions.errors import StateWriteFailedError
 from saga_index.layout_change.transitions.restore import restore_state
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, set_phase

@@ -22,7 +22,11 @@ from saga_index.layout_change.lease import LeaseHeldError, LeaseNotYetEffectiveE
 from saga_index.layout_change.lease.errors import LeaseOutcomeUnknownError
 from saga_index.layout_change.lease.grant import backfill_layouts
 from saga_index.layout_change.record import DEFAULT_TIMING, BackfillDirection, ControlState, Phase
-from saga_index.layout_change.transitions import CheckResult, PreconditionFailedError, plan_move
+from saga_index.layout_change.transitions import (
+    PreconditionFailedError,
+    PreconditionResult,
+    plan_move,
+)
 from saga_index.layout_change.transitions.executor import _require_settled_switch
 from saga_index_cli.backfill.output import EXIT_ANOMALIES, exit_code
 from saga_index_cli.context import CliContext
@@ -211,7 +215,7 @@ def _outcomes(
         ),
         "exit 3 of the backfill": lambda: ({int(EXIT_ANOMALIES)}, ""),
         "exit 3 of `phase set`": lambda: _code(
-            PreconditionFailedError("sharded", [CheckResult("parity", False, "x")])
+            PreconditionFailedError("sharded", [PreconditionResult("parity", False, "x")])
         ),
     }
 

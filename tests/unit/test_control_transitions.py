@@ -18,10 +18,10 @@ from saga_index.layout_change.record.state import (
     RecordCondition,
     Transition,
 )
-from saga_index.layout_change.transitions import TransitionNotAllowedError
+from saga_index.layout_change.transitions.errors import TransitionNotAllowedError
 from saga_index.layout_change.transitions.rules import (
     ALLOWED_MOVES,
-    check_backfill,
+    backfill_verified,
     describe_reshard_targets,
     plan_move,
     reshard_targets,
@@ -162,7 +162,7 @@ def _completion(**overrides: object) -> BackfillCompletion:
 
 
 def test_given_a_verified_forward_run_under_this_state_then_the_check_passes() -> None:
-    result = check_backfill(
+    result = backfill_verified(
         _state(Phase.MIGRATING, last_backfill=_completion()), BackfillDirection.FORWARD
     )
 
@@ -186,14 +186,14 @@ def test_given_a_run_that_does_not_prove_the_move_then_the_check_fails_naming_wh
 ) -> None:
     state = _state(Phase.MIGRATING, last_backfill=_completion(**overrides))
 
-    result = check_backfill(state, BackfillDirection.FORWARD)
+    result = backfill_verified(state, BackfillDirection.FORWARD)
 
     assert not result.passed
     assert problem in result.detail
 
 
 def test_given_no_run_recorded_then_the_check_fails() -> None:
-    result = check_backfill(_state(Phase.ROLLING_BACK), BackfillDirection.ROLLBACK)
+    result = backfill_verified(_state(Phase.ROLLING_BACK), BackfillDirection.ROLLBACK)
 
     assert not result.passed
     assert result.detail == "no rollback backfill has been recorded"
@@ -270,8 +270,8 @@ def test_given_a_resharding_state_then_the_backfill_check_wants_this_forward_mov
     run = _completion(source=S16, target=S32)
     state = _state(Phase.RESHARDING, last_backfill=run)
 
-    assert check_backfill(state, BackfillDirection.FORWARD).passed
+    assert backfill_verified(state, BackfillDirection.FORWARD).passed
     stale = _state(Phase.RESHARDING, last_backfill=_completion(source=S32, target=S16))
-    result = check_backfill(stale, BackfillDirection.FORWARD)
+    result = backfill_verified(stale, BackfillDirection.FORWARD)
     assert not result.passed
     assert "not sharded(16) -> sharded(32)" in result.detail

@@ -11,7 +11,8 @@ import pytest
 from saga_index.index import keys
 from saga_index.index.errors import InvalidInputError, InvalidKeyError
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.layout_change.checks.drift import DriftReport, RowRef, scan_due, shard_skew
+from saga_index.layout_change.checks.drift import DriftReport, RowRef, scan_due
+from saga_index.layout_change.checks.drift._report import shard_skew
 from saga_index.layout_change.checks.expectations import Expectations, Verdict
 from saga_index.layout_change.record.routing import Routing
 from saga_index.store.dynamo.scan import ReadRateLimiter, SagaTableScanner, ScanOptions, _read_units

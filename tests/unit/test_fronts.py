@@ -11,6 +11,12 @@ package itself. A module's room is the package it sits in; a sub-package is a ro
 A module importing another room imports only that room's front and the names in its
 `__all__`; modules of one room import each other directly, never through their own front
 (which imports them: that way lies a cycle).
+
+A front is also narrow: it exports what an importer outside its room uses (another room, the
+layers above, infra), and nothing else. A name only the room itself or the tests use stays in
+its module, and the tests import it from there. The top package's front is the public API for
+other Python services, and the few names docs/architecture.md lists as public ("Names a front
+keeps with no importer") are kept whatever imports them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,28 @@ BOUND = (
     REPO / "devkit",
     REPO / "bench",
 )
+# Every importer a front serves: the library's own rooms, the layers above it and infra (the
+# tests are no importer: a name only they use stays in its module).
+IMPORTERS = (LAMBDAS, REPO / "devkit", REPO / "bench", REPO / "infra")
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+# Names a front exports with no importer outside its room, because the docs list them as public:
+# the open-saga index's key scheme, the keys every writer of that index stamps and every reader
+# of it queries, taken from the key scheme's front as a whole; and that index's readiness, what
+# adding it to an attached table takes and whether it is ready for the move that starts its key.
+PUBLIC: dict[str, frozenset[str]] = {
+    "saga_index.index": frozenset({"OPEN_INDEX_SORT_KEY", "all_open_index_pks", "open_index_pk"}),
+    "saga_index.store": frozenset(
+        {
+            "OpenIndexReadiness",
+            "add_open_index_command",
+            "open_index_attribute_definitions",
+            "open_index_create",
+            "open_index_readiness",
+            "open_index_status_command",
+            "readiness_from_description",
+        }
+    ),
+}
 
 
 def front_names(package_dir: Path) -> list[str] | None:
@@ -217,3 +245,75 @@ def test_a_room_crossing_past_a_front_is_named_and_a_sibling_import_is_not(
         f"{user}:9: lib.high.sub does not export deep (its __all__)",
         f"{user}:10: a relative import; spell the module it imports",
     ]
+
+
+def names_taken(files: Iterable[Path], root: Path, top: str) -> dict[str, set[str]]:
+    """Per front (a package of `top` under `root`), the names files outside its room import
+    from it."""
+    taken: dict[str, set[str]] = {}
+    for path in files:
+        own = room_of(path, root) if path.is_relative_to(root / top) else None
+        for _, module, names in imports_of(path, top):
+            if module is None or module == own:
+                continue
+            if (root / module.replace(".", "/") / "__init__.py").is_file():
+                taken.setdefault(module, set()).update(names)
+    return taken
+
+
+def unused_exports(
+    files: Iterable[Path], root: Path, top: str, public: dict[str, frozenset[str]]
+) -> list[str]:
+    """'front: name' for each name a front of `top` exports that no file of `files` outside its
+    room imports, the top package's front (the public API) and `public` aside."""
+    taken = names_taken(files, root, top)
+    found = []
+    for package_dir in packages(root, top):
+        front = ".".join(package_dir.relative_to(root).parts)
+        if front == top:
+            continue
+        kept = taken.get(front, set()) | public.get(front, frozenset())
+        found.extend(
+            f"{front}: {name}" for name in front_names(package_dir) or [] if name not in kept
+        )
+    return found
+
+
+def test_a_name_a_front_exports_for_no_importer_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    (root / "lib" / "pkg").mkdir(parents=True)
+    (root / "lib" / "__init__.py").write_text('__all__ = ["Api"]\nApi = 1\n')
+    (root / "lib" / "pkg" / "__init__.py").write_text(
+        "from lib.pkg.mod import Inner, Kept, Used\n\n"
+        '__all__ = ["Inner", "Kept", "Unused", "Used"]\nUnused = 1\n'
+    )
+    (root / "lib" / "pkg" / "mod.py").write_text("Inner = Kept = Used = 1\n")
+    (root / "lib" / "pkg" / "sibling.py").write_text("from lib.pkg import Inner\n")
+    user = tmp_path / "user.py"
+    user.write_text("from lib.pkg import Used\nfrom lib.pkg.mod import Unused\n")
+    files = [user, *sorted(root.rglob("*.py"))]
+    public = {"lib.pkg": frozenset({"Kept"})}
+    assert unused_exports(files, root, "lib", public) == ["lib.pkg: Inner", "lib.pkg: Unused"]
+    assert unused_exports(files, root, "lib", {}) == [
+        "lib.pkg: Inner",
+        "lib.pkg: Kept",
+        "lib.pkg: Unused",
+    ]
+
+
+def test_every_name_a_front_exports_has_an_importer_outside_its_room() -> None:
+    files = [path for directory in IMPORTERS for path in sorted(directory.rglob("*.py"))]
+    found = unused_exports(files, LAMBDAS, DOMAIN, PUBLIC)
+    assert not found, (
+        "names a front exports that no importer outside its room uses (import them from their "
+        "module, or drop them from __all__):\n" + "\n".join(found)
+    )
+
+
+def test_the_names_kept_with_no_importer_are_the_ones_the_docs_list_as_public() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text.split("Names a front keeps with no importer", 1)[1].split("\n#", 1)[0]
+    for front, names in PUBLIC.items():
+        assert f"`{front}`" in section, front
+        missing = sorted(name for name in names if f"`{name}`" not in section)
+        assert not missing, f"{front}: {missing} not listed as public in docs/architecture.md"

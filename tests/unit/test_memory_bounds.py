@@ -15,7 +15,8 @@ from saga_index.index import keys
 from saga_index.index.shard import shard
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.readback import verify_source_drained
-from saga_index.layout_change.checks.drift import SAMPLE_LIMIT, DriftChecker
+from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT
 from saga_index.store.dynamo.key_pace import KeyReadPace
 from saga_index.store.dynamo.scan import ScanOptions
 

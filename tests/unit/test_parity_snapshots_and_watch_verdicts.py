@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.checks.parity import (
+from saga_index.layout_change.checks.parity import Snapshot
+from saga_index.layout_change.checks.parity._snapshot import (
     CHECK_ALL,
     CHECK_OPEN,
     CHECK_PERSON,
     InvalidSnapshotError,
     Read,
-    Snapshot,
-    sample_persons,
 )
+from saga_index.layout_change.checks.parity._verifier import sample_persons
 from saga_index.store.watch import (
     MetricReadError,
     WatchReport,

@@ -30,7 +30,7 @@ from saga_index.index.keys import (
     validate_person_id,
 )
 from saga_index.index.layout import LEGACY, LEGACY_KIND, SHARDED_KIND, Layout, LayoutKind
-from saga_index.index.model import ALL_STATES, OPEN_STATES, TERMINAL_STATES, validate_state
+from saga_index.index.model import OPEN_STATES, TERMINAL_STATES, validate_state
 from saga_index.index.names import (
     BACKFILL_SEGMENT_TEMPLATE_FIELDS,
     BACKFILL_THROTTLED_ERROR,
@@ -61,7 +61,6 @@ from saga_index.index.names import (
 from saga_index.index.shard import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, shard, validate_shard_count
 
 __all__ = [
-    "ALL_STATES",
     "BACKFILL_SEGMENT_TEMPLATE_FIELDS",
     "BACKFILL_THROTTLED_ERROR",
     "CONTROL_PK",

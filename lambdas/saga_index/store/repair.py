@@ -10,10 +10,11 @@ an anomaly sits on whatever key it was stamped with (the legacy key, or a shard 
 its person's, e.g. `#8` when the person belongs on `#3`), and only the person's write key is
 one every reader of the person reads, so the repaired row is found by `sagas by-person` at once.
 
-The person is given by the operator, or read from the row's lease (LEASE#<leaseId>/META names
-its tenant in personId). The write holds only if the row is still exactly as read: it exists,
-and personId, GSI4SK, GSI4PK and openedAt are unchanged; so a concurrent writer wins and a deleted
-row is never re-created. A dry run (the default) reads and decides, and writes nothing.
+The person is given by the operator, or read from the row's rental lease, its tenancy
+(LEASE#<leaseId>/META names its tenant in personId). The write holds only if the row is still
+exactly as read: it exists, and personId, GSI4SK, GSI4PK and openedAt are unchanged; so a
+concurrent writer wins and a deleted row is never re-created. A dry run (the default) reads and
+decides, and writes nothing.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ from saga_index.store.dynamo import (
 )
 from saga_index.store.plan import KeyPlan
 
-# The lease row that names a saga's tenant (docs/data-model.md): PK "LEASE#" + leaseId.
-LEASE_PK_PREFIX: Final = "LEASE#"
-LEASE_SK: Final = "META"
+# The tenancy row, a tenant's rental lease, that names a saga's tenant (docs/data-model.md):
+# PK "LEASE#" + leaseId. Nothing to do with the backfill lease of layout_change.
+TENANCY_PK_PREFIX: Final = "LEASE#"
+TENANCY_SK: Final = "META"
 
 # ---- the repair's write ----------------------------------------------------------------------
 # Its condition is the row still as read (expressions.unchanged_since_read), each attribute equal
@@ -81,12 +83,12 @@ _READ: Final = attribute_list(
 
 class RepairError(SagaIndexError):
     """The row cannot be repaired as asked: what the repair needs is missing from the data
-    (its lease, the lease's tenant, its openedAt). The message says what to do instead."""
+    (its rental lease, that lease's tenant, its openedAt). The message says what to do instead."""
 
 
 class PersonSource(StrEnum):
     GIVEN = "given"  # by the caller (the operator's --person-id)
-    LEASE = "lease"  # the tenant named by the row's lease
+    TENANCY = "lease"  # the tenant named by the row's rental lease (its tenancy row)
 
 
 class RepairStatus(StrEnum):
@@ -133,8 +135,8 @@ class RepairResult(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def lease_key(lease_id: str) -> dict[str, str]:
-    return {TABLE_PARTITION_KEY: LEASE_PK_PREFIX + lease_id, TABLE_SORT_KEY: LEASE_SK}
+def tenancy_key(tenancy_id: str) -> dict[str, str]:
+    return {TABLE_PARTITION_KEY: TENANCY_PK_PREFIX + tenancy_id, TABLE_SORT_KEY: TENANCY_SK}
 
 
 def repair_anomaly(
@@ -151,17 +153,17 @@ def repair_anomaly(
     (record.routing.routing_for), so the row lands where that state's writers put the person's
     rows and its readers look.
 
-    person_id None: the tenant named by the row's lease. A row that is not an anomaly is left
-    as it is (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when person_id names someone
-    else): this repairs anomalies, it never moves a saga to another person. Raises
-    InvalidInputError for a key that is not a saga's or an unusable person_id, and RepairError
-    when the data lacks what the repair needs.
+    person_id None: the tenant named by the row's rental lease (its tenancy row). A row that is
+    not an anomaly is left as it is (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when
+    person_id names someone else): this repairs anomalies, it never moves a saga to another
+    person. Raises InvalidInputError for a key that is not a saga's or an unusable person_id, and
+    RepairError when the data lacks what the repair needs.
     """
     pk, sk = key[TABLE_PARTITION_KEY], key[TABLE_SORT_KEY]
     keys.parse_saga_table_key(pk, sk)
     if person_id is not None:
         keys.validate_person_id(person_id)
-    source = PersonSource.LEASE if person_id is None else PersonSource.GIVEN
+    source = PersonSource.TENANCY if person_id is None else PersonSource.GIVEN
     result = partial(RepairResult, pk=pk, sk=sk, dry_run=dry_run, person_source=source)
     table_key = {TABLE_PARTITION_KEY: {"S": pk}, TABLE_SORT_KEY: {"S": sk}}
     raw = client.get_item(
@@ -187,7 +189,7 @@ def repair_anomaly(
     anomaly = keys.person_anomaly(row)
     if anomaly is None:
         return _not_an_anomaly(result, row, person_id, read)
-    person = person_id if person_id is not None else _tenant_of_lease(client, table_name, row)
+    person = person_id if person_id is not None else _tenant_of_tenancy(client, table_name, row)
     write = _repaired_keys(row, person, source, plan)
     found = partial(result, anomaly=anomaly, read=read, write=write)
     if dry_run:
@@ -249,7 +251,7 @@ def _repaired_keys(
     row: Mapping[str, Any], person: str, source: PersonSource, plan: KeyPlan
 ) -> dict[str, str]:
     """personId, GSI4SK and GSI4PK as the repair writes them; RepairError when the row's
-    openedAt, or the lease's tenant, cannot make a GSI4SK."""
+    openedAt, or the rental lease's tenant, cannot make a GSI4SK."""
     where = f"PK={row['PK']} SK={row['SK']}"
     opened_at = row.get("openedAt", "")  # gsi4sk refuses a missing or unusable one
     try:
@@ -258,7 +260,8 @@ def _repaired_keys(
         if source is PersonSource.GIVEN:
             raise
         raise RepairError(
-            f"the tenant {person!r} of {where}'s lease is too long for a GSI4SK: pass --person-id"
+            f"the tenant {person!r} of {where}'s rental lease is too long for a GSI4SK: "
+            "pass --person-id"
         ) from None
     except InvalidKeyError as err:
         raise RepairError(
@@ -273,23 +276,28 @@ def _slots_of(write: Mapping[str, str]) -> dict[str, str]:
     return {":person": write["personId"], ":sortKey": write["GSI4SK"], ":writeKey": write["GSI4PK"]}
 
 
-def _tenant_of_lease(client: Any, table_name: str, row: Mapping[str, Any]) -> str:
+def _tenant_of_tenancy(client: Any, table_name: str, row: Mapping[str, Any]) -> str:
     where = f"PK={row['PK']} SK={row['SK']}"
-    lease_id = row.get("leaseId")
-    if not isinstance(lease_id, str) or not lease_id:
-        raise RepairError(f"{where} names no lease (leaseId {lease_id!r}): pass --person-id")
-    lease_raw = client.get_item(
+    tenancy_id = row.get("leaseId")
+    if not isinstance(tenancy_id, str) or not tenancy_id:
+        raise RepairError(
+            f"{where} names no rental lease (leaseId {tenancy_id!r}): pass --person-id"
+        )
+    tenancy_raw = client.get_item(
         TableName=table_name,
-        Key={name: {"S": value} for name, value in lease_key(lease_id).items()},
+        Key={name: {"S": value} for name, value in tenancy_key(tenancy_id).items()},
         ConsistentRead=True,
         **request_expressions(projection=attribute_list({"#personId": "personId"})),
     ).get("Item")
-    if lease_raw is None:
-        raise RepairError(f"{where} names lease {lease_id!r}, which is gone: pass --person-id")
-    tenant = deserialize(lease_raw).get("personId")
+    if tenancy_raw is None:
+        raise RepairError(
+            f"{where} names rental lease {tenancy_id!r}, which is gone: pass --person-id"
+        )
+    tenant = deserialize(tenancy_raw).get("personId")
     try:
         return keys.validate_person_id(tenant)
     except InvalidPersonIdError as err:
         raise RepairError(
-            f"{where}: its lease {lease_id!r} names no usable tenant ({err}): pass --person-id"
+            f"{where}: its rental lease {tenancy_id!r} names no usable tenant ({err}): "
+            "pass --person-id"
         ) from None

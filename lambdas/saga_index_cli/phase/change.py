@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import ControlRecordInvalidError, ControlState, Phase
 from saga_index.layout_change.transitions import (
-    CheckOptions,
+    CompletionCheckOptions,
     PhaseChange,
     change_phase,
-    failing_checks,
+    failing_completion_checks,
     plan_move,
 )
 from saga_index_cli.context import CliContext
@@ -30,7 +30,7 @@ class ChangeRequest:
     reason: str
     shards: int | None
     force: bool
-    options: CheckOptions
+    options: CompletionCheckOptions
 
 
 def change_when_settled(cli: CliContext, request: ChangeRequest) -> PhaseChange | None:
@@ -79,7 +79,7 @@ def change_once(cli: CliContext, request: ChangeRequest) -> PhaseChange | None:
         failed = (
             []
             if request.force
-            else failing_checks(store, state, phase, request.options, shard_count=shards)
+            else failing_completion_checks(store, state, phase, request.options, shard_count=shards)
         )
         raise NotYetError(err, failed) from err
 

@@ -19,7 +19,7 @@ from saga_index.layout_change.record import (
     routing_for,
 )
 from saga_index.layout_change.transitions import (
-    CheckOptions,
+    CompletionCheckOptions,
     PhaseChange,
     repair_history,
 )
@@ -160,28 +160,28 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
 @click.option(
     "--sample",
     type=click.IntRange(0, 100_000),
-    default=CheckOptions.sample,
+    default=CompletionCheckOptions.sample,
     show_default=True,
     help="Parity check: persons whose by-person reads are compared.",
 )
 @click.option(
     "--recheck-delay",
     type=click.FloatRange(0, 300),
-    default=CheckOptions.recheck_delay_seconds,
+    default=CompletionCheckOptions.recheck_delay_seconds,
     show_default=True,
     help="Parity check: seconds before mismatches are re-checked once (GSI propagation).",
 )
 @click.option(
     "--scan-rate",
     type=click.FloatRange(min=1, max=40_000),
-    default=CheckOptions.scan_rate,
+    default=CompletionCheckOptions.scan_rate,
     show_default=True,
     help="Parity check: read units per second its base-table scan may use.",
 )
 @click.option(
     "--segments",
     type=click.IntRange(1, 64),
-    default=CheckOptions.segments,
+    default=CompletionCheckOptions.segments,
     show_default=True,
     help="Scan segments.",
 )
@@ -266,7 +266,7 @@ def set_command(
     (effectiveAt), then prints it. Progress on stderr. Ctrl-C before the write: exit 1,
     nothing written.
     """
-    options = CheckOptions(
+    options = CompletionCheckOptions(
         sample=sample, recheck_delay_seconds=recheck_delay, scan_rate=scan_rate, segments=segments
     )
     request = ChangeRequest(phase, reason, shards, force, options)

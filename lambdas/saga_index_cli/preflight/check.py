@@ -46,7 +46,7 @@ PERMISSIONS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Check:
+class PreflightCheck:
     """One check's verdict: `fix` says what to do when it failed (None when it passed)."""
 
     name: str
@@ -104,11 +104,11 @@ def error_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def unavailable_check(name: str, failure: Unavailable) -> Check:
+def unavailable_check(name: str, failure: Unavailable) -> PreflightCheck:
     """The failure of a check that could not be made: why (its verdict), naming the service,
     its endpoint and the permission the check needs."""
     if is_not_found(failure.err):
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"could not check: {error_text(failure.err)}",
@@ -116,7 +116,7 @@ def unavailable_check(name: str, failure: Unavailable) -> Check:
         )
     kind = service_failure(failure.err)
     if kind is None:
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"could not check: {error_text(failure.err)}",
@@ -146,7 +146,7 @@ def unavailable_check(name: str, failure: Unavailable) -> Check:
             f"docs/cli.md), then run preflight again; this check needs {failure.permission} "
             f"on {failure.resource}"
         )
-    return Check(name, False, detail, fix, unavailable=kind.kind.value)
+    return PreflightCheck(name, False, detail, fix, unavailable=kind.kind.value)
 
 
 def checked_call(permission: str, resource: str, call: Callable[[], Any]) -> Any:

@@ -40,7 +40,7 @@ from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE
 from saga_index_cli.output import emit, json_option
-from saga_index_cli.preflight.check import FAIL, Check
+from saga_index_cli.preflight.check import FAIL, PreflightCheck
 from saga_index_cli.preflight.stack import (
     StackReport,
     check_functions,
@@ -76,7 +76,7 @@ class Clients:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    checks: tuple[Check, ...]
+    checks: tuple[PreflightCheck, ...]
     stack: StackReport
 
     @property
@@ -84,12 +84,12 @@ class PreflightReport:
         return all(c.ok for c in self.checks)
 
     @property
-    def found(self) -> list[Check]:
+    def found(self) -> list[PreflightCheck]:
         """The checks that ran and found something wrong."""
         return [c for c in self.checks if c.verdict == FAIL]
 
     @property
-    def not_made(self) -> list[Check]:
+    def not_made(self) -> list[PreflightCheck]:
         """The checks that could not be made (unsupported, unreachable, denied)."""
         return [c for c in self.checks if not c.ok and c.verdict != FAIL]
 

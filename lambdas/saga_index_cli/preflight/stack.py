@@ -14,7 +14,7 @@ from saga_index_cli.preflight.check import (
     PERMISSION_DESCRIBE_STATE_MACHINE,
     PERMISSION_GET_FUNCTION,
     PERMISSION_LIST_STACK_RESOURCES,
-    Check,
+    PreflightCheck,
     Unavailable,
     checked_call,
     error_code,
@@ -117,9 +117,11 @@ class StackReport:
         }
 
 
-def _stack_failure(name: str, err: StackLookupError, permission: str, stack_name: str) -> Check:
+def _stack_failure(
+    name: str, err: StackLookupError, permission: str, stack_name: str
+) -> PreflightCheck:
     if error_code(err) == "ValidationError" and "does not exist" in error_text(err):
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"stack {stack_name!r} does not exist in this region",
@@ -131,7 +133,7 @@ def _stack_failure(name: str, err: StackLookupError, permission: str, stack_name
 
 def check_stack(
     description: StackDescription | StackLookupError, report: StackReport, table: str
-) -> Check:
+) -> PreflightCheck:
     if isinstance(description, StackLookupError):
         return _stack_failure("stack", description, PERMISSION_DESCRIBE_STACKS, report.name)
     report.status = description.status
@@ -156,11 +158,13 @@ def check_stack(
             f"names {deployed_table!r}"
         )
     if problems:
-        return Check(
+        return PreflightCheck(
             "stack", False, f"stack {report.name!r}: " + "; ".join(problems), "; ".join(fixes)
         )
     shown_table = f", table {deployed_table!r}" if deployed_table else ""
-    return Check("stack", True, f"stack {report.name!r} is {description.status}{shown_table}")
+    return PreflightCheck(
+        "stack", True, f"stack {report.name!r} is {description.status}{shown_table}"
+    )
 
 
 def _resource_problem(resource: StackResource) -> str | None:
@@ -204,12 +208,14 @@ def _ask_lambda(lambda_client: Any, function: FunctionReport) -> None:
 
 def check_functions(
     deployed: DeployedStack | StackLookupError, lambda_client: Any, report: StackReport
-) -> Check:
+) -> PreflightCheck:
     name = "functions"
     report.functions = [FunctionReport(s, construct_name(s)) for s in EXPECTED_SERVICES]
     if isinstance(deployed, StackLookupError):
         failed = _stack_failure(name, deployed, PERMISSION_LIST_STACK_RESOURCES, report.name)
-        return Check(name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable)
+        return PreflightCheck(
+            name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable
+        )
     resources = {r.construct_name: r for r in deployed.of_type(FUNCTION_TYPE)}
     expected = {f.construct for f in report.functions}
     report.other_functions = [
@@ -232,7 +238,7 @@ def check_functions(
         _ask_lambda(lambda_client, function)
     bad = [f for f in report.functions if f.problem]
     if not bad:
-        return Check(
+        return PreflightCheck(
             name,
             True,
             f"all {len(report.functions)} functions exist: "
@@ -241,7 +247,7 @@ def check_functions(
     detail = "; ".join(f"{f.construct} ({f.service}): {f.problem}" for f in bad)
     # Could not be made only when no function was found wrong, only not asked.
     kinds = {f.unavailable for f in bad}
-    return Check(
+    return PreflightCheck(
         name,
         False,
         f"{len(bad)} of {len(report.functions)} functions: {detail}",
@@ -255,15 +261,17 @@ def check_state_machine(
     description: StackDescription | StackLookupError,
     sfn: Any,
     report: StackReport,
-) -> Check:
+) -> PreflightCheck:
     name = "state-machine"
     if isinstance(deployed, StackLookupError):
         failed = _stack_failure(name, deployed, PERMISSION_LIST_STACK_RESOURCES, report.name)
-        return Check(name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable)
+        return PreflightCheck(
+            name, False, f"not checked: {failed.detail}", failed.fix, failed.unavailable
+        )
     machines = deployed.of_type(STATE_MACHINE_TYPE)
     if len(machines) != 1:
         found = ", ".join(m.logical_id for m in machines) or "none"
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"the stack should hold exactly one state machine ({STATE_MACHINE_CONSTRUCT}), "
@@ -326,11 +334,11 @@ def check_state_machine(
             problems.append(f"its status is {status}")
             fixes.append(_DEPLOY)
     if problems:
-        return Check(
+        return PreflightCheck(
             name,
             False,
             f"state machine {arn}: " + "; ".join(problems),
             "; ".join(dict.fromkeys(f for f in fixes if f)) or None,
             not_asked if len(problems) == 1 else None,
         )
-    return Check(name, True, f"{machine.construct_name} = {arn} (ACTIVE)")
+    return PreflightCheck(name, True, f"{machine.construct_name} = {arn} (ACTIVE)")

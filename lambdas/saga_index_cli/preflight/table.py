@@ -13,7 +13,7 @@ from saga_index_cli.preflight.check import (
     PERMISSION_CONTINUOUS_BACKUPS,
     PERMISSION_CONTRIBUTOR_INSIGHTS,
     PERMISSION_DESCRIBE_TABLE,
-    Check,
+    PreflightCheck,
     Unavailable,
     aws_command,
     checked_call,
@@ -30,7 +30,7 @@ class _Table:
     """DescribeTable's answer, or why there is none."""
 
     description: dict[str, Any] | None
-    failure: Check | None
+    failure: PreflightCheck | None
 
 
 def describe_table(dynamodb: Any, table: str) -> _Table:
@@ -44,7 +44,7 @@ def describe_table(dynamodb: Any, table: str) -> _Table:
         if is_not_found(failure.err):
             return _Table(
                 None,
-                Check(
+                PreflightCheck(
                     "table",
                     False,
                     f"table {table!r} does not exist in region "
@@ -57,13 +57,13 @@ def describe_table(dynamodb: Any, table: str) -> _Table:
     return _Table(response["Table"], None)
 
 
-def check_table(described: _Table, table: str) -> Check:
+def check_table(described: _Table, table: str) -> PreflightCheck:
     if described.description is None:
         assert described.failure is not None
         return described.failure
     status = str(described.description.get("TableStatus", "UNKNOWN"))
     if status not in _SERVING_TABLE:
-        return Check(
+        return PreflightCheck(
             "table",
             False,
             f"table {table!r} is {status}",
@@ -71,13 +71,13 @@ def check_table(described: _Table, table: str) -> Check:
             "wait for CREATING to end; ARCHIVED or INACCESSIBLE_ENCRYPTION_CREDENTIALS need the "
             "table restored or its KMS key made usable first",
         )
-    return Check("table", True, f"table {table!r} exists ({status})")
+    return PreflightCheck("table", True, f"table {table!r} exists ({status})")
 
 
-def check_index(described: _Table, table: str) -> Check:
+def check_index(described: _Table, table: str) -> PreflightCheck:
     index = names.INDEX_NAME
     if described.description is None:
-        return Check(
+        return PreflightCheck(
             "index",
             False,
             f"index {index!r} not checked: the table could not be described (see check table)",
@@ -92,7 +92,7 @@ def check_index(described: _Table, table: str) -> Check:
         present = ", ".join(
             sorted(g["IndexName"] for g in described.description.get("GlobalSecondaryIndexes", []))
         )
-        return Check(
+        return PreflightCheck(
             "index",
             False,
             f"table {table!r} has no index {index!r} (its indexes: {present or 'none'})",
@@ -125,8 +125,10 @@ def check_index(described: _Table, table: str) -> Check:
             "runbook is written for"
         )
     if problems:
-        return Check("index", False, f"index {index!r}: " + "; ".join(problems), "; ".join(fixes))
-    return Check(
+        return PreflightCheck(
+            "index", False, f"index {index!r}: " + "; ".join(problems), "; ".join(fixes)
+        )
+    return PreflightCheck(
         "index",
         True,
         f"index {index!r} is ACTIVE, keyed {names.INDEX_PARTITION_KEY}/{names.INDEX_SORT_KEY}, "
@@ -134,7 +136,7 @@ def check_index(described: _Table, table: str) -> Check:
     )
 
 
-def check_point_in_time_recovery(dynamodb: Any, table: str, region: str | None) -> Check:
+def check_point_in_time_recovery(dynamodb: Any, table: str, region: str | None) -> PreflightCheck:
     name = "point-in-time-recovery"
     try:
         response = checked_call(
@@ -156,8 +158,8 @@ def check_point_in_time_recovery(dynamodb: Any, table: str, region: str | None) 
             extras.append(f"recovery period {days} days")
         if earliest:
             extras.append(f"restorable from {earliest:%Y-%m-%dT%H:%M:%S%z}")
-        return Check(name, True, "ENABLED" + (f" ({', '.join(extras)})" if extras else ""))
-    return Check(
+        return PreflightCheck(name, True, "ENABLED" + (f" ({', '.join(extras)})" if extras else ""))
+    return PreflightCheck(
         name,
         False,
         f"point-in-time recovery of table {table!r} is {status}",
@@ -176,7 +178,7 @@ def check_point_in_time_recovery(dynamodb: Any, table: str, region: str | None) 
 
 def check_contributor_insights(
     dynamodb: Any, table: str, region: str | None, *, index: str | None
-) -> Check:
+) -> PreflightCheck:
     name = "contributor-insights-index" if index else "contributor-insights-table"
     what = f"index {index!r} of table {table!r}" if index else f"table {table!r}"
     request: dict[str, str] = {"TableName": table, **({"IndexName": index} if index else {})}
@@ -193,7 +195,7 @@ def check_contributor_insights(
     mode = response.get("ContributorInsightsMode")
     shown_mode = f"mode {mode}" if mode else "mode not reported"
     if status == "ENABLED":
-        return Check(name, True, f"ENABLED for the {what} ({shown_mode})")
+        return PreflightCheck(name, True, f"ENABLED for the {what} ({shown_mode})")
     exception = response.get("FailureException") or {}
     because = (
         f": {exception.get('ExceptionName')}: {exception.get('ExceptionDescription')}"
@@ -216,4 +218,6 @@ def check_contributor_insights(
         fix = f"it is being turned on: run preflight again in a few minutes (or: {enable})"
     else:
         fix = f"import mode (importExistingTable) cannot set it; enable it: {enable}"
-    return Check(name, False, f"Contributor Insights for the {what} is {status}{because}", fix)
+    return PreflightCheck(
+        name, False, f"Contributor Insights for the {what} is {status}{because}", fix
+    )

@@ -24,7 +24,7 @@ from saga_index.layout_change.record import (
     RecordCondition,
     format_time,
 )
-from saga_index.layout_change.transitions import check_backfill
+from saga_index.layout_change.transitions import backfill_verified
 from saga_index.store import count_partition
 from saga_index_cli.context import CliContext, record_shard_count
 from saga_index_cli.phase.documents import layout_document
@@ -88,7 +88,7 @@ def backfill_document(state: ControlState, now: datetime) -> dict[str, Any]:
         to_phase, direction = _COMPLETING[state.phase]
         next_move = {
             "to": to_phase.value,
-            "backfillCheck": check_backfill(state, direction).to_json(),
+            "backfillCheck": backfill_verified(state, direction).to_json(),
         }
     return {
         "lease": lease_document(state.lease, now),

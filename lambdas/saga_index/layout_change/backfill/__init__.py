@@ -59,22 +59,10 @@ from saga_index.layout_change.backfill.inputs import (
     SegmentRequest,
     VerifyRequest,
 )
-from saga_index.layout_change.backfill.keeper import (
-    CONTROL_POLL_SECONDS,
-    LeaseKeeper,
-    release_with_completion,
-    take_run,
-    token_for_execution,
-)
+from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, token_for_execution
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacer import (
-    DEFAULT_FLOOR_FRACTION,
-    Pace,
-    Pacer,
-    PaceRules,
-    reasons_of,
-)
+from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules, reasons_of
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import (
     count_source_rows,
@@ -82,7 +70,7 @@ from saga_index.layout_change.backfill.readback import (
     verify_source_drained,
 )
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
-from saga_index.layout_change.backfill.stale_slots import ClearedFence, clear_fence
+from saga_index.layout_change.backfill.stale_slots import clear_fence
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
@@ -103,16 +91,12 @@ __all__ = [
     "BackfillEstimate",
     "BackfillRequest",
     "BackfillSummary",
-    "ClearedFence",
     "FenceCheck",
     "LeaseFence",
-    "LeaseKeeper",
     "LegacyKeyEffect",
     "LocalBackfill",
     "Move",
-    "Pace",
     "PaceRules",
-    "Pacer",
     "PlanRequest",
     "RowSample",
     "RunTicket",
@@ -129,13 +113,11 @@ __all__ = [
     "finish_backfill",
     "plan_run",
     "reasons_of",
-    "release_with_completion",
     "run_backfill",
     "run_leased_segment",
     "run_segment",
     "sample_rows_to_move",
     "summarise",
-    "take_run",
     "token_for_execution",
     "verify_run",
     "verify_source_drained",

@@ -24,7 +24,7 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from saga_index.layout_change.backfill.slots import read_slot
-from saga_index.layout_change.lease import LeaseHeldError, put_event, required
+from saga_index.layout_change.lease import LeaseHeldError, nonblank, record_control_event
 from saga_index.layout_change.record import (
     FENCE_EPOCH,
     FENCE_SLOTS,
@@ -97,7 +97,7 @@ def clear_fence(
 ) -> ClearedFence:
     """Delete every fence slot no live run holds (the module docstring says when it is
     refused); a slot armed meanwhile is left, and named in `changed`."""
-    changed_by, reason = required("changed_by", changed_by), required("reason", reason)
+    changed_by, reason = nonblank("changed_by", changed_by), nonblank("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -112,7 +112,7 @@ def clear_fence(
         (cleared if _delete(store, slot, found[slot], policy) else changed).append(slot)
     result = ClearedFence(found, tuple(sorted(cleared)), tuple(sorted(changed)), state.lease_epoch)
     if cleared:
-        put_event(
+        record_control_event(
             store,
             EVENT_FENCE_CLEARED,
             changed_by,

@@ -5,7 +5,9 @@ in the STATE item, with the run-time throttle and pause flag the holder follows.
             and the start rule every starter asks (check_startable)
   controls  the operator's throttle, pause and resume of the running backfill
   epoch     the next fencing epoch: above every epoch the record holds (STATE, fence slot 0)
-  events    the EVENT item each of those writes leaves behind (an audit trail)
+  events    the EVENT item each of those writes leaves behind (an audit trail,
+            `record_control_event`; the backfill's fence clearing leaves one too), and
+            `nonblank`, the texts they record (holder, token, changed_by, reason)
   errors    what the lease refuses with: held, not yet effective, wrong direction, lost; an
             acquire whose outcome is unknown
 
@@ -24,14 +26,12 @@ from saga_index.layout_change.lease.controls import (
     set_throttle,
 )
 from saga_index.layout_change.lease.errors import (
-    InvalidBackfillControlError,
     LeaseDirectionError,
     LeaseHeldError,
     LeaseLostError,
     LeaseNotYetEffectiveError,
-    LeaseOutcomeUnknownError,
 )
-from saga_index.layout_change.lease.events import put_event, required
+from saga_index.layout_change.lease.events import nonblank, record_control_event
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
     acquire_lease,
@@ -44,22 +44,20 @@ from saga_index.layout_change.lease.grant import (
 
 __all__ = [
     "LEASE_TTL_SECONDS",
-    "InvalidBackfillControlError",
     "LeaseDirectionError",
     "LeaseHeldError",
     "LeaseLostError",
     "LeaseNotYetEffectiveError",
-    "LeaseOutcomeUnknownError",
     "acquire_lease",
     "backfill_layouts",
     "check_startable",
     "clear_throttle",
     "heartbeat_lease",
     "new_lease_token",
+    "nonblank",
     "pause_backfill",
-    "put_event",
+    "record_control_event",
     "release_lease",
-    "required",
     "resume_backfill",
     "set_throttle",
 ]

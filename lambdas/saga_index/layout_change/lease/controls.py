@@ -14,8 +14,8 @@ from saga_index.layout_change.lease.events import (
     EVENT_PAUSE,
     EVENT_RESUME,
     EVENT_THROTTLE,
-    put_event,
-    required,
+    nonblank,
+    record_control_event,
 )
 from saga_index.layout_change.record import (
     BACKFILL_MAX_WRITES_PER_SECOND,
@@ -118,7 +118,7 @@ def _set_control(
     remove: tuple[str, ...] = (),
     details: dict[str, Any] | None = None,
 ) -> ControlState:
-    changed_by = required("changed_by", changed_by)
+    changed_by = nonblank("changed_by", changed_by)
     now = to_millis(clock())
     updated = store.update(set_values=values, remove=remove, condition=STATE_EXISTS)
     if updated is None:
@@ -129,5 +129,5 @@ def _set_control(
             "there is no control record yet (phase legacy, never migrated): nothing to "
             f"{event}; the first `phase set` creates it"
         )
-    put_event(store, event, changed_by, now, updated.version, details or values, reason)
+    record_control_event(store, event, changed_by, now, updated.version, details or values, reason)
     return updated

@@ -17,7 +17,7 @@ EVENT_LEASE_ACQUIRED: Final = "lease-acquired"
 EVENT_LEASE_RELEASED: Final = "lease-released"
 
 
-def put_event(
+def record_control_event(
     store: ControlStore,
     event: str,
     changed_by: str,
@@ -26,6 +26,8 @@ def put_event(
     details: dict[str, Any],
     reason: str = "",
 ) -> None:
+    """Leave the audit EVENT item of a lease or control write (`event`, e.g. "lease-acquired")
+    beside the STATE item: who made it, when, against which STATE version, and what it set."""
     store.put_event(
         ControlEvent(
             event=event,
@@ -39,8 +41,9 @@ def put_event(
     )
 
 
-def required(name: str, value: str) -> str:
-    """A name an event records (holder, token, changed_by), stripped; never empty."""
+def nonblank(name: str, value: str) -> str:
+    """`value` stripped: a text the lease and its events record (holder, token, changed_by,
+    reason), refused when empty or not a string (`name` says which)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidBackfillControlError(f"{name} must be a non-empty string")
     return value.strip()

@@ -36,8 +36,8 @@ from saga_index.layout_change.lease.errors import (
 from saga_index.layout_change.lease.events import (
     EVENT_LEASE_ACQUIRED,
     EVENT_LEASE_RELEASED,
-    put_event,
-    required,
+    nonblank,
+    record_control_event,
 )
 from saga_index.layout_change.record import (
     LEASE_ATTRIBUTES,
@@ -183,7 +183,7 @@ def acquire_lease(
     on); read here when not given. The compare-and-set on its version keeps it honest.
     """
     wanted = BackfillDirection.parse(direction)
-    holder, token = required("holder", holder), required("token", token)
+    holder, token = nonblank("holder", holder), nonblank("token", token)
     now = to_millis(clock())
     state = state if state is not None else store.read()
     source, target = _check_acquirable(state, wanted, token, now)
@@ -226,7 +226,7 @@ def acquire_lease(
         raise LeaseChangedHandsError(
             "the backfill lease changed hands while it was taken: start again"
         )
-    put_event(
+    record_control_event(
         store,
         EVENT_LEASE_ACQUIRED,
         holder,
@@ -329,7 +329,7 @@ def release_lease(
     details: dict[str, Any] = {LEASE_TOKEN: token}
     if completion is not None:
         details.update(completion_attributes(completion))
-    put_event(
+    record_control_event(
         store,
         EVENT_LEASE_RELEASED,
         completion.holder if completion else "",

@@ -17,7 +17,6 @@ that every reader and writer follows, changed only through guarded transitions.
   routing   pure: the write key, by-person read keys and enumeration keys of a state
 """
 
-from saga_index.layout_change.record import items
 from saga_index.layout_change.record.conditions import STATE_EXISTS, STILL_THE_VERSION_READ
 from saga_index.layout_change.record.decode import parse_history_item, parse_state_item
 from saga_index.layout_change.record.encode import (
@@ -155,7 +154,6 @@ __all__ = [
     "format_time",
     "grammar_document",
     "history_item",
-    "items",
     "layouts_for_phase",
     "lease_attributes",
     "needs_lost_record_probe",

@@ -4,49 +4,32 @@ from the table), `executor` (`change_phase`, the one way a move is written: it c
 move's checks and guards itself, then compare-and-set, history),
 `settle` (a version's history item settled from STATE) and `restore`."""
 
-from saga_index.layout_change.transitions.errors import (
-    CheckResult,
-    MoveOutcomeUnknownError,
-    NotAppliedRetryLaterError,
-    PreconditionFailedError,
-    StateWriteFailedError,
-    TransitionNotAllowedError,
-)
+from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
 from saga_index.layout_change.transitions.executor import PhaseChange, change_phase
 from saga_index.layout_change.transitions.requirements import (
-    CheckOptions,
-    ShardKeyProbe,
-    failing_checks,
+    CompletionCheckOptions,
+    failing_completion_checks,
 )
 from saga_index.layout_change.transitions.restore import Restored, restore_state
 from saga_index.layout_change.transitions.rules import (
-    Precondition,
     allowed_moves,
-    check_backfill,
+    backfill_verified,
     plan_move,
-    prior_write_for,
     transition_for,
 )
 from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
-    "CheckOptions",
-    "CheckResult",
-    "MoveOutcomeUnknownError",
-    "NotAppliedRetryLaterError",
+    "CompletionCheckOptions",
     "PhaseChange",
-    "Precondition",
     "PreconditionFailedError",
+    "PreconditionResult",
     "Restored",
-    "ShardKeyProbe",
-    "StateWriteFailedError",
-    "TransitionNotAllowedError",
     "allowed_moves",
+    "backfill_verified",
     "change_phase",
-    "check_backfill",
-    "failing_checks",
+    "failing_completion_checks",
     "plan_move",
-    "prior_write_for",
     "repair_history",
     "restore_state",
     "transition_for",

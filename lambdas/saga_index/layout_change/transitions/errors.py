@@ -29,7 +29,7 @@ class TransitionNotAllowedError(ControlError, InvalidInputError):
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class PreconditionResult:
     """One precondition's verdict: its name, pass/fail and what it saw."""
 
     name: str
@@ -43,7 +43,7 @@ class CheckResult:
 class PreconditionFailedError(ControlError):
     """A forward transition's checks failed; nothing was written (CLI exit 3)."""
 
-    def __init__(self, requested: str, failed: Sequence[CheckResult]) -> None:
+    def __init__(self, requested: str, failed: Sequence[PreconditionResult]) -> None:
         self.requested = requested
         self.failed = tuple(failed)
         names = "; ".join(f"{c.name}: {c.detail}" for c in self.failed)

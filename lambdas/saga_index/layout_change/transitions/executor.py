@@ -6,7 +6,7 @@ intent (`applied = false`, only into an empty slot or over an intent nobody conf
 STATE compare-and-set on version v, then the intent is settled (`applied = true`). No STATE can
 exist without its history item. A crash or failure after the intent leaves an item that is not
 confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
-settled into the slot, and a crash leaves it undecided (record/store.py, `restore_point`, says
+settled into the slot, and a crash leaves it undecided (record/history.py, `restore_point`, says
 what a restore follows then). The next `change_phase` (or `repair_history`, settle.py) settles the
 current version's item from the STATE. Repeating any write changes nothing.
 """
@@ -41,14 +41,14 @@ from saga_index.layout_change.record import (
     utc_now,
 )
 from saga_index.layout_change.transitions.errors import (
-    CheckResult,
     MoveOutcomeUnknownError,
     NotAppliedRetryLaterError,
     PreconditionFailedError,
+    PreconditionResult,
     StateWriteFailedError,
 )
 from saga_index.layout_change.transitions.requirements import (
-    CheckOptions,
+    CompletionCheckOptions,
     ShardKeyProbe,
     completion_checks,
     first_move_guard,
@@ -57,7 +57,7 @@ from saga_index.layout_change.transitions.rules import (
     BACKFILL_CHECK,
     PlannedMove,
     Precondition,
-    check_backfill,
+    backfill_verified,
     plan_move,
     settled_at,
     transition_for,
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-DEFAULT_CHECK_OPTIONS = CheckOptions()
+DEFAULT_CHECK_OPTIONS = CompletionCheckOptions()
 _T = TypeVar("_T")
 
 
@@ -81,7 +81,7 @@ class PhaseChange:
 
     state: ControlState
     transition: Transition
-    checks: tuple[CheckResult, ...]
+    checks: tuple[PreconditionResult, ...]
     history_written: bool
     # What failed AFTER the STATE write landed (the move is applied) and how it is repaired.
     warnings: tuple[str, ...] = ()
@@ -99,7 +99,7 @@ def change_phase(
     reason: str,
     shard_count: int | None = None,
     force: bool = False,
-    options: CheckOptions = DEFAULT_CHECK_OPTIONS,
+    options: CompletionCheckOptions = DEFAULT_CHECK_OPTIONS,
     probe: ShardKeyProbe = probe_shard_keys,
     sleep: Callable[[float], None] = time.sleep,
     clock: WallClock = utc_now,
@@ -238,7 +238,7 @@ def _judge(
     guards: Sequence[Precondition],
     *,
     force: bool,
-) -> tuple[tuple[CheckResult, ...], tuple[str, ...]]:
+) -> tuple[tuple[PreconditionResult, ...], tuple[str, ...]]:
     """Run what the move requires against `state`: (the results, the names `force` skipped).
     Raises PreconditionFailedError, before anything is written, when one of them failed."""
     if move.completes is None and not guards:
@@ -251,7 +251,7 @@ def _judge(
         return (), names
     results = (
         *(
-            (check_backfill(state, move.completes), *(c.run(state) for c in checks))
+            (backfill_verified(state, move.completes), *(c.run(state) for c in checks))
             if move.completes is not None
             else ()
         ),

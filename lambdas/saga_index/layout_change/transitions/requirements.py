@@ -34,8 +34,8 @@ from saga_index.layout_change.checks.parity import (
     ParityVerifier,
 )
 from saga_index.layout_change.record import ControlState, ControlStore, Phase, Routing
-from saga_index.layout_change.transitions.errors import CheckResult
-from saga_index.layout_change.transitions.rules import Precondition, check_backfill, plan_move
+from saga_index.layout_change.transitions.errors import PreconditionResult
+from saga_index.layout_change.transitions.rules import Precondition, backfill_verified, plan_move
 from saga_index.store import count_partition
 from saga_index.store.dynamo import ScanOptions
 
@@ -51,7 +51,7 @@ CHECK_NO_SHARDED_ROWS_YET = "no-rows-on-shard-keys"
 
 
 @dataclass(frozen=True)
-class CheckOptions:
+class CompletionCheckOptions:
     """How the checks read the table (the parity scan is a consistent base-table Scan)."""
 
     sample: int = DEFAULT_SAMPLE
@@ -64,7 +64,7 @@ def completion_checks(
     store: ControlStore,
     state: ControlState,
     requested: Phase,
-    options: CheckOptions = CheckOptions(),
+    options: CompletionCheckOptions = CompletionCheckOptions(),
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[Precondition]:
@@ -79,7 +79,7 @@ def completion_checks(
     rows_name = CHECK_NO_LEGACY_ROWS if requested is Phase.SHARDED else CHECK_NO_SHARDED_ROWS
     if state.phase is Phase.RESHARDING:
         rows_name = CHECK_NO_UNMOVED_ROWS
-    checks: list[tuple[str, Callable[[_CompletingMove, ControlState], CheckResult]]] = [
+    checks: list[tuple[str, Callable[[_CompletingMove, ControlState], PreconditionResult]]] = [
         (rows_name, _rows_left),
         (CHECK_NO_MISROUTED_ROWS, _misrouted),
         (CHECK_PARITY, _parity),
@@ -91,14 +91,14 @@ def completion_checks(
 ShardKeyProbe = Callable[[Any, str], RowsSeen]
 
 
-def failing_checks(
+def failing_completion_checks(
     store: ControlStore,
     state: ControlState,
     requested: Phase,
-    options: CheckOptions = CheckOptions(),
+    options: CompletionCheckOptions = CompletionCheckOptions(),
     *,
     shard_count: int | None = None,
-) -> list[CheckResult]:
+) -> list[PreconditionResult]:
     """The checks of the completing move from `state` to `requested` that fail now, run
     read-only: backfill-verified and the row checks, parity left out (it scans the whole base
     table; it runs at the change itself). What a "not yet" answer names, so its caller learns at
@@ -109,7 +109,7 @@ def failing_checks(
     checks = [
         c for c in completion_checks(store, state, requested, options) if c.name != CHECK_PARITY
     ]
-    results = [check_backfill(state, move.completes), *(check.run(state) for check in checks)]
+    results = [backfill_verified(state, move.completes), *(check.run(state) for check in checks)]
     return [result for result in results if not result.passed]
 
 
@@ -118,11 +118,11 @@ def first_move_guard(store: ControlStore, probe: ShardKeyProbe = probe_shard_key
     the control partition was lost after a migration, and starting over would hide it. `probe`
     reads the shard keys (one Query with Limit 1 per possible shard key)."""
 
-    def run(_: ControlState) -> CheckResult:
+    def run(_: ControlState) -> PreconditionResult:
         seen = probe(store.client, store.table_name)
         if seen.any_sharded:
-            return CheckResult(CHECK_NO_SHARDED_ROWS_YET, False, shard_rows_refusal(seen))
-        return CheckResult(
+            return PreconditionResult(CHECK_NO_SHARDED_ROWS_YET, False, shard_rows_refusal(seen))
+        return PreconditionResult(
             CHECK_NO_SHARDED_ROWS_YET,
             True,
             f"no saga row on any of the {seen.requests} shard keys ({seen.requests} queries)",
@@ -138,7 +138,7 @@ class _CompletingMove:
     client: DynamoDBClient
     table: str
     requested: Phase
-    options: CheckOptions
+    options: CompletionCheckOptions
     sleep: Callable[[float], None]
     drift_of: dict[int, DriftReport] = field(default_factory=dict)
 
@@ -159,7 +159,7 @@ class _CompletingMove:
         return self.drift_of[state.version]
 
 
-def _unmoved(move: _CompletingMove, state: ControlState) -> CheckResult:
+def _unmoved(move: _CompletingMove, state: ControlState) -> PreconditionResult:
     # The target's drift read covers only the target's keys: the source keys it drops (a
     # merge's upper half) are counted here, one COUNT Query each.
     target = move.target(state)
@@ -167,15 +167,15 @@ def _unmoved(move: _CompletingMove, state: ControlState) -> CheckResult:
     counts = {k: count_partition(move.client, move.table, k)[0] for k in dropped}
     left = {k: n for k, n in counts.items() if n}
     if not dropped:
-        return CheckResult(
+        return PreconditionResult(
             CHECK_NO_UNMOVED_ROWS,
             True,
             f"{target} reads every {state.layout} key (a split): no key is dropped",
         )
     where = f"the {len(dropped)} {state.layout} key(s) {target} does not read"
     if not left:
-        return CheckResult(CHECK_NO_UNMOVED_ROWS, True, f"no saga row left on {where}")
-    return CheckResult(
+        return PreconditionResult(CHECK_NO_UNMOVED_ROWS, True, f"no saga row left on {where}")
+    return PreconditionResult(
         CHECK_NO_UNMOVED_ROWS,
         False,
         f"{sum(left.values())} saga row(s) still on {where}, which readers stop reading "
@@ -183,7 +183,7 @@ def _unmoved(move: _CompletingMove, state: ControlState) -> CheckResult:
     )
 
 
-def _rows_left(move: _CompletingMove, state: ControlState) -> CheckResult:
+def _rows_left(move: _CompletingMove, state: ControlState) -> PreconditionResult:
     if state.phase is Phase.RESHARDING:
         return _unmoved(move, state)
     report = move.drift(state)
@@ -197,7 +197,7 @@ def _rows_left(move: _CompletingMove, state: ControlState) -> CheckResult:
         # Judged with the state being left, whose readers still read these keys.
         refs = ()
     if count == 0:
-        return CheckResult(name, True, f"no saga row left on {where}")
+        return PreconditionResult(name, True, f"no saga row left on {where}")
     examples = ", ".join(ref.pk for ref in refs[:5])
     # To legacy: the rollback run moves them, and once in legacy the same command still
     # moves any row left on a shard key home (the clean-up of stray rows).
@@ -207,7 +207,7 @@ def _rows_left(move: _CompletingMove, state: ControlState) -> CheckResult:
         else "run `saga-index backfill --direction rollback` again (in legacy too it "
         "moves every row on a shard key home)"
     )
-    return CheckResult(
+    return PreconditionResult(
         name,
         False,
         f"{count} saga row(s) still on {where}, which readers stop reading after the "
@@ -215,21 +215,21 @@ def _rows_left(move: _CompletingMove, state: ControlState) -> CheckResult:
     )
 
 
-def _misrouted(move: _CompletingMove, state: ControlState) -> CheckResult:
+def _misrouted(move: _CompletingMove, state: ControlState) -> PreconditionResult:
     report = move.drift(state)
     if report.misrouted_rows == 0:
-        return CheckResult(CHECK_NO_MISROUTED_ROWS, True, "no row under a wrong shard key")
+        return PreconditionResult(CHECK_NO_MISROUTED_ROWS, True, "no row under a wrong shard key")
     examples = ", ".join(ref.pk for ref in report.misrouted[:5])
     if state.phase is Phase.RESHARDING:
         target = move.target(state)
-        return CheckResult(
+        return PreconditionResult(
             CHECK_NO_MISROUTED_ROWS,
             False,
             f"{report.misrouted_rows} row(s) under a shard key that is not their person's "
             f"in {target}: not yet moved, or misrouted (e.g. {examples}): run the "
             "backfill again, then see `saga-index drift`",
         )
-    return CheckResult(
+    return PreconditionResult(
         CHECK_NO_MISROUTED_ROWS,
         False,
         f"{report.misrouted_rows} row(s) under a shard key that is not their person's "
@@ -237,7 +237,7 @@ def _misrouted(move: _CompletingMove, state: ControlState) -> CheckResult:
     )
 
 
-def _parity(move: _CompletingMove, state: ControlState) -> CheckResult:
+def _parity(move: _CompletingMove, state: ControlState) -> PreconditionResult:
     target = move.target(state)
     options = move.options
     verifier = ParityVerifier(
@@ -255,13 +255,13 @@ def _parity(move: _CompletingMove, state: ControlState) -> CheckResult:
     )
     report = verifier.verify(sample=options.sample).report
     if report.ok:
-        return CheckResult(
+        return PreconditionResult(
             CHECK_PARITY,
             True,
             f"reads as {target} return all {report.truth_rows} saga row(s) "
             f"({len(report.persons)} person(s) sampled)",
         )
-    return CheckResult(CHECK_PARITY, False, _parity_failure(target, report))
+    return PreconditionResult(CHECK_PARITY, False, _parity_failure(target, report))
 
 
 def _parity_failure(target: Layout, report: ParityReport) -> str:
@@ -287,12 +287,12 @@ def _parity_failure(target: Layout, report: ParityReport) -> str:
 
 
 def _never_raises(
-    name: str, run: Callable[[ControlState], CheckResult]
-) -> Callable[[ControlState], CheckResult]:
-    def guarded(state: ControlState) -> CheckResult:
+    name: str, run: Callable[[ControlState], PreconditionResult]
+) -> Callable[[ControlState], PreconditionResult]:
+    def guarded(state: ControlState) -> PreconditionResult:
         try:
             return run(state)
         except (SagaIndexError, ClientError, BotoCoreError) as err:
-            return CheckResult(name, False, f"could not run: {type(err).__name__}: {err}")
+            return PreconditionResult(name, False, f"could not run: {type(err).__name__}: {err}")
 
     return guarded

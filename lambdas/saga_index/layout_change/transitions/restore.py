@@ -37,7 +37,7 @@ from saga_index.layout_change.record import (
     to_millis,
     utc_now,
 )
-from saga_index.layout_change.transitions.errors import CheckResult, PreconditionFailedError
+from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
 from saga_index.layout_change.transitions.rows_move import (
     KeyRows,
     check_rows_layout,
@@ -108,7 +108,7 @@ def restore_state(
         inferred = check_rows_layout(infer_layout(seen), read_keys)
         if inferred.problem is not None:
             raise PreconditionFailedError(
-                "restore", [CheckResult(CHECK_ROWS_NAME_ONE_LAYOUT, False, inferred.problem)]
+                "restore", [PreconditionResult(CHECK_ROWS_NAME_ONE_LAYOUT, False, inferred.problem)]
             )
         if inferred.moving_to is None and inferred.layout == LEGACY:
             return Restored(

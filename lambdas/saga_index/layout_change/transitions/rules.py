@@ -44,7 +44,10 @@ from saga_index.layout_change.record import (
     Transition,
     format_time,
 )
-from saga_index.layout_change.transitions.errors import CheckResult, TransitionNotAllowedError
+from saga_index.layout_change.transitions.errors import (
+    PreconditionResult,
+    TransitionNotAllowedError,
+)
 
 ALLOWED_MOVES: dict[Phase, tuple[Phase, ...]] = {
     Phase.LEGACY: (Phase.MIGRATING,),
@@ -63,7 +66,7 @@ class Precondition:
     drift counts, parity). `run` returns the verdict; an exception it raises is not a pass."""
 
     name: str
-    run: Callable[[ControlState], CheckResult]
+    run: Callable[[ControlState], PreconditionResult]
 
 
 @dataclass(frozen=True)
@@ -240,14 +243,14 @@ def _plan_reshard(
     return PlannedMove(state, target, moving_to, None, BackfillDirection.FORWARD)
 
 
-def check_backfill(state: ControlState, direction: BackfillDirection) -> CheckResult:
+def backfill_verified(state: ControlState, direction: BackfillDirection) -> PreconditionResult:
     """The built-in precondition of a completing move: the last backfill ran in `direction`
     over exactly this state's move, under this version, started no earlier than effectiveAt
     (so no writer still stamped the source key) and finished complete and verified."""
     run = state.last_backfill
     name = BACKFILL_CHECK
     if run is None:
-        return CheckResult(name, False, f"no {direction.value} backfill has been recorded")
+        return PreconditionResult(name, False, f"no {direction.value} backfill has been recorded")
     source, target = state.layout, state.moving_to
     problems: list[str] = []
     if run.direction is not direction:
@@ -274,8 +277,8 @@ def check_backfill(state: ControlState, direction: BackfillDirection) -> CheckRe
     if not run.verified:
         problems.append("its verification did not pass")
     if problems:
-        return CheckResult(name, False, "; ".join(problems))
-    return CheckResult(
+        return PreconditionResult(name, False, "; ".join(problems))
+    return PreconditionResult(
         name,
         True,
         f"{direction.value} backfill {run.source} -> {run.target} completed at "

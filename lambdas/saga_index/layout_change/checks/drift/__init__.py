@@ -19,16 +19,11 @@ from saga_index.layout_change.checks.drift._cursor import (
     DriftReadIncomplete,
     cursor_layout,
 )
-from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, shard_skew
-from saga_index.layout_change.checks.drift._schedule import (
-    DEFAULT_SCAN_EVERY,
-    scan_due,
-    validate_scan_every,
-)
+from saga_index.layout_change.checks.drift._report import DriftReport
+from saga_index.layout_change.checks.drift._schedule import DEFAULT_SCAN_EVERY, scan_due
 
 __all__ = [
     "DEFAULT_SCAN_EVERY",
-    "SAMPLE_LIMIT",
     "CursorStore",
     "DriftChecker",
     "DriftCursor",
@@ -37,6 +32,4 @@ __all__ = [
     "RowRef",
     "cursor_layout",
     "scan_due",
-    "shard_skew",
-    "validate_scan_every",
 ]

@@ -10,32 +10,18 @@ returned at a snapshot? (docs/observability.md, "The CLI", `saga-index verify`.)
 """
 
 from saga_index.layout_change.checks.parity._report import Finding, ParityReport
-from saga_index.layout_change.checks.parity._snapshot import (
-    CHECK_ALL,
-    CHECK_OPEN,
-    CHECK_PERSON,
-    InvalidSnapshotError,
-    Read,
-    Snapshot,
-)
+from saga_index.layout_change.checks.parity._snapshot import Snapshot
 from saga_index.layout_change.checks.parity._verifier import (
     DEFAULT_RECHECK_DELAY_SECONDS,
     DEFAULT_SAMPLE,
     ParityVerifier,
-    sample_persons,
 )
 
 __all__ = [
-    "CHECK_ALL",
-    "CHECK_OPEN",
-    "CHECK_PERSON",
     "DEFAULT_RECHECK_DELAY_SECONDS",
     "DEFAULT_SAMPLE",
     "Finding",
-    "InvalidSnapshotError",
     "ParityReport",
     "ParityVerifier",
-    "Read",
     "Snapshot",
-    "sample_persons",
 ]

@@ -15,10 +15,10 @@ from saga_index.store import (
     WatchReport,
     read_throttle_window,
 )
-from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.output import emit, json_option
+from saga_index_cli.signals import EXIT_CLEAN, EXIT_FOUND
 
 
 @click.command("watch")

@@ -8,17 +8,17 @@ import click
 from saga_index.index import keys
 from saga_index.layout_change.checks.drift import DriftChecker, DriftReport
 from saga_index.store.dynamo import ScanOptions
-from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
-from saga_index_cli.checks.scan import (
+from saga_index_cli.context import CliContext, describe_routing, pass_cli
+from saga_index_cli.output import emit, json_option
+from saga_index_cli.progress import LiveProgress
+from saga_index_cli.signals import EXIT_CLEAN, EXIT_FOUND
+from saga_index_cli.signals.scan import (
     IndexReadsProgress,
     ScanProgress,
     scan_rate_option,
     segments_option,
     table_item_count,
 )
-from saga_index_cli.context import CliContext, describe_routing, pass_cli
-from saga_index_cli.output import emit, json_option
-from saga_index_cli.progress import LiveProgress
 
 
 @click.command("drift")

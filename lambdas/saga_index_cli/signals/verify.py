@@ -18,19 +18,19 @@ from saga_index.layout_change.checks.parity import (
     Snapshot,
 )
 from saga_index.store.dynamo import ScanOptions
-from saga_index_cli.checks import EXIT_CLEAN, EXIT_FOUND
-from saga_index_cli.checks.scan import (
+from saga_index_cli.context import CliContext
+from saga_index_cli.options import FiniteFloatRange
+from saga_index_cli.output import emit, json_option, overwrite_option
+from saga_index_cli.progress import LiveProgress
+from saga_index_cli.signals import EXIT_CLEAN, EXIT_FOUND
+from saga_index_cli.signals.scan import (
     RepositoryReadsProgress,
     ScanProgress,
     scan_rate_option,
     segments_option,
     table_item_count,
 )
-from saga_index_cli.checks.snapshot_file import check_writable, load_snapshot, write_snapshot
-from saga_index_cli.context import CliContext
-from saga_index_cli.options import FiniteFloatRange
-from saga_index_cli.output import emit, json_option, overwrite_option
-from saga_index_cli.progress import LiveProgress
+from saga_index_cli.signals.snapshot_file import check_writable, load_snapshot, write_snapshot
 
 
 @click.command("verify")
