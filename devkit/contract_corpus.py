@@ -17,7 +17,10 @@ Layout of the file: `bases` are the valid records (a STATE item, or no STATE and
 HISTORY items), `cases` one per line: the base, the item changed ("state" or the index of a
 HISTORY item), the attributes set (DynamoDB JSON; null: removed), the reader's wall clock, and
 `expect`: {"route": condition, version, phase, source, target, writes} or {"refusal": kind,
-attribute} or {"error": "more than two layouts"}.
+attribute} or {"error": "more than two layouts"}. `openIndexBases` and `openIndexCases` are the
+same for records of the open-saga index (its attributes mutated too), each route with
+`openIndex` (the state followed, e.g. "adding(16)"), `openWrites` (the open index whose
+OpenSagaPK writers stamp now, or null) and `openReads` (the one enumerations read, or null: GSI4).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from devkit.contract_states import MS, OPENED, STATES, dynamo_json
-from devkit.contract_vectors import RECORD_CASES
+from devkit.contract_states import MS, OPEN_INDEX_STATES, OPENED, STATES, dynamo_json
+from devkit.contract_vectors import OPEN_INDEX_MISSING, RECORD_CASES
 from devkit.vectors_file import vectors_main
 from saga_index.layout_change.record import (
     PARTS,
@@ -49,6 +52,8 @@ from saga_index.layout_change.record import (
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "docs" / "contract-corpus.json"
 SEED = 20261206
 CASES = 3000
+OPEN_INDEX_SEED = 20261207
+OPEN_INDEX_CASES = 1000
 THREE_LAYOUTS = "more than two layouts"
 
 _DIGITS = ("\u0660\u0661\u0662\u0666", "\uff10\uff11\uff12\uff16", "\u0966\u0967\u0968\u096c")
@@ -67,17 +72,24 @@ _WORDS = {
     Value.DIRECTION: ("forward", "rollback", " forward", "FORWARD", "Rollback", "forward\u00a0"),
     Value.PHASE: ("legacy", "migrating", "sharded", "rolling-back", "resharding", "Migrating"),
     Value.STRING: ("", " ", "ops@example", "\U0001f600", "x" * 300),
+    Value.OPEN_INDEX: ("off", "adding", "open", "removing", "Adding", " open", "enabled", ""),
 }
 _COUNTS = ("0", "1", "2", "3", "16", "32", "64", "1024", "2048", "-16", "16.0", "1.6e1", " 16")
 _INTEGERS = ("0", "1", "2", "3", "-1", "9007199254740991", "9007199254740992", "1e0", "1.5")
 
 
-def _bases() -> list[dict[str, Any]]:
+def _bases(*, open_index: bool = False) -> list[dict[str, Any]]:
+    states = OPEN_INDEX_STATES if open_index else STATES
     bases: list[dict[str, Any]] = [
         {"name": name, "state": dynamo_json(state_item(build())), "history": []}
-        for name, build in STATES
+        for name, build in states
     ]
-    for name, state_of, history_of in RECORD_CASES:
+    records: list[tuple[str, Callable[[], dict[str, Any] | None], Callable[[], Any]]] = (
+        [(name, lambda: None, history_of) for name, history_of in OPEN_INDEX_MISSING]
+        if open_index
+        else list(RECORD_CASES)
+    )
+    for name, state_of, history_of in records:
         history = [dynamo_json(h) for h in history_of()]
         # Records a reader follows from history alone (the state it follows routes).
         if state_of() is None and history and "route" in outcome(None, history, OPENED):
@@ -85,9 +97,22 @@ def _bases() -> list[dict[str, Any]]:
     return bases
 
 
-def _attributes(target: str) -> list[tuple[str, Value | None]]:
+# The open index's attributes are mutated in the open index's own cases only, so the cases
+# drawn before it existed stay what they were.
+_OPEN_INDEX_ATTRIBUTES = frozenset(
+    name for a in PARTS[0].attributes if a.value is Value.OPEN_INDEX for name in (a.name, a.count)
+)
+
+
+def _attributes(target: str, *, open_index: bool = False) -> list[tuple[str, Value | None]]:
     on = "STATE" if target == "state" else "HISTORY"
-    declared = [(a.name, a.value) for p in PARTS if on in p.items for a in p.attributes]
+    declared = [
+        (a.name, a.value)
+        for p in PARTS
+        if on in p.items
+        for a in p.attributes
+        if open_index or a.name not in _OPEN_INDEX_ATTRIBUTES
+    ]
     return [*declared, ("PK", None), ("SK", None), ("entityType", None)]
 
 
@@ -138,9 +163,11 @@ def _edge(rng: random.Random, value: Value | None, current: dict[str, Any] | Non
     return {"S": rng.choice(words)}
 
 
-def _mutation(rng: random.Random, item: dict[str, Any], target: str) -> dict[str, Any]:
+def _mutation(
+    rng: random.Random, item: dict[str, Any], target: str, *, open_index: bool = False
+) -> dict[str, Any]:
     changes: dict[str, Any] = {}
-    attributes = _attributes(target)
+    attributes = _attributes(target, open_index=open_index)
     for _ in range(1 if rng.random() < 0.8 else 2):
         name, value = rng.choice(attributes)
         roll = rng.random()
@@ -157,8 +184,15 @@ def _mutation(rng: random.Random, item: dict[str, Any], target: str) -> dict[str
     return changes
 
 
-def outcome(state: dict[str, Any] | None, history: list[dict[str, Any]], now: datetime) -> Any:
-    """What the Python reader makes of the items as stored, at the wall clock `now`."""
+def outcome(
+    state: dict[str, Any] | None,
+    history: list[dict[str, Any]],
+    now: datetime,
+    *,
+    open_index: bool = False,
+) -> Any:
+    """What the Python reader makes of the items as stored, at the wall clock `now`
+    (`open_index`: with the open index's state and routing in `route`)."""
     try:
         followed = followed_state(
             None if state is None else deserialize_control_item(state),
@@ -171,7 +205,10 @@ def outcome(state: dict[str, Any] | None, history: list[dict[str, Any]], now: da
         if THREE_LAYOUTS not in str(err):
             raise
         return {"error": THREE_LAYOUTS}
-    return route_of(followed, routing)
+    route = route_of(followed, routing)
+    if open_index:
+        route["route"].update(open_route_of(followed, routing))
+    return route
 
 
 def route_of(state: ControlState, routing: Routing) -> dict[str, Any]:
@@ -185,6 +222,16 @@ def route_of(state: ControlState, routing: Routing) -> dict[str, Any]:
             "target": str(routing.target),
             "writes": str(routing.writes),
         }
+    }
+
+
+def open_route_of(state: ControlState, routing: Routing) -> dict[str, Any]:
+    """The open index's part of a route: its state, whose OpenSagaPK writers stamp now and
+    whose keys enumerations read (null: none, GSI4)."""
+    return {
+        "openIndex": str(state.open_index),
+        "openWrites": None if routing.open_writes is None else str(routing.open_writes),
+        "openReads": None if routing.open_reads is None else str(routing.open_reads),
     }
 
 
@@ -210,9 +257,11 @@ def _clock(rng: random.Random, base: dict[str, Any]) -> datetime:
     return effective - rng.choice((MS, timedelta(0)))
 
 
-def corpus_cases(seed: int = SEED, count: int = CASES) -> list[dict[str, Any]]:
+def corpus_cases(
+    seed: int = SEED, count: int = CASES, *, open_index: bool = False
+) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    bases = _bases()
+    bases = _bases(open_index=open_index)
     cases = []
     for _ in range(count):
         index = rng.randrange(len(bases))
@@ -220,7 +269,9 @@ def corpus_cases(seed: int = SEED, count: int = CASES) -> list[dict[str, Any]]:
         targets: list[str | int] = ["state"] if base["state"] else list(range(len(base["history"])))
         target = rng.choice(targets)
         item = base["state"] if target == "state" else base["history"][int(target)]
-        changes = _mutation(rng, item, "state" if target == "state" else "history")
+        changes = _mutation(
+            rng, item, "state" if target == "state" else "history", open_index=open_index
+        )
         now = _clock(rng, base)
         state, history = mutated(base, target, changes)
         cases.append(
@@ -229,7 +280,7 @@ def corpus_cases(seed: int = SEED, count: int = CASES) -> list[dict[str, Any]]:
                 "item": target,
                 "set": changes,
                 "now": format_time(now),
-                "expect": outcome(state, history, now),
+                "expect": outcome(state, history, now, open_index=open_index),
             }
         )
     return cases
@@ -246,6 +297,8 @@ def build() -> dict[str, Any]:
         "seed": SEED,
         "bases": _bases(),
         "cases": corpus_cases(),
+        "openIndexBases": _bases(open_index=True),
+        "openIndexCases": corpus_cases(OPEN_INDEX_SEED, OPEN_INDEX_CASES, open_index=True),
     }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from devkit.contract_states import STATES, dynamo_json
+from devkit.contract_states import OPEN_INDEX_STATES, STATES, dynamo_json
 from saga_index.layout_change.record import (
     ControlItemInvalidError,
     ControlState,
@@ -189,9 +189,50 @@ RECORDS: tuple[tuple[str, _Refusal, Callable[[], dict[str, Any]]], ...] = (
 )  # fmt: skip
 
 
-def record_cases() -> list[dict[str, Any]]:
+_ADDING = OPEN_INDEX_STATES[0][1]
+_REMOVING = OPEN_INDEX_STATES[4][1]
+# The open index's attributes (record/open_index.py), as `RECORDS`.
+OPEN_INDEX_RECORDS: tuple[tuple[str, _Refusal, Callable[[], dict[str, Any]]], ...] = (
+    ("open index adding(16)", None, lambda: _item(_ADDING)),
+    ("open index removing(16), from adding(16)", None, lambda: _item(_REMOVING)),
+    ("no open index attributes: off", None, lambda: _item(_MIGRATING)),
+    ("openIndex written as off, no count", None,
+     lambda: _item(_MIGRATING, openIndex="off", previousOpenIndex="off")),
+    ("openIndex NULL: off", None, lambda: _item(_MIGRATING, openIndex=Wire(NULL=True))),
+    ("openIndex in capitals", ("invalid-value", "openIndex"),
+     lambda: _item(_ADDING, openIndex="Adding")),
+    ("openIndex with a space", ("invalid-value", "openIndex"),
+     lambda: _item(_ADDING, openIndex="adding ")),
+    ("openIndex an unknown word", ("invalid-value", "openIndex"),
+     lambda: _item(_ADDING, openIndex="enabled")),
+    ("openIndex as a number", ("wrong-type", "openIndex"), lambda: _item(_ADDING, openIndex=1)),
+    ("open index adding without its count", ("missing", "openIndexShardCount"),
+     lambda: _item(_ADDING, openIndexShardCount=None)),
+    ("open index count not a power of two", ("invalid-value", "openIndexShardCount"),
+     lambda: _item(_ADDING, openIndexShardCount=12)),
+    ("open index count as a string", ("wrong-type", "openIndexShardCount"),
+     lambda: _item(_ADDING, openIndexShardCount="16")),
+    ("open index count while off", ("unexpected", "openIndexShardCount"),
+     lambda: _item(_MIGRATING, openIndexShardCount=16)),
+    ("open index count with openIndex written as off", ("unexpected", "openIndexShardCount"),
+     lambda: _item(_MIGRATING, openIndex="off", openIndexShardCount=16)),
+    ("previousOpenIndex an unknown word", ("invalid-value", "previousOpenIndex"),
+     lambda: _item(_REMOVING, previousOpenIndex="sideways")),
+    ("previous open index without its count", ("missing", "previousOpenIndexShardCount"),
+     lambda: _item(_REMOVING, previousOpenIndexShardCount=None)),
+    ("a transition moving the layout and the open index", ("inconsistent", "openIndex"),
+     lambda: _item(_MIGRATING, openIndex="adding", openIndexShardCount=16)),
+)  # fmt: skip
+
+
+def record_cases(
+    records: tuple[tuple[str, _Refusal, Callable[[], dict[str, Any]]], ...] = RECORDS,
+    *,
+    with_open_index: bool = False,
+) -> list[dict[str, Any]]:
+    """The cases of `records`; `with_open_index` adds the open index's state to each."""
     cases = []
-    for name, expected, build in RECORDS:
+    for name, expected, build in records:
         item = wire_json(build())
         try:
             state = parse_state_item(deserialize_control_item(item))
@@ -202,6 +243,8 @@ def record_cases() -> list[dict[str, Any]]:
                 raise ValueError(detail) from err
             refusal = {"kind": err.kind.value, "attribute": err.attribute}
             result = {"valid": False, "refusal": refusal, "phase": None, "version": None}
+            if with_open_index:
+                result["openIndex"] = None
         else:
             if expected is not None:
                 raise ValueError(f"record {name!r} parsed; expected a refusal {expected}")
@@ -211,5 +254,7 @@ def record_cases() -> list[dict[str, Any]]:
                 "phase": state.phase.value,
                 "version": state.version,
             }
+            if with_open_index:
+                result["openIndex"] = str(state.open_index)
         cases.append({"name": name, "item": item, **result})
     return cases

@@ -9,7 +9,12 @@ from typing import Any
 
 from saga_index.index import Layout
 from saga_index.layout_change.record import DEFAULT_TIMING, ControlState
-from saga_index.layout_change.transitions import plan_move, transition_for
+from saga_index.layout_change.transitions import (
+    open_index_transition_for,
+    plan_move,
+    plan_open_index_move,
+    transition_for,
+)
 from saga_index.store.dynamo import serialize
 
 OPENED = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -37,11 +42,38 @@ def _move(
     )
 
 
-def path_through(*steps: tuple[str, float, int | None]) -> ControlState:
-    """The state after `steps` (phase, seconds after OPENED, --shards) from never migrated."""
-    state = ControlState.never_migrated()
+def _open_index_move(
+    previous: ControlState, state: str, at: datetime, shards: int | None = None
+) -> ControlState:
+    plan = plan_open_index_move(previous, state, shard_count=shards)
+    return ControlState(
+        transition=open_index_transition_for(
+            plan,
+            at,
+            changed_by="ops@example",
+            reason=f"open index to {state}",
+            effective_delay=DELAY,
+            checks_passed=("open-index-parity",) if plan.completes else (),
+        )
+    )
+
+
+# A step `open-index:<state>` moves the open index (record/open_index.py), any other the layout.
+OPEN_INDEX_STEP = "open-index:"
+
+
+def path_through(
+    *steps: tuple[str, float, int | None], start: ControlState | None = None
+) -> ControlState:
+    """The state after `steps` (phase, seconds after OPENED, --shards) from never migrated
+    (or `start`); a phase spelled `open-index:<state>` moves the open index instead."""
+    state = ControlState.never_migrated() if start is None else start
     for phase, seconds, shards in steps:
-        state = _move(state, phase, OPENED + timedelta(seconds=seconds), shards)
+        at = OPENED + timedelta(seconds=seconds)
+        if phase.startswith(OPEN_INDEX_STEP):
+            state = _open_index_move(state, phase.removeprefix(OPEN_INDEX_STEP), at, shards)
+        else:
+            state = _move(state, phase, at, shards)
     return state
 
 
@@ -67,6 +99,32 @@ STATES: tuple[tuple[str, Callable[[], ControlState]], ...] = (
     ("abort: resharding 32 -> 16 5 s after a split, before its effectiveAt", lambda: path_through(
         ("migrating", 0, 16), ("sharded", _LATE, None), ("resharding", 2 * _LATE, 32),
         ("resharding", 2 * _LATE + 5, 16))),
+)  # fmt: skip
+
+
+_SHARDED = (("migrating", 0, 16), ("sharded", _LATE, None))
+_ADDING = (*_SHARDED, ("open-index:adding", 2 * _LATE, None))
+_OPEN = (*_ADDING, ("open-index:open", 3 * _LATE, None))
+_REMOVING = (*_ADDING, ("open-index:removing", 3 * _LATE, None))
+# The open index's states (devkit.contract_vectors' `openIndex`), each as `open-index set`
+# builds it.
+OPEN_INDEX_STATES: tuple[tuple[str, Callable[[], ControlState]], ...] = (
+    ("sharded(16), open index adding(16)", lambda: path_through(*_ADDING)),
+    ("legacy, open index adding(16) (the default N)", lambda: path_through(
+        ("open-index:adding", 0, None))),
+    ("sharded(16), open index adding(8) (--shards 8)", lambda: path_through(
+        *_SHARDED, ("open-index:adding", 2 * _LATE, 8))),
+    ("sharded(16), open index open(16)", lambda: path_through(*_OPEN)),
+    ("sharded(16), open index removing(16)", lambda: path_through(*_REMOVING)),
+    ("sharded(16), open index removing 10 s after adding, before its effectiveAt",
+     lambda: path_through(*_ADDING[:-1], ("open-index:adding", 2 * _LATE, None),
+                          ("open-index:removing", 2 * _LATE + 10, None))),
+    ("sharded(16), open index off after a rollback", lambda: path_through(
+        *_REMOVING, ("open-index:off", 4 * _LATE, None))),
+    ("sharded(16), open index adding again (the rollback aborted)", lambda: path_through(
+        *_REMOVING, ("open-index:adding", 3 * _LATE + 5, None))),
+    ("open index open(16), then resharding 16 -> 32", lambda: path_through(
+        *_OPEN, ("resharding", 4 * _LATE, 32))),
 )  # fmt: skip
 
 

@@ -28,6 +28,14 @@ Top-level keys (kept stable: other packages read them):
                STATE item and a state that reads only the legacy key; rows there refuse it); or
                the refusal (its kind and attribute) of an item no reader follows
   openStates   the saga states an open-saga enumeration returns, in order
+  openIndex    the open-saga index (docs/control-contract.md, "The open-saga index"): the STATE
+               item (or none) and the newest HISTORY items as stored + wall clock -> the state
+               followed (condition, version, phase, openIndex, openIndexShardCount), per person
+               `openWriteKey` (the OpenSagaPK a writer stamps on an OPEN saga, null: none, and
+               it removes any; a closed saga never carries one) and `openReadKeys` (the
+               OpenSagaPKs an enumeration of open sagas reads, one stage; null: it reads GSI4
+               as `routing` says)
+  openIndexRecords  like `records`, for the open index's attributes, with `openIndex`
   timing       T, the stale grace and changedAt -> effectiveAt, in seconds
 """
 
@@ -39,8 +47,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from devkit.contract_records import record_cases
-from devkit.contract_states import DELAY, MS, OPENED, S16, STATES, dynamo_json, path_through
+from devkit.contract_records import OPEN_INDEX_RECORDS, record_cases
+from devkit.contract_states import (
+    DELAY,
+    MS,
+    OPEN_INDEX_STATES,
+    OPENED,
+    S16,
+    STATES,
+    dynamo_json,
+    path_through,
+)
 from devkit.vectors_file import vectors_main
 from saga_index.index import LEGACY, OPEN_STATES
 from saga_index.layout_change.record import (
@@ -292,6 +309,80 @@ def record_rule_cases() -> list[dict[str, Any]]:
     return cases
 
 
+# ---- the open-saga index ---------------------------------------------------------------------
+
+
+def _open_index_expect(state: ControlState, now: datetime) -> dict[str, Any]:
+    routing = routing_for(state, now)
+    keys = routing.open_enumeration_keys()
+    return {
+        "condition": state.condition.value,
+        "version": state.version,
+        "phase": state.phase.value,
+        "openIndex": state.open_index.state.value,
+        "openIndexShardCount": state.open_index.shard_count,
+        "persons": [
+            {"personId": person, "openWriteKey": routing.open_write_key(person)}
+            for person in PERSONS
+        ],
+        "openReadKeys": None if keys is None else list(keys),
+    }
+
+
+def _open_index_case(
+    name: str, state_item_: dict[str, Any] | None, history: list[dict[str, Any]], now: datetime
+) -> dict[str, Any]:
+    raw_state = None if state_item_ is None else dynamo_json(state_item_)
+    raw_history = [dynamo_json(item) for item in history]
+    state = followed_state(
+        None if raw_state is None else deserialize_control_item(raw_state),
+        [deserialize_control_item(item) for item in raw_history],
+    )
+    return {
+        "name": name,
+        "state": raw_state,
+        "history": raw_history,
+        "now": format_time(now),
+        "expect": _open_index_expect(state, now),
+    }
+
+
+_OPEN_ADDING = OPEN_INDEX_STATES[0][1]
+_OPEN_OPEN = OPEN_INDEX_STATES[3][1]
+_OPEN_REMOVING = OPEN_INDEX_STATES[4][1]
+_OPEN_OFF = OPEN_INDEX_STATES[6][1]
+
+
+# (name, HISTORY items newest first) with no STATE item: the missing-record rule for the open
+# index (an intent completing adding -> open or removing -> off is not followed).
+OPEN_INDEX_MISSING: tuple[tuple[str, _HistoryOf], ...] = (
+    ("STATE missing, newest open applied: the open index is read",
+     lambda: [_history(_OPEN_OPEN()), _history(_OPEN_ADDING())]),
+    ("STATE missing, newest an intent completing adding -> open: adding (GSI4 read)",
+     lambda: [_history(_OPEN_OPEN(), "pending"), _history(_OPEN_ADDING())]),
+    ("STATE missing, newest an opening intent off -> adding: followed",
+     lambda: [_history(_OPEN_ADDING(), "pending"), _history(STATES[2][1]())]),
+    ("STATE missing, newest an intent completing removing -> off: removing",
+     lambda: [_history(_OPEN_OFF(), "pending"), _history(_OPEN_REMOVING())]),
+    ("STATE missing, newest abandoned adding -> open: adding",
+     lambda: [_history(_OPEN_OPEN(), "abandoned"), _history(_OPEN_ADDING())]),
+)  # fmt: skip
+
+
+def open_index_cases() -> list[dict[str, Any]]:
+    cases = [_open_index_case("never migrated: off", None, [], OPENED)]
+    for name, build in OPEN_INDEX_STATES:
+        state = build()
+        assert state.transition is not None
+        for when, now in _moments(state.transition):
+            cases.append(_open_index_case(f"{name}: {when}", state_item(state), [], now))
+    newest = _OPEN_OPEN().transition
+    assert newest is not None
+    for name, history_of in OPEN_INDEX_MISSING:
+        cases.append(_open_index_case(name, None, history_of(), newest.effective_at))
+    return cases
+
+
 def build() -> dict[str, Any]:
     return {
         "description": DESCRIPTION,
@@ -302,6 +393,8 @@ def build() -> dict[str, Any]:
         "missing": missing_cases(),
         "missingRecord": record_rule_cases(),
         "openStates": list(OPEN_STATES),
+        "openIndex": open_index_cases(),
+        "openIndexRecords": record_cases(OPEN_INDEX_RECORDS, with_open_index=True),
         "timing": {
             "cacheSeconds": _seconds(DEFAULT_TIMING.cache_seconds),
             "staleGraceSeconds": _seconds(DEFAULT_TIMING.stale_grace_seconds),

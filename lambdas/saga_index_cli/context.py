@@ -34,11 +34,11 @@ from saga_index.layout_change.record import (
     Routing,
     WallClock,
     layouts_for_phase,
-    needs_lost_record_probe,
     routing_for,
     utc_now,
 )
-from saga_index.store import SagaRepository
+from saga_index.layout_change.transitions import ReadinessCheck
+from saga_index.store import SagaRepository, open_index_readiness
 from saga_index.store.dynamo import make_client, retry_config
 from saga_index_cli.failures import mark_client
 from saga_index_cli.identity import caller_identity
@@ -90,6 +90,8 @@ class CliHooks:
     sleep: Callable[[float], None] = time.sleep
     timing: ControlTiming = DEFAULT_TIMING
     shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
+    # Whether the open-saga index is there to move to (DescribeTable: IndexStatus, Backfilling).
+    open_index_readiness: ReadinessCheck = open_index_readiness
 
 
 @dataclass
@@ -234,13 +236,9 @@ class CliContext:
         Both overrides given: the record is not read at all."""
         if not self.overridden:
             state = self.read_state()
-            if needs_lost_record_probe(state):
-                # A read must not answer from the empty legacy key of a table whose record was
-                # lost after a move (docs/control-contract.md, "A lost record").
-                history = self.control_store().newest_history(1)
-                self.control_store().refuse_a_lost_record(
-                    history_version=history[0].version if history else 0
-                )
+            # A read must not answer from the empty legacy key of a table whose record was
+            # lost after a move (docs/control-contract.md, "A lost record").
+            self.control_store().refuse_if_lost(state)
             return routing_for(state, self.now())
         phase = self.phase_override
         shards = self.shards_override

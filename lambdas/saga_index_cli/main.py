@@ -47,6 +47,7 @@ from saga_index_cli.failures import (
     service_failure,
     transient_write,
 )
+from saga_index_cli.open_index.commands import open_index_group
 from saga_index_cli.options import shards_option, table_name_option
 from saga_index_cli.output import emit
 from saga_index_cli.phase.commands import phase_group
@@ -197,6 +198,7 @@ cli.add_command(watch_command)
 cli.add_command(backfill_group)
 cli.add_command(repair_anomaly_command)
 cli.add_command(phase_group)
+cli.add_command(open_index_group)
 cli.add_command(status_command)
 cli.add_command(preflight_command)
 

@@ -21,7 +21,13 @@ from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
 from devkit.schema import table_create_kwargs
-from saga_index.index.names import ENV_POWERTOOLS_SERVICE, INDEX_NAME, STACK_NAME
+from saga_index.index.names import (
+    ENV_POWERTOOLS_SERVICE,
+    INDEX_NAME,
+    OPEN_INDEX_NAME,
+    OPEN_INDEX_PARTITION_KEY,
+    STACK_NAME,
+)
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.preflight.check import (
@@ -40,6 +46,7 @@ from saga_index_cli.stack import STATE_MACHINE_OUTPUT_PREFIX
 CHECKS = [
     "table",
     "index",
+    "open-index",
     "point-in-time-recovery",
     "contributor-insights-table",
     "contributor-insights-index",
@@ -80,8 +87,12 @@ class Aws:
     denied: set[str] = field(default_factory=set)
     # Operations the server does not implement (a local DynamoDB-compatible server's).
     unsupported: set[str] = field(default_factory=set)
+    # DescribeTable's answer, when a test needs one moto never gives (an index still CREATING).
+    table_answer: dict[str, Any] | None = None
 
     def session_hook(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        if model.name == "DescribeTable" and self.table_answer is not None:
+            return AWSResponse(None, 200, {}, None), self.table_answer
         if model.name in self.denied:
             return _denied(model.name)
         if model.name in self.unsupported:
@@ -92,10 +103,29 @@ class Aws:
             return AWSResponse(None, 200, {}, None), {**request, **answer}
         return None
 
-    def create_table(self, *, projection: str = "ALL", pitr: bool = True) -> None:
+    def create_table(
+        self,
+        *,
+        projection: str = "ALL",
+        pitr: bool = True,
+        open_index: bool = True,
+        open_projection: str = "ALL",
+    ) -> None:
+        """The template's table; `projection` GSI4's, `open_projection` the open index's;
+        without `open_index`, as the attached table is before its owning stack adds it."""
         kwargs = table_create_kwargs(self.template, self.table_name)
         for index in kwargs["GlobalSecondaryIndexes"]:
-            index["Projection"] = {"ProjectionType": projection}
+            mine = projection if index["IndexName"] == INDEX_NAME else open_projection
+            index["Projection"] = {"ProjectionType": mine}
+        if not open_index:
+            kwargs["GlobalSecondaryIndexes"] = [
+                i for i in kwargs["GlobalSecondaryIndexes"] if i["IndexName"] != OPEN_INDEX_NAME
+            ]
+            kwargs["AttributeDefinitions"] = [
+                d
+                for d in kwargs["AttributeDefinitions"]
+                if d["AttributeName"] != OPEN_INDEX_PARTITION_KEY
+            ]
         dynamodb = boto3.client("dynamodb")
         dynamodb.create_table(**kwargs)
         if pitr:
@@ -289,6 +319,93 @@ def test_keys_only_index_and_pitr_off_fail_with_their_fixes_and_the_rest_still_r
     )
 
 
+def test_a_missing_open_index_warns_names_the_move_that_needs_it_and_exits_0(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.ready()
+    boto3.client("dynamodb").delete_table(TableName=aws.table_name)
+    aws.create_table(open_index=False)
+
+    code, doc = run_json(capsys)
+
+    assert code == 0
+    assert doc["ok"] is True
+    assert (doc["failed"], doc["warnings"]) == ([], ["open-index"])
+    check = checks_of(doc)["open-index"]
+    assert (check["ok"], check["verdict"]) == (True, "warn")
+    assert check["detail"] == (
+        f"index {OPEN_INDEX_NAME!r} does not exist: not needed for the layout's runbook, "
+        "required before `saga-index open-index set adding`"
+    )
+    fix = check["fix"]
+    assert fix.startswith("before `saga-index open-index set adding`: ")
+    assert f"{OPEN_INDEX_NAME} does not exist on table propflow-preflight" in fix
+    assert (
+        "`aws dynamodb update-table --region us-east-1 --table-name propflow-preflight "
+        "--attribute-definitions " in fix
+    )
+    assert all(c["verdict"] == "pass" for c in doc["checks"] if c["name"] != "open-index")
+
+
+def test_a_missing_open_index_is_a_warn_line_and_a_warnings_section_in_text(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.ready()
+    boto3.client("dynamodb").delete_table(TableName=aws.table_name)
+    aws.create_table(open_index=False, pitr=False)
+
+    code, out, _ = run(capsys)
+
+    assert code == 1  # point-in-time recovery FAILED; the warning changes nothing
+    lines = out.splitlines()
+    assert lines[CHECKS.index("open-index")].startswith("WARN  open-index: ")
+    warnings = lines.index("Warnings (step 1 does not need these; a later step does):")
+    assert lines[warnings + 1].startswith("  open-index: before `saga-index open-index set adding`")
+    assert lines[-1] == f"1 of {len(CHECKS)} checks failed; 1 warned: open-index"
+
+
+def test_an_open_index_still_backfilling_warns_with_the_command_that_shows_its_progress(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """moto builds an index ACTIVE at once: DescribeTable's answer is moto's own, with the
+    open index as DynamoDB reports it while it reads the table into it."""
+    aws.ready()
+    answer = boto3.client("dynamodb").describe_table(TableName=aws.table_name)
+    for index in answer["Table"]["GlobalSecondaryIndexes"]:
+        if index["IndexName"] == OPEN_INDEX_NAME:
+            index.update(IndexStatus="CREATING", Backfilling=True)
+    aws.table_answer = answer
+
+    code, doc = run_json(capsys)
+
+    assert code == 0
+    check = checks_of(doc)["open-index"]
+    assert check["verdict"] == "warn"
+    assert f"index {OPEN_INDEX_NAME!r} is CREATING (Backfilling: true)" in check["detail"]
+    assert "DynamoDB is still reading the table into it" in check["fix"]
+    assert (
+        "`aws dynamodb describe-table --region us-east-1 --table-name propflow-preflight "
+        "--query " in check["fix"]
+    )
+
+
+def test_an_open_index_built_otherwise_fails_with_how_to_replace_it(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.ready()
+    boto3.client("dynamodb").delete_table(TableName=aws.table_name)
+    aws.create_table(open_projection="KEYS_ONLY")
+
+    code, doc = run_json(capsys)
+
+    assert code == 1
+    assert failed(doc) == ["open-index"]
+    check = checks_of(doc)["open-index"]
+    assert check["verdict"] == "fail"
+    assert "it projects KEYS_ONLY, not ALL" in check["fix"]
+    assert "DynamoDB cannot change an index's keys or projection" in check["fix"]
+
+
 def test_a_missing_table_fails_every_table_check_naming_it(
     aws: Aws, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -298,10 +415,11 @@ def test_a_missing_table_fails_every_table_check_naming_it(
     code, doc = run_json(capsys)
 
     assert code == 1
-    assert failed(doc) == ["table", "index", "point-in-time-recovery"]
+    assert failed(doc) == ["table", "index", "open-index", "point-in-time-recovery"]
     checks = checks_of(doc)
     assert "'propflow-preflight' does not exist in region us-east-1" in checks["table"]["detail"]
     assert "not checked" in checks["index"]["detail"]
+    assert "not checked" in checks["open-index"]["detail"]
     assert "does not exist" in checks["point-in-time-recovery"]["fix"]
 
 
@@ -535,7 +653,9 @@ def test_human_output_ends_with_the_fixes_of_the_failed_checks(
 
     assert code == 1
     lines = out.splitlines()
-    assert lines[3].startswith("FAIL  contributor-insights-table: ")
+    assert lines[CHECKS.index("contributor-insights-table")].startswith(
+        "FAIL  contributor-insights-table: "
+    )
     fixes = lines[lines.index("To fix:") + 1 :]
     assert fixes[0].startswith("  contributor-insights-table: it is being turned on")
     assert lines[-1] == f"1 of {len(CHECKS)} checks failed"

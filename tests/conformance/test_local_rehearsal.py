@@ -110,6 +110,10 @@ def test_make_local_serves_the_seeded_table_until_ctrl_c(
     assert preflight.returncode == 4, preflight.stderr
     report = json.loads(preflight.stdout)
     assert report["failed"] == []
+    # The local table is built from the template, open-saga index included: ready.
+    assert report["warnings"] == []
+    open_index = next(c for c in report["checks"] if c["name"] == "open-index")
+    assert open_index["verdict"] == "pass"
     assert report["notChecked"] == {
         "point-in-time-recovery": "unsupported",
         "contributor-insights-table": "unsupported",

@@ -98,7 +98,20 @@ def test_given_the_corpus_then_it_mutates_every_attribute_and_reaches_every_outc
     texts = [v.get("S") or v.get("N") or "" for v in values]
 
     assert 2000 <= len(cases) <= 5000
-    assert {a.name for p in PARTS for a in p.attributes} | {"PK", "SK", "entityType"} <= changed
+    # The open index's attributes are mutated in its own cases (below); the rest in both.
+    open_index = {"openIndex", "openIndexShardCount", "previousOpenIndex"}
+    open_index |= {"previousOpenIndexShardCount"}
+    declared = {a.name for p in PARTS for a in p.attributes} | {"PK", "SK", "entityType"}
+    assert declared - open_index <= changed
+    assert not open_index & changed
+    open_cases = document["openIndexCases"]
+    assert declared <= {name for case in open_cases for name in case["set"]}
+    routes = [c["expect"]["route"] for c in open_cases if "route" in c["expect"]]
+    assert {r["openIndex"].split("(")[0] for r in routes} == {"off", "adding", "open", "removing"}
+    assert any(r["openReads"] for r in routes)
+    assert any(r["openWrites"] for r in routes)
+    refused = {c["expect"]["refusal"]["attribute"] for c in open_cases if "refusal" in c["expect"]}
+    assert refused >= open_index
     assert {c["expect"]["refusal"]["kind"] for c in cases if "refusal" in c["expect"]} == {
         k.value for k in Refusal
     }

@@ -64,6 +64,8 @@ def test_given_the_vectors_then_they_hold_the_keys_and_values_other_packages_rea
         "missing",
         "missingRecord",
         "openStates",
+        "openIndex",
+        "openIndexRecords",
         "timing",
     }
     assert document["openStates"] == list(OPEN_STATES)

@@ -3,9 +3,9 @@
 // record.ts parses items with this table; tests/unit/test_ts_record.py fails when it is stale.
 
 /** What an attribute holds: its DynamoDB type and the rule a reader checks. */
-export type ValueKind = "string" | "integer" | "number" | "boolean" | "time" | "strings" | "layout" | "shardCount" | "phase" | "direction";
+export type ValueKind = "string" | "integer" | "number" | "boolean" | "time" | "strings" | "layout" | "shardCount" | "phase" | "direction" | "openIndex";
 
-export const DYNAMO_TYPES: Readonly<Record<ValueKind, 'S' | 'N' | 'BOOL' | 'L'>> = { string: "S", integer: "N", number: "N", boolean: "BOOL", time: "S", strings: "L", layout: "S", shardCount: "N", phase: "S", direction: "S" };
+export const DYNAMO_TYPES: Readonly<Record<ValueKind, 'S' | 'N' | 'BOOL' | 'L'>> = { string: "S", integer: "N", number: "N", boolean: "BOOL", time: "S", strings: "L", layout: "S", shardCount: "N", phase: "S", direction: "S", openIndex: "S" };
 
 export interface AttributeSpec {
   readonly name: string;
@@ -49,6 +49,10 @@ export const TRANSITION: PartSpec = {
     { name: "priorWriteShardCount", value: "shardCount", optional: true, absent: null, count: null },
     { name: "checksPassed", value: "strings", optional: true, absent: [], count: null },
     { name: "checksForced", value: "strings", optional: true, absent: [], count: null },
+    { name: "openIndex", value: "openIndex", optional: true, absent: null, count: "openIndexShardCount" },
+    { name: "openIndexShardCount", value: "shardCount", optional: true, absent: null, count: null },
+    { name: "previousOpenIndex", value: "openIndex", optional: true, absent: null, count: "previousOpenIndexShardCount" },
+    { name: "previousOpenIndexShardCount", value: "shardCount", optional: true, absent: null, count: null },
   ],
 };
 
@@ -128,5 +132,11 @@ export const GRAMMAR = {
   "directions": [
     "forward",
     "rollback"
+  ],
+  "openIndexStates": [
+    "off",
+    "adding",
+    "open",
+    "removing"
   ]
 } as const;

@@ -184,15 +184,10 @@ def open_index_readiness(client: Any, table_name: str) -> OpenIndexReadiness:
         if err.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
             raise
         where = f"region {region}" + (f" at {endpoint_url}" if endpoint_url else "")
-        return OpenIndexReadiness(
-            table_name=table_name,
-            index_name=names.OPEN_INDEX_NAME,
+        return _readiness(
+            table_name,
             table_exists=False,
             exists=False,
-            index_status=None,
-            backfilling=None,
-            keys_as_expected=None,
-            projection_as_expected=None,
             problem=(
                 f"table {table_name} does not exist in {where}: name the saga table (the one "
                 f"cdk.json's tableName names) and its region; {names.OPEN_INDEX_NAME} is added "
@@ -351,6 +346,7 @@ def _readiness(
     table_name: str,
     *,
     exists: bool,
+    table_exists: bool = True,
     problem: str | None,
     index_status: str | None = None,
     backfilling: bool | None = None,
@@ -360,7 +356,7 @@ def _readiness(
     return OpenIndexReadiness(
         table_name=table_name,
         index_name=names.OPEN_INDEX_NAME,
-        table_exists=True,
+        table_exists=table_exists,
         exists=exists,
         index_status=index_status,
         backfilling=backfilling,

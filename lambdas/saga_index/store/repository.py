@@ -10,6 +10,10 @@ Reads
                EnumerationError naming every failed partition of the stage that failed.
   pages        `page_of_all_sagas` / `page_of_open_sagas`: at most `limit` rows and an opaque
                cursor of the next page, at rest only (store/paging.py, store/cursor.py).
+  open sagas   when the plan names the open-saga index's keys (`open_enumeration_keys`: the
+               record says `open`), `get_all_open_sagas` and `page_of_open_sagas` read those
+               keys of the open index instead, one stage, filtered to open states (a saga closed
+               just before the read may not have left the index yet); by-person reads never do.
 
 Why the source first: a row being re-stamped leaves its source key and arrives under its target
 key. Reading the source key to its end before the target key is read means a row that left the
@@ -37,12 +41,13 @@ from saga_index.store.dynamo import (
     all_of,
     deserialize,
     on_index_partition,
+    on_open_index_key,
     query_pages,
     request_expressions,
 )
 from saga_index.store.paging import SagaPage, read_page
 from saga_index.store.partitions import read_partitions
-from saga_index.store.plan import KeyPlan, enumeration_keys
+from saga_index.store.plan import KeyPlan, enumeration_keys, open_enumeration_keys
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -171,6 +176,10 @@ class SagaRepository:
     def _enumerate(self, *, open_only: bool) -> ReadResult:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
         requests = 0
+        open_keys = open_enumeration_keys(self.plan) if open_only else None
+        if open_keys is not None:
+            requests = self._read_stage_into(merged, open_keys, open_only=True, open_index=True)
+            return self._result(merged, requests, open_keys)
         stages = self.plan.enumeration_stages()
         # The open filter applies to the MERGED rows: a saga that closes while its row moves is
         # open under the key read first and closed under the key read later, and the later read
@@ -186,10 +195,14 @@ class SagaRepository:
         return self._result(merged, requests, enumeration_keys(self.plan))
 
     def _page(self, of: Enumeration, *, limit: int, cursor: str | None) -> SagaPage:
+        open_keys = open_enumeration_keys(self.plan) if of == "open" else None
+
         def fetch(
             partition: str, start: Mapping[str, Any] | None, wanted: int
         ) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None]:
-            request = self._query_request(partition, open_only=of == "open")
+            request = self._query_request(
+                partition, open_only=of == "open", open_index=open_keys is not None
+            )
             request["Limit"] = min(wanted, self.page_size or wanted)
             if start is not None:
                 request["ExclusiveStartKey"] = start
@@ -200,9 +213,10 @@ class SagaRepository:
             rows = [deserialize(raw) for raw in page.get("Items", [])]
             return rows, page.get("LastEvaluatedKey") or None
 
-        return read_page(
-            self.plan.enumeration_stages(), of, limit=limit, cursor=cursor, fetch=fetch
-        )
+        # A cursor names the plan it was taken under: one of GSI4's keys is refused once reads
+        # switched to the open index (CursorLayoutChangedError), and the reverse.
+        stages = (open_keys,) if open_keys is not None else self.plan.enumeration_stages()
+        return read_page(stages, of, limit=limit, cursor=cursor, fetch=fetch)
 
     def _read_stage_into(
         self,
@@ -210,10 +224,13 @@ class SagaRepository:
         partitions: Sequence[str],
         *,
         open_only: bool,
+        open_index: bool = False,
     ) -> int:
         reads = read_partitions(
             partitions,
-            lambda partition: self._query_partition(partition, open_only=open_only),
+            lambda partition: self._query_partition(
+                partition, open_only=open_only, open_index=open_index
+            ),
             max_workers=self.max_workers,
             thread_name_prefix="saga-shard",
             logger=log,
@@ -228,10 +245,17 @@ class SagaRepository:
         return requests
 
     def _query_partition(
-        self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
+        self,
+        gsi4pk: str,
+        *,
+        prefix: str | None = None,
+        open_only: bool = False,
+        open_index: bool = False,
     ) -> _PartitionRead:
         """One partition read to its last page (a Query returns at most 1 MB per page)."""
-        request = self._query_request(gsi4pk, prefix=prefix, open_only=open_only)
+        request = self._query_request(
+            gsi4pk, prefix=prefix, open_only=open_only, open_index=open_index
+        )
         if self.page_size is not None:
             request["Limit"] = self.page_size
         items: list[dict[str, Any]] = []
@@ -242,14 +266,20 @@ class SagaRepository:
         return _PartitionRead(items=items, requests=requests)
 
     def _query_request(
-        self, gsi4pk: str, *, prefix: str | None = None, open_only: bool = False
+        self,
+        partition: str,
+        *,
+        prefix: str | None = None,
+        open_only: bool = False,
+        open_index: bool = False,
     ) -> dict[str, Any]:
-        condition = on_index_partition(gsi4pk)
+        """A Query of one GSI4 partition, or (`open_index`) of one key of the open index."""
+        condition = on_open_index_key(partition) if open_index else on_index_partition(partition)
         if prefix is not None:
             condition = all_of(condition, SORT_KEY_BEGINS.given({":prefix": {"S": prefix}}))
         return {
             "TableName": self.table_name,
-            "IndexName": self.index_name,
+            "IndexName": names.OPEN_INDEX_NAME if open_index else self.index_name,
             **request_expressions(
                 key_condition=condition, filter=STILL_OPEN if open_only else None
             ),

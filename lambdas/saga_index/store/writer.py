@@ -1,4 +1,6 @@
-"""Creates and transitions sagas, stamping the GSI4PK its key plan gives (saga_index.store.plan).
+"""Creates and transitions sagas, stamping the GSI4PK its key plan gives (saga_index.store.plan),
+and the open-saga index's OpenSagaPK on an open saga when the plan stamps one (a closed saga's
+is always removed: docs/control-contract.md, "The open-saga index").
 
 The plan is fixed (`plan`), or followed (`follow`, called on every write: a ControlProvider's
 `routing`, so a long-lived writer stamps the new key within T seconds of a record change; while
@@ -16,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from saga_index.index import (
+    OPEN_STATES,
     InvalidInputError,
     Person,
     SagaAlreadyExistsError,
     SagaConflictError,
     keys,
+    names,
     validate_state,
 )
 from saga_index.store.dynamo import (
@@ -32,7 +36,7 @@ from saga_index.store.dynamo import (
     serialize,
     unchanged_since_read,
 )
-from saga_index.store.plan import KeyPlan, PlanSource
+from saga_index.store.plan import KEEP_OPEN_KEY, KeyPlan, PlanSource, open_key_for
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -50,6 +54,20 @@ SET_STATE_AND_KEY = Expression(
     names={"#state": "state", "#updatedAt": "updatedAt", "#gsi4pk": "GSI4PK"},
     slots=frozenset({":to", ":now", ":gsi4pk"}),
 )
+# The same with the open-saga index's key stamped (an open saga the plan stamps) or removed (a
+# closed saga, or a plan that stamps none): one attribute of the same write, so closing a saga
+# costs one index delete in the open index and no further request.
+_STATE_NAMES = {"#state": "state", "#updatedAt": "updatedAt", "#gsi4pk": "GSI4PK"}
+SET_STATE_AND_KEYS = Expression(
+    "SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk, #open = :open",
+    names={**_STATE_NAMES, "#open": names.OPEN_INDEX_PARTITION_KEY},
+    slots=frozenset({":to", ":now", ":gsi4pk", ":open"}),
+)
+SET_STATE_REMOVE_OPEN_KEY = Expression(
+    "SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk REMOVE #open",
+    names={**_STATE_NAMES, "#open": names.OPEN_INDEX_PARTITION_KEY},
+    slots=frozenset({":to", ":now", ":gsi4pk"}),
+)
 _RESERVED = frozenset(
     {
         "PK",
@@ -63,6 +81,7 @@ _RESERVED = frozenset(
         "updatedAt",
         "GSI4PK",
         "GSI4SK",
+        names.OPEN_INDEX_PARTITION_KEY,
     }
 )
 
@@ -115,6 +134,13 @@ class SagaWriter:
     def gsi4pk_for(self, person_id: str | Person) -> str:
         return self.plan.write_key(Person.of(person_id))
 
+    def _keys_for(self, person_id: str, state: str) -> tuple[str, str | None]:
+        """(GSI4PK, the OpenSagaPK action: a key, None to remove, "" to keep) from ONE plan,
+        so both keys of a write follow the same read of the record."""
+        plan, person = self.plan, Person.of(person_id)
+        is_open = state in OPEN_STATES
+        return plan.write_key(person), open_key_for(plan, person, is_open=is_open)
+
     def create_saga(
         self,
         *,
@@ -144,10 +170,13 @@ class SagaWriter:
             "openedAt": opened_at,
             "state": validate_state(state),
             "updatedAt": updated_at or opened_at,
-            "GSI4PK": self.gsi4pk_for(person_id),
             "GSI4SK": keys.gsi4sk(person_id, opened_at),
             **(extra or {}),
         }
+        gsi4pk, open_key = self._keys_for(person_id, item["state"])
+        item["GSI4PK"] = gsi4pk
+        if open_key:
+            item[names.OPEN_INDEX_PARTITION_KEY] = open_key
         try:
             self.client.put_item(
                 TableName=self.table_name,
@@ -169,12 +198,18 @@ class SagaWriter:
         updated_at: str,
         expected_state: str | None = None,
     ) -> dict[str, Any]:
-        """Move a saga to `to_state` and stamp the plan's GSI4PK; returns the new row."""
+        """Move a saga to `to_state` and stamp the plan's GSI4PK (and its OpenSagaPK on an open
+        saga, removed on a closed one, in the same UpdateItem); returns the new row."""
         validate_state(to_state)
         validate_utc_timestamp(updated_at, "updatedAt")
-        change = SET_STATE_AND_KEY.given(
-            serialize({":to": to_state, ":now": updated_at, ":gsi4pk": self.gsi4pk_for(person_id)})
-        )
+        gsi4pk, open_key = self._keys_for(person_id, to_state)
+        values: dict[str, Any] = {":to": to_state, ":now": updated_at, ":gsi4pk": gsi4pk}
+        if open_key == KEEP_OPEN_KEY:
+            change = SET_STATE_AND_KEY.given(serialize(values))
+        elif open_key is None:
+            change = SET_STATE_REMOVE_OPEN_KEY.given(serialize(values))
+        else:
+            change = SET_STATE_AND_KEYS.given(serialize({**values, ":open": open_key}))
         condition = unchanged_since_read(serialize({"personId": person_id}), ("personId",))
         if expected_state is not None:
             state = serialize({":expected": validate_state(expected_state)})

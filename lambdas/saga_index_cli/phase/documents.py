@@ -42,6 +42,9 @@ def transition_document(transition: Transition) -> dict[str, Any]:
         "effectiveAt": format_time(transition.effective_at),
         "checksPassed": list(transition.checks_passed),
         "checksForced": list(transition.checks_forced),
+        # The open-saga index's state after and before (the same unless the move was its).
+        "openIndex": str(transition.open_index),
+        "previousOpenIndex": str(transition.previous_open_index),
     }
 
 
@@ -98,6 +101,20 @@ def record_document(state: ControlState, table: str, now: datetime) -> dict[str,
             "switchesAt": None if routing.switched else _time(effective_at),
         },
         "allowedMoves": [] if missing else list(allowed_moves(state.phase)),
+        "openIndex": open_index_summary(state, now),
+    }
+
+
+def open_index_summary(state: ControlState, now: datetime) -> dict[str, Any]:
+    """The open-saga index's state (`open-index show` has the whole of it): off | adding |
+    open | removing, its N, whether writers stamp OpenSagaPK now, and which index open-saga
+    enumerations read."""
+    routing = routing_for(state, now)
+    return {
+        "state": state.open_index.state.value,
+        "shardCount": state.open_index.shard_count,
+        "stamps": None if routing.open_writes is None else str(routing.open_writes),
+        "enumerations": "gsi4" if routing.open_enumeration_keys() is None else "open-index",
     }
 
 
@@ -139,4 +156,15 @@ def record_lines(doc: dict[str, Any]) -> list[str]:
         lines.append("  never migrated: no record yet (the first `phase set` writes it)")
     moves = doc["allowedMoves"]
     lines.append(f"  allowed moves: {', '.join(moves) if moves else 'none'}")
+    lines.append(f"  open index:   {open_index_line(doc['openIndex'])}")
     return lines
+
+
+def open_index_line(summary: dict[str, Any]) -> str:
+    n = summary["shardCount"]
+    stamps = summary["stamps"] or "no"
+    return (
+        f"{summary['state']}{f'({n})' if n else ''}; writers stamp OpenSagaPK: {stamps}; "
+        f"open-saga enumerations read {summary['enumerations']} "
+        "(saga-index open-index show)"
+    )

@@ -23,8 +23,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from saga_index_cli.failures import FailureKind, service_failure
 
 # A check's verdict: it passed, it ran and found something wrong, or it could not be made
-# (one of failures.FailureKind's values).
-PASS, FAIL = "pass", "fail"
+# (one of failures.FailureKind's values). WARN: it ran and found something the runbook's step 1
+# does not need but a later step does (the open-saga index before its own move): not a
+# failure, so it changes no exit code, and its fix says which step needs it.
+PASS, FAIL, WARN = "pass", "fail", "warn"
 
 # IAM actions each check needs.
 PERMISSION_DESCRIBE_TABLE = "dynamodb:DescribeTable"
@@ -47,7 +49,8 @@ PERMISSIONS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class PreflightCheck:
-    """One check's verdict: `fix` says what to do when it failed (None when it passed)."""
+    """One check's verdict: `fix` says what to do when it failed or warned (None when it
+    passed). `ok` is whether the runbook's step 1 can go ahead: a warning is ok."""
 
     name: str
     ok: bool
@@ -55,11 +58,13 @@ class PreflightCheck:
     fix: str | None = None
     # Set when the check could not be made (a failures.FailureKind value); else pass/fail.
     unavailable: str | None = None
+    # Set on an ok check that found what a later step of the runbook needs (verdict WARN).
+    warning: bool = False
 
     @property
     def verdict(self) -> str:
         if self.ok:
-            return PASS
+            return WARN if self.warning else PASS
         return self.unavailable or FAIL
 
     def to_json(self) -> dict[str, Any]:

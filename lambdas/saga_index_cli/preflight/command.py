@@ -5,6 +5,11 @@ Checks, each reported PASS or FAIL with what to do when it fails:
 - `table`: the table exists and is ACTIVE (or UPDATING) (DescribeTable);
 - `index`: the index renewal-saga-person-index exists, is ACTIVE, is keyed GSI4PK/GSI4SK and
   projects ALL (the same DescribeTable);
+- `open-index`: the open-saga index renewal-saga-open-index exists, is ACTIVE with its own
+  backfill finished, keyed OpenSagaPK/GSI4SK and projects ALL (the same DescribeTable). The
+  layout's runbook does not need it, so missing or still building it is a WARN (exit
+  unchanged) whose fix says how to add it and that `saga-index open-index set adding` needs
+  it; an index of that name built otherwise is a FAIL;
 - `point-in-time-recovery`: ON (DescribeContinuousBackups);
 - `contributor-insights-table`, `contributor-insights-index`: ENABLED for the table and for the
   index (DescribeContributorInsights, with IndexName for the index). In import mode
@@ -25,7 +30,8 @@ that ran and found something wrong (`fail`): `unsupported` (the server does not 
 call: dynalite has no point-in-time recovery or Contributor Insights), `unreachable` (no network
 path to the service) or `denied` (no credentials, or the caller may not), naming the service,
 its endpoint and the permission it needs. Every check runs, whatever the others found. Exit 0
-every check passed; 1 a check found something wrong; 4 none did, but some could not be made.
+every check passed (a WARN included); 1 a check found something wrong; 4 none did, but some
+could not be made.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
 from saga_index_cli.failures import EXIT_FOUND, EXIT_OK, EXIT_UNAVAILABLE
 from saga_index_cli.output import emit, json_option
-from saga_index_cli.preflight.check import FAIL, PreflightCheck
+from saga_index_cli.preflight.check import FAIL, WARN, PreflightCheck
 from saga_index_cli.preflight.stack import (
     StackReport,
     check_functions,
@@ -50,6 +56,7 @@ from saga_index_cli.preflight.stack import (
 from saga_index_cli.preflight.table import (
     check_contributor_insights,
     check_index,
+    check_open_index,
     check_point_in_time_recovery,
     check_table,
     describe_table,
@@ -89,6 +96,11 @@ class PreflightReport:
         return [c for c in self.checks if c.verdict == FAIL]
 
     @property
+    def warnings(self) -> list[PreflightCheck]:
+        """The checks that found what a later step needs, not step 1 (verdict WARN)."""
+        return [c for c in self.checks if c.verdict == WARN]
+
+    @property
     def not_made(self) -> list[PreflightCheck]:
         """The checks that could not be made (unsupported, unreachable, denied)."""
         return [c for c in self.checks if not c.ok and c.verdict != FAIL]
@@ -105,6 +117,7 @@ class PreflightReport:
         return {
             "ok": self.ok,
             "failed": [c.name for c in self.found],
+            "warnings": [c.name for c in self.warnings],
             "notChecked": {c.name: c.verdict for c in self.not_made},
             "checks": [c.to_json() for c in self.checks],
             "stack": self.stack.to_json(),
@@ -129,6 +142,7 @@ def run_preflight(clients: Clients, table: str, stack_name: str) -> PreflightRep
     checks = (
         check_table(described, table),
         check_index(described, table),
+        check_open_index(described, region, clients.dynamodb.meta.endpoint_url),
         check_point_in_time_recovery(clients.dynamodb, table, region),
         check_contributor_insights(clients.dynamodb, table, region, index=None),
         check_contributor_insights(clients.dynamodb, table, region, index=names.INDEX_NAME),
@@ -152,6 +166,11 @@ def render(report: PreflightReport) -> str:
         if stack.state_machine:
             lines.append(f"  {stack.state_machine['construct']:<34} {stack.state_machine['arn']}")
     failed = [c for c in report.checks if not c.ok]
+    warned = report.warnings
+    if warned:
+        lines += ["", "Warnings (step 1 does not need these; a later step does):"]
+        lines += [f"  {c.name}: {c.fix}" for c in warned]
+    also_warned = f"; {len(warned)} warned: {', '.join(c.name for c in warned)}" if warned else ""
     if failed:
         lines += ["", "To fix:"]
         lines += [f"  {c.name}: {c.fix}" for c in failed]
@@ -159,8 +178,11 @@ def render(report: PreflightReport) -> str:
         lines += [
             "",
             f"{len(report.found)} of {len(report.checks)} checks failed"
-            + (f"; {len(report.not_made)} could not be made: {not_made}" if not_made else ""),
+            + (f"; {len(report.not_made)} could not be made: {not_made}" if not_made else "")
+            + also_warned,
         ]
+    elif warned:
+        lines += ["", f"no check failed{also_warned}"]
     else:
         lines += ["", f"all {len(report.checks)} checks passed"]
     return "\n".join(lines)
@@ -187,6 +209,9 @@ def preflight_command(
     table                       the table exists and is ACTIVE (or UPDATING)
     index                       renewal-saga-person-index exists, is ACTIVE, keyed
                                 GSI4PK/GSI4SK, projects ALL
+    open-index                  renewal-saga-open-index exists, is ACTIVE, not backfilling,
+                                keyed OpenSagaPK/GSI4SK, projects ALL (WARN while missing or
+                                building: `open-index set adding` needs it, step 1 does not)
     point-in-time-recovery      ENABLED on the table
     contributor-insights-table  ENABLED on the table
     contributor-insights-index  ENABLED on the index
@@ -206,6 +231,7 @@ def preflight_command(
     \b
     Each check's verdict:
       PASS         as the runbook needs it
+      WARN         not needed for step 1, needed by a later step: the fix says which
       FAIL         it ran and found something wrong (not configured, not there)
       UNSUPPORTED  the server does not implement the call (dynalite: point-in-time
                    recovery, Contributor Insights)
@@ -213,14 +239,14 @@ def preflight_command(
       DENIED       no credentials, or the caller may not (the permission is named)
 
     \b
-    --json: {"ok", "failed": [names], "notChecked": {name: verdict}, "checks": [{"name",
-    "ok", "verdict", "detail", "fix"}], "stack": {"name", "status",
+    --json: {"ok", "failed": [names], "warnings": [names], "notChecked": {name: verdict},
+    "checks": [{"name", "ok", "verdict", "detail", "fix"}], "stack": {"name", "status",
     "outputs", "functions": [{"construct", "service", "name", "logicalId", "resourceStatus",
     "exists", "state", "problem"}], "otherFunctions", "stateMachine": {"construct",
     "logicalId", "arn", "resourceStatus", "exists", "status"}}}
 
-    Exit 0 every check passed; 1 a check FAILED; 4 none failed but some could not be made
-    (UNSUPPORTED, UNREACHABLE, DENIED); 2 bad usage.
+    Exit 0 every check passed (a WARN too); 1 a check FAILED; 4 none failed but some could
+    not be made (UNSUPPORTED, UNREACHABLE, DENIED); 2 bad usage.
     """
     table = cli.require_table()
     clients = Clients(

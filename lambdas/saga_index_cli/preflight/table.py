@@ -1,7 +1,8 @@
 """The preflight checks of the table: it exists and serves, its index renewal-saga-person-index
-is ACTIVE, keyed GSI4PK/GSI4SK and projects ALL, point-in-time recovery is on, and Contributor
-Insights is on for the table and the index (import mode can set neither: the fix is the AWS CLI
-command)."""
+is ACTIVE, keyed GSI4PK/GSI4SK and projects ALL, the open-saga index renewal-saga-open-index is
+ready for its move (a warning until then: the layout's runbook does not need it), point-in-time
+recovery is on, and Contributor Insights is on for the table and the index (import mode can set
+neither: the fix is the AWS CLI command)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from saga_index.index import names
+from saga_index.store import readiness_from_description
 from saga_index_cli.preflight.check import (
     PERMISSION_CONTINUOUS_BACKUPS,
     PERMISSION_CONTRIBUTOR_INSIGHTS,
@@ -133,6 +135,53 @@ def check_index(described: _Table, table: str) -> PreflightCheck:
         True,
         f"index {index!r} is ACTIVE, keyed {names.INDEX_PARTITION_KEY}/{names.INDEX_SORT_KEY}, "
         "projects ALL",
+    )
+
+
+# The move that needs the open-saga index ready; the layout's runbook does not.
+OPEN_INDEX_MOVE = "saga-index open-index set adding"
+
+
+def check_open_index(
+    described: _Table, region: str | None, endpoint_url: str | None
+) -> PreflightCheck:
+    """PASS when the open-saga index is ready for its move (store.open_index_readiness's
+    decision, on the same DescribeTable answer); WARN while it is missing or still being built
+    (the layout's runbook does not need it, its own move does: the fix says so, with the
+    commands); FAIL when an index of that name is keyed or projected otherwise (DynamoDB cannot
+    change that: it must be removed and added again)."""
+    name, index = "open-index", names.OPEN_INDEX_NAME
+    if described.description is None:
+        return PreflightCheck(
+            name,
+            False,
+            f"index {index!r} not checked: the table could not be described (see check table)",
+            "fix check table first",
+        )
+    readiness = readiness_from_description(
+        described.description, region=region, endpoint_url=endpoint_url
+    )
+    if readiness.ready:
+        return PreflightCheck(
+            name,
+            True,
+            f"index {index!r} is ACTIVE, keyed {names.OPEN_INDEX_PARTITION_KEY}/"
+            f"{names.OPEN_INDEX_SORT_KEY}, projects ALL: ready for `{OPEN_INDEX_MOVE}`",
+        )
+    if readiness.exists and not (readiness.keys_as_expected and readiness.projection_as_expected):
+        return PreflightCheck(name, False, f"index {index!r} is built otherwise", readiness.problem)
+    state = (
+        f"is {readiness.index_status} (Backfilling: {str(readiness.backfilling).lower()})"
+        if readiness.exists
+        else "does not exist"
+    )
+    return PreflightCheck(
+        name,
+        True,
+        f"index {index!r} {state}: not needed for the layout's runbook, required before "
+        f"`{OPEN_INDEX_MOVE}`",
+        f"before `{OPEN_INDEX_MOVE}`: {readiness.problem}",
+        warning=True,
     )
 
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from saga_index_cli.phase.documents import open_index_line
 from saga_index_cli.status.charts import countdown, next_step, rows_chart, rows_summary
 
 
@@ -47,6 +48,7 @@ def render(doc: Mapping[str, Any], console: Console) -> None:
         if doc["checksForced"]:
             record.add_row("FORCED", ", ".join(doc["checksForced"]))
     record.add_row("allowed moves", ", ".join(doc["allowedMoves"]) or "none")
+    record.add_row("open index", open_index_line(doc["openIndex"]))
     step = next_step(doc)
     if step is not None:
         record.add_row("next", step)

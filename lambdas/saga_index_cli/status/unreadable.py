@@ -13,7 +13,6 @@ from saga_index.layout_change.record import (
     ControlItemInvalidError,
     ControlRecordInvalidError,
     ControlStore,
-    restore_point,
 )
 from saga_index_cli.output import emit
 from saga_index_cli.phase.documents import transition_document
@@ -38,7 +37,7 @@ def unreadable_document(
     raw = store.read_raw_state() or {}
     attribute = bad_attribute(err)
     try:
-        point = restore_point(store.newest_history(2))
+        point = store.restore_point()
         history: dict[str, Any] | None = (
             None if point is None else transition_document(point.transition)
         )

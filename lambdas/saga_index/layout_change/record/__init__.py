@@ -6,15 +6,21 @@ that every reader and writer follows, changed only through guarded transitions.
   errors    the record's own errors (a reader's refusal, a lost compare-and-set), each naming
             what the operator can do next
   schema    the STATE and HISTORY attributes, declared once: what each holds, optional or not
+            (attribute: the kinds of value and the table's shape)
   grammar   what a value of each kind is on the wire, one rule for every reader's language
   items     the STATE / HISTORY / EVENT items: their keys and attribute names
   times     the record's fixed-width UTC times
   encode    states, transitions, leases, completions and events as item attributes
   decode    items back into states and transitions, strictly
-  store     the items in DynamoDB: consistent reads, compare-and-set, history
+  history   HISTORY items applied, pending or abandoned, and the one a restore follows
+  store     the items in DynamoDB: consistent reads, compare-and-set, history; and the
+            operations a caller would otherwise assemble: `restore_point` (the history item a
+            restore follows), `refuse_if_lost` (the lost-record rule for a state as read)
+  lost      the lost-record rule's probe: a few shard keys read before "never migrated"
   timing    T and effectiveAt: how stale a view may be, and when a change reached everyone
   provider  the cached view every process reads (at most T seconds old)
   routing   pure: the write key, by-person read keys and enumeration keys of a state
+  open_index  the sparse open-saga index's state: the record's second dimension
 """
 
 from saga_index.layout_change.record.conditions import STATE_EXISTS, STILL_THE_VERSION_READ
@@ -42,7 +48,6 @@ from saga_index.layout_change.record.history import (
     HistoryEntry,
     followed_state,
     needs_lost_record_probe,
-    restore_point,
 )
 from saga_index.layout_change.record.items import (
     BACKFILL_MAX_WRITES_PER_SECOND,
@@ -65,6 +70,7 @@ from saga_index.layout_change.record.items import (
     fence_slot_key,
     state_key,
 )
+from saga_index.layout_change.record.open_index import OpenIndex, OpenIndexState
 from saga_index.layout_change.record.phase import SINGLE_COUNT_PHASES, Phase, layouts_for_phase
 from saga_index.layout_change.record.provider import ControlProvider, StateSource
 from saga_index.layout_change.record.routing import Routing, resolve_routing, routing_for
@@ -137,6 +143,8 @@ __all__ = [
     "ControlTiming",
     "HistoryEntry",
     "Lease",
+    "OpenIndex",
+    "OpenIndexState",
     "Part",
     "Phase",
     "RecordCondition",
@@ -162,7 +170,6 @@ __all__ = [
     "parse_time",
     "present",
     "resolve_routing",
-    "restore_point",
     "routing_for",
     "seconds_until",
     "state_item",

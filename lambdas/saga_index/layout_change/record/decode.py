@@ -34,10 +34,18 @@ from saga_index.layout_change.record.items import (
     HISTORY_SK_PREFIX,
     HISTORY_VERSION_DIGITS,
     MOVING_TO_LAYOUT,
+    OPEN_INDEX,
     PHASE,
     PREVIOUS_MOVING_TO_LAYOUT,
     PRIOR_WRITE_LAYOUT,
     VERSION,
+)
+from saga_index.layout_change.record.open_index import (
+    OPEN_INDEX_OFF,
+    OPEN_INDEX_STATES,
+    OpenIndex,
+    OpenIndexState,
+    check_one_dimension,
 )
 from saga_index.layout_change.record.phase import phase_of
 from saga_index.layout_change.record.schema import (
@@ -113,6 +121,14 @@ def parse_transition(item: Mapping[str, Any]) -> Transition:
         lambda: check_prior_write(fields["prior_write"], fields["layout"], fields["moving_to"]),
         PRIOR_WRITE_LAYOUT,
     )
+    _check(
+        lambda: check_one_dimension(
+            (fields["layout"], fields["moving_to"]),
+            (fields["previous_layout"], fields["previous_moving_to"]),
+            fields["open_index"] != fields["previous_open_index"],
+        ),
+        OPEN_INDEX,
+    )
     transition = Transition(**fields)
     stored_phase = item.get(PHASE)
     if stored_phase != transition.phase.value:
@@ -148,6 +164,9 @@ def _read(item: Mapping[str, Any], attribute: Attribute, *, required: bool) -> A
         if layout is None and required:
             _refuse(f"{name} is missing", Refusal.MISSING, name)
         return layout
+    if attribute.value is Value.OPEN_INDEX:
+        assert attribute.count is not None
+        return _open_index(item, name, attribute.count)
     value = item.get(name)
     if value is None and not required:
         return attribute.absent
@@ -189,6 +208,32 @@ def _layout(item: Mapping[str, Any], kind_name: str, count_name: str) -> Layout 
         Refusal.INVALID_VALUE if isinstance(kind, str) else Refusal.WRONG_TYPE,
         kind_name,
     )
+
+
+def _open_index(item: Mapping[str, Any], kind_name: str, count_name: str) -> OpenIndex:
+    """The open index's state and N; an item without the state reads as `off`."""
+    kind = item.get(kind_name)
+    count = item.get(count_name)
+    if kind is None or kind == OpenIndexState.OFF.value:
+        if count is not None:
+            _refuse(
+                f"{count_name} must be absent while {kind_name} is off",
+                Refusal.UNEXPECTED,
+                count_name,
+            )
+        return OPEN_INDEX_OFF
+    # Exactly a word writers write: no trimming or case folding.
+    if not isinstance(kind, str) or kind not in OPEN_INDEX_STATES:
+        _refuse(
+            f"{kind_name} must be one of {', '.join(OPEN_INDEX_STATES)}, got {kind!r}",
+            Refusal.INVALID_VALUE if isinstance(kind, str) else Refusal.WRONG_TYPE,
+            kind_name,
+        )
+    shard_count = _int(count, count_name)
+    try:
+        return OpenIndex(OpenIndexState(kind), shard_count)
+    except InvalidInputError as err:
+        _refuse(f"{count_name}: {err}", Refusal.INVALID_VALUE, count_name, err)
 
 
 def _int(value: Any, name: str) -> int:

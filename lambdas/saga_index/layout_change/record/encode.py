@@ -35,6 +35,7 @@ from saga_index.layout_change.record.items import (
     history_key,
     state_key,
 )
+from saga_index.layout_change.record.open_index import OpenIndex
 from saga_index.layout_change.record.schema import (
     COMPLETION,
     CONTROLS,
@@ -60,6 +61,14 @@ def layout_attributes(layout: Layout | None, kind_name: str, count_name: str) ->
     return {kind_name: layout.kind, count_name: layout.shard_count}
 
 
+def open_index_attributes(index: OpenIndex, kind_name: str, count_name: str) -> dict[str, Any]:
+    """The open index's two attributes; `off` is written as absent (which reads as `off`), so
+    an item of a table that never used the open index is the item it was before it existed."""
+    if index.is_off:
+        return {kind_name: None, count_name: None}
+    return {kind_name: index.state.value, count_name: index.shard_count}
+
+
 def part_attributes(part: Part, source: object) -> dict[str, Any]:
     """Every attribute of `part` as written from `source` (its dataclass), in the table's order;
     None means absent."""
@@ -72,6 +81,9 @@ def part_attributes(part: Part, source: object) -> dict[str, Any]:
         if attribute.value is Value.LAYOUT:
             assert attribute.count is not None
             written.update(layout_attributes(value, attribute.name, attribute.count))
+        elif attribute.value is Value.OPEN_INDEX:
+            assert attribute.count is not None
+            written.update(open_index_attributes(value, attribute.name, attribute.count))
         else:
             written[attribute.name] = _encoded(attribute, value)
     return written

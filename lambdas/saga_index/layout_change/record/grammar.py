@@ -14,7 +14,8 @@ Each rule is one a reader can apply the same way with its own language's tools:
   - an integer is an N whose exact decimal value is whole, at most 2^53 - 1 in magnitude (the
     largest any JavaScript number holds exactly, so no reader rounds it into another value);
   - a number (a rate) is an N whose nearest double is finite;
-  - a layout kind, a direction: exactly one of the words, as writers write them.
+  - a layout kind, a direction, an open index state: exactly one of the words, as writers
+    write them.
 A NULL attribute counts as absent, like an attribute the item lacks.
 """
 
@@ -29,6 +30,7 @@ from typing import Any, Final
 from boto3.dynamodb.types import TypeDeserializer
 
 from saga_index.index import LEGACY_KIND, SHARDED_KIND
+from saga_index.layout_change.record.open_index import OPEN_INDEX_STATES
 from saga_index.layout_change.record.state import BackfillDirection
 
 TIME_PATTERN: Final = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
@@ -89,4 +91,5 @@ def grammar_document() -> dict[str, Any]:
         "maxInteger": MAX_INTEGER,
         "layoutKinds": list(LAYOUT_KINDS),
         "directions": list(DIRECTIONS),
+        "openIndexStates": list(OPEN_INDEX_STATES),
     }

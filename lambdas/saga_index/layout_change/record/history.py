@@ -17,6 +17,7 @@ from saga_index.layout_change.record.errors import (
     ControlItemInvalidError,
 )
 from saga_index.layout_change.record.items import HISTORY_ABANDONED, HISTORY_APPLIED
+from saga_index.layout_change.record.open_index import OpenIndexState
 from saga_index.layout_change.record.state import ControlState, RecordCondition, Transition
 from saga_index.store.dynamo import Expression, serialize
 
@@ -55,8 +56,16 @@ class HistoryEntry:
     @property
     def completes(self) -> bool:
         """A completing move (the state it left was moving, the new one is not): it stops
-        reading a layout, which an unconfirmed intent must never make a restore do."""
-        return self.transition.previous_moving_to is not None and self.transition.moving_to is None
+        reading a layout, which an unconfirmed intent must never make a restore do. Completing
+        the open index's addition (`adding` -> `open`: reads switch to it) or its removal
+        (`removing` -> `off`) counts too."""
+        transition = self.transition
+        if transition.changes_open_index:
+            return (transition.previous_open_index.state, transition.open_index.state) in (
+                (OpenIndexState.ADDING, OpenIndexState.OPEN),
+                (OpenIndexState.REMOVING, OpenIndexState.OFF),
+            )
+        return transition.previous_moving_to is not None and transition.moving_to is None
 
 
 def restore_point(newest_first: Sequence[HistoryEntry]) -> HistoryEntry | None:

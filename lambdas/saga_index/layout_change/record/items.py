@@ -57,6 +57,11 @@ REASON: Final = "reason"
 EFFECTIVE_AT: Final = "effectiveAt"
 CHECKS_PASSED: Final = "checksPassed"
 CHECKS_FORCED: Final = "checksForced"
+# The sparse open-saga index's state and its N (record/open_index.py), and the state's before.
+OPEN_INDEX: Final = "openIndex"
+OPEN_INDEX_SHARD_COUNT: Final = "openIndexShardCount"
+PREVIOUS_OPEN_INDEX: Final = "previousOpenIndex"
+PREVIOUS_OPEN_INDEX_SHARD_COUNT: Final = "previousOpenIndexShardCount"
 
 LEASE_HOLDER: Final = "leaseHolder"
 LEASE_TOKEN: Final = "leaseToken"  # noqa: S105 (an attribute name, not a secret)

@@ -6,6 +6,11 @@
   readers  read the SOURCE (current) layout's partitions first, then the target's, and
            de-duplicate on the table key (PK, SK); each distinct GSI4PK is read once
 
+The open-saga index follows the same switch (record/open_index.py): writers stamp OpenSagaPK on
+open sagas as the previous state did until effectiveAt, as the new state does from then on;
+enumerations of open sagas read the open index's keys only while the state is `open`, else
+GSI4's as above. By-person reads always read GSI4.
+
 Why writers wait: a process that has not re-read the record since the move opened still reads
 only the layouts of the state before it. Until effectiveAt such a process may exist (its cache
 is at most T + grace old, plus the in-flight margin), so writers keep stamping the layout that
@@ -37,6 +42,7 @@ from datetime import datetime
 
 from saga_index.index import InvalidInputError, Layout, Person, validate_shard_count
 from saga_index.layout_change.record.errors import ControlRecordInvalidError
+from saga_index.layout_change.record.open_index import OpenIndex
 from saga_index.layout_change.record.phase import Phase, layouts_for_phase, phase_of
 from saga_index.layout_change.record.state import ControlState, RecordCondition
 from saga_index.layout_change.record.timing import utc_now
@@ -51,8 +57,27 @@ class Routing:
     source: Layout
     target: Layout
     writes: Layout
+    # The open-saga index (record/open_index.py): the one whose OpenSagaPK writers stamp on the
+    # open sagas they write now (None: none, and they remove it), and the one enumerations of
+    # open sagas read (None: they read GSI4's keys, `enumeration_stages`).
+    open_writes: OpenIndex | None
+    open_reads: OpenIndex | None
 
-    def __init__(self, source: Layout, target: Layout, writes: Layout | None = None) -> None:
+    def __init__(
+        self,
+        source: Layout,
+        target: Layout,
+        writes: Layout | None = None,
+        *,
+        open_writes: OpenIndex | None = None,
+        open_reads: OpenIndex | None = None,
+    ) -> None:
+        if open_writes is not None and not open_writes.stamps:
+            raise InvalidInputError(f"writers stamp no OpenSagaPK in state {open_writes}")
+        if open_reads is not None and not open_reads.reads:
+            raise InvalidInputError(f"readers do not read the open index in state {open_reads}")
+        object.__setattr__(self, "open_writes", open_writes)
+        object.__setattr__(self, "open_reads", open_reads)
         chosen = target if writes is None else writes
         if chosen not in (source, target):
             raise InvalidInputError(
@@ -65,9 +90,15 @@ class Routing:
 
     @classmethod
     def between(
-        cls, source: Layout, target: Layout | None = None, *, writes: Layout | None = None
+        cls,
+        source: Layout,
+        target: Layout | None = None,
+        *,
+        writes: Layout | None = None,
+        open_writes: OpenIndex | None = None,
+        open_reads: OpenIndex | None = None,
     ) -> Routing:
-        return cls(source, target or source, writes)
+        return cls(source, target or source, writes, open_writes=open_writes, open_reads=open_reads)
 
     @classmethod
     def for_phase(cls, phase: Phase | str, shard_count: int) -> Routing:
@@ -117,6 +148,18 @@ class Routing:
         """Every GSI4PK an enumeration reads, once each, in reading order."""
         return tuple(k for stage in self.enumeration_stages() for k in stage)
 
+    # ---- the open-saga index (saga_index.store.plan's OpenKeyPlan) ----------------------------
+
+    def open_write_key(self, person: str | Person) -> str | None:
+        """The OpenSagaPK a writer stamps on this person's OPEN saga rows now; None: it stamps
+        none and removes any (a closed saga never carries one, whatever the state)."""
+        return None if self.open_writes is None else self.open_writes.key_for(person)
+
+    def open_enumeration_keys(self) -> tuple[str, ...] | None:
+        """The OpenSagaPKs an enumeration of open sagas reads (one stage: rows never move
+        between them); None: it reads GSI4 (`enumeration_stages`) and drops closed sagas."""
+        return None if self.open_reads is None else self.open_reads.partitions()
+
 
 def routing_for(state: ControlState, now: datetime | None = None) -> Routing:
     """The routing of a state for a process whose wall clock reads `now` (a timezone-aware
@@ -128,8 +171,15 @@ def routing_for(state: ControlState, now: datetime | None = None) -> Routing:
     over both sides of that move (source first), so a deleted record can never hide rows that
     are still on the old side."""
     at = _aware(utc_now() if now is None else now)
+    reads = state.open_index if state.open_index.reads else None
     if state.condition is not RecordCondition.MISSING or state.transition is None:
-        return Routing.between(state.layout, state.moving_to, writes=state.writes_at(at))
+        return Routing.between(
+            state.layout,
+            state.moving_to,
+            writes=state.writes_at(at),
+            open_writes=state.open_writes_at(at),
+            open_reads=reads,
+        )
     transition = state.transition
     target = state.target
     named = (
@@ -146,7 +196,11 @@ def routing_for(state: ControlState, now: datetime | None = None) -> Routing:
             f"({', '.join(others)} and {target}): no transition produces that"
         )
     return Routing.between(
-        sources[0] if sources else target, target, writes=transition.writes_at(at)
+        sources[0] if sources else target,
+        target,
+        writes=transition.writes_at(at),
+        open_writes=transition.open_writes_at(at),
+        open_reads=reads,
     )
 
 

@@ -12,7 +12,10 @@ names it), then `python -m devkit.contract_vectors`, `python -m devkit.record_ta
 generated file is current.
 
 What the rows cannot say, and decode and encode therefore spell out:
-  - a layout is two attributes (its kind and its shard count) read and written as one value;
+  - a layout is two attributes (its kind and its shard count) read and written as one value,
+    and so is the open-saga index's state (`openIndex` and `openIndexShardCount`, the count
+    present iff the state is not `off`; absent reads as `off`, which writers omit, so every
+    item written before the open index existed reads as `off`);
   - `phase` and `previousPhase` are derived from the layouts: written for readers'
     convenience; a reader checks `phase` against its layouts and ignores `previousPhase`;
   - `priorWriteLayout` is written as the layout writers stamp until effectiveAt (never absent)
@@ -23,96 +26,25 @@ What the rows cannot say, and decode and encode therefore spell out:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 from saga_index.layout_change.record import items as n
+from saga_index.layout_change.record.attribute import Attribute, Part, Value
 
-
-class Value(StrEnum):
-    """What an attribute holds: its DynamoDB type and the rule a reader checks."""
-
-    STRING = "string"
-    INTEGER = "integer"
-    NUMBER = "number"
-    BOOLEAN = "boolean"
-    TIME = "time"  # UTC ISO-8601 with milliseconds and "Z" (record/times.py)
-    STRINGS = "strings"
-    LAYOUT = "layout"  # a layout's kind: "legacy" | "sharded"
-    SHARD_COUNT = "shardCount"  # its N: a power of two from 1 to 1024, only for "sharded"
-    PHASE = "phase"  # derived from two layouts
-    DIRECTION = "direction"  # "forward" | "rollback"
-
-    @property
-    def dynamo_type(self) -> str:
-        return _DYNAMO_TYPES[self]
-
-
-_DYNAMO_TYPES: Final = {
-    Value.STRING: "S",
-    Value.INTEGER: "N",
-    Value.NUMBER: "N",
-    Value.BOOLEAN: "BOOL",
-    Value.TIME: "S",
-    Value.STRINGS: "L",
-    Value.LAYOUT: "S",
-    Value.SHARD_COUNT: "N",
-    Value.PHASE: "S",
-    Value.DIRECTION: "S",
-}
-_DOC_TYPES: Final = {
-    Value.TIME: "S (time)",
-    Value.STRINGS: "L of S",
-}
-
-
-@dataclass(frozen=True)
-class Attribute:
-    """One attribute of a control item.
-
-    `field` is the dataclass field it fills (for a shard count: the layout's field); None for a
-    derived attribute, which is written from `written_from` and never read into a field.
-    `optional`: an item may lack it; it then reads as `absent`."""
-
-    name: str
-    value: Value
-    meaning: str
-    field: str | None
-    optional: bool = False
-    absent: Any = None
-    written_from: str | None = None
-    count: str | None = None  # a LAYOUT's shard-count attribute
-
-    @property
-    def source(self) -> str | None:
-        """The dataclass attribute an encoder reads."""
-        return self.written_from or self.field
-
-    def doc_type(self, *, whole_part_optional: bool = False) -> str:
-        shown = _DOC_TYPES.get(self.value, self.value.dynamo_type)
-        return f"{shown}, opt." if self.optional or whole_part_optional else shown
-
-
-@dataclass(frozen=True)
-class Part:
-    """Attributes written and read together: a transition, a lease, a completed backfill. A
-    reader checks them in this order and refuses at the first that breaks the contract, so
-    the layouts come first: an item that names no usable layout is refused for that.
-
-    `present_if`: the attribute whose presence puts the whole part on the item (each of its
-    attributes is then required); None for a part every item of its kind carries."""
-
-    name: str
-    items: tuple[str, ...]
-    attributes: tuple[Attribute, ...]
-    present_if: str | None = None
-
-    def __post_init__(self) -> None:
-        for attribute in self.attributes:
-            if attribute.value is Value.LAYOUT and attribute.count is None:
-                raise ValueError(f"layout {attribute.name} names no shard-count attribute")
-
+__all__ = [
+    "COMPLETION",
+    "CONTROLS",
+    "HISTORY",
+    "HISTORY_FLAGS",
+    "LEASE",
+    "PARTS",
+    "STATE",
+    "TRANSITION",
+    "Attribute",
+    "Part",
+    "Value",
+    "attributes_document",
+]
 
 STATE: Final = "STATE"
 HISTORY: Final = "HISTORY"
@@ -124,6 +56,19 @@ def _layout(
     return (
         Attribute(kind, Value.LAYOUT, what, field, optional=optional, count=count),
         Attribute(count, Value.SHARD_COUNT, f"its N, present iff `{kind} = sharded`", field, True),
+    )
+
+
+def _open_index(kind: str, count: str, field: str, what: str) -> tuple[Attribute, ...]:
+    return (
+        Attribute(kind, Value.OPEN_INDEX, what, field, optional=True, count=count),
+        Attribute(
+            count,
+            Value.SHARD_COUNT,
+            f"the open index's own N, present iff `{kind}` is not `off`",
+            field,
+            True,
+        ),
     )
 
 
@@ -224,6 +169,19 @@ TRANSITION: Final = Part(
             "checks_forced",
             optional=True,
             absent=(),
+        ),
+        *_open_index(
+            n.OPEN_INDEX,
+            n.OPEN_INDEX_SHARD_COUNT,
+            "open_index",
+            "the open-saga index's state: `off` \\| `adding` \\| `open` \\| `removing`; absent "
+            "reads as `off` (writers omit `off`)",
+        ),
+        *_open_index(
+            n.PREVIOUS_OPEN_INDEX,
+            n.PREVIOUS_OPEN_INDEX_SHARD_COUNT,
+            "previous_open_index",
+            "the open index's state in the state this transition came from; absent reads as `off`",
         ),
     ),
 )

@@ -7,6 +7,11 @@ from datetime import datetime
 from enum import StrEnum
 
 from saga_index.index import LEGACY, InvalidInputError, Layout
+from saga_index.layout_change.record.open_index import (
+    OPEN_INDEX_OFF,
+    OpenIndex,
+    check_one_dimension,
+)
 from saga_index.layout_change.record.phase import Phase, phase_of
 
 
@@ -47,6 +52,15 @@ def check_prior_write(prior_write: Layout | None, layout: Layout, moving_to: Lay
         )
 
 
+def check_open_index_move(transition: Transition) -> None:
+    """A transition changes the layout or the open index, never both."""
+    check_one_dimension(
+        (transition.layout, transition.moving_to),
+        (transition.previous_layout, transition.previous_moving_to),
+        transition.open_index != transition.previous_open_index,
+    )
+
+
 @dataclass(frozen=True)
 class Transition:
     """One layout transition: the STATE item carries the newest, a HISTORY item each one."""
@@ -66,12 +80,17 @@ class Transition:
     # else the current layout), which is also what an item written before the writers' switch
     # existed implies. transitions.rules.prior_write_for computes it.
     prior_write: Layout | None = None
+    # The open-saga index's state after this transition and before it (record/open_index.py):
+    # a transition changes one of the two dimensions, never both.
+    open_index: OpenIndex = OPEN_INDEX_OFF
+    previous_open_index: OpenIndex = OPEN_INDEX_OFF
 
     def __post_init__(self) -> None:
         check_version(self.version)
         phase_of(self.layout, self.moving_to)
         phase_of(self.previous_layout, self.previous_moving_to)
         check_prior_write(self.prior_write, self.layout, self.moving_to)
+        check_open_index_move(self)
         if self.prior_write == self.layout:
             # One spelling for "the layout", so a transition equals the same one read back.
             object.__setattr__(self, "prior_write", None)
@@ -89,6 +108,20 @@ class Transition:
     def writes_at(self, now: datetime) -> Layout:
         """The layout a writer whose wall clock reads `now` stamps under this transition."""
         return self.prior_write_layout if now < self.effective_at else self.write_layout
+
+    def open_writes_at(self, now: datetime) -> OpenIndex | None:
+        """The open index whose OpenSagaPK a writer whose wall clock reads `now` stamps on an
+        open saga under this transition; None: it stamps none (and removes any).
+
+        Until effectiveAt writers do what the state before stamped, as for the layout: a
+        process still following that state reads neither way from the open index unless that
+        state was `open`, whose writers stamp too."""
+        followed = self.previous_open_index if now < self.effective_at else self.open_index
+        return followed if followed.stamps else None
+
+    @property
+    def changes_open_index(self) -> bool:
+        return self.open_index != self.previous_open_index
 
     @property
     def phase(self) -> Phase:
@@ -195,3 +228,12 @@ class ControlState:
     @property
     def effective_at(self) -> datetime | None:
         return None if self.transition is None else self.transition.effective_at
+
+    @property
+    def open_index(self) -> OpenIndex:
+        """The open-saga index's state (off when never migrated)."""
+        return OPEN_INDEX_OFF if self.transition is None else self.transition.open_index
+
+    def open_writes_at(self, now: datetime) -> OpenIndex | None:
+        """The open index writers stamp on open sagas at `now` (None: none, remove it)."""
+        return None if self.transition is None else self.transition.open_writes_at(now)

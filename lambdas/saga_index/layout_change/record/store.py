@@ -22,10 +22,8 @@ from botocore.exceptions import ClientError
 from saga_index.index import (
     CONTROL_PK,
     INDEX_NAME,
-    INDEX_PARTITION_KEY,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
-    sharded_gsi4pk,
 )
 from saga_index.layout_change.record.conditions import (
     ITEMS_UNDER_PREFIX,
@@ -46,7 +44,6 @@ from saga_index.layout_change.record.encode import (
     transition_attributes,
     wire_value,
 )
-from saga_index.layout_change.record.errors import ControlRecordLostError
 from saga_index.layout_change.record.grammar import deserialize_control_item
 from saga_index.layout_change.record.history import (
     HISTORY_APPLIED,
@@ -55,6 +52,7 @@ from saga_index.layout_change.record.history import (
     followed_state,
     needs_lost_record_probe,
     parse_history_entry,
+    restore_point,
 )
 from saga_index.layout_change.record.items import (
     ENTITY_STATE,
@@ -66,8 +64,8 @@ from saga_index.layout_change.record.items import (
     history_key,
     state_key,
 )
+from saga_index.layout_change.record.lost import refuse_a_lost_record
 from saga_index.layout_change.record.state import ControlState, Transition
-from saga_index.store import partition_rows
 from saga_index.store.dynamo import (
     DEFAULT_POLICY,
     Expression,
@@ -86,13 +84,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-# When the control partition holds nothing at all, these shard keys are probed before "never
-# migrated" is believed: #0 is a key of every sharded(N), and the first few keys of any N carry
-# rows unless the table has very few persons for its N (docs/control-contract.md, "A lost
-# record").
-LOST_RECORD_PROBE_KEYS: Final = tuple(sharded_gsi4pk(n) for n in range(4))
-
-
 class ControlStore:
     """The control items of one table. The client is injected (thread-safe). `retry`: how a
     write refused for now is sent again (store.dynamo.retry)."""
@@ -108,7 +99,7 @@ class ControlStore:
     ) -> None:
         """`refuse_lost`: a store that readers and writers route by. Its `read` of a control
         partition that holds nothing probes a few shard keys and raises ControlRecordLostError
-        when rows sit there (`refuse_a_lost_record`), where a plain read (the drift guard's,
+        when rows sit there (`refuse_if_lost`), where a plain read (the drift guard's,
         `phase set`'s own guard, `phase restore`) says never migrated and judges the rows."""
         if not table_name:
             raise ValueError("table_name is required")
@@ -133,9 +124,23 @@ class ControlStore:
             return parse_state_item(raw)
         history = self.newest_history_items(2)
         state = followed_state(None, history)
-        if self.refuse_lost and needs_lost_record_probe(state):
-            self.refuse_a_lost_record(history_version=_newest_version(history) if history else 0)
+        if self.refuse_lost:
+            self.refuse_if_lost(state, history)
         return state
+
+    def refuse_if_lost(
+        self, state: ControlState, newest_history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        """Raise ControlRecordLostError when `state` is a record lost after a move (lost.py):
+        there is no STATE item, what it follows reads only the legacy key, and rows sit on
+        shard keys. `newest_history`: the newest HISTORY items as stored, newest first, when
+        the caller has read them (else the newest is read here). Nothing for any other state."""
+        if needs_lost_record_probe(state):
+            history = self.newest_history_items(1) if newest_history is None else newest_history
+            version = _newest_version(history) if history else 0
+            refuse_a_lost_record(
+                self.client, self.table_name, self.index_name, history_version=version
+            )
 
     def read_raw_state(self) -> dict[str, Any] | None:
         """The STATE item as stored (deserialised, not parsed), or None when there is none."""
@@ -144,6 +149,11 @@ class ControlStore:
         )
         raw = response.get("Item")
         return deserialize_control_item(raw) if raw else None
+
+    def restore_point(self) -> HistoryEntry | None:
+        """The HISTORY item a missing STATE is rebuilt from (history.restore_point: of the
+        newest two), or None when there is no history to follow."""
+        return restore_point(self.newest_history(2))
 
     def newest_history(self, limit: int = 1) -> list[HistoryEntry]:
         """The newest `limit` HISTORY items, newest first (one consistent Query)."""
@@ -179,29 +189,6 @@ class ControlStore:
                 "ConsistentRead": True,
             }
         )
-
-    def refuse_a_lost_record(self, *, history_version: int = 0) -> None:
-        """Call when there is no STATE item and what a reader would follow instead reads only
-        the legacy key (history.needs_lost_record_probe): never migrated, a control partition
-        deleted after a migration, or a STATE item lost whose move history does not confirm
-        (`history_version`: the newest HISTORY item's version, 0 when there is none). One index
-        Query (`Limit = 1`, keys only) per LOST_RECORD_PROBE_KEYS key, stopping at the first
-        row: a row there raises ControlRecordLostError."""
-        for requests, gsi4pk in enumerate(LOST_RECORD_PROBE_KEYS, start=1):
-            rows = partition_rows(
-                self.client,
-                self.table_name,
-                gsi4pk,
-                attributes=(INDEX_PARTITION_KEY, TABLE_PARTITION_KEY),
-                index_name=self.index_name,
-                limit=1,
-            )
-            row = next(rows, None)
-            if row is not None:
-                pk = row.get(TABLE_PARTITION_KEY, "?")
-                raise ControlRecordLostError(
-                    gsi4pk, str(pk), requests, history_version=history_version
-                )
 
     # ---- writes --------------------------------------------------------------------------
 

@@ -6,6 +6,12 @@ move's checks and guards itself, then compare-and-set, history),
 
 from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
 from saga_index.layout_change.transitions.executor import PhaseChange, change_phase
+from saga_index.layout_change.transitions.open_index_move import ReadinessCheck, change_open_index
+from saga_index.layout_change.transitions.open_index_rules import (
+    allowed_open_index_moves,
+    open_index_transition_for,
+    plan_open_index_move,
+)
 from saga_index.layout_change.transitions.requirements import (
     CompletionCheckOptions,
     failing_completion_checks,
@@ -15,6 +21,7 @@ from saga_index.layout_change.transitions.rules import (
     allowed_moves,
     backfill_verified,
     plan_move,
+    settled_at,
     transition_for,
 )
 from saga_index.layout_change.transitions.settle import repair_history
@@ -24,13 +31,19 @@ __all__ = [
     "PhaseChange",
     "PreconditionFailedError",
     "PreconditionResult",
+    "ReadinessCheck",
     "Restored",
     "allowed_moves",
+    "allowed_open_index_moves",
     "backfill_verified",
+    "change_open_index",
     "change_phase",
     "failing_completion_checks",
+    "open_index_transition_for",
     "plan_move",
+    "plan_open_index_move",
     "repair_history",
     "restore_state",
+    "settled_at",
     "transition_for",
 ]

@@ -66,6 +66,7 @@ from saga_index.layout_change.transitions.settle import repair_history
 
 __all__ = [
     "PhaseChange",
+    "apply_transition",
     "change_phase",
     "repair_history",
 ]
@@ -165,7 +166,7 @@ def _set_phase(
 ) -> PhaseChange:
     """The write of a move whose requirements `change_phase` chose (tests of the write
     protocol pass their own)."""
-    changed_by, reason = _required("changed_by", changed_by), _required("reason", reason)
+    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
     state = store.read()
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
@@ -186,7 +187,7 @@ def _set_phase(
         checks_passed=tuple(r.name for r in results if r.passed),
         checks_forced=forced,
     )
-    warnings = _apply(store, state, transition)
+    warnings = apply_transition(store, state, transition)
     if forced:
         log.warning(
             "phase %s forced by %s, checks skipped: %s",
@@ -266,7 +267,7 @@ def _judge(
 _UNSETTLED = "applied, but its history item"
 
 
-def _apply(store: ControlStore, state: ControlState, transition: Transition) -> list[str]:
+def apply_transition(store: ControlStore, state: ControlState, transition: Transition) -> list[str]:
     """Intent, compare-and-set, settle. Returns warnings about an APPLIED move (exit 0); raises
     when the move was not applied (lost the race, or the STATE write failed)."""
     try:
@@ -390,7 +391,7 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def _required(name: str, value: str) -> str:
+def required_text(name: str, value: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{name} must be a non-empty string")
     return value.strip()

@@ -84,7 +84,7 @@ def completion_checks(
         (CHECK_NO_MISROUTED_ROWS, _misrouted),
         (CHECK_PARITY, _parity),
     ]
-    return [Precondition(name, _never_raises(name, partial(run, move))) for name, run in checks]
+    return [Precondition(name, never_raises(name, partial(run, move))) for name, run in checks]
 
 
 # How the first move's guard reads the shard keys (client, table name): one row of each.
@@ -286,7 +286,7 @@ def _parity_failure(target: Layout, report: ParityReport) -> str:
     )
 
 
-def _never_raises(
+def never_raises(
     name: str, run: Callable[[ControlState], PreconditionResult]
 ) -> Callable[[ControlState], PreconditionResult]:
     def guarded(state: ControlState) -> PreconditionResult:

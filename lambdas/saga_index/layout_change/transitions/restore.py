@@ -33,7 +33,6 @@ from saga_index.layout_change.record import (
     Transition,
     WallClock,
     parse_state_item,
-    restore_point,
     to_millis,
     utc_now,
 )
@@ -94,7 +93,7 @@ def restore_state(
         else:
             repair_history(store, state)
             return Restored(state=state, source=None, detail="the STATE item exists and parses")
-    point = restore_point(store.newest_history(2))
+    point = store.restore_point()
     seen: RowsSeen | None = None
     if point is not None:
         rebuilt = ControlState(transition=point.transition)

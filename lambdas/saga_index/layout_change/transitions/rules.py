@@ -127,6 +127,9 @@ def transition_for(
         checks_passed=checks_passed,
         checks_forced=checks_forced,
         prior_write=prior_write_for(previous, move, changed_at),
+        # A layout move leaves the open index as it is (one dimension per transition).
+        open_index=previous.open_index,
+        previous_open_index=previous.open_index,
     )
 
 

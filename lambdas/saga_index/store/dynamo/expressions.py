@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from saga_index.index import INDEX_PARTITION_KEY
+from saga_index.index import INDEX_PARTITION_KEY, OPEN_INDEX_PARTITION_KEY
 
 # The placeholders of the saga row's attributes a "still what I read" condition may hold: the
 # name, and the slot of the value read.
@@ -167,6 +167,13 @@ def on_index_partition(gsi4pk: str) -> Expression:
     return Expression(
         "#gsi4pk = :pk", names={"#gsi4pk": INDEX_PARTITION_KEY}, slots=frozenset({":pk"})
     ).given({":pk": {"S": gsi4pk}})
+
+
+def on_open_index_key(key: str) -> Expression:
+    """The key condition of a Query of one key of the sparse open-saga index."""
+    return Expression(
+        "#open = :pk", names={"#open": OPEN_INDEX_PARTITION_KEY}, slots=frozenset({":pk"})
+    ).given({":pk": {"S": key}})
 
 
 def request_expressions(

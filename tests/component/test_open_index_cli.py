@@ -1,0 +1,164 @@
+"""`saga-index open-index show|set` and `status`'s open index against moto: the exit codes (2
+before any call for bad input, 3 refused, 5 not yet with `failed`), the JSON shapes, a refusal
+writing nothing, the readiness read from DescribeTable. Clocks are injected."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from saga_index.layout_change.record import ControlStore
+from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
+from saga_index_cli.context import CliHooks
+from saga_index_cli.main import main
+from tests.support.backends import Backend
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.open_index import add_open_index, drop_open_index
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with moto_backend("open-index-cli", synthesized_template) as backend:
+        yield backend
+
+
+class Cli:
+    def __init__(self, capsys: pytest.CaptureFixture[str], dynamo: Backend) -> None:
+        self.capsys, self.table, self.clock = capsys, dynamo.table_name, Clock()
+        self.calls: list[str] = []
+        self.hooks = CliHooks(
+            identity=lambda _: "tester@host",
+            clock=self.clock,
+            sleep=self._sleep,
+            shard_key_probe=probe_64_shard_keys,
+        )
+
+    def _sleep(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            main(["--table", self.table, *argv], hooks=self.hooks)
+        out, err = self.capsys.readouterr()
+        return int(exited.value.code or 0), out, err
+
+    def json(self, *argv: str) -> tuple[int, dict[str, Any], str]:
+        code, out, err = self(*argv, "--output", "json")
+        (line,) = out.splitlines()
+        return code, json.loads(line), err
+
+    def settle(self, store: ControlStore) -> None:
+        effective = store.read().effective_at
+        assert effective is not None
+        self.clock.now = effective + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], dynamo: Backend) -> Cli:
+    return Cli(capsys, dynamo)
+
+
+@pytest.fixture
+def store(dynamo: Backend) -> ControlStore:
+    return ControlStore(dynamo.client, dynamo.table_name)
+
+
+def test_given_no_open_index_on_the_table_then_adding_is_refused_with_exit_2(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    drop_open_index(dynamo.client, dynamo.table_name)
+    code, _, err = cli("open-index", "set", "adding", "--reason", "r")
+    assert code == 2
+    assert "renewal-saga-open-index does not exist on table" in err
+    assert "Nothing written" in err
+    assert store.read().version == 0
+
+
+def test_given_bad_input_then_exit_2_before_any_call_and_nothing_written(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    code, _, err = cli("open-index", "set", "adding", "--reason", "r", "--shards", "12")
+    assert code == 2
+    assert "power of two" in err
+    code, _, err = cli("open-index", "set", "sideways", "--reason", "r")
+    assert code == 2
+    code, _, err = cli("open-index", "set", "open", "--reason", "r")
+    assert code == 2
+    assert "not an allowed move" in err
+    assert store.read().version == 0
+
+
+def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backend) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("old", "p-1")  # an open saga no writer has stamped yet
+    code, doc, _ = cli.json("open-index", "show")
+    assert (code, doc["openIndex"], doc["routing"]["enumerations"]) == (0, "off", "gsi4")
+
+    code, doc, _ = cli.json("open-index", "set", "adding", "--reason", "add it", "--shards", "8")
+    assert code == 0
+    assert (doc["openIndex"], doc["openIndexShardCount"], doc["changed"]) == ("adding", 8, True)
+    assert doc["routing"]["stamps"] is None  # before effectiveAt
+    assert doc["routing"]["stampsFromEffectiveAt"] == "adding(8)"
+    code, doc, _ = cli.json("open-index", "set", "adding", "--reason", "again")
+    assert (code, doc["changed"]) == (0, False)
+
+    code, doc, err = cli.json("open-index", "set", "open", "--reason", "read it")
+    assert code == 5
+    assert doc["retryLater"] is True
+    assert doc["failed"] == []
+    assert "in-flight margin" in err
+
+    cli.settle(store)
+    code, doc, _ = cli.json("open-index", "set", "open", "--reason", "read it")
+    assert code == 3
+    assert doc["refused"] is True
+    assert doc["failed"][0]["name"] == "open-index-parity"
+    assert "RSAGA#old" in doc["failed"][0]["detail"]
+    version = store.read().version
+
+    code, doc, _ = cli.json("open-index", "backfill", "--dry-run")
+    assert (code, doc["stamped"], doc["dryRun"]) == (0, 1, True)
+    code, doc, _ = cli.json("open-index", "backfill", "--rate", "10")
+    assert (code, doc["direction"], doc["stamped"], doc["scanned"]) == (0, "stamp", 1, 1)
+    stored = dynamo.get("RSAGA#old", "META")
+    assert stored is not None
+    assert stored["OpenSagaPK"] == {"S": "RenewalSagaOpen#6"}  # p-1 is shard 6 of 8
+    code, doc, _ = cli.json("open-index", "set", "open", "--reason", "read it")
+    assert code == 0
+    assert doc["routing"]["enumerations"] == "open-index"
+    assert doc["checks"][0]["passed"] is True
+    assert store.read().version == version + 1
+
+    code, _, err = cli("open-index", "set", "removing", "--reason", "back")
+    assert code == 2
+    assert "`open` is the end" in err
+    assert store.read().version == version + 1
+
+    code, doc, _ = cli.json("status", "--no-counts")
+    assert doc["openIndex"] == {
+        "state": "open",
+        "shardCount": 8,
+        # Until open's effectiveAt writers stamp as adding did: the same key.
+        "stamps": "adding(8)",
+        "enumerations": "open-index",
+    }
+    code, out, _ = cli("phase", "show")
+    assert "open index:   open(8)" in out
+
+
+def test_given_wait_then_a_not_yet_waits_for_retry_at_and_moves(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    assert cli("open-index", "set", "adding", "--reason", "add")[0] == 0
+    assert cli("open-index", "set", "removing", "--reason", "back")[0] == 0
+    code, doc, _ = cli.json("open-index", "set", "off", "--reason", "done", "--wait")
+    assert code == 0
+    assert doc["openIndex"] == "off"
+    assert doc["effective"] is True
