@@ -130,6 +130,25 @@ def test_the_first_move_whose_answer_is_lost_is_reported_applied_and_its_history
     assert (entry.applied, entry.abandoned) == (True, False)
 
 
+def test_an_open_index_move_whose_answer_is_lost_is_reported_applied_and_settled(
+    cli: Cli, dynamo: Backend
+) -> None:
+    cli.layer = lose_the_state_write()
+
+    code, out, err = cli("open-index", "set", "adding", "--reason", "go", "--output", "json")
+
+    assert cli.layer.stats.lost == 1
+    assert "nothing was written" not in out + err
+    assert code == 0, err
+    doc = json.loads(out.splitlines()[0])
+    assert (doc["openIndex"], doc["changed"]) == ("adding", True)
+    assert any("answer was lost" in warning for warning in doc["warnings"])
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    assert store.read().open_index.state.value == "adding"
+    [entry] = store.history_entries()
+    assert (entry.applied, entry.abandoned) == (True, False)
+
+
 def test_the_executor_reads_back_after_a_retry_later_on_its_state_write(dynamo: Backend) -> None:
     layer = lose_the_state_write()
     store = ControlStore(

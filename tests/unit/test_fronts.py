@@ -55,7 +55,6 @@ PUBLIC: dict[str, frozenset[str]] = {
             "open_index_create",
             "open_index_readiness",
             "open_index_status_command",
-            "readiness_from_description",
         }
     ),
 }
