@@ -218,6 +218,15 @@ LEASE: Final = Part(
             "state_version",
         ),
         Attribute(n.LEASE_PACE, Value.STRING, "the run's pace, and why", "pace", optional=True),
+        Attribute(
+            n.LEASE_KIND,
+            Value.STRING,
+            "what the run changes: `layout` (GSI4PK) \\| `open-index` (OpenSagaPK); absent "
+            "reads as `layout` (runs before it existed)",
+            "kind",
+            optional=True,
+            absent="layout",
+        ),
     ),
     present_if=n.LEASE_TOKEN,
 )
