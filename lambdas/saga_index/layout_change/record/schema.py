@@ -225,7 +225,6 @@ LEASE: Final = Part(
             "reads as `layout` (runs before it existed)",
             "kind",
             optional=True,
-            absent="layout",
         ),
     ),
     present_if=n.LEASE_TOKEN,

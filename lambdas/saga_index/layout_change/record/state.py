@@ -173,7 +173,9 @@ class Lease:
     kind: BackfillKind = BackfillKind.LAYOUT
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", BackfillKind.parse(self.kind))
+        # Read from the item: a string, or None when `leaseKind` is absent (a layout run's).
+        kind = BackfillKind.LAYOUT if self.kind is None else BackfillKind.parse(self.kind)
+        object.__setattr__(self, "kind", kind)
 
     def is_live(self, now: datetime) -> bool:
         return now < self.expires_at
