@@ -19,8 +19,10 @@ from saga_index.layout_change.backfill import (
     BackfillRequest,
     LocalBackfill,
     OpenVerify,
+    PlanRequest,
     backfill_locally,
 )
+from saga_index.layout_change.backfill.steps import plan_run
 from saga_index.layout_change.lease import (
     LeaseHeldError,
     acquire_lease,
@@ -343,3 +345,19 @@ def test_a_paused_stale_run_writes_nothing_after_a_newer_run_armed_the_fence(
     assert box["run"].fence_mode == "transactional"
     assert stamped(dynamo) == []
     assert store.read().open_index.state is OpenIndexState.REMOVING
+
+
+def test_the_state_machine_refuses_an_open_index_run_before_taking_the_lease(
+    store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    """Its worker's IAM names a layout re-stamp's attributes only: an open-index run is local."""
+    dynamo.put_saga("old0", "p-0")
+    move(store, clock, "adding")
+    request = BackfillRequest(
+        direction="forward", kind=BackfillKind.OPEN_INDEX, total_segments=1, dry_run=False
+    )
+    plan = PlanRequest(request=request, holder="arn:aws:states:eu-west-1:1:execution:sm:run-1")
+    with pytest.raises(InvalidInputError, match="layout runs only"):
+        plan_run(dynamo.client, dynamo.table_name, plan)
+    assert store.read().lease is None
+    assert OPEN_KEY not in row(dynamo, "old0")
