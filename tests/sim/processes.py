@@ -7,6 +7,9 @@
   worker    a backfill run: the real lease (take_run), the real segment loop (run_segment, the
             row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
             second task of the same process, the real read-back and release
+  stamper   the open-saga index's backfill (`open_index_backfill`, as `saga-index open-index
+            backfill` runs it): its settled-switch wait, its conditional stamps and removals,
+            its stop when the open index moves
   drift     the real DriftChecker against the record's state, now and then
   operator  the real change_phase, choosing its completion checks as for the CLI (runbook.py)
 
@@ -24,19 +27,23 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import SagaIndexError, keys
+from saga_index.index import OPEN_STATES, InvalidInputError, RetryLaterError, SagaIndexError, keys
 from saga_index.index.model import ALL_STATES
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     TokenBucket,
     finish_backfill,
+    open_index_backfill,
     run_segment,
 )
 from saga_index.layout_change.backfill.keeper import LeaseKeeper, release_with_completion, take_run
+from saga_index.layout_change.backfill.open_stamps import OpenStampsStoppedError
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
 from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
+from saga_index.store.dynamo import ScanOptions
+from saga_index.store.plan import KEEP_OPEN_KEY
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -48,6 +55,13 @@ if TYPE_CHECKING:
 EXPECTED_ERRORS = (SagaIndexError, ClientError, BotoCoreError)
 READ_PAGE_SIZE = 3
 SCAN_PAGE_SIZE = 2
+# The open-index backfill's Scan pacing: far above what the simulated table's pages cost, so
+# its read limiter (which keeps the real monotonic clock: the backfill does not hand it one)
+# never asks for a wait the virtual clock would have to schedule. Its write rate is paced on
+# the process's virtual clocks (Scenario.backfill_rate).
+OPEN_STAMP_SCAN_RATE = 1_000_000.0
+# A wait shorter than this is not scheduled (see OPEN_STAMP_SCAN_RATE).
+SHORTEST_WAIT_SECONDS = 0.001
 
 
 @dataclass
@@ -81,6 +95,8 @@ class ReadSeen:
     keys: frozenset[tuple[str, str]]
     phase: str
     writes: str
+    # What an enumeration of open sagas read: "GSI4", or "open index N" (the sparse index).
+    source: str = "GSI4"
 
 
 def provider_for(sim: Simulation, client: Any, process: Process) -> ControlProvider:
@@ -126,6 +142,7 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                         keys=frozenset(keys.table_key_of(i) for i in result.items),
                         phase=routing.phase.value,
                         writes=str(routing.target if _switched(routing) else routing.source),
+                        source=_source(routing) if kind == "open" else "GSI4",
                     )
                 )
             task.sleep(process.rng.uniform(1.0, 6.0))
@@ -133,11 +150,21 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     return body
 
 
+class KeepsOpenKeyOnClose(SagaWriter):
+    """The known-bad writer (Scenario.close_removes_open_key False): a saga it closes keeps
+    its OpenSagaPK, so the closed saga stays in the open index."""
+
+    def _keys_for(self, person_id: str, state: str) -> tuple[str, str | None]:
+        gsi4pk, open_key = super()._keys_for(person_id, state)
+        return gsi4pk, (open_key if state in OPEN_STATES else KEEP_OPEN_KEY)
+
+
 def writer(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     def body() -> None:
         client = sim.table.client_for(process.name)
         provider = provider_for(sim, client, process)
-        saga_writer = SagaWriter(client, TABLE, follow=provider.routing)
+        kind = SagaWriter if sim.scenario.close_removes_open_key else KeepsOpenKeyOnClose
+        saga_writer = kind(client, TABLE, follow=provider.routing)
         task.sleep(process.rng.uniform(0.0, sim.timing.cache_seconds))
         while True:
             now = utc_iso(process.clock.wall())
@@ -348,6 +375,57 @@ def _heartbeat_loop(sim: Simulation, process: Process, task: Task) -> None:
     keeper._beat()  # the real loop: every poll_seconds, LeaseLostError stops the run
 
 
+def open_stamper(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
+    """`saga-index open-index backfill` run until it reports: "not yet" (before the state's
+    effectiveAt plus the in-flight margin) waits for the time it names, a failed run starts
+    again from the beginning (as the runbook says), a stop (the open index moved) ends it."""
+
+    def sleep(seconds: float) -> None:
+        if seconds >= SHORTEST_WAIT_SECONDS:
+            task.sleep(seconds)
+
+    def body() -> None:
+        client = sim.table.client_for(process.name)
+        store = ControlStore(client, TABLE)
+        scan = ScanOptions(
+            segments=sim.scenario.segments,
+            read_units_per_second=OPEN_STAMP_SCAN_RATE,
+            page_size=SCAN_PAGE_SIZE,
+        )
+        while True:
+            try:
+                report = open_index_backfill(
+                    store,
+                    max_writes_per_second=sim.scenario.backfill_rate,
+                    scan=scan,
+                    clock=process.clock.wall,
+                    timing=sim.timing,
+                    monotonic=process.clock.monotonic,
+                    sleep=sleep,
+                )
+            except OpenStampsStoppedError as err:
+                sim.note(process.name, f"open index backfill stopped: {err}")
+                return
+            except RetryLaterError as err:
+                sim.note(process.name, f"open index backfill not yet: {err}")
+                wait = 5.0
+                if err.retry_at is not None:
+                    wait = (err.retry_at - process.clock.wall()).total_seconds()
+                task.sleep(max(0.5, wait))
+                continue
+            except InvalidInputError as err:
+                sim.note(process.name, f"open index backfill refused: {err}")
+                return
+            except EXPECTED_ERRORS as err:
+                sim.note(process.name, f"open index backfill failed: {type(err).__name__}")
+                task.sleep(5.0)
+                continue
+            sim.note(process.name, f"open index backfill done: {report.to_json()}")
+            return
+
+    return body
+
+
 def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     def body() -> None:
         client = sim.table.client_for(process.name)
@@ -364,6 +442,11 @@ def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], N
             sim.note(process.name, f"drift healthy={report.healthy} {report.findings()}")
 
     return body
+
+
+def _source(routing: Any) -> str:
+    keys_ = routing.open_enumeration_keys()
+    return "GSI4" if keys_ is None else f"open index {len(keys_)}"
 
 
 def _switched(routing: Any) -> bool:
