@@ -24,8 +24,8 @@ from dataclasses import replace
 import pytest
 
 from saga_index.layout_change.record import ControlTiming
-from tests.sim.harness import simulated_aws
-from tests.sim.world import Outcome, Scenario, simulate
+from tests.sim.harness import explain, first_violation, simulated_aws
+from tests.sim.world import Scenario, simulate
 
 pytestmark = pytest.mark.simulation
 
@@ -51,35 +51,18 @@ def world() -> Iterator[None]:
         yield
 
 
-def _explain(outcome: Outcome) -> str:
-    text = outcome.report()
-    print(text)
-    return text
-
-
-def _first_violation(scenario: Scenario, seeds: range, kinds: set[str]) -> Outcome | None:
-    for seed in seeds:
-        with simulated_aws():
-            outcome = simulate(seed, scenario)
-        found = [v for v in outcome.violations if v.kind in kinds]
-        if found:
-            print(f"seed {seed} found: {found[0]}")
-            return outcome
-    return None
-
-
 def test_the_open_index_move_holds_under_faults(world: None) -> None:
     outcome = simulate(1, OPEN_WORLD)
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     assert outcome.phases[-1].split("@")[0] == "open index open"
-    assert any("open index backfill done" in line for line in outcome.trace), _explain(outcome)
+    assert any("open index backfill done" in line for line in outcome.trace), explain(outcome)
     assert outcome.open_index_reads > 5, "too few enumerations read the open index"
     assert outcome.reads_checked > 50, "too few reads were checked for the run to mean much"
 
 
 def test_the_open_index_rollback_holds_under_faults(world: None) -> None:
     outcome = simulate(1, ROLLBACK_WORLD, timing=SHORT_BOUNDS)
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     phases = [p.split("@")[0] for p in outcome.phases]
     assert phases[1:] == ["open index adding", "open index removing", "open index off"]
     assert any("open index backfill stopped" in line for line in outcome.trace), (
@@ -89,17 +72,17 @@ def test_the_open_index_rollback_holds_under_faults(world: None) -> None:
 
 
 def test_it_finds_reads_switched_to_the_open_index_before_the_backfill_is_verified() -> None:
-    outcome = _first_violation(FORCED_EARLY, range(1, 4), {"visibility"})
+    outcome = first_violation(FORCED_EARLY, range(1, 4), {"visibility"})
     assert outcome is not None, "open sagas missed by reads of an unfilled open index went unseen"
     first = str(outcome.violations[0])
-    assert "from open index" in first, _explain(outcome)
+    assert "from open index" in first, explain(outcome)
     assert "missed" in first
 
 
 def test_it_finds_a_writer_that_keeps_the_open_key_when_it_closes_a_saga() -> None:
-    outcome = _first_violation(KEEPS_KEY_ON_CLOSE, range(1, 4), {"open-key"})
+    outcome = first_violation(KEEPS_KEY_ON_CLOSE, range(1, 4), {"open-key"})
     assert outcome is not None, "a closed saga left in the open index went unnoticed"
-    assert "a closed saga stays in the open index" in str(outcome.violations[0]), _explain(outcome)
+    assert "a closed saga stays in the open index" in str(outcome.violations[0]), explain(outcome)
 
 
 # More seeds of both plans in the default world (three readers, eight older sagas): a few
@@ -109,6 +92,6 @@ def test_it_finds_a_writer_that_keeps_the_open_key_when_it_closes_a_saga() -> No
 @pytest.mark.parametrize("seed", range(2, 6))
 def test_more_seeds_of_the_open_index_plans_hold(world: None, plan: str, seed: int) -> None:
     outcome = simulate(seed, Scenario(plan=plan))
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     final = "open index open" if plan == "open" else "open index off"
     assert outcome.phases[-1].split("@")[0] == final
