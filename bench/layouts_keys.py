@@ -1,8 +1,11 @@
 """The layout lab's six layouts and their keys: which GSI4PK a saga row carries (from its person
 and whether it is open), and the sparse open-saga index's key. Legacy and sharded keys are the
-product's (saga_index.index.layout); the state-split and person-key rules are key plans of the
-lab's own (saga_index.store.plan's seam), so the product's repository and writer read and write
-them on a server (bench.layouts_store) and the model prices the same keys (bench.layouts_model).
+product's (saga_index.index.layout); the sparse open-saga index's plan is the product's routing
+of a control record whose open index is `open` (writers stamp OpenSagaPK on open sagas and remove
+it when one closes, enumerations of open sagas read the open index); the state-split and
+person-key rules are key plans of the lab's own (saga_index.store.plan's seam). The product's
+repository and writer read and write them all on a server (bench.layouts_store) and the model
+prices the same keys (bench.layouts_model).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from saga_index.index import (
     Person,
     keys,
 )
+from saga_index.layout_change.record import OpenIndex, OpenIndexState, Routing
 from saga_index.store import KeyPlan
 
 SHARD_COUNT = 16
@@ -102,14 +106,24 @@ class PersonKeyPlan:
 
 def key_plan(layout: LabLayout, shard_count: int = SHARD_COUNT, *, is_open: bool = True) -> KeyPlan:
     """The key plan of `layout` for rows that are open (or terminal): the product's own Layout
-    for legacy and sharded keys, the lab's plans for the two key rules the product lacks."""
+    for legacy and sharded keys, its routing with the open index in use for the sparse layout
+    (open_index_routing), the lab's plans for the two key rules the product lacks."""
     if layout.gsi4 == "legacy":
         return Layout.legacy()
     if layout.gsi4 == "person":
         return PersonKeyPlan()
     if layout.gsi4 == "state-split":
         return StateSplitPlan(shard_count, closed=not is_open)
+    if layout.open_index:
+        return open_index_routing(shard_count)
     return Layout.sharded(shard_count)
+
+
+def open_index_routing(shard_count: int = SHARD_COUNT) -> Routing:
+    """The product's routing of a table at rest in sharded(N) whose open index is `open` at N:
+    what every writer and reader follows once the open index's move has ended."""
+    in_use = OpenIndex.of(OpenIndexState.OPEN, shard_count)
+    return Routing.between(Layout.sharded(shard_count), open_writes=in_use, open_reads=in_use)
 
 
 def gsi4pk(layout: LabLayout, person_id: str, is_open: bool, shard_count: int = SHARD_COUNT) -> str:
@@ -120,10 +134,11 @@ def gsi4pk(layout: LabLayout, person_id: str, is_open: bool, shard_count: int = 
 def open_index_pk(
     layout: LabLayout, person_id: str, is_open: bool, shard_count: int = SHARD_COUNT
 ) -> str | None:
-    """The sparse index's key of the row, or None when the row is not in that index."""
+    """The sparse index's key of the row (the one the product's writer stamps), or None when the
+    row is not in that index."""
     if not layout.open_index or not is_open:
         return None
-    return Person.of(person_id).open_index_pk(shard_count)
+    return open_index_routing(shard_count).open_write_key(person_id)
 
 
 def index_attributes(

@@ -2,10 +2,13 @@
 follow it, so that the ADR traffic mix can be replayed through the capacity meter.
 
 Every layout reads and writes through the product's SagaRepository and SagaWriter on its key
-plan (bench.layouts_keys: the product's Layout, or the lab's plan for a key rule the product
-lacks). LabReader and LabWriter add only what a key plan cannot say: the sparse open-saga
-index's reads and its attribute's removal, and the person-key layout's Scan. Every request is a
-plain Query, Scan, PutItem or UpdateItem, so the meter prices it as it prices production's.
+plan (bench.layouts_keys: the product's Layout; for the sparse open-saga index the product's
+routing with the open index in use, so its enumeration is the repository's read of the open
+index and its writes the writer's stamp and removal of OpenSagaPK; or the lab's plan for a key
+rule the product lacks). LabReader adds only what no key plan can say: the person-key layout's
+Scan; LabWriter only picks state-split's closed plan for a write that closes a saga. Every
+request is a plain Query, Scan, PutItem or UpdateItem, so the meter prices it as it prices
+production's.
 """
 
 from __future__ import annotations
@@ -18,11 +21,9 @@ from typing import Any
 from bench.layouts_keys import (
     OPEN_INDEX_NAME,
     OPEN_INDEX_PK,
-    OPEN_KEY_PREFIX,
     LabLayout,
     index_attributes,
     key_plan,
-    open_index_pk,
 )
 from devkit.capacity.clock import VirtualClock
 from devkit.capacity.ledger import LoadLedger
@@ -101,10 +102,9 @@ def seed_layout(
 
 
 class LabReader:
-    """By-person reads and all-open enumerations in a lab layout. Reads along the layout's keys
-    are the product's SagaRepository on the layout's key plan; the two enumerations the product
-    has no form of are read here: the sparse open-saga index (its key is another attribute than
-    GSI4PK) and the parallel Scan of the person-key layout."""
+    """By-person reads and all-open enumerations in a lab layout: the product's SagaRepository
+    on the layout's key plan (for the sparse layout it reads the open index's keys), but for the
+    one enumeration the product has no form of, the parallel Scan of the person-key layout."""
 
     def __init__(
         self, client: Any, table_name: str, layout: LabLayout, *, shard_count: int, segments: int
@@ -122,26 +122,7 @@ class LabReader:
     def get_all_open_sagas(self) -> ReadResult:
         if self.layout.scan:
             return self._scan_open()
-        if self.layout.open_index:
-            return self._open_index()
         return self.repository.get_all_open_sagas()
-
-    def _open_index(self) -> ReadResult:
-        requests = [
-            {
-                "TableName": self.table_name,
-                "IndexName": OPEN_INDEX_NAME,
-                "KeyConditionExpression": "#pk = :pk",
-                "FilterExpression": _OPEN_FILTER,
-                "ExpressionAttributeNames": {"#pk": OPEN_INDEX_PK, "#state": "state"},
-                "ExpressionAttributeValues": {
-                    ":pk": {"S": f"{OPEN_KEY_PREFIX}{n}"},
-                    **_OPEN_FILTER_VALUES,
-                },
-            }
-            for n in range(self.shard_count)
-        ]
-        return self._parallel(requests, "query")
 
     def _scan_open(self) -> ReadResult:
         requests = [
@@ -178,9 +159,8 @@ class LabReader:
 class LabWriter:
     """Creates and transitions saga rows in a lab layout with the product's SagaWriter on the
     layout's key plan: state-split writes a terminal transition with its closed plan (the row
-    moves to the closed family). The sparse open-saga index's attribute is set on create; its
-    transitions are written here, since they also REMOVE that attribute when the saga closes
-    (the product's writer stamps GSI4PK only)."""
+    moves to the closed family); the sparse layout's writer stamps OpenSagaPK on an open saga and
+    removes it in the write that closes it, as production's does."""
 
     def __init__(
         self, client: Any, table_name: str, layout: LabLayout, *, shard_count: int
@@ -203,56 +183,21 @@ class LabWriter:
         opened_at: str,
         extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        open_pk = open_index_pk(self.layout, person_id, True, self.shard_count)
-        index = {} if open_pk is None else {OPEN_INDEX_PK: open_pk}
         return self._open.create_saga(
             saga_id=saga_id,
             person_id=person_id,
             lease_id=lease_id,
             opened_at=opened_at,
-            extra={**(extra or {}), **index},
+            extra=extra,
         )
 
     def transition(
         self, *, saga_id: str, person_id: str, to_state: str, updated_at: str
     ) -> dict[str, Any]:
-        if self.layout.open_index:
-            return self._open_index_transition(saga_id, person_id, to_state, updated_at)
         writer = self._open if to_state in OPEN_STATES else self._closed
         return writer.transition(
             saga_id=saga_id, person_id=person_id, to_state=to_state, updated_at=updated_at
         )
-
-    def _open_index_transition(
-        self, saga_id: str, person_id: str, to_state: str, updated_at: str
-    ) -> dict[str, Any]:
-        attributes = index_attributes(self.layout, person_id, to_state, self.shard_count)
-        names = {
-            "#state": "state",
-            "#updatedAt": "updatedAt",
-            "#gsi4pk": "GSI4PK",
-            "#open": OPEN_INDEX_PK,
-        }
-        values: dict[str, Any] = {
-            ":to": to_state,
-            ":now": updated_at,
-            ":gsi4pk": attributes["GSI4PK"],
-        }
-        update = "SET #state = :to, #updatedAt = :now, #gsi4pk = :gsi4pk"
-        if OPEN_INDEX_PK in attributes:
-            values[":open"] = attributes[OPEN_INDEX_PK]
-            update += ", #open = :open"
-        else:
-            update += " REMOVE #open"
-        response = self.client.update_item(
-            TableName=self.table_name,
-            Key=serialize(keys.saga_table_key(saga_id)),
-            UpdateExpression=update,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=serialize(values),
-            ReturnValues="ALL_NEW",
-        )
-        return deserialize(response["Attributes"])
 
 
 class MeteredLayout:

@@ -83,3 +83,44 @@ def test_run_meters_every_layout_and_the_model_agrees(
         "by-person read: queries",
     }
     assert targets["priced"]["recommendedShardCount"] in (16, 32)
+
+
+def test_the_sparse_layout_reads_and_writes_through_the_product(dynalite_endpoint: str) -> None:
+    """The lab's sparse layout is the product's routing with the open index in use: its writer
+    stamps OpenSagaPK on a saga it opens and deletes the open index entry in the write that
+    closes it (one charge on the open index: the entry's delete), and the repository's
+    enumeration reads the open index's keys."""
+    from bench.layouts_keys import LAYOUTS_BY_NAME, OPEN_INDEX_NAME, OPEN_INDEX_PK
+    from bench.layouts_model import lab_spec
+    from bench.layouts_store import MeteredLayout, create_layout_table, seed_layout
+    from devkit.schema import load_template
+    from devkit.seed import build_dataset
+    from saga_index.index import Person
+    from saga_index.store.dynamo import make_client
+
+    layout = LAYOUTS_BY_NAME["sparse-open-index"]
+    dataset = build_dataset(lab_spec(TINY, scale=1, history_factor=1))
+    client = make_client(endpoint_url=dynalite_endpoint)
+    schema = create_layout_table(client, load_template(), "lab-sparse-product", layout)
+    seed_layout(client, schema.name, dataset, layout, 16)
+    run = MeteredLayout(dynalite_endpoint, schema.name, schema, layout, shard_count=16, segments=4)
+    assert run.repository.repository.plan.open_enumeration_keys() is not None
+    created = run.writer.create_saga(
+        saga_id="lab-new", person_id="person_x", lease_id="L1", opened_at="2026-07-10T00:00:00.000Z"
+    )
+    assert created[OPEN_INDEX_PK] == Person.of("person_x").open_index_pk(16)
+    run.fresh_meter()
+    enumeration = run.repository.get_all_open_sagas()
+    assert "lab-new" in {item["sagaId"] for item in enumeration.items}
+    assert run.meter.ledger.targets() == [OPEN_INDEX_NAME]
+    run.fresh_meter()
+    closed = run.writer.transition(
+        saga_id="lab-new",
+        person_id="person_x",
+        to_state="SIGNED",
+        updated_at="2026-07-11T00:00:00.000Z",
+    )
+    assert OPEN_INDEX_PK not in closed
+    open_index = run.meter.ledger.summary(OPEN_INDEX_NAME)
+    assert [p.requests for p in open_index.partitions] == [1]
+    assert "lab-new" not in {i["sagaId"] for i in run.repository.get_all_open_sagas().items}

@@ -5,6 +5,7 @@ parse."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,13 +23,16 @@ from saga_index import (
     SagaIndex,
     SagaPage,
 )
-from saga_index.layout_change.record import Routing
+from saga_index.index import Layout, names
+from saga_index.layout_change.record import OpenIndex, Routing
 from saga_index.layout_change.record.provider import FixedStateSource
 from saga_index.layout_change.record.state import ControlState
 from saga_index.store import SagaRepository
 from tests.support.backends import Backend, make_backend
+from tests.support.open_index import add_open_index
 
 STATES = ("OPENED", "NEGOTIATING", "RENEWED", "DECLINED", "EXPIRED")
+S16 = Layout.sharded(16)
 
 
 def _index(backend: Backend, routing: Routing) -> SagaIndex:
@@ -205,3 +209,29 @@ def test_given_any_phase_then_the_page_iterators_hold_every_saga_once(
         seen = list(pages)
         assert all(0 < len(page) <= 3 for page in seen)
         assert sorted(_keys([r for page in seen for r in page])) == sorted(_keys(full))
+
+
+def test_given_reads_on_the_open_index_when_pages_end_inside_a_key_then_they_resume_there(
+    dynamo: Backend,
+) -> None:
+    """The open-saga index's Query keys name OpenSagaPK: a page that ends inside one of its keys
+    gives a cursor (its partition slot holding OpenSagaPK's value) that resumes exactly there."""
+    add_open_index(dynamo.client, dynamo.table_name)
+    stamped = OpenIndex.of("open", 4)
+    for n in range(24):
+        person = f"p-{n % 6}"
+        extra = {names.OPEN_INDEX_PARTITION_KEY: stamped.key_for(person)} if n % 3 else {}
+        dynamo.put_saga(f"s-{n:02d}", person, gsi4pk=S16.key_for(person), **extra)
+    routing = Routing.between(S16, open_writes=stamped, open_reads=stamped)
+    repo = SagaRepository(dynamo.client, dynamo.table_name, plan=routing)
+    full = repo.get_all_open_sagas().items
+    assert len(full) == 16  # only the stamped rows: the open index answered
+    for limit in (1, 2, 3, 5):
+        rows, pages = _all_pages(repo.page_of_open_sagas, limit)
+        assert sorted(_keys(rows)) == sorted(_keys(full)), limit
+        inside = [p.cursor for p in pages if p.cursor and '"after":null' not in _text(p.cursor)]
+        assert inside, f"no page of {limit} ended inside a key"
+
+
+def _text(cursor: str) -> str:
+    return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")

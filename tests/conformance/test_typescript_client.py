@@ -10,6 +10,8 @@ clean by the drift checks. `make test` builds the package before pytest runs.
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import os
 import shutil
@@ -23,21 +25,24 @@ from typing import Any
 
 import pytest
 
+from devkit.contract_states import path_through
 from devkit.seed import SeedSpec, build_dataset, saga_item, write_items
-from saga_index.index import keys
+from saga_index.index import OPEN_STATES, Person, keys
 from saga_index.index.errors import InvalidPersonIdError
 from saga_index.index.keys import validate_person_id
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import CONTROL_PK
 from saga_index.layout_change.checks.drift import DriftChecker
+from saga_index.layout_change.record.encode import state_item
 from saga_index.layout_change.record.errors import ControlItemInvalidError
 from saga_index.layout_change.record.items import STATE_SK
-from saga_index.layout_change.record.routing import routing_for
+from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import ControlState
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.times import format_time
 from saga_index.layout_change.record.timing import utc_now
 from saga_index.layout_change.transitions.rules import plan_move, transition_for
+from saga_index.store.dynamo.codec import serialize
 from saga_index.store.repository import SagaRepository
 from tests.support.backends import Backend, make_backend
 from tests.support.control_fixtures import START, Clock, set_phase
@@ -159,6 +164,7 @@ def _described(state: ControlState) -> dict[str, Any]:
         "movingTo": None if state.moving_to is None else str(state.moving_to),
         "source": str(routing.source),
         "target": str(routing.target),
+        "openIndex": str(state.open_index),
     }
 
 
@@ -219,6 +225,108 @@ def test_given_rows_python_wrote_when_the_package_reads_them_then_both_return_th
         0 if LEGACY in (routing.source, routing.target) else len(DATASET.anomalies)
     )
     _assert_drift_clean(stamped_only, len(writes))
+
+
+# The open-saga index's states (on sharded(16)): the states to plant, which open rows the backfill
+# has stamped so far (every n-th), and whether the STATE item is then deleted.
+OPEN_INDEX_SCENARIOS: dict[str, tuple[tuple[str, ...], int, bool]] = {
+    "open-index-adding-mid-backfill": (("adding",), 2, False),
+    "open-index-open": (("adding", "open"), 1, False),
+    "open-index-open-state-deleted": (("adding", "open"), 1, True),
+}
+PAGE_LIMIT = 7
+
+
+@pytest.mark.parametrize("name", list(OPEN_INDEX_SCENARIOS))
+def test_given_the_open_index_when_the_package_reads_and_writes_then_python_agrees(
+    name: str, synthesized_template: dict[str, Any], dynalite_endpoint: str
+) -> None:
+    """Open sagas read over GSI4 or the open index as the record says, in both languages; the
+    package's pages resume in Python; the package stamps OpenSagaPK where Python would."""
+    states, stamp_every, deleted = OPEN_INDEX_SCENARIOS[name]
+    # The stack's table has the open index (dynalite builds an index only at CreateTable).
+    backend = make_backend("dynalite", synthesized_template, endpoint_url=dynalite_endpoint)
+    stamped_only = make_backend("dynalite", synthesized_template, endpoint_url=dynalite_endpoint)
+    for table in (backend, stamped_only):
+        _open_index(*states)(table)
+        if deleted:
+            delete_state(table.client, table.table_name)
+    _seed_open_index_rows(backend, stamp_every)
+    writes = _writes(name)
+    persons = [*sorted({s.person_id for s in DATASET.sagas if s.person_id})[:4], "ghost"]
+
+    seen = _node(
+        backend,
+        {
+            "persons": persons,
+            "writes": writes,
+            "stampOnly": stamped_only.table_name,
+            "pageLimit": PAGE_LIMIT,
+        },
+    )
+
+    state = ControlStore(backend.client, backend.table_name).read()
+    routing = routing_for(state)
+    repo = SagaRepository(backend.client, backend.table_name, plan=routing)
+    assert seen["state"] == _described(state)
+    assert seen["openReadKeys"] == _open_read_keys(routing)
+    open_sagas = _plain(repo.get_all_open_sagas().items)
+    assert seen["open"] == open_sagas
+    assert sorted(seen["pagedOpen"], key=_row_order) == open_sagas
+    # Which index answered is plain: the ghost is open on GSI4 only.
+    reads_gsi4 = routing.open_enumeration_keys() is None
+    assert ("ghost" in {r["sagaId"] for r in open_sagas}) is reads_gsi4
+    assert seen["all"] == _plain(repo.get_all_sagas().items)
+    for person in persons:
+        assert seen["byPerson"][person] == _plain(repo.get_sagas_by_person(person).items)
+    _assert_pages_agree(repo, seen["openPages"], open_sagas)
+    for write, stamped in zip(writes, seen["written"], strict=True):
+        is_open = write["state"] in OPEN_STATES
+        expected = routing.open_write_key(write["personId"]) if is_open else None
+        assert stamped.get("OpenSagaPK") == expected, write
+    _assert_drift_clean(stamped_only, len(writes))
+
+
+def _seed_open_index_rows(backend: Backend, stamp_every: int) -> None:
+    """The dataset on sharded(16), every `stamp_every`-th open saga stamped with its OpenSagaPK
+    (as writers and the backfill stamp them), and a ghost: open, on GSI4 only."""
+    items = []
+    opened = 0
+    for record in DATASET.sagas:
+        item = saga_item(record, 16)
+        if record.state in OPEN_STATES and record.person_id:
+            if opened % stamp_every == 0:
+                item["OpenSagaPK"] = {"S": Person.of(record.person_id).open_index_pk(16)}
+            opened += 1
+        items.append(item)
+    write_items(backend.client, backend.table_name, items, workers=2)
+    backend.put_saga("ghost", "ghost", gsi4pk=S16.key_for("ghost"), state="NEGOTIATING")
+
+
+def _assert_pages_agree(
+    repo: SagaRepository, pages: list[dict[str, Any]], open_sagas: list[dict[str, Any]]
+) -> None:
+    """The package's pages hold every open saga once, and Python resumes each of its cursors
+    with the rows the package's next page holds (one cursor format for both)."""
+    assert sorted(i for page in pages for i in page["sagaIds"]) == sorted(
+        r["sagaId"] for r in open_sagas
+    )
+    assert any(page["cursor"] and _cursor_inside_a_key(page["cursor"]) for page in pages)
+    first = repo.page_of_open_sagas(limit=PAGE_LIMIT)
+    assert ([r["sagaId"] for r in first.rows], first.cursor) == (
+        pages[0]["sagaIds"],
+        pages[0]["cursor"],
+    )
+    for page, following in itertools.pairwise(pages):
+        resumed = repo.page_of_open_sagas(limit=PAGE_LIMIT, cursor=page["cursor"])
+        assert [r["sagaId"] for r in resumed.rows] == following["sagaIds"]
+        assert resumed.cursor == following["cursor"]
+
+
+def _cursor_inside_a_key(cursor: str) -> bool:
+    """Whether the cursor resumes inside a partition (its position names a row)."""
+    document = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return document["after"] is not None
 
 
 def _row_order(row: dict[str, Any]) -> tuple[str, str, str]:
@@ -421,6 +529,38 @@ def _broken(backend: Backend) -> None:
     )
 
 
+def _open_index_state(
+    *states: str, shards: int | None = None, then: tuple[str, int] | None = None
+) -> ControlState:
+    """sharded(16), then the open index through `states` (each `open-index set` 10 minutes
+    after the one before, the first with --shards `shards`), then optionally a layout move."""
+    steps: list[tuple[str, float, int | None]] = [("migrating", 0, 16), ("sharded", 600, None)]
+    for n, open_state in enumerate(states):
+        steps.append((f"open-index:{open_state}", 1200 + 600 * n, shards if n == 0 else None))
+    if then is not None:
+        steps.append((then[0], 1200 + 600 * len(states), then[1]))
+    return path_through(*steps)
+
+
+def _open_index(
+    *states: str, shards: int | None = None, then: tuple[str, int] | None = None
+) -> Callable[[Backend], None]:
+    """Plant that state's STATE item and its HISTORY item, as `open-index set` writes them."""
+
+    def plant(backend: Backend) -> None:
+        state = _open_index_state(*states, shards=shards, then=then)
+        assert state.transition is not None
+        backend.client.put_item(TableName=backend.table_name, Item=serialize(state_item(state)))
+        ControlStore(backend.client, backend.table_name).put_history(state.transition)
+
+    return plant
+
+
+def _open_read_keys(routing: Routing) -> list[str] | None:
+    keys_read = routing.open_enumeration_keys()
+    return None if keys_read is None else list(keys_read)
+
+
 RECORDS: dict[str, Callable[[Backend], None]] = {
     "never-migrated": lambda backend: None,
     "migrating-16": _through("migrating"),
@@ -438,6 +578,14 @@ RECORDS: dict[str, Callable[[Backend], None]] = {
     "missing-after-rollback": _then_delete_state(_through("migrating", "rolling-back", "legacy")),
     "missing-after-an-abandoned-reshard": _abandoned_reshard_then_deleted,
     "broken-phase": _broken,
+    # The open-saga index's states, on sharded(16) (the start-plus-30s clock is before them all).
+    "open-index-adding": _open_index("adding"),
+    "open-index-adding-8": _open_index("adding", shards=8),
+    "open-index-open": _open_index("adding", "open"),
+    "open-index-removing": _open_index("adding", "removing"),
+    "open-index-off-again": _open_index("adding", "removing", "off"),
+    "open-index-open-then-resharding": _open_index("adding", "open", then=("resharding", 32)),
+    "missing-after-open-index-open": _then_delete_state(_open_index("adding", "open")),
 }
 
 
@@ -492,10 +640,12 @@ def test_given_records_python_wrote_when_the_package_routes_then_every_person_ag
                 "personId": p,
                 "writeKey": routing.write_key(p),
                 "readKeys": list(routing.read_keys(p)),
+                "openWriteKey": routing.open_write_key(p),
             }
             for p in VECTOR_PERSONS
         ]
         assert got["persons"] == expected, name
+        assert got["openReadKeys"] == _open_read_keys(routing), name
         if name == "migrating-just-now" or (now is not None and name == "migrating-16"):
             # The switch is exercised: before effectiveAt writers stamp the prior (legacy) key.
             assert {p["writeKey"] for p in expected} == {keys.LEGACY_GSI4PK}
@@ -522,6 +672,15 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
     before["persons"][0]["writeKey"] = before["persons"][0]["readKeys"][-1]
     refused = next(c for c in contract["records"] if not c["valid"])
     refused["valid"] = True
+    # Writers stamping OpenSagaPK at once instead of at effectiveAt.
+    early = next(
+        c
+        for c in contract["openIndex"]
+        if c["name"] == "sharded(16), open index adding(16): before effectiveAt"
+    )
+    early["expect"]["persons"][0]["openWriteKey"] = Person.of(
+        early["expect"]["persons"][0]["personId"]
+    ).open_index_pk(16)
     shards = json.loads((ROOT / "docs" / "shard-vectors.json").read_text(encoding="utf-8"))
     victim = next(v for v in shards["vectors"] if v["shardCount"] == 64)
     victim["shard"] = (victim["shard"] + 1) % 64
@@ -558,6 +717,7 @@ def test_given_tampered_vectors_when_the_package_suites_run_then_they_fail_namin
     }
     assert {
         "migrating(16): before effectiveAt",
+        early["name"],
         refused["name"],
         "every vector: the hashed bytes, the shard and the key",
     } <= failed, result.stdout

@@ -20,6 +20,8 @@ from unittest import mock
 
 from moto import mock_aws
 
+from tests.support import moto_responses
+
 if TYPE_CHECKING:
     from tests.sim.outcome import Outcome
     from tests.sim.world import Scenario
@@ -51,6 +53,8 @@ class SerialExecutor:
 
 @contextlib.contextmanager
 def simulated_aws() -> Iterator[None]:
+    # `python -m tests.sim` runs without tests/conftest.py, which installs this for pytest.
+    moto_responses.install()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",

@@ -6,15 +6,23 @@
 //   node conformance/reader.mjs --endpoint URL --table NAME < request.json
 //
 // request.json: {"persons": [personId...], "writes": [{"sagaId", "personId", "openedAt",
-// "state"}...], "stampOnly": TABLE}: each write goes to --table and, when stampOnly names a
+// "state"}...], "stampOnly": TABLE, "pageLimit": N}: each write goes to --table and, when stampOnly names a
 // second table in the same state, to that table too (its own SagaIndex); prints {"state",
-// "all", "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read order), "byPerson",
-// "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...], "now"}}: the
-// routing each table's record gives those persons (at `now`, else the clock). Exits 0; 1 with
+// "openReadKeys", "openPages" (pageOfOpenSagas's pages of pageLimit rows, when given), "all",
+// "open", "pagedAll", "pagedOpen" (the page iterators' rows, in read order), "byPerson",
+// "byPersons", "written"}. Or {"routes": {"tables": [...], "persons": [...],
+// "now"}}: the routing each table's record gives those persons (at `now`, else the clock),
+// with the open-saga index's keys (`openWriteKey`, `openReadKeys`). Exits 0; 1 with
 // the error on stderr when a read fails, 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { ControlItemInvalidError, SagaIndex, SagaIndexError, layoutName } from '@propflow/renewal-saga-index';
+import {
+  ControlItemInvalidError,
+  SagaIndex,
+  SagaIndexError,
+  layoutName,
+  openIndexName,
+} from '@propflow/renewal-saga-index';
 
 function args(argv) {
   const options = { endpoint: undefined, table: undefined };
@@ -49,9 +57,10 @@ const client = new DynamoDBClient({
 });
 const index = new SagaIndex({ client, tableName: options.table });
 
-// A writer's PutItem of a new saga row, with the two keys writeKeys gives now.
+// A writer's PutItem of a new saga row, with the keys writeKeys gives now for its state (the
+// GSI4 keys, and OpenSagaPK when an open saga gets one).
 async function open(table, writer, w) {
-  const keys = await writer.writeKeys(w.personId, w.openedAt);
+  const keys = await writer.writeKeys(w.personId, w.openedAt, { sagaState: w.state });
   await client.send(
     new PutItemCommand({
       TableName: table,
@@ -67,6 +76,7 @@ async function open(table, writer, w) {
         state: { S: w.state },
         GSI4PK: { S: keys.GSI4PK },
         GSI4SK: { S: keys.GSI4SK },
+        ...(keys.OpenSagaPK === undefined ? {} : { OpenSagaPK: { S: keys.OpenSagaPK } }),
       },
       ConditionExpression: 'attribute_not_exists(PK)',
     }),
@@ -91,6 +101,7 @@ async function routes({ tables, persons, now }) {
           persons.map(async (personId) => ({ personId, ...(await reader.keysFor(personId)) })),
         ),
         stages: await reader.enumerationStages(),
+        openReadKeys: await reader.openEnumerationKeys(),
       };
     } catch (err) {
       // A refused item: the kind and attribute the Python decoder reports for it.
@@ -112,6 +123,7 @@ const describeState = (s) => ({
   movingTo: s.movingTo === null ? null : layoutName(s.movingTo),
   source: layoutName(s.source),
   target: layoutName(s.target),
+  openIndex: openIndexName(s.openIndex),
 });
 
 try {
@@ -139,8 +151,20 @@ async function readAndWrite() {
     for await (const page of pages) rows.push(...page);
     return rows;
   };
+  // pageOfOpenSagas to the end, `pageLimit` rows a page: each page's sagaIds and next cursor.
+  const openPages = [];
+  if (request.pageLimit !== undefined) {
+    let cursor = null;
+    do {
+      const page = await index.pageOfOpenSagas({ limit: request.pageLimit, cursor });
+      openPages.push({ sagaIds: page.rows.map((r) => r.sagaId), cursor: page.cursor });
+      cursor = page.cursor;
+    } while (cursor !== null);
+  }
   return {
     state: describeState(state),
+    openReadKeys: await index.openEnumerationKeys(),
+    openPages,
     all: await index.getAllSagas(),
     open: await index.getAllOpenSagas(),
     pagedAll: await flat(index.pagesOfAllSagas()),

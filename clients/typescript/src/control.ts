@@ -3,6 +3,7 @@
 import { GetItemCommand, QueryCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ControlRecordInvalidError, describeError, RecordUnavailableError } from './errors.js';
 import { sameLayout } from './layout.js';
+import { sameOpenIndex } from './open-index.js';
 import {
   CONTROL_PK,
   HISTORY_SK_PREFIX,
@@ -51,9 +52,21 @@ export function restorePoint(newestFirst: readonly Item[]): Transition | null {
   const newest = entries[0];
   if (newest === undefined) return null;
   const t = newest.transition;
-  const completes = t.previousMovingTo !== null && t.movingTo === null;
-  if (newest.applied || !completes || entries.length < 2) return t;
+  if (newest.applied || !completes(t) || entries.length < 2) return t;
   return entries[1]?.transition ?? t;
+}
+
+/**
+ * A completing move: it stops reading a layout (the state it left was moving, the new one is
+ * not), or completes the open index's addition (`adding` -> `open`: reads switch to it) or its
+ * removal (`removing` -> `off`). An unconfirmed intent must never make a restore do that.
+ */
+function completes(t: Transition): boolean {
+  if (!sameOpenIndex(t.openIndex, t.previousOpenIndex)) {
+    const step = `${t.previousOpenIndex.state}->${t.openIndex.state}`;
+    return step === 'adding->open' || step === 'removing->off';
+  }
+  return t.previousMovingTo !== null && t.movingTo === null;
 }
 
 /**
@@ -211,7 +224,8 @@ export function sameState(a: ControlState, b: ControlState): boolean {
     a.version === b.version &&
     a.phase === b.phase &&
     sameLayout(a.layout, b.layout) &&
-    sameLayout(a.movingTo, b.movingTo)
+    sameLayout(a.movingTo, b.movingTo) &&
+    sameOpenIndex(a.openIndex, b.openIndex)
   );
 }
 

@@ -6,7 +6,9 @@
 // keys in that order, no spaces. `at` is the partition the next page starts in (the ones before
 // it, in the plan's order, are done), `after` the Query's ExclusiveStartKey in it. `plan` is the
 // fingerprint of the enumeration stages the cursor was taken under, so a cursor is only ever
-// resumed under the same stages.
+// resumed under the same stages. On the sparse open-saga index the partition key is OpenSagaPK:
+// its value fills the position's "GSI4PK" slot (the partition key of the index the plan reads;
+// the plan's keys, "RenewalSagaOpen#<n>", tell the two apart), so the format is one for both.
 import { createHash } from 'node:crypto';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SagaIndexError } from './errors.js';
@@ -123,17 +125,25 @@ function parse(document: unknown): Cursor {
   return { of, plan, position: { at, after: key as PositionKey } };
 }
 
-/** A Query's LastEvaluatedKey as a cursor position. */
-export function positionOf(lastEvaluatedKey: Record<string, AttributeValue>): PositionKey {
-  const value = (name: (typeof POSITION_ATTRIBUTES)[number]): string => {
+/**
+ * A Query's LastEvaluatedKey as a cursor position; `partitionKey` is the index's partition key
+ * attribute (GSI4PK, or the open index's OpenSagaPK), whose value fills the "GSI4PK" slot.
+ */
+export function positionOf(
+  lastEvaluatedKey: Record<string, AttributeValue>,
+  partitionKey = 'GSI4PK',
+): PositionKey {
+  const value = (name: string): string => {
     const s = lastEvaluatedKey[name]?.S;
     if (typeof s !== 'string') throw new TypeError(`LastEvaluatedKey ${name} is not a string`);
     return s;
   };
-  return { GSI4PK: value('GSI4PK'), GSI4SK: value('GSI4SK'), PK: value('PK'), SK: value('SK') };
+  return { GSI4PK: value(partitionKey), GSI4SK: value('GSI4SK'), PK: value('PK'), SK: value('SK') };
 }
 
-/** A cursor position as a Query's ExclusiveStartKey. */
-export function startKey(position: PositionKey): Record<string, AttributeValue> {
-  return Object.fromEntries(POSITION_ATTRIBUTES.map((name) => [name, { S: position[name] }]));
+/** A cursor position as a Query's ExclusiveStartKey on the index keyed by `partitionKey`. */
+export function startKey(position: PositionKey, partitionKey = 'GSI4PK'): Record<string, AttributeValue> {
+  return Object.fromEntries(
+    POSITION_ATTRIBUTES.map((name) => [name === 'GSI4PK' ? partitionKey : name, { S: position[name] }]),
+  );
 }

@@ -12,8 +12,9 @@ import {
   type StateChangeListener,
 } from './control.js';
 import { RecordUnavailableError } from './errors.js';
-import { gsi4sk, person, type Person } from './keys.js';
+import { gsi4sk, OPEN_INDEX_NAME, OPEN_INDEX_PARTITION_KEY, person, type Person } from './keys.js';
 import { keyFor, layoutName } from './layout.js';
+import { openIndexName } from './open-index.js';
 import { quoted } from './person.js';
 import {
   boundedAll,
@@ -27,7 +28,15 @@ import {
   type QueryTarget,
   type RawItem,
 } from './reads.js';
-import { enumerationStages, readKeys, writeKey, type ControlState } from './routing.js';
+import {
+  enumerationStages,
+  openEnumerationKeys,
+  openWriteKey,
+  readKeys,
+  writeKey,
+  type ControlState,
+} from './routing.js';
+import { OPEN_STATES } from './states.js';
 import { parseCursor, readPage, validateLimit } from './paging.js';
 import type { Enumeration } from './cursor.js';
 import type { SagaRow } from './rows.js';
@@ -54,6 +63,8 @@ export {
 export { shardOf, DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT } from './shard.js';
 export { validatePersonId, MAX_SORT_KEY_BYTES } from './person.js';
 export { layoutName, type Layout, type Phase } from './layout.js';
+export { openIndexName, type OpenIndex, type OpenIndexState } from './open-index.js';
+export { OPEN_INDEX_NAME, OPEN_INDEX_PARTITION_KEY } from './keys.js';
 export type { Transition, StateRecord, Lease } from './record.js';
 export type { ControlState, RecordCondition } from './routing.js';
 export type { StateChange } from './control.js';
@@ -80,6 +91,8 @@ export interface SagaIndexOptions<Row extends SagaRow = SagaRow> extends CacheOp
   readonly client: Pick<DynamoDBClient, 'send'>;
   readonly tableName: string;
   readonly indexName?: string;
+  /** The sparse open-saga index (default `renewal-saga-open-index`), read while the record says `open`. */
+  readonly openIndexName?: string;
   /** Queries in flight at once, per call (default 16). */
   readonly maxConcurrency?: number;
   /**
@@ -113,10 +126,36 @@ export interface SagaPage<Row extends SagaRow = SagaRow> {
   readonly cursor: string | null;
 }
 
-/** The keys a writer stamps on a saga row now. */
+/**
+ * The keys a writer stamps on a saga row now: only attributes to SET, so the object can be
+ * spread into a PutItem's item as it is.
+ */
 export interface WriteKeys {
   readonly GSI4PK: string;
   readonly GSI4SK: string;
+  /**
+   * The sparse open-saga index's key, present only when the row gets one: its saga is open
+   * (`sagaState`) and the record says writers stamp it now. A row written without it must not
+   * keep one: a PutItem leaves it out; an UpdateItem REMOVEs it (`keyUpdate` says so).
+   */
+  readonly OpenSagaPK?: string;
+}
+
+/** What an UpdateItem of a saga row does with the index keys: SET `set`, REMOVE `remove`. */
+export interface KeyUpdate {
+  readonly set: WriteKeys;
+  /** `['OpenSagaPK']` when `set` holds none (a closed saga, or no open index being stamped). */
+  readonly remove: readonly string[];
+}
+
+/** Options of writeKeys. */
+export interface WriteKeysOptions extends CallOptions {
+  /**
+   * The saga state the write leaves the row in. A closed state (not in OPEN_STATES) gets no
+   * OpenSagaPK whatever the record says: a closed saga never stays in the open index. Absent:
+   * the row is taken to be open (a new saga); a writer that closes a saga must pass it.
+   */
+  readonly sagaState?: string;
 }
 
 // One cache per process for each (client, table): several SagaIndex instances over the same
@@ -126,6 +165,7 @@ const SHARED = new WeakMap<object, Map<string, ControlStateCache>>();
 
 export class SagaIndex<Row extends SagaRow = SagaRow> {
   private readonly target: QueryTarget;
+  private readonly openTarget: QueryTarget;
   private readonly cache: ControlStateCache;
   private readonly limit: number;
   private readonly wallClock: () => number;
@@ -146,8 +186,11 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     if (options.pageSize !== undefined && (!Number.isInteger(options.pageSize) || options.pageSize < 1)) {
       throw new RangeError(`pageSize must be an integer >= 1, got ${options.pageSize}`);
     }
-    if (options.indexName !== undefined && (typeof options.indexName !== 'string' || options.indexName === '')) {
-      throw new TypeError('indexName must be a non-empty string');
+    for (const name of ['indexName', 'openIndexName'] as const) {
+      const value = options[name];
+      if (value !== undefined && (typeof value !== 'string' || value === '')) {
+        throw new TypeError(`${name} must be a non-empty string`);
+      }
     }
     for (const [name, value] of [
       ['parseRow', parseRow],
@@ -159,6 +202,13 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
       client,
       tableName,
       indexName: options.indexName ?? INDEX_NAME,
+      pageSize: options.pageSize,
+    };
+    this.openTarget = {
+      client,
+      tableName,
+      indexName: options.openIndexName ?? OPEN_INDEX_NAME,
+      partitionKey: OPEN_INDEX_PARTITION_KEY,
       pageSize: options.pageSize,
     };
     this.limit = limit;
@@ -191,26 +241,54 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     return this.current(checkSignal(options.signal));
   }
 
-  /** The keys a writer adds to its PutItem / UpdateItem of a saga row opened at `openedAt`. */
-  async writeKeys(personId: string, openedAt: string, options: CallOptions = {}): Promise<WriteKeys> {
+  /**
+   * The keys a writer adds to its PutItem / UpdateItem of a saga row opened at `openedAt`, in
+   * `sagaState` (absent: a new saga, open): GSI4PK and GSI4SK, and OpenSagaPK when the row gets one.
+   */
+  async writeKeys(personId: string, openedAt: string, options: WriteKeysOptions = {}): Promise<WriteKeys> {
     const signal = checkSignal(options.signal);
     const sortKey = gsi4sk(personId, openedAt);
     const p = person(personId);
+    const open = sagaIsOpen(options.sagaState);
     const state = await this.current(signal);
-    return { GSI4PK: writeKey(state, p, this.wallClock()), GSI4SK: sortKey };
+    const now = this.wallClock();
+    const openKey = open ? openWriteKey(state, p, now) : null;
+    const keys = { GSI4PK: writeKey(state, p, now), GSI4SK: sortKey };
+    return openKey === null ? keys : { ...keys, OpenSagaPK: openKey };
   }
 
-  /** The keys of one person now: the GSI4PK a writer stamps, the GSI4PKs a read queries in order. */
-  async keysFor(personId: string, options: CallOptions = {}): Promise<{ writeKey: string; readKeys: string[] }> {
+  /**
+   * writeKeys as an UpdateItem applies them: the attributes to SET, and OpenSagaPK to REMOVE
+   * when the row gets none (a saga closing leaves the open index by losing it).
+   */
+  async keyUpdate(personId: string, openedAt: string, options: WriteKeysOptions = {}): Promise<KeyUpdate> {
+    const set = await this.writeKeys(personId, openedAt, options);
+    return { set, remove: set.OpenSagaPK === undefined ? [OPEN_INDEX_PARTITION_KEY] : [] };
+  }
+
+  /**
+   * The keys of one person now: the GSI4PK a writer stamps, the GSI4PKs a read queries in order,
+   * the OpenSagaPK a writer stamps on an open saga (null: none).
+   */
+  async keysFor(
+    personId: string,
+    options: CallOptions = {},
+  ): Promise<{ writeKey: string; readKeys: string[]; openWriteKey: string | null }> {
     const signal = checkSignal(options.signal);
     const p = person(personId);
     const state = await this.current(signal);
-    return { writeKey: writeKey(state, p, this.wallClock()), readKeys: readKeys(state, p) };
+    const now = this.wallClock();
+    return { writeKey: writeKey(state, p, now), readKeys: readKeys(state, p), openWriteKey: openWriteKey(state, p, now) };
   }
 
   /** The GSI4PKs an enumeration reads now, stage by stage. */
   async enumerationStages(options: CallOptions = {}): Promise<string[][]> {
     return enumerationStages(await this.current(checkSignal(options.signal)));
+  }
+
+  /** The OpenSagaPKs an enumeration of open sagas reads now; null: it reads GSI4 (enumerationStages). */
+  async openEnumerationKeys(options: CallOptions = {}): Promise<string[] | null> {
+    return openEnumerationKeys(await this.current(checkSignal(options.signal)));
   }
 
   /** That person's saga rows: source key, then target key, exact person only. */
@@ -297,14 +375,15 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const limit = validateLimit(options.limit);
     const cursor = parseCursor(options.cursor);
     const state = await this.current(signal);
-    const page = await readPage(this.target, enumerationStages(state), of, { limit, cursor, signal });
+    const [target, plan] = this.route(state, of === 'open');
+    const page = await readPage(target, plan.stages, of, { limit, cursor, signal });
     return { rows: page.rows.map(this.toRow), cursor: page.cursor };
   }
 
   private async *pages(openOnly: boolean, signal: AbortSignal | undefined): AsyncGenerator<Row[], void, undefined> {
     const state = await this.current(signal);
     const options = { limit: this.limit, openOnly, signal };
-    for await (const page of enumerationPages(this.target, this.plan(state), options)) {
+    for await (const page of enumerationPages(...this.route(state, openOnly), options)) {
       yield page.map(this.toRow);
     }
   }
@@ -313,8 +392,18 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     const state = await this.current(signal);
     const items: RawItem[] = [];
     const options = { limit: this.limit, openOnly, signal };
-    for await (const page of enumerationPages(this.target, this.plan(state), options)) items.push(...page);
+    for await (const page of enumerationPages(...this.route(state, openOnly), options)) items.push(...page);
     return orderRows(items);
+  }
+
+  /**
+   * The index an enumeration reads and its plan: the open index's keys (one stage: rows never
+   * move between them) when it enumerates open sagas and the record says `open`, else GSI4's.
+   */
+  private route(state: ControlState, openOnly: boolean): [QueryTarget, EnumerationPlan] {
+    const openKeys = openOnly ? openEnumerationKeys(state) : null;
+    if (openKeys !== null) return [this.openTarget, { stages: [openKeys], targetKeyOf: () => null }];
+    return [this.target, this.plan(state)];
   }
 
   private plan(state: ControlState): EnumerationPlan {
@@ -352,7 +441,7 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
     for (const key of readKeys(state, p)) {
       let items: RawItem[];
       try {
-        items = await queryPartition(this.target, { gsi4pk: key, prefix: `${p.id}#` }, scope);
+        items = await queryPartition(this.target, { partition: key, prefix: `${p.id}#` }, scope);
       } catch (err) {
         throw readFailure(new Map([[key, err]]), this.target, scope.signal);
       }
@@ -365,8 +454,19 @@ export class SagaIndex<Row extends SagaRow = SagaRow> {
   }
 }
 
-/** A short description of a state: its phase and layouts ("migrating: legacy -> sharded(16)"). */
+/** Whether a saga in `sagaState` counts as open (an absent state: a new saga, open). */
+function sagaIsOpen(sagaState: string | undefined): boolean {
+  if (sagaState === undefined) return true;
+  if (typeof sagaState !== 'string') throw new TypeError(`sagaState must be a string, got ${typeof sagaState}`);
+  return OPEN_STATES.includes(sagaState);
+}
+
+/**
+ * A short description of a state: its phase and layouts ("migrating: legacy -> sharded(16)"),
+ * and the open-saga index's state unless it is off (", open index adding(16)").
+ */
 export function describeState(state: ControlState): string {
   const moving = state.movingTo === null ? '' : ` -> ${layoutName(state.movingTo)}`;
-  return `${state.phase}: ${layoutName(state.layout)}${moving} (${state.condition}, version ${state.version})`;
+  const open = state.openIndex.state === 'off' ? '' : `, open index ${openIndexName(state.openIndex)}`;
+  return `${state.phase}: ${layoutName(state.layout)}${moving}${open} (${state.condition}, version ${state.version})`;
 }

@@ -11,7 +11,17 @@ export {
   NEVER_MIGRATED,
 } from './routing.js';
 export { ControlStateCache, readControlState } from './control.js';
-export { LEGACY_GSI4PK, gsi4sk, parseGsi4pk, parseGsi4sk, person, shardedGsi4pk } from './keys.js';
+export {
+  LEGACY_GSI4PK,
+  allOpenIndexPks,
+  gsi4sk,
+  openIndexKeyFor,
+  openIndexPk,
+  parseGsi4pk,
+  parseGsi4sk,
+  person,
+  shardedGsi4pk,
+} from './keys.js';
 export { keyFor } from './layout.js';
 export { validateShardCount } from './shard.js';
 export { compareCodePoints, orderRows } from './reads.js';

@@ -2,13 +2,21 @@
 //   legacy GSI4PK   "RenewalSaga"
 //   sharded GSI4PK  "RenewalSaga#" + shard        (decimal, no padding)
 //   GSI4SK          personId + "#" + openedAt     (unchanged by sharding)
+//   OpenSagaPK      "RenewalSagaOpen#" + shard    (the sparse open-saga index; only open sagas
+//                                                  carry it, shard under the open index's own N)
 import { InvalidKeyError } from './errors.js';
 import { quoted, shown, validatePersonId } from './person.js';
-import { MAX_SHARD_COUNT, shardHashOfValid } from './shard.js';
+import { MAX_SHARD_COUNT, shardHashOfValid, validateShardCount } from './shard.js';
 
 export const LEGACY_GSI4PK = 'RenewalSaga';
 const SHARD_PREFIX = `${LEGACY_GSI4PK}#`;
 const SHARD_SUFFIX = /^(0|[1-9][0-9]{0,3})$/;
+
+/** The sparse open-saga index: a GSI beside GSI4 that only open sagas are in. */
+export const OPEN_INDEX_NAME = 'renewal-saga-open-index';
+/** Its partition key attribute; its sort key is GSI4SK, so it is read in GSI4's order. */
+export const OPEN_INDEX_PARTITION_KEY = 'OpenSagaPK';
+export const OPEN_INDEX_KEY_PREFIX = 'RenewalSagaOpen#';
 /** A personId validated once and hashed once: every layout's key is arithmetic on the hash. */
 export interface Person {
   readonly id: string;
@@ -27,6 +35,21 @@ export function shardedGsi4pk(shard: number): string {
     );
   }
   return `${SHARD_PREFIX}${shard}`;
+}
+
+/** The open index's partition key of shard `shard`: "RenewalSagaOpen#" + decimal shard number. */
+export function openIndexPk(shard: number): string {
+  return OPEN_INDEX_KEY_PREFIX + shardedGsi4pk(shard).slice(SHARD_PREFIX.length);
+}
+
+/** The OpenSagaPK of a person's open sagas under the open index's N: GSI4's shard under that N. */
+export function openIndexKeyFor(p: Person, shardCount: number): string {
+  return openIndexPk(p.hash % validateShardCount(shardCount));
+}
+
+/** Every partition key of the open index under its N, shard 0 first. */
+export function allOpenIndexPks(shardCount: number): string[] {
+  return Array.from({ length: validateShardCount(shardCount) }, (_, s) => openIndexPk(s));
 }
 
 /** null for the legacy key, the shard number for a sharded key; anything else throws. */

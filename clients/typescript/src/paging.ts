@@ -70,7 +70,7 @@ export async function readPage(
     if (cursor.of !== of) throw new InvalidCursorError(`the cursor is one of the '${cursor.of}' enumeration, not of '${of}'`);
     index = partitions.indexOf(cursor.position.at);
     if (index < 0) throw new InvalidCursorError(`the cursor's partition '${cursor.position.at}' is not one this plan reads`);
-    after = cursor.position.after === null ? undefined : startKey(cursor.position.after);
+    after = cursor.position.after === null ? undefined : startKey(cursor.position.after, target.partitionKey);
   }
   const rows: RawItem[] = [];
   const requestOptions = signal === undefined ? undefined : { abortSignal: signal };
@@ -78,7 +78,7 @@ export async function readPage(
     const partition = partitions[index] as string;
     const wanted = limit - rows.length;
     const input = {
-      ...queryInput(target, { gsi4pk: partition, openOnly: of === 'open' }),
+      ...queryInput(target, { partition, openOnly: of === 'open' }),
       Limit: Math.min(wanted, target.pageSize ?? wanted),
       ...(after === undefined ? {} : { ExclusiveStartKey: after }),
     };
@@ -99,5 +99,5 @@ export async function readPage(
   }
   if (index === partitions.length) return { rows, cursor: null };
   const at = partitions[index] as string;
-  return { rows, cursor: encodeCursor(of, fingerprint, { at, after: after === undefined ? null : positionOf(after) }) };
+  return { rows, cursor: encodeCursor(of, fingerprint, { at, after: after === undefined ? null : positionOf(after, target.partitionKey) }) };
 }

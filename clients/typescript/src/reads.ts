@@ -16,12 +16,15 @@ export interface QueryTarget {
   readonly client: Send;
   readonly tableName: string;
   readonly indexName: string;
+  /** The index's partition key attribute: GSI4PK (the default), or the open index's OpenSagaPK. */
+  readonly partitionKey?: string | undefined;
   /** Limit of each Query page (tests; DynamoDB's own 1 MB page otherwise). */
   readonly pageSize?: number | undefined;
 }
 
 export interface PartitionQuery {
-  readonly gsi4pk: string;
+  /** The partition key's value: a GSI4PK, or an OpenSagaPK on the open index. */
+  readonly partition: string;
   /** Only GSI4SK values starting with this (a person's reads). */
   readonly prefix?: string;
   /** Only rows in an open state, filtered by DynamoDB (it still charges for what it filters). */
@@ -29,8 +32,8 @@ export interface PartitionQuery {
 }
 
 export function queryInput(target: QueryTarget, query: PartitionQuery): QueryCommand['input'] {
-  const names: Record<string, string> = { '#pk': 'GSI4PK' };
-  const values: Record<string, AttributeValue> = { ':pk': { S: query.gsi4pk } };
+  const names: Record<string, string> = { '#pk': target.partitionKey ?? 'GSI4PK' };
+  const values: Record<string, AttributeValue> = { ':pk': { S: query.partition } };
   let condition = '#pk = :pk';
   if (query.prefix !== undefined) {
     names['#sk'] = 'GSI4SK';
@@ -173,7 +176,7 @@ export async function* stagePages(
   };
   const start = (slot: number): void => {
     const key = keys[next++] as string;
-    advance(slot, key, partitionPages(target, { gsi4pk: key, openOnly: options.openOnly }, scope));
+    advance(slot, key, partitionPages(target, { partition: key, openOnly: options.openOnly }, scope));
   };
   try {
     for (let slot = 0; slot < Math.min(options.limit, keys.length); slot++) start(slot);

@@ -10,6 +10,8 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { ControlItemInvalidError, InvalidShardCountError, type RefusalKind } from './errors.js';
 import { LEGACY, layoutName, phaseOf, sameLayout, sharded, type Layout, type Phase } from './layout.js';
+import { validateShardCount } from './shard.js';
+import { OPEN_INDEX_OFF, openIndexName, sameOpenIndex, type OpenIndex, type OpenIndexState } from './open-index.js';
 import {
   COMPLETION,
   CONTROLS,
@@ -46,7 +48,7 @@ export interface RecordAttribute {
   readonly value: ValueKind;
   readonly optional: boolean;
   readonly requiredWith: string | null;
-  readonly absent: null | boolean | readonly string[];
+  readonly absent: AttributeSpec['absent'];
   readonly count: string | null;
 }
 
@@ -84,6 +86,9 @@ export interface Transition {
   readonly effectiveAtMs: number;
   readonly checksPassed: readonly string[];
   readonly checksForced: readonly string[];
+  /** The open-saga index's state after this transition, and before it (absent reads as off). */
+  readonly openIndex: OpenIndex;
+  readonly previousOpenIndex: OpenIndex;
 }
 
 export interface Lease {
@@ -149,6 +154,7 @@ function readAttribute(item: Item, a: AttributeSpec, required: boolean): unknown
     if (layout === null && required) refuse('missing', a.name, `${a.name} is missing`);
     return layout;
   }
+  if (a.value === 'openIndex') return parseOpenIndex(item, a.name, a.count ?? '');
   const value = get(item, a.name);
   if (value === undefined && !required) return a.absent;
   switch (a.value) {
@@ -267,6 +273,21 @@ export function parseTransition(item: Item): Transition {
         'state would not see what its writers stamp',
     );
   }
+  const openIndex = values.get('openIndex') as OpenIndex;
+  const previousOpenIndex = values.get('previousOpenIndex') as OpenIndex;
+  // A transition changes the layout or the open index, never both: a reader that learns of one
+  // change at a time then never meets a state mixing two unsettled switches.
+  if (
+    !sameOpenIndex(openIndex, previousOpenIndex) &&
+    !(sameLayout(layout, previousLayout) && sameLayout(movingTo, previousMovingTo))
+  ) {
+    refuse(
+      'inconsistent',
+      'openIndex',
+      'openIndex: a transition changes the layout or the open index, never both: this one changes ' +
+        `the open index (${openIndexName(previousOpenIndex)} -> ${openIndexName(openIndex)}) and the layout together`,
+    );
+  }
   const stored = get(item, 'phase');
   if (stored?.S !== phase) {
     refuse(
@@ -291,6 +312,8 @@ export function parseTransition(item: Item): Transition {
     effectiveAtMs: Date.parse(effectiveAt),
     checksPassed: values.get('checksPassed') as string[],
     checksForced: values.get('checksForced') as string[],
+    openIndex,
+    previousOpenIndex,
   };
 }
 
@@ -337,6 +360,34 @@ function parseLayout(item: Item, kindName: string, countName: string): Layout | 
     kindName,
     `${kindName} must be 'legacy' or 'sharded', got ${shown(kind)}`,
   );
+}
+
+/** The open index's state and N; an item without the state (or with `off`) reads as off. */
+function parseOpenIndex(item: Item, kindName: string, countName: string): OpenIndex {
+  const kind = get(item, kindName);
+  const count = get(item, countName);
+  if (kind === undefined || kind.S === 'off') {
+    if (count !== undefined) {
+      refuse('unexpected', countName, `${countName} must be absent while ${kindName} is off`);
+    }
+    return OPEN_INDEX_OFF;
+  }
+  // Exactly a word writers write: no trimming or case folding.
+  const states: readonly string[] = GRAMMAR.openIndexStates;
+  if (kind.S === undefined || !states.includes(kind.S)) {
+    refuse(
+      kind.S === undefined ? 'wrong-type' : 'invalid-value',
+      kindName,
+      `${kindName} must be one of ${states.join(', ')}, got ${shown(kind)}`,
+    );
+  }
+  const n = int(count, countName);
+  try {
+    return Object.freeze({ state: kind.S as OpenIndexState, shardCount: validateShardCount(n) });
+  } catch (err) {
+    if (err instanceof InvalidShardCountError) refuse('invalid-value', countName, `${countName}: ${err.message}`);
+    throw err;
+  }
 }
 
 /** An N's text under the grammar (a plain decimal literal); anything else is refused. */

@@ -3,11 +3,16 @@
 //   writers  stamp the state's prior write layout until its effectiveAt (by the writer's own
 //            wall clock), and the target layout (movingTo, else the current one) from then on
 //   readers  read the source (current) layout first, then the target, de-duplicated on (PK, SK)
+// The open-saga index follows the same switch (open-index.ts): writers stamp OpenSagaPK on open
+// sagas as the previous state did until effectiveAt, as the new state does from then on;
+// enumerations of open sagas read the open index's keys only while the state is `open`, else
+// GSI4's. By-person reads always read GSI4.
 // Writers wait because a process that has not re-read the record since the move opened still
 // reads only the previous state's layouts; until effectiveAt such a process may exist.
 import { ControlRecordInvalidError } from './errors.js';
 import { keyFor, LEGACY, layoutName, partitions, sameLayout, type Layout, type Phase } from './layout.js';
 import type { Person } from './keys.js';
+import { OPEN_INDEX_OFF, openKeyFor, openPartitions, readsOpenIndex, stamps, type OpenIndex } from './open-index.js';
 import type { StateRecord, Transition } from './record.js';
 
 export type RecordCondition = 'present' | 'never-migrated' | 'missing';
@@ -27,6 +32,9 @@ export interface ControlState {
   readonly priorWrite: Layout;
   readonly effectiveAt: string | null;
   readonly effectiveAtMs: number | null;
+  /** The open-saga index's state (off when never migrated), and the state before it. */
+  readonly openIndex: OpenIndex;
+  readonly previousOpenIndex: OpenIndex;
   /** The STATE item's attributes (present only); the newest HISTORY item's transition (missing). */
   readonly record: StateRecord | null;
   readonly transition: Transition | null;
@@ -43,6 +51,8 @@ export const NEVER_MIGRATED: ControlState = Object.freeze({
   priorWrite: LEGACY,
   effectiveAt: null,
   effectiveAtMs: null,
+  openIndex: OPEN_INDEX_OFF,
+  previousOpenIndex: OPEN_INDEX_OFF,
   record: null,
   transition: null,
 });
@@ -93,6 +103,8 @@ function fromTransition(
     priorWrite: t.priorWrite,
     effectiveAt: t.effectiveAt,
     effectiveAtMs: t.effectiveAtMs,
+    openIndex: t.openIndex,
+    previousOpenIndex: t.previousOpenIndex,
     record,
     transition: t,
   });
@@ -106,6 +118,30 @@ export function writeLayout(state: ControlState, nowMs: number): Layout {
 
 export function writeKey(state: ControlState, p: Person, nowMs: number): string {
   return keyFor(writeLayout(state, nowMs), p);
+}
+
+/**
+ * The open index whose OpenSagaPK a writer whose wall clock reads `nowMs` stamps on an open saga
+ * (the previous state's until effectiveAt, as for the layout); null: it stamps none and removes any.
+ */
+export function openWriteIndex(state: ControlState, nowMs: number): OpenIndex | null {
+  const early = state.effectiveAtMs !== null && nowMs < state.effectiveAtMs;
+  const followed = early ? state.previousOpenIndex : state.openIndex;
+  return stamps(followed) ? followed : null;
+}
+
+/** The OpenSagaPK a writer stamps on this person's open saga rows now; null: none (remove it). */
+export function openWriteKey(state: ControlState, p: Person, nowMs: number): string | null {
+  const index = openWriteIndex(state, nowMs);
+  return index === null ? null : openKeyFor(index, p);
+}
+
+/**
+ * The OpenSagaPKs an enumeration of open sagas reads (one stage: rows never move between them),
+ * from the moment the state is read; null: it reads GSI4 (`enumerationStages`).
+ */
+export function openEnumerationKeys(state: ControlState): string[] | null {
+  return readsOpenIndex(state.openIndex) ? openPartitions(state.openIndex) : null;
 }
 
 /** The GSI4PKs a by-person read queries, in order: source, then target when it differs. */

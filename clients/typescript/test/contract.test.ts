@@ -21,8 +21,11 @@ import {
   type ControlState,
   type Item,
   type RefusalKind,
+  type Transition,
 } from '../src/internal.js';
 import { followedState, needsLostRecordProbe } from '../src/control.js';
+import { openIndexName } from '../src/open-index.js';
+import { openEnumerationKeys, openWriteKey } from '../src/routing.js';
 import { person } from '../src/keys.js';
 import { keyFor } from '../src/layout.js';
 import { RECORD_ATTRIBUTES, type RecordAttribute } from '../src/record.js';
@@ -73,6 +76,22 @@ interface Vectors {
   }[];
   grammar: typeof GRAMMAR;
   openStates: string[];
+  openIndex: {
+    name: string;
+    state: Item | null;
+    history: Item[];
+    now: string;
+    expect: {
+      condition: string;
+      version: number;
+      phase: string;
+      openIndex: string;
+      openIndexShardCount: number | null;
+      persons: { personId: string; openWriteKey: string | null }[];
+      openReadKeys: string[] | null;
+    };
+  }[];
+  openIndexRecords: (Vectors['records'][number] & { openIndex?: string | null })[];
   timing: {
     cacheSeconds: number;
     staleGraceSeconds: number;
@@ -103,27 +122,30 @@ describe('contract vectors: routing (every state, before and from effectiveAt)',
   }
 });
 
+/** A valid item parses to its phase and version (and `more` holds); an invalid one is refused
+ * with the Python reader's kind and attribute, its message naming the attribute. */
+function checkRecord(v: Vectors['records'][number], more: (transition: Transition) => void = () => undefined): void {
+  if (v.valid) {
+    const { transition } = parseStateItem(v.item);
+    assert.equal(transition.phase, v.phase);
+    assert.equal(transition.version, v.version);
+    more(transition);
+    return;
+  }
+  assert.throws(
+    () => parseStateItem(v.item),
+    (err: unknown) => {
+      assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
+      assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
+      assert.ok(err.message.includes(err.attribute), err.message);
+      return true;
+    },
+  );
+}
+
 describe('contract vectors: records (valid and invalid STATE items)', () => {
   assert.ok(vectors.records.some((r) => r.valid) && vectors.records.some((r) => !r.valid));
-  for (const v of vectors.records) {
-    test(v.name, () => {
-      if (v.valid) {
-        const { transition } = parseStateItem(v.item);
-        assert.equal(transition.phase, v.phase);
-        assert.equal(transition.version, v.version);
-      } else {
-        assert.throws(
-          () => parseStateItem(v.item),
-          (err: unknown) => {
-            assert.ok(err instanceof ControlItemInvalidError, `not a refusal: ${String(err)}`);
-            assert.deepEqual({ kind: err.kind, attribute: err.attribute }, v.refusal);
-            assert.ok(err.message.includes(err.attribute), err.message);
-            return true;
-          },
-        );
-      }
-    });
-  }
+  for (const v of vectors.records) test(v.name, () => checkRecord(v));
 });
 
 test('contract vectors: the record attributes this parser knows are the Python table', () => {
@@ -188,6 +210,47 @@ describe('contract vectors: the one missing-record rule (STATE, HISTORY applied,
       assert.deepEqual(enumerationStages(state), v.expect.stages);
       assert.equal(needsLostRecordProbe(state), v.expect.probe);
     });
+  }
+});
+
+describe('contract vectors: the open-saga index (every state, before and from effectiveAt, a lost STATE)', () => {
+  assert.ok(vectors.openIndex.length > 0);
+  const states = new Set(vectors.openIndex.map((v) => v.expect.openIndex));
+  assert.deepEqual([...states].sort(), ['adding', 'off', 'open', 'removing']);
+  for (const v of vectors.openIndex) {
+    test(v.name, () => {
+      const state = followedState(v.state, v.history);
+      const nowMs = Date.parse(v.now);
+      assert.deepEqual(
+        {
+          condition: state.condition,
+          version: state.version,
+          phase: state.phase,
+          openIndex: state.openIndex.state,
+          openIndexShardCount: state.openIndex.shardCount,
+        },
+        {
+          condition: v.expect.condition,
+          version: v.expect.version,
+          phase: v.expect.phase,
+          openIndex: v.expect.openIndex,
+          openIndexShardCount: v.expect.openIndexShardCount,
+        },
+      );
+      const persons = v.expect.persons.map(({ personId }) => ({
+        personId,
+        openWriteKey: openWriteKey(state, person(personId), nowMs),
+      }));
+      assert.deepEqual(persons, v.expect.persons);
+      assert.deepEqual(openEnumerationKeys(state), v.expect.openReadKeys);
+    });
+  }
+});
+
+describe("contract vectors: the open-saga index's attributes (valid and invalid STATE items)", () => {
+  assert.ok(vectors.openIndexRecords.some((r) => r.valid) && vectors.openIndexRecords.some((r) => !r.valid));
+  for (const v of vectors.openIndexRecords) {
+    test(v.name, () => checkRecord(v, (t) => assert.equal(openIndexName(t.openIndex), v.openIndex)));
   }
 });
 

@@ -14,6 +14,8 @@ import {
 } from '../src/internal.js';
 import { followedState } from '../src/control.js';
 import { layoutName } from '../src/layout.js';
+import { openIndexName } from '../src/open-index.js';
+import { openEnumerationKeys, openWriteIndex } from '../src/routing.js';
 import { docsJson } from './vectors.js';
 
 type Outcome =
@@ -25,26 +27,39 @@ type Outcome =
         source: string;
         target: string;
         writes: string;
+        // The open-saga index's cases only: its state, the one writers stamp, the one read.
+        openIndex?: string;
+        openWrites?: string | null;
+        openReads?: string | null;
       };
     }
   | { refusal: { kind: string; attribute: string } }
   | { error: string };
 
+interface Base {
+  name: string;
+  state: Item | null;
+  history: Item[];
+}
+interface Case {
+  base: number;
+  item: 'state' | number;
+  set: Record<string, Item[string] | null>;
+  now: string;
+  expect: Outcome;
+}
 interface Corpus {
-  bases: { name: string; state: Item | null; history: Item[] }[];
-  cases: {
-    base: number;
-    item: 'state' | number;
-    set: Record<string, Item[string] | null>;
-    now: string;
-    expect: Outcome;
-  }[];
+  bases: Base[];
+  cases: Case[];
+  // Mutations of records in each open-saga index state, routed with the open index too.
+  openIndexBases: Base[];
+  openIndexCases: Case[];
 }
 
 const corpus = docsJson<Corpus>('contract-corpus.json');
 
-function mutated(c: Corpus['cases'][number]): { state: Item | null; history: Item[] } {
-  const base = corpus.bases[c.base];
+function mutated(bases: readonly Base[], c: Case): { state: Item | null; history: Item[] } {
+  const base = bases[c.base];
   assert.ok(base !== undefined, `no base ${c.base}`);
   const history = [...base.history];
   const original = c.item === 'state' ? base.state : history[c.item];
@@ -59,18 +74,28 @@ function mutated(c: Corpus['cases'][number]): { state: Item | null; history: Ite
   return { state: base.state, history };
 }
 
-function outcome(c: Corpus['cases'][number]): Outcome {
-  const { state, history } = mutated(c);
+function outcome(bases: readonly Base[], c: Case, withOpenIndex: boolean): Outcome {
+  const { state, history } = mutated(bases, c);
   try {
     const followed = followedState(state, history);
+    const nowMs = Date.parse(c.now);
+    const route = {
+      condition: followed.condition,
+      version: followed.version,
+      phase: followed.phase,
+      source: layoutName(followed.source),
+      target: layoutName(followed.target),
+      writes: layoutName(writeLayout(followed, nowMs)),
+    };
+    if (!withOpenIndex) return { route };
+    const writes = openWriteIndex(followed, nowMs);
+    const reads = openEnumerationKeys(followed) === null ? null : followed.openIndex;
     return {
       route: {
-        condition: followed.condition,
-        version: followed.version,
-        phase: followed.phase,
-        source: layoutName(followed.source),
-        target: layoutName(followed.target),
-        writes: layoutName(writeLayout(followed, Date.parse(c.now))),
+        ...route,
+        openIndex: openIndexName(followed.openIndex),
+        openWrites: writes === null ? null : openIndexName(writes),
+        openReads: reads === null ? null : openIndexName(reads),
       },
     };
   } catch (err) {
@@ -84,13 +109,12 @@ function outcome(c: Corpus['cases'][number]): Outcome {
   }
 }
 
-describe('contract corpus: every mutated record read as the Python reader reads it', () => {
-  assert.ok(corpus.cases.length >= 1000, 'the corpus is a few thousand cases');
-  corpus.bases.forEach((base, index) => {
-    const cases = corpus.cases.filter((c) => c.base === index);
+function suite(bases: readonly Base[], all: readonly Case[], withOpenIndex: boolean): void {
+  bases.forEach((base, index) => {
+    const cases = all.filter((c) => c.base === index);
     test(`${base.name} (${cases.length} mutations)`, () => {
       const disagreements = cases
-        .map((c) => ({ c, got: outcome(c) }))
+        .map((c) => ({ c, got: outcome(bases, c, withOpenIndex) }))
         .filter(({ c, got }) => !isDeepStrictEqual(got, c.expect))
         .map(
           ({ c, got }) =>
@@ -100,4 +124,14 @@ describe('contract corpus: every mutated record read as the Python reader reads 
       assert.deepEqual(disagreements, [], `${disagreements.length} of ${cases.length} disagree`);
     });
   });
+}
+
+describe('contract corpus: every mutated record read as the Python reader reads it', () => {
+  assert.ok(corpus.cases.length >= 1000, 'the corpus is a few thousand cases');
+  suite(corpus.bases, corpus.cases, false);
+});
+
+describe("contract corpus: every mutated record of the open-saga index's states", () => {
+  assert.ok(corpus.openIndexCases.length >= 500, 'the open index has its own cases');
+  suite(corpus.openIndexBases, corpus.openIndexCases, true);
 });

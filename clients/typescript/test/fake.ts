@@ -1,9 +1,12 @@
-// A fake DynamoDBClient: send() answers GetItem and Query (table and GSI4) from items in
+// A fake DynamoDBClient: send() answers GetItem and Query (table, GSI4, open index) from items in
 // memory, pages by Limit (then applies the open-state FilterExpression, as DynamoDB does), honours
 // the abortSignal option, and lets a test fail, hold or count requests.
 import { GetItemCommand, QueryCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 
 export type Item = Record<string, AttributeValue>;
+
+/** The sparse open-saga index's name (the package's default). */
+export const OPEN_INDEX = 'renewal-saga-open-index';
 
 export class FakeDynamo {
   items: Item[] = [];
@@ -62,12 +65,17 @@ export class FakeDynamo {
     const pk = values[':pk']?.S ?? '';
     const prefix = values[':prefix']?.S;
     let rows: Item[];
+    // Each index's partition key: GSI4PK, or OpenSagaPK on the sparse open index (a row without
+    // the attribute is not in that index at all, as in DynamoDB).
+    const pkName = input.IndexName === OPEN_INDEX ? 'OpenSagaPK' : 'GSI4PK';
     if (input.IndexName !== undefined) {
       const failure = this.failQueryOf.get(pk);
       if (failure !== undefined) throw failure;
       if (input.ConsistentRead === true) throw new Error('a GSI cannot be read consistently');
+      const named = input.ExpressionAttributeNames?.['#pk'];
+      if (named !== pkName) throw new Error(`index ${input.IndexName} is keyed on ${pkName}, the Query names ${named}`);
       rows = this.items
-        .filter((i) => i.GSI4PK?.S === pk && (prefix === undefined || (i.GSI4SK?.S ?? '').startsWith(prefix)))
+        .filter((i) => i[pkName]?.S === pk && (prefix === undefined || (i.GSI4SK?.S ?? '').startsWith(prefix)))
         .sort((a, b) => compareTuples(gsiOrder(a), gsiOrder(b)));
     } else {
       rows = this.items
@@ -96,7 +104,7 @@ export class FakeDynamo {
       page = page.filter((i) => states.includes(i.state?.S));
     }
     if (!more || lastEvaluated === undefined) return { Items: page };
-    const names = input.IndexName !== undefined ? ['GSI4PK', 'GSI4SK', 'PK', 'SK'] : ['PK', 'SK'];
+    const names = input.IndexName !== undefined ? [pkName, 'GSI4SK', 'PK', 'SK'] : ['PK', 'SK'];
     const lastKey = Object.fromEntries(names.map((n) => [n, lastEvaluated[n] ?? { S: '' }]));
     return { Items: page, LastEvaluatedKey: lastKey };
   }

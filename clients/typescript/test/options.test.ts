@@ -176,6 +176,8 @@ describe('the public surface', () => {
       'MAX_PAGE_LIMIT',
       'MAX_SHARD_COUNT',
       'MAX_SORT_KEY_BYTES',
+      'OPEN_INDEX_NAME',
+      'OPEN_INDEX_PARTITION_KEY',
       'OPEN_STATES',
       'PagingDuringMoveError',
       'RETRY_AFTER_SECONDS',
@@ -186,6 +188,7 @@ describe('the public surface', () => {
       'SagaIndexError',
       'describeState',
       'layoutName',
+      'openIndexName',
       'shardOf',
       'validatePersonId',
     ]);

@@ -5,7 +5,11 @@ import {
   InvalidPersonIdError,
   InvalidShardCountError,
   LEGACY_GSI4PK,
+  allOpenIndexPks,
   gsi4sk,
+  openIndexKeyFor,
+  openIndexPk,
+  person,
   parseGsi4pk,
   parseGsi4sk,
   shardOf,
@@ -35,6 +39,24 @@ describe('the shard contract (docs/shard-vectors.json)', () => {
       assert.equal(shardedGsi4pk(shardOf(v.personId, v.shardCount)), v.gsi4pk, v.note);
       assert.equal(parseGsi4pk(v.gsi4pk), v.shard);
     }
+  });
+
+  test("every vector: the open index's key is GSI4's shard under the open index's N", () => {
+    for (const v of vectors) {
+      const key = openIndexKeyFor(person(v.personId), v.shardCount);
+      assert.equal(key, `RenewalSagaOpen#${v.shard}`, v.note);
+      assert.equal(key.slice('RenewalSagaOpen#'.length), v.gsi4pk.slice('RenewalSaga#'.length), v.note);
+    }
+  });
+
+  test("the open index's keys: one per shard, shard 0 first; bad N and shards refused", () => {
+    assert.deepEqual(allOpenIndexPks(4), ['RenewalSagaOpen#0', 'RenewalSagaOpen#1', 'RenewalSagaOpen#2', 'RenewalSagaOpen#3']);
+    assert.equal(allOpenIndexPks(1024).length, 1024);
+    assert.equal(openIndexPk(1023), 'RenewalSagaOpen#1023');
+    assert.throws(() => openIndexPk(1024), InvalidKeyError);
+    assert.throws(() => openIndexPk(-1), InvalidKeyError);
+    assert.throws(() => allOpenIndexPks(12), InvalidShardCountError);
+    assert.throws(() => openIndexKeyFor(person('p-1'), 3), InvalidShardCountError);
   });
 
   test('NFC and NFD are different people', () => {

@@ -12,6 +12,9 @@ partitions before it, in the plan's order, are done) and `after` the last key re
 Query's ExclusiveStartKey), null when none of it was read yet. `plan` is the fingerprint of the
 key plan the cursor was taken under: a cursor is only ever resumed under the same stages, so a
 switch of layout (a new N, the end of a move) refuses it instead of skipping or repeating rows.
+On the sparse open-saga index the "GSI4PK" slot holds the value of its partition key,
+OpenSagaPK (the plan's "RenewalSagaOpen#<n>" keys tell the two indexes apart; the repository
+renames the attribute in the Query's keys), so one format serves both.
 """
 
 from __future__ import annotations

@@ -205,13 +205,14 @@ class SagaRepository:
             )
             request["Limit"] = min(wanted, self.page_size or wanted)
             if start is not None:
-                request["ExclusiveStartKey"] = start
+                request["ExclusiveStartKey"] = _renamed(start, to_open=open_keys is not None)
             try:
                 page = self.client.query(**request)
             except (ClientError, BotoCoreError) as err:
                 raise EnumerationError({partition: err}) from err
             rows = [deserialize(raw) for raw in page.get("Items", [])]
-            return rows, page.get("LastEvaluatedKey") or None
+            last = page.get("LastEvaluatedKey") or None
+            return rows, None if last is None else _renamed(last, to_open=False)
 
         # A cursor names the plan it was taken under: one of GSI4's keys is refused once reads
         # switched to the open index (CursorLayoutChangedError), and the reverse.
@@ -307,6 +308,18 @@ class SagaRepository:
         return ReadResult(
             items=items, requests=requests, partitions=partitions, anomalies=anomalies
         )
+
+
+def _renamed(key: Mapping[str, Any], *, to_open: bool) -> dict[str, Any]:
+    """A page's key with its partition key under the cursor's name for it, "GSI4PK" (one cursor
+    format for both indexes: the plan's keys tell them apart), or (`to_open`) under the open
+    index's OpenSagaPK, as a Query of that index takes its ExclusiveStartKey."""
+    source, target = (
+        (names.INDEX_PARTITION_KEY, names.OPEN_INDEX_PARTITION_KEY)
+        if to_open
+        else (names.OPEN_INDEX_PARTITION_KEY, names.INDEX_PARTITION_KEY)
+    )
+    return {(target if name == source else name): value for name, value in key.items()}
 
 
 def _sort_key_person(item: Mapping[str, Any]) -> str | None:
