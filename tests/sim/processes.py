@@ -7,9 +7,10 @@
   worker    a backfill run: the real lease (take_run), the real segment loop (run_segment, the
             row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
             second task of the same process, the real read-back and release
-  stamper   the open-saga index's backfill (`open_index_backfill`, as `saga-index open-index
-            backfill` runs it): its settled-switch wait, its conditional stamps and removals,
-            its stop when the open index moves
+  stamper   the open-saga index's backfill (`saga-index open-index backfill`): the worker's
+            steps with a request of kind open-index, its direction the open index's state's
+            (stamp in adding, remove in removing), the lease waiting for the settled switch,
+            the open-index verification and release
   drift     the real DriftChecker against the record's state, now and then
   operator  the real change_phase, choosing its completion checks as for the CLI (runbook.py)
 
@@ -27,22 +28,30 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import OPEN_STATES, InvalidInputError, RetryLaterError, SagaIndexError, keys
+from saga_index.index import OPEN_STATES, SagaIndexError, keys
 from saga_index.index.model import ALL_STATES
 from saga_index.layout_change.backfill import (
     BackfillRequest,
+    OpenVerify,
     TokenBucket,
     finish_backfill,
-    open_index_backfill,
     run_segment,
 )
 from saga_index.layout_change.backfill.keeper import LeaseKeeper, release_with_completion, take_run
-from saga_index.layout_change.backfill.open_stamps import OpenStampsStoppedError
+from saga_index.layout_change.backfill.open_readback import finish_open_index, release_run
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
-from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore
+from saga_index.layout_change.lease import (
+    LeaseDirectionError,
+    LeaseLostError,
+    open_index_direction,
+)
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    BackfillKind,
+    ControlProvider,
+    ControlStore,
+)
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
-from saga_index.store.dynamo import ScanOptions
 from saga_index.store.plan import KEEP_OPEN_KEY
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
@@ -55,13 +64,10 @@ if TYPE_CHECKING:
 EXPECTED_ERRORS = (SagaIndexError, ClientError, BotoCoreError)
 READ_PAGE_SIZE = 3
 SCAN_PAGE_SIZE = 2
-# The open-index backfill's Scan pacing: far above what the simulated table's pages cost, so
-# its read limiter (which keeps the real monotonic clock: the backfill does not hand it one)
-# never asks for a wait the virtual clock would have to schedule. Its write rate is paced on
-# the process's virtual clocks (Scenario.backfill_rate).
-OPEN_STAMP_SCAN_RATE = 1_000_000.0
-# A wait shorter than this is not scheduled (see OPEN_STAMP_SCAN_RATE).
-SHORTEST_WAIT_SECONDS = 0.001
+# The open-index run's verification: the CLI's re-check delay (waited on the process's virtual
+# clock), and a Scan pace far above what the simulated table's pages cost, so that its read
+# limiter (on the real monotonic clock: the verification keeps its own) never waits.
+OPEN_VERIFY = OpenVerify(read_units_per_second=1_000_000.0)
 
 
 @dataclass
@@ -210,20 +216,30 @@ class _VirtualDone:
 
 def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     """A local backfill run, the steps of backfill_locally, with its heartbeat on a second task
-    of the same process (so a pause stops both, as SIGSTOP does)."""
-    direction = BackfillDirection.parse(process.settings["direction"])
+    of the same process (so a pause stops both, as SIGSTOP does). A stamper is the same run of
+    kind open-index, its direction the open index's state's (as the CLI's command takes it)."""
+    kind = BackfillKind.OPEN_INDEX if process.role == "stamper" else BackfillKind.LAYOUT
     rate = sim.scenario.backfill_rate
 
     def body() -> None:
         client = sim.table.client_for(process.name)
         store = ControlStore(client, TABLE)
+        if kind is BackfillKind.OPEN_INDEX:
+            direction = _open_direction(sim, process, task, store)
+            if direction is None:
+                return
+        else:
+            direction = BackfillDirection.parse(process.settings["direction"])
         request = BackfillRequest(
             direction=direction,
+            kind=kind,
             total_segments=sim.scenario.segments,
             max_writes_per_second=rate,
             dry_run=False,
         )
         token = f"sim-{process.rng.getrandbits(64):016x}"
+        # An open-index run's lease waits for its state's settled switch (effectiveAt + margin).
+        timing = {"timing": sim.timing} if kind is BackfillKind.OPEN_INDEX else {}
         while True:
             try:
                 ticket, state = take_run(
@@ -235,6 +251,7 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                     ttl_seconds=sim.lease_ttl,
                     # Fence slots are armed only for the transactional fence that checks them.
                     arm=sim.scenario.fence == "transactional",
+                    **timing,
                 )
                 break
             except EXPECTED_ERRORS as err:
@@ -245,7 +262,12 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         sim.note(process.name, f"lease taken: {ticket.move().describe()} v{state.version}")
         stop = threading.Event()
         bucket = TokenBucket(rate, clock=process.clock.monotonic, sleep=task.sleep)
-        fence = _fence(sim, process, task, client, token, state.version)
+        try:
+            fence = _fence(sim, process, task, client, token, state.version)
+        except EXPECTED_ERRORS as err:
+            # The command exits (its lease left to expire); the operator runs it again.
+            sim.note(process.name, f"fence not built, run not started: {type(err).__name__}")
+            return
         beat_task = sim.add_task(process, "heartbeat", lambda t: _heartbeat_loop(sim, process, t))
         keeper = LeaseKeeper(
             store,
@@ -281,6 +303,9 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         if keeper.lost is not None or any(r is None or not r.done for r in results):
             sim.note(process.name, f"run stopped: {keeper.lost}")
             return
+        if kind is BackfillKind.OPEN_INDEX:
+            _finish_open(sim, process, task, client, store, request, results, ticket)
+            return
         for _attempt in range(5):  # the state machine retries its verify step
             try:
                 summary = finish_backfill(
@@ -309,6 +334,56 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             return
 
     return body
+
+
+def _open_direction(
+    sim: Simulation, process: Process, task: Task, store: ControlStore
+) -> BackfillDirection | None:
+    """The open-index run's direction, from the record as the command reads it (None: the open
+    index is off, the command's refusal)."""
+    while True:
+        try:
+            return open_index_direction(store.read())
+        except LeaseDirectionError as err:
+            sim.note(process.name, f"open index backfill refused: {err}")
+            return None
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"record read failed: {type(err).__name__}")
+            task.sleep(3.0)
+
+
+def _finish_open(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    client: Any,
+    store: ControlStore,
+    request: BackfillRequest,
+    results: list[Any],
+    ticket: Any,
+) -> None:
+    """backfill_locally's end of an open-index run: verify the open index, release the lease."""
+    for _attempt in range(5):
+        try:
+            summary = finish_open_index(
+                client, TABLE, request, results, ticket, options=OPEN_VERIFY, sleep=task.sleep
+            )
+            release_run(store, ticket, summary, clock=process.clock.wall)
+        except LeaseLostError as err:
+            sim.note(process.name, f"release refused: {err}")
+            return
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"open index verify or release failed: {type(err).__name__}")
+            task.sleep(5.0)
+            continue
+        verification = summary.verification
+        sim.note(
+            process.name,
+            f"open index run released: complete={summary.complete} "
+            f"verified={summary.verified} restamped={summary.restamped} "
+            f"({'' if verification is None else verification.message})",
+        )
+        return
 
 
 def _fence(
@@ -373,57 +448,6 @@ def _heartbeat_loop(sim: Simulation, process: Process, task: Task) -> None:
         task.sleep(0.1)
         keeper = process.settings.get("keeper")
     keeper._beat()  # the real loop: every poll_seconds, LeaseLostError stops the run
-
-
-def open_stamper(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
-    """`saga-index open-index backfill` run until it reports: "not yet" (before the state's
-    effectiveAt plus the in-flight margin) waits for the time it names, a failed run starts
-    again from the beginning (as the runbook says), a stop (the open index moved) ends it."""
-
-    def sleep(seconds: float) -> None:
-        if seconds >= SHORTEST_WAIT_SECONDS:
-            task.sleep(seconds)
-
-    def body() -> None:
-        client = sim.table.client_for(process.name)
-        store = ControlStore(client, TABLE)
-        scan = ScanOptions(
-            segments=sim.scenario.segments,
-            read_units_per_second=OPEN_STAMP_SCAN_RATE,
-            page_size=SCAN_PAGE_SIZE,
-        )
-        while True:
-            try:
-                report = open_index_backfill(
-                    store,
-                    max_writes_per_second=sim.scenario.backfill_rate,
-                    scan=scan,
-                    clock=process.clock.wall,
-                    timing=sim.timing,
-                    monotonic=process.clock.monotonic,
-                    sleep=sleep,
-                )
-            except OpenStampsStoppedError as err:
-                sim.note(process.name, f"open index backfill stopped: {err}")
-                return
-            except RetryLaterError as err:
-                sim.note(process.name, f"open index backfill not yet: {err}")
-                wait = 5.0
-                if err.retry_at is not None:
-                    wait = (err.retry_at - process.clock.wall()).total_seconds()
-                task.sleep(max(0.5, wait))
-                continue
-            except InvalidInputError as err:
-                sim.note(process.name, f"open index backfill refused: {err}")
-                return
-            except EXPECTED_ERRORS as err:
-                sim.note(process.name, f"open index backfill failed: {type(err).__name__}")
-                task.sleep(5.0)
-                continue
-            sim.note(process.name, f"open index backfill done: {report.to_json()}")
-            return
-
-    return body
 
 
 def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:

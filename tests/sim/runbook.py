@@ -13,8 +13,9 @@ rolls back.
 
 The open-saga index's plans (OPEN_PLANS) drive `saga-index open-index set` the same way, through
 its real operation (`change_open_index`: readiness from DescribeTable, the settled switch, the
-parity or no-keys check of a completing move): `adding`, then the open-index backfill
-(`open_index_backfill`, which waits for the settled switch itself), then `open` the moment the
+parity or no-keys check of a completing move): `adding`, then the open-index backfill (the
+worker's run of kind open-index, as `saga-index open-index backfill` runs it on the layout
+backfill's machinery: its lease waits for the settled switch), then `open` the moment the
 run ended; refused by its check, the backfill runs again. "open-abort" sets `removing` while the
 stamping run goes, runs the removing backfill, then `off`. Scenario.open_completion "forced" is
 the known-bad runbook: `open` forced (--force: no parity check) as soon as the settled switch

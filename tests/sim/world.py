@@ -488,7 +488,7 @@ _BODIES: dict[str, Callable[..., Callable[[], None]]] = {
     "reader": processes.reader,
     "writer": processes.writer,
     "worker": processes.worker,
-    "stamper": processes.open_stamper,
+    "stamper": processes.worker,
     "drift": processes.drift_guard,
     "operator": runbook.operator,
 }
