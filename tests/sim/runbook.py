@@ -240,8 +240,8 @@ def _open_plan(
         if forced and state is ADDING:
             continue  # the known-bad runbook: `open` at once, forced, the run still going
         if sim.scenario.plan == "open-abort" and number == 0:
-            # Roll back while the stamping run goes (it starts at effectiveAt plus the margin):
-            # it must stop at its next page.
+            # Roll back while the stamping run goes (its lease waits for effectiveAt plus the
+            # margin): the run loses its lease to the new version and must write nothing more.
             settles = (
                 sim.timing.effective_delay.total_seconds() + sim.timing.in_flight_margin_seconds
             )

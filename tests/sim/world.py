@@ -98,10 +98,10 @@ class Scenario:
     # the backfill not waited for (runbook.py); close_removes_open_key False: writers that
     # leave OpenSagaPK on the sagas they close (processes.KeepsOpenKeyOnClose).
     open_shards: int = 4
-    # How long the operator waits, faults still on, after the open-index plan's last move.
-    open_linger_seconds: float = 60.0
     open_completion: str = "checked"
     close_removes_open_key: bool = True
+    # How long the operator waits, faults still on, after the open-index plan's last move.
+    open_linger_seconds: float = 60.0
     max_steps: int = 60000
     max_seconds: float = 2400.0
     quiet_seconds: float = 150.0
