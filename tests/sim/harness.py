@@ -20,7 +20,7 @@ from unittest import mock
 
 from moto import mock_aws
 
-from tests.support import moto_responses
+from tests.support import moto_responses, moto_values
 
 if TYPE_CHECKING:
     from tests.sim.outcome import Outcome
@@ -53,8 +53,9 @@ class SerialExecutor:
 
 @contextlib.contextmanager
 def simulated_aws() -> Iterator[None]:
-    # `python -m tests.sim` runs without tests/conftest.py, which installs this for pytest.
+    # `python -m tests.sim` runs without tests/conftest.py, which installs these for pytest.
     moto_responses.install()
+    moto_values.install()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
