@@ -13,7 +13,8 @@ from typing import Any
 
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.keeper import release_with_completion
-from saga_index.layout_change.backfill.summary import BackfillSummary, VerificationResult, summarise
+from saga_index.layout_change.backfill.readback import summarise_verified
+from saga_index.layout_change.backfill.summary import BackfillSummary, VerificationResult
 from saga_index.layout_change.backfill.wire import MAX_ANOMALY_KEYS, RunTicket, SegmentResult
 from saga_index.layout_change.checks import OpenIndexReader
 from saga_index.layout_change.lease import release_lease
@@ -116,28 +117,13 @@ def finish_open_index(
 ) -> BackfillSummary:
     """The open-index run's summary, verified (as readback.finish_backfill for a layout run:
     a segment that did not finish fails the verification whatever the table shows)."""
-    done = {r.segment for r in results if r.done and not r.interrupted}
-    missing = sorted(set(range(request.total_segments)) - done)
     verification = verify_open_index(
-        client,
-        table_name,
-        request,
-        ticket,
-        options=options,
-        sleep=sleep,
+        client, table_name, request, ticket, options=options, sleep=sleep
     )
-    if missing:
-        verification = verification.model_copy(
-            update={
-                "ok": False,
-                "message": f"segment(s) {missing[:20]} did not finish; " + verification.message,
-            }
-        )
-    return summarise(
+    return summarise_verified(
         request,
         results,
-        complete=not missing,
-        verification=verification,
+        verification,
         throttles=throttles,
         move=ticket.move(),
         applied_caps=applied_caps,
