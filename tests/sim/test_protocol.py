@@ -99,15 +99,24 @@ def test_it_finds_case_1_when_writers_switch_at_once() -> None:
 
 
 # A paused worker must outlive its lease (TTL) and a whole verified rollback before it writes:
-# about three minutes of this machine per seed, so `make simulate` runs it and `make test` does
+# two to eight minutes of this machine per seed, so `make simulate` runs it and `make test` does
 # not (there, tests/component/test_backfill_fence.py keeps the same scenario's unfenced variant
-# failing on moto and dynalite).
+# failing on moto and dynalite). The seed is pinned: since the lease's acquire reads fence slot 0
+# and lost answers are read back, the interleavings of seeds 1-16 no longer park a worker long
+# enough (each ran clean with the fence off); seed 17 does, in about a minute. A change that
+# shifts the interleavings may need a new seed: `python -m tests.sim` runs more, and this test's
+# scenario is CASE_2 with fence "none".
+CASE_2_SEED = 17
+
+
 @pytest.mark.simulation_long
 def test_it_finds_case_2_when_the_backfill_is_not_fenced() -> None:
     outcome = first_violation(
-        Scenario(**{**CASE_2.__dict__, "fence": "none"}), range(1, 4), {"unread-key"}
+        Scenario(**{**CASE_2.__dict__, "fence": "none"}),
+        range(CASE_2_SEED, CASE_2_SEED + 1),
+        {"unread-key"},
     )
-    assert outcome is not None, "an unfenced paused worker went unnoticed in seeds 1-3"
+    assert outcome is not None, f"an unfenced paused worker went unnoticed in seed {CASE_2_SEED}"
     assert "legacy" in str(outcome.violations[0]), explain(outcome)
 
 
