@@ -18,6 +18,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DYNALITE_CLI = REPO_ROOT / "node_modules" / "dynalite" / "cli.js"
+# Keeps the server up when a client hangs up mid-request (the file says why).
+HANGUP_GUARD = Path(__file__).resolve().parent / "node" / "dynalite-hangup.cjs"
 
 
 # What dynalite prints once its server listens (node_modules/dynalite/cli.js), then the port.
@@ -73,7 +75,8 @@ class DynaliteServer:
 
     def _launch(self, node: str, deadline: float) -> bool:
         """True once the server printed that it listens on self.port; False if it exited."""
-        args = [node, str(DYNALITE_CLI), "--host", "127.0.0.1", "--port", str(self.port)]
+        args = [node, "--require", str(HANGUP_GUARD), str(DYNALITE_CLI)]
+        args += ["--host", "127.0.0.1", "--port", str(self.port)]
         # Tables become ACTIVE at once instead of after dynalite's default simulated delay.
         args += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
         if self.data_dir is not None:
