@@ -12,6 +12,7 @@ from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
+from devkit.demo.open_index import open_index_act
 from devkit.demo.operator import EXIT_REFUSED, OperatorCli
 from devkit.demo.report import drift_summary, improvement, layout_json, parity_summary, write_chart
 from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, reshard_act, resharded_json
@@ -126,6 +127,10 @@ def run_demo(
         opened_since=opened_by(sharded_stats, config),
     )
 
+    open_index = open_index_act(
+        operator, config=config, schema=schema, plan=plan, make_client=clients.plain
+    )
+
     history = _history_step(operator, stages)
     legacy_json = layout_json(legacy, replay=legacy_stats.to_json(), driftGuard=legacy_drift)
     sharded_json = layout_json(
@@ -143,6 +148,7 @@ def run_demo(
         "backfill": backfill.section(config),
         "drift": drift_summary(drift),
         "reshard": act.section,
+        "openIndex": open_index,
         "refusedSharded": refused,
         "phaseHistory": history,
         "control": _control_section(operator),
@@ -423,6 +429,11 @@ NOTES: tuple[str, ...] = (
     "resharded: the same plan replayed on sharded(2N) after the re-shard (timestamps two "
     "days later); reshard.parity compares with a snapshot taken in sharded(N) after "
     "the sharded replay, since that replay changed the table.",
+    "openIndex: the open-saga index added live by `saga-index open-index set adding`, "
+    "`open-index backfill` and `open-index set open` while the plan's traffic ran (its "
+    "cohort walker held, so the open set keeps its size), writers and readers following the "
+    "record; before/after: one round of the sweeps' all-open enumerations along the record's "
+    "routing, metered by the capacity meter on every index they read.",
 )
 
 
