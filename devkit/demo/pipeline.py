@@ -15,7 +15,7 @@ from devkit.demo.config import DemoConfig
 from devkit.demo.open_index import open_index_act
 from devkit.demo.operator import EXIT_REFUSED, OperatorCli
 from devkit.demo.report import drift_summary, improvement, layout_json, parity_summary, write_chart
-from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, reshard_act, resharded_json
+from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, ReshardAct, reshard_act, resharded_json
 from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
@@ -116,19 +116,8 @@ def run_demo(
     )
     sharded_drift = drift_run(endpoint_url, config, schema, phase=Phase.SHARDED, stages=stages)
 
-    act = reshard_act(
-        operator,
-        endpoint_url=endpoint_url,
-        config=config,
-        schema=schema,
-        plan=plan,
-        make_client=clients.plain,
-        snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
-        opened_since=opened_by(sharded_stats, config),
-    )
-
-    open_index = open_index_act(
-        operator, config=config, schema=schema, plan=plan, make_client=clients.plain
+    act, open_index = _live_acts(
+        operator, clients, config, schema, plan, opened_since=opened_by(sharded_stats, config)
     )
 
     history = _history_step(operator, stages)
@@ -165,6 +154,33 @@ def run_demo(
         report, config, stages, loads=(legacy, sharded_load, act.load), timelines=timelines
     )
     return report
+
+
+def _live_acts(
+    operator: OperatorCli,
+    clients: Clients,
+    config: DemoConfig,
+    schema: TableSchema,
+    plan: Plan,
+    *,
+    opened_since: int,
+) -> tuple[ReshardAct, dict[str, Any]]:
+    """The live moves after the migration: the re-shard N -> 2N, then the open-saga index
+    added (its report section)."""
+    act = reshard_act(
+        operator,
+        endpoint_url=clients.endpoint_url,
+        config=config,
+        schema=schema,
+        plan=plan,
+        make_client=clients.plain,
+        snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
+        opened_since=opened_since,
+    )
+    open_index = open_index_act(
+        operator, config=config, schema=schema, plan=plan, make_client=clients.plain
+    )
+    return act, open_index
 
 
 def _history_step(operator: OperatorCli, stages: Stages) -> list[dict[str, Any]]:

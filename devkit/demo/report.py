@@ -251,7 +251,10 @@ def _cutover_lines(report: Mapping[str, Any]) -> list[str]:
         )
     history = report.get("phaseHistory")
     if history:
-        lines.append("Phase history (the control record, every change by `saga-index phase set`):")
+        lines.append(
+            "Phase history (the control record, every change by `saga-index phase set` or "
+            "`open-index set`: the open index's moves keep the phase):"
+        )
         for item in history:
             passed = ", ".join(item["checksPassed"]) or "none needed"
             forced = f"; FORCED: {', '.join(item['checksForced'])}" if item["checksForced"] else ""
