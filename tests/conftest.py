@@ -14,7 +14,7 @@ import botocore.session
 import pytest
 from moto.core.botocore_stubber import BotocoreStubber
 
-from tests.support import moto_responses
+from tests.support import moto_responses, moto_values
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_SESSION_TOKEN"):
@@ -55,10 +55,13 @@ def _one_request_at_a_time(self: BotocoreStubber, request: Any) -> Any:
 BotocoreStubber.process_request = _one_request_at_a_time  # type: ignore[method-assign]
 
 # moto serialises each DynamoDB answer by walking the output model member by member, ten
-# members for every attribute value: that walk was ~40 % of a moto-backed test's CPU. Values
-# already in wire form are served as copies (tests/support/moto_responses.py, checked against
-# the walk in tests/unit/test_moto_responses.py); anything else still takes the walk.
+# members for every attribute value (a third of the simulator's CPU), and compares attribute
+# values through a property that asks five type questions before it returns a string (most of
+# a Query over a few hundred items). Values already in wire form are served as copies
+# (tests/support/moto_responses.py), strings compared as strings (tests/support/moto_values.py);
+# tests/unit/test_moto_responses.py and test_moto_values.py check both against moto's own.
 moto_responses.install()
+moto_values.install()
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ import pytest
 
 from bench import BENCHMARKS
 from bench.__main__ import main
+from tests.support.bench_figures import FIGURES
 
 pytestmark = pytest.mark.conformance
 
@@ -62,6 +63,9 @@ def test_benchmark_runs_at_its_tiny_scale(
     assert "|" in before
     result = json.loads((tmp_path / f"{name}.json").read_text())
     assert result
+    # A benchmark whose tiny figures mean something is held to them on this one run.
+    if name in FIGURES:
+        FIGURES[name](result)
     # A FAILED verdict at this scale is a timing figure missing its mark: exit 1 says so.
     assert code == (1 if " FAILED " in row else 0)
 

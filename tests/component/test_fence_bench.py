@@ -1,8 +1,6 @@
-"""bench.fence end to end at its tiny size (seconds), and the moto transaction copy it relies on.
-
-The figures asserted are the ones that do not depend on the machine's speed: what each re-stamp
-consumes per kind of partition, and that nothing refuses a heartbeat or an operator write when
-no re-stamp is a transaction."""
+"""bench.fence: its command line, and the moto transaction copy it relies on. The figures of its
+tiny run (tests/support/bench_figures.py) are asserted on the runner's tiny run in
+test_benches.py, so the run is made once."""
 
 from __future__ import annotations
 
@@ -16,28 +14,37 @@ from devkit.semantics.moto_harness import cheap_transactions
 from saga_index.store.dynamo.client import make_client
 
 
-def test_the_tiny_run_sets_the_fences_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
-    saved: dict[str, Any] = {}
-    monkeypatch.setattr(fence, "save", lambda name, document: saved.update(document))
+def test_tiny_runs_the_tiny_scale_renders_and_saves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `python -m bench.fence --tiny` is the runner's tiny run (whose figures test_benches.py
+    # checks) started from the module's own command line.
+    calls: list[tuple[Any, ...]] = []
+    result = {"runs": []}
+
+    def run(segments: Any, caps: Any, **kwargs: Any) -> dict[str, Any]:
+        calls.append((list(segments), list(caps), kwargs))
+        return result
+
+    monkeypatch.setattr(fence, "run", run)
+    monkeypatch.setattr(fence, "render", lambda shown: calls.append(("render", shown)))
+    monkeypatch.setattr(fence, "save", lambda name, document: calls.append((name, document)))
 
     assert fence.main(["--tiny"]) == 0
 
-    runs = {(r["fence"], r["segments"]): r for r in saved["runs"]}
-    assert set(runs) == {(f, s) for f in fence.FENCES for s in (2, 4)}
-    for segments in (2, 4):
-        unfenced, shared = runs[("unfenced", segments)], runs[("shared-state", segments)]
-        assert unfenced["vs_unfenced"] == pytest.approx(1.0)
-        assert unfenced["restamped"] == unfenced["rows"]
-        # A plain UpdateItem: 1 WCU on its row, a delete and a put on the index, no control.
-        assert unfenced["wcu_per_restamp"] == {"index": 2.0, "rows": 1.0}
-        assert unfenced["heartbeat_success"] == 1.0
-        assert unfenced["operator_success"] == 1.0
-        assert unfenced["cancelled_transactions"] == 0
-        # Today's fence: every item doubled, and the STATE item checked by every re-stamp.
-        wcu = shared["wcu_per_restamp"]
-        assert wcu["rows"] == pytest.approx(2.0)
-        assert wcu["index"] == pytest.approx(4.0)
-        assert wcu["control"] >= 2.0
+    tiny = fence.TINY
+    assert calls == [
+        (
+            tiny["segments"],
+            tiny["caps"],
+            {
+                "seconds": tiny["seconds"],
+                "max_rows": tiny["max_rows"],
+                "fences": None,
+                "on_engine": False,
+            },
+        ),
+        ("render", result),
+        (fence.NAME, result),
+    ]
 
 
 def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

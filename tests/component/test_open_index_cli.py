@@ -123,9 +123,16 @@ def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backe
     version = store.read().version
 
     code, doc, _ = cli.json("open-index", "backfill", "--dry-run")
-    assert (code, doc["stamped"], doc["dryRun"]) == (0, 1, True)
+    assert (code, doc["stamped"], doc["dryRun"], doc["holder"]) == (0, 1, True, None)
+    code, _, err = cli("open-index", "backfill", "--segments", "0")
+    assert code == 2
+    assert "--segments" in err
     code, doc, _ = cli.json("open-index", "backfill", "--rate", "10")
     assert (code, doc["direction"], doc["stamped"], doc["scanned"]) == (0, "stamp", 1, 1)
+    assert (doc["verified"], doc["complete"], doc["maxWritesPerSecond"]) == (True, True, 10.0)
+    assert doc["examples"] == ["RSAGA#old: stamp"]
+    assert "/" in doc["holder"]  # user@host/pid: this process held the lease
+    assert store.read().lease is None
     stored = dynamo.get("RSAGA#old", "META")
     assert stored is not None
     assert stored["OpenSagaPK"] == {"S": "RenewalSagaOpen#6"}  # p-1 is shard 6 of 8

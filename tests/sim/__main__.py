@@ -8,7 +8,7 @@ import sys
 import time
 
 from tests.sim.harness import simulated_aws
-from tests.sim.runbook import PLANS
+from tests.sim.runbook import ALL_PLANS
 from tests.sim.world import Scenario, simulate
 
 
@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1, help="how many seeds to run")
     parser.add_argument("--start", type=int, default=1000, help="the first seed")
     parser.add_argument("--seed", type=int, help="run this one seed (a replay)")
-    parser.add_argument("--plan", choices=sorted(PLANS), help="one plan (default: each in turn)")
+    parser.add_argument(
+        "--plan", choices=sorted(ALL_PLANS), help="one plan (default: each in turn)"
+    )
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     args = parser.parse_args(argv)
     if args.seeds < 1:
@@ -25,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = (
         [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
     )
-    plans = [args.plan] if args.plan else sorted(PLANS)
+    plans = [args.plan] if args.plan else sorted(ALL_PLANS)
     started = time.monotonic()
     for n, seed in enumerate(seeds):
         plan = plans[n % len(plans)]

@@ -2,11 +2,16 @@
 checked").
 
   visibility   a read returns every saga row whose last write completed before the read began
-               and whose two index writes (delete under the old key, put under the new one) were
-               both visible by then (rows written during the read, or still propagating, are
-               excused: that is the window the contract states)
+               and whose index writes (in GSI4 and in the open-saga index: a delete under the
+               old key, a put under the new one) were all visible by then (rows written during
+               the read, or still propagating, are excused: that is the window the contract
+               states); an enumeration of open sagas, over GSI4 or over the open index, returns
+               no saga that was closed (and settled) before it began
   base table   no saga row is lost (every row ever written is still there) and none is
-               resurrected; a backfill write changes GSI4PK and nothing else, on a row that exists
+               resurrected; a backfill write changes GSI4PK and nothing else, an open-index
+               backfill write OpenSagaPK and nothing else, on a row that exists
+  open key     no write leaves a closed saga carrying OpenSagaPK (it would stay in the open
+               index: whatever the open index's state, closing a saga removes its key)
   unread key   no saga row sits on a key the record's current state does not read for its
                person (a completing move accepted over such a row, or a stray write after one)
   quiesced     (world.py) the real drift guard is clean and every saga is visible to every reader
@@ -16,10 +21,10 @@ checked").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from saga_index.index import OPEN_STATES, InvalidKeyError, keys
+from saga_index.index import OPEN_STATES, InvalidKeyError, keys, names
 from saga_index.layout_change.record import ControlState, routing_for
 from saga_index.store.dynamo import deserialize
 from tests.sim.processes import ReadSeen
@@ -28,7 +33,8 @@ from tests.sim.table import SimTable, TableKey, WriteRecord
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # visibility | lost | resurrected | backfill-write | unread-key | quiesced | report
+    # visibility | lost | resurrected | backfill-write | unread-key | open-key | quiesced | report
+    kind: str
     at: float
     detail: str
 
@@ -46,9 +52,13 @@ class _Row:
 class Checker:
     table: SimTable
     backfill_processes: set[str] = field(default_factory=set)
+    # The processes running the open-saga index's backfill (they may change OpenSagaPK only).
+    stamp_processes: set[str] = field(default_factory=set)
     violations: list[Violation] = field(default_factory=list)
     rows: dict[TableKey, _Row] = field(default_factory=dict)
     reads_checked: int = 0
+    # Enumerations of open sagas checked that read the open index (not GSI4).
+    open_index_reads: int = 0
 
     def __post_init__(self) -> None:
         self.table.on_write.append(self.on_write)
@@ -71,37 +81,61 @@ class Checker:
             return
         if before is None and record.key in self.rows:
             self.fail("resurrected", f"{record.key} re-created by {record.process}")
-        if record.process in self.backfill_processes:
+        owned = (
+            "GSI4PK"
+            if record.process in self.backfill_processes
+            else names.OPEN_INDEX_PARTITION_KEY
+            if record.process in self.stamp_processes
+            else None
+        )
+        if owned is not None:
             changed = sorted(
                 k for k in set(before or {}) | set(after) if (before or {}).get(k) != after.get(k)
             )
-            if before is None or changed != ["GSI4PK"]:
+            if before is None or changed != [owned]:
                 self.fail(
                     "backfill-write",
-                    f"{record.process} changed {changed} of {record.key} (only GSI4PK may change)",
+                    f"{record.process} changed {changed} of {record.key} (only {owned} may change)",
                 )
+        if after.get("state") not in OPEN_STATES and names.OPEN_INDEX_PARTITION_KEY in after:
+            self.fail(
+                "open-key",
+                f"{record.process} ({record.operation}) left {record.key[0]} "
+                f"{after.get('state')} with {names.OPEN_INDEX_PARTITION_KEY} = "
+                f"{after[names.OPEN_INDEX_PARTITION_KEY]}: a closed saga stays in the open index",
+            )
         self.rows[record.key] = _Row(after, record.at)
 
     # ---- reads ---------------------------------------------------------------------------------
 
     def on_read(self, read: ReadSeen) -> None:
         self.reads_checked += 1
+        if read.kind == "open" and read.source != "GSI4":
+            self.open_index_reads += 1
         for key, row in self.rows.items():
             if row.last_write >= read.began:
                 continue  # written during the read: not promised
             if self.table.settles_at.get(key, 0.0) > read.began:
-                continue  # its two index writes were not both visible when the read began
+                continue  # its index writes were not all visible when the read began
             if not _matches(row.item, read):
+                if read.kind == "open" and key in read.keys and _matches(row.item, _as_all(read)):
+                    self._fail_read(read, key, row, "returned as open the closed saga")
                 continue
             if key not in read.keys:
-                self.fail(
-                    "visibility",
-                    f"{read.process} read {read.kind}"
-                    f"{'' if read.person is None else ' ' + read.person} "
-                    f"(began {read.began:.2f}s, ended {read.ended:.2f}s, as {read.phase}) missed "
-                    f"{key[0]} on {row.item.get('GSI4PK')} (written {row.last_write:.2f}s, "
-                    f"index settled {self.table.settles_at.get(key, 0.0):.2f}s)",
-                )
+                self._fail_read(read, key, row, "missed")
+
+    def _fail_read(self, read: ReadSeen, key: TableKey, row: _Row, what: str) -> None:
+        where = f"on {row.item.get('GSI4PK')}"
+        if read.kind == "open" and read.source != "GSI4":
+            where += f" / {row.item.get(names.OPEN_INDEX_PARTITION_KEY)}"
+        self.fail(
+            "visibility",
+            f"{read.process} read {read.kind}"
+            f"{'' if read.person is None else ' ' + read.person} "
+            f"(began {read.began:.2f}s, ended {read.ended:.2f}s, as {read.phase}, from "
+            f"{read.source}) {what} {key[0]} {where} (state {row.item.get('state')}, written "
+            f"{row.last_write:.2f}s, index settled {self.table.settles_at.get(key, 0.0):.2f}s)",
+        )
 
     # ---- the base table, every step --------------------------------------------------------------
 
@@ -139,6 +173,11 @@ class Checker:
             )
             if not any(v.kind == "unread-key" and v.detail == message for v in self.violations):
                 self.fail("unread-key", message)
+
+
+def _as_all(read: ReadSeen) -> ReadSeen:
+    """The same read as an enumeration of every saga (what an open one is filtered from)."""
+    return replace(read, kind="all")
 
 
 def _matches(item: dict[str, Any], read: ReadSeen) -> bool:

@@ -15,12 +15,16 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from moto import mock_aws
 
-from tests.support import moto_responses
+from tests.support import moto_responses, moto_values
+
+if TYPE_CHECKING:
+    from tests.sim.outcome import Outcome
+    from tests.sim.world import Scenario
 
 
 class SerialExecutor:
@@ -49,8 +53,9 @@ class SerialExecutor:
 
 @contextlib.contextmanager
 def simulated_aws() -> Iterator[None]:
-    # `python -m tests.sim` runs without tests/conftest.py, which installs this for pytest.
+    # `python -m tests.sim` runs without tests/conftest.py, which installs these for pytest.
     moto_responses.install()
+    moto_values.install()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -69,3 +74,24 @@ def simulated_aws() -> Iterator[None]:
             yield
         finally:
             logging.disable(logging.NOTSET)
+
+
+def explain(outcome: Outcome) -> str:
+    """A run's report, printed (pytest shows it with the failure) and returned for the assert."""
+    text = outcome.report()
+    print(text)
+    return text
+
+
+def first_violation(scenario: Scenario, seeds: range, kinds: set[str]) -> Outcome | None:
+    """The first run of `seeds` under `scenario` that finds a violation of one of `kinds`."""
+    from tests.sim.world import simulate
+
+    for seed in seeds:
+        with simulated_aws():
+            outcome = simulate(seed, scenario)
+        found = [v for v in outcome.violations if v.kind in kinds]
+        if found:
+            print(f"seed {seed} found: {found[0]}")
+            return outcome
+    return None

@@ -20,6 +20,8 @@ class Outcome:
     steps: int
     reads_checked: int
     phases: list[str]
+    # How many of the reads checked were enumerations of open sagas from the open index.
+    open_index_reads: int = 0
 
     @property
     def ok(self) -> bool:

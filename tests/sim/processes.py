@@ -7,6 +7,10 @@
   worker    a backfill run: the real lease (take_run), the real segment loop (run_segment, the
             row re-stamps and their conditions), the real LeaseKeeper's heartbeat loop on a
             second task of the same process, the real read-back and release
+  stamper   the open-saga index's backfill (`saga-index open-index backfill`): the worker's
+            steps with a request of kind open-index, its direction the open index's state's
+            (stamp in adding, remove in removing), the lease waiting for the settled switch,
+            the open-index verification and release
   drift     the real DriftChecker against the record's state, now and then
   operator  the real change_phase, choosing its completion checks as for the CLI (runbook.py)
 
@@ -24,19 +28,31 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import SagaIndexError, keys
+from saga_index.index import OPEN_STATES, SagaIndexError, keys
 from saga_index.index.model import ALL_STATES
 from saga_index.layout_change.backfill import (
     BackfillRequest,
+    OpenVerify,
     TokenBucket,
     finish_backfill,
     run_segment,
 )
 from saga_index.layout_change.backfill.keeper import LeaseKeeper, release_with_completion, take_run
+from saga_index.layout_change.backfill.open_readback import finish_open_index, release_run
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.lease import LeaseDirectionError, LeaseLostError
-from saga_index.layout_change.record import BackfillDirection, ControlProvider, ControlStore
+from saga_index.layout_change.lease import (
+    LeaseDirectionError,
+    LeaseLostError,
+    open_index_direction,
+)
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    BackfillKind,
+    ControlProvider,
+    ControlStore,
+)
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
+from saga_index.store.plan import KEEP_OPEN_KEY
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
 from tests.sim.table import TABLE
@@ -48,6 +64,10 @@ if TYPE_CHECKING:
 EXPECTED_ERRORS = (SagaIndexError, ClientError, BotoCoreError)
 READ_PAGE_SIZE = 3
 SCAN_PAGE_SIZE = 2
+# The open-index run's verification: the CLI's re-check delay (waited on the process's virtual
+# clock), and a Scan pace far above what the simulated table's pages cost, so that its read
+# limiter (on the real monotonic clock: the verification keeps its own) never waits.
+OPEN_VERIFY = OpenVerify(read_units_per_second=1_000_000.0)
 
 
 @dataclass
@@ -81,6 +101,8 @@ class ReadSeen:
     keys: frozenset[tuple[str, str]]
     phase: str
     writes: str
+    # What an enumeration of open sagas read: "GSI4", or "open index N" (the sparse index).
+    source: str = "GSI4"
 
 
 def provider_for(sim: Simulation, client: Any, process: Process) -> ControlProvider:
@@ -126,6 +148,7 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                         keys=frozenset(keys.table_key_of(i) for i in result.items),
                         phase=routing.phase.value,
                         writes=str(routing.target if _switched(routing) else routing.source),
+                        source=_source(routing) if kind == "open" else "GSI4",
                     )
                 )
             task.sleep(process.rng.uniform(1.0, 6.0))
@@ -133,11 +156,21 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     return body
 
 
+class KeepsOpenKeyOnClose(SagaWriter):
+    """The known-bad writer (Scenario.close_removes_open_key False): a saga it closes keeps
+    its OpenSagaPK, so the closed saga stays in the open index."""
+
+    def _keys_for(self, person_id: str, state: str) -> tuple[str, str | None]:
+        gsi4pk, open_key = super()._keys_for(person_id, state)
+        return gsi4pk, (open_key if state in OPEN_STATES else KEEP_OPEN_KEY)
+
+
 def writer(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     def body() -> None:
         client = sim.table.client_for(process.name)
         provider = provider_for(sim, client, process)
-        saga_writer = SagaWriter(client, TABLE, follow=provider.routing)
+        kind = SagaWriter if sim.scenario.close_removes_open_key else KeepsOpenKeyOnClose
+        saga_writer = kind(client, TABLE, follow=provider.routing)
         task.sleep(process.rng.uniform(0.0, sim.timing.cache_seconds))
         while True:
             now = utc_iso(process.clock.wall())
@@ -183,20 +216,30 @@ class _VirtualDone:
 
 def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     """A local backfill run, the steps of backfill_locally, with its heartbeat on a second task
-    of the same process (so a pause stops both, as SIGSTOP does)."""
-    direction = BackfillDirection.parse(process.settings["direction"])
+    of the same process (so a pause stops both, as SIGSTOP does). A stamper is the same run of
+    kind open-index, its direction the open index's state's (as the CLI's command takes it)."""
+    kind = BackfillKind.OPEN_INDEX if process.role == "stamper" else BackfillKind.LAYOUT
     rate = sim.scenario.backfill_rate
 
     def body() -> None:
         client = sim.table.client_for(process.name)
         store = ControlStore(client, TABLE)
+        if kind is BackfillKind.OPEN_INDEX:
+            direction = _open_direction(sim, process, task, store)
+            if direction is None:
+                return
+        else:
+            direction = BackfillDirection.parse(process.settings["direction"])
         request = BackfillRequest(
             direction=direction,
+            kind=kind,
             total_segments=sim.scenario.segments,
             max_writes_per_second=rate,
             dry_run=False,
         )
         token = f"sim-{process.rng.getrandbits(64):016x}"
+        # An open-index run's lease waits for its state's settled switch (effectiveAt + margin).
+        timing = {"timing": sim.timing} if kind is BackfillKind.OPEN_INDEX else {}
         while True:
             try:
                 ticket, state = take_run(
@@ -208,6 +251,7 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                     ttl_seconds=sim.lease_ttl,
                     # Fence slots are armed only for the transactional fence that checks them.
                     arm=sim.scenario.fence == "transactional",
+                    **timing,
                 )
                 break
             except EXPECTED_ERRORS as err:
@@ -218,7 +262,12 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         sim.note(process.name, f"lease taken: {ticket.move().describe()} v{state.version}")
         stop = threading.Event()
         bucket = TokenBucket(rate, clock=process.clock.monotonic, sleep=task.sleep)
-        fence = _fence(sim, process, task, client, token, state.version)
+        try:
+            fence = _fence(sim, process, task, client, token, state.version)
+        except EXPECTED_ERRORS as err:
+            # The command exits (its lease left to expire); the operator runs it again.
+            sim.note(process.name, f"fence not built, run not started: {type(err).__name__}")
+            return
         beat_task = sim.add_task(process, "heartbeat", lambda t: _heartbeat_loop(sim, process, t))
         keeper = LeaseKeeper(
             store,
@@ -254,6 +303,9 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         if keeper.lost is not None or any(r is None or not r.done for r in results):
             sim.note(process.name, f"run stopped: {keeper.lost}")
             return
+        if kind is BackfillKind.OPEN_INDEX:
+            _finish_open(sim, process, task, client, store, request, results, ticket)
+            return
         for _attempt in range(5):  # the state machine retries its verify step
             try:
                 summary = finish_backfill(
@@ -282,6 +334,56 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             return
 
     return body
+
+
+def _open_direction(
+    sim: Simulation, process: Process, task: Task, store: ControlStore
+) -> BackfillDirection | None:
+    """The open-index run's direction, from the record as the command reads it (None: the open
+    index is off, the command's refusal)."""
+    while True:
+        try:
+            return open_index_direction(store.read())
+        except LeaseDirectionError as err:
+            sim.note(process.name, f"open index backfill refused: {err}")
+            return None
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"record read failed: {type(err).__name__}")
+            task.sleep(3.0)
+
+
+def _finish_open(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    client: Any,
+    store: ControlStore,
+    request: BackfillRequest,
+    results: list[Any],
+    ticket: Any,
+) -> None:
+    """backfill_locally's end of an open-index run: verify the open index, release the lease."""
+    for _attempt in range(5):
+        try:
+            summary = finish_open_index(
+                client, TABLE, request, results, ticket, options=OPEN_VERIFY, sleep=task.sleep
+            )
+            release_run(store, ticket, summary, clock=process.clock.wall)
+        except LeaseLostError as err:
+            sim.note(process.name, f"release refused: {err}")
+            return
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"open index verify or release failed: {type(err).__name__}")
+            task.sleep(5.0)
+            continue
+        verification = summary.verification
+        sim.note(
+            process.name,
+            f"open index run released: complete={summary.complete} "
+            f"verified={summary.verified} restamped={summary.restamped} "
+            f"({'' if verification is None else verification.message})",
+        )
+        return
 
 
 def _fence(
@@ -364,6 +466,11 @@ def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], N
             sim.note(process.name, f"drift healthy={report.healthy} {report.findings()}")
 
     return body
+
+
+def _source(routing: Any) -> str:
+    keys_ = routing.open_enumeration_keys()
+    return "GSI4" if keys_ is None else f"open index {len(keys_)}"
 
 
 def _switched(routing: Any) -> bool:

@@ -10,6 +10,16 @@ refusals allow: told to retry later (the settled switch), it waits until `retry_
 again; refused by the real checks, it runs the backfill again, as the runbook says. The "abort"
 plan opens a move, starts its run and, while the run is going, aborts it (`rolling-back`) and
 rolls back.
+
+The open-saga index's plans (OPEN_PLANS) drive `saga-index open-index set` the same way, through
+its real operation (`change_open_index`: readiness from DescribeTable, the settled switch, the
+parity or no-keys check of a completing move): `adding`, then the open-index backfill (the
+worker's run of kind open-index, as `saga-index open-index backfill` runs it on the layout
+backfill's machinery: its lease waits for the settled switch), then `open` the moment the
+run ended; refused by its check, the backfill runs again. "open-abort" sets `removing` while the
+stamping run goes, runs the removing backfill, then `off`. Scenario.open_completion "forced" is
+the known-bad runbook: `open` forced (--force: no parity check) as soon as the settled switch
+allows, without waiting for the backfill to stamp the older open sagas.
 """
 
 from __future__ import annotations
@@ -20,10 +30,12 @@ from typing import TYPE_CHECKING
 
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.checks import probe_keys
-from saga_index.layout_change.record import ControlState, ControlStore, Phase
+from saga_index.layout_change.record import ControlState, ControlStore, OpenIndexState, Phase
 from saga_index.layout_change.transitions import (
     CompletionCheckOptions,
+    PhaseChange,
     PreconditionFailedError,
+    change_open_index,
     change_phase,
 )
 from tests.sim.processes import EXPECTED_ERRORS, Process
@@ -52,14 +64,35 @@ PLANS: dict[str, list[tuple[Phase, int | None]]] = {
     ],
     "abort": [(Phase.MIGRATING, 4), (Phase.ROLLING_BACK, None), (Phase.LEGACY, None)],
 }
+OFF, ADDING, OPEN, REMOVING = (
+    OpenIndexState.OFF,
+    OpenIndexState.ADDING,
+    OpenIndexState.OPEN,
+    OpenIndexState.REMOVING,
+)
+OPEN_PLANS: dict[str, list[OpenIndexState]] = {
+    "open": [ADDING, OPEN],
+    "open-abort": [ADDING, REMOVING, OFF],
+}
+OPEN_COMPLETING = (OPEN, OFF)
+# The open index's checks re-read what differs after the CLI's default delay, waited on the
+# operator's virtual clock (change_open_index takes the sleep): the index moves meanwhile, as
+# DynamoDB's does, so a row stamped just before the check is not refused for its index lag.
+OPEN_CHECK_OPTIONS = CompletionCheckOptions(segments=1, scan_rate=100_000.0)
+ALL_PLANS = (*PLANS, *OPEN_PLANS)
 
 
 def operator(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     def body() -> None:
         client = sim.table.client_for(process.name)
         store = ControlStore(client, TABLE)
-        plan = PLANS[sim.scenario.plan]
         task.sleep(process.rng.uniform(5.0, 30.0))
+        if sim.scenario.plan in OPEN_PLANS:
+            _open_plan(sim, process, task, store, OPEN_PLANS[sim.scenario.plan])
+            sim.operator_done = True
+            sim.note(process.name, "plan done")
+            return
+        plan = PLANS[sim.scenario.plan]
         for number, (phase, shards) in enumerate(plan):
             if phase in COMPLETING:
                 _complete(sim, process, task, store, phase)
@@ -189,3 +222,103 @@ def _read(store: ControlStore, task: Task) -> ControlState | None:
     except EXPECTED_ERRORS:
         task.sleep(2.0)
         return None
+
+
+# ---- the open-saga index -----------------------------------------------------------------------
+
+
+def _open_plan(
+    sim: Simulation, process: Process, task: Task, store: ControlStore, plan: list[OpenIndexState]
+) -> None:
+    forced = sim.scenario.open_completion == "forced"
+    for number, state in enumerate(plan):
+        if state in OPEN_COMPLETING:
+            _complete_open(sim, process, task, store, state)
+            continue
+        _set_open(sim, process, task, store, state)
+        stamper = sim.start_stamper()
+        if forced and state is ADDING:
+            continue  # the known-bad runbook: `open` at once, forced, the run still going
+        if sim.scenario.plan == "open-abort" and number == 0:
+            # Roll back while the stamping run goes (its lease waits for effectiveAt plus the
+            # margin): the run loses its lease to the new version and must write nothing more.
+            settles = (
+                sim.timing.effective_delay.total_seconds() + sim.timing.in_flight_margin_seconds
+            )
+            task.sleep(settles + process.rng.uniform(1.0, 10.0))
+            continue
+        _wait_for_run(sim, task, stamper)
+    # The world goes on under its faults a while after the last move: readers that switch to
+    # the open index late, and writers opening and closing sagas meanwhile.
+    task.sleep(sim.scenario.open_linger_seconds)
+
+
+def _set_open(
+    sim: Simulation, process: Process, task: Task, store: ControlStore, state: OpenIndexState
+) -> bool:
+    """`saga-index open-index set STATE --wait` (forced when the scenario says so); False: its
+    check refused it."""
+    force = state is OPEN and sim.scenario.open_completion == "forced"
+    for _attempt in range(20):
+        try:
+            change = _change_open_index(sim, process, task, store, state, force=force)
+        except PreconditionFailedError as err:
+            sim.note(process.name, f"open-index set {state.value} refused: {err}")
+            return False
+        except RetryLaterError as err:
+            sim.note(process.name, f"open-index set {state.value}: not yet: {err}")
+            if err.retry_at is None:
+                raise AssertionError("a refusal to retry later must say when") from err
+            task.sleep(max(0.0, (err.retry_at - process.clock.wall()).total_seconds()))
+            continue
+        except EXPECTED_ERRORS as err:
+            sim.note(process.name, f"open-index set {state.value} failed: {type(err).__name__}")
+            current = _read(store, task)
+            if current is not None and current.open_index.state is state:
+                sim.on_open_transition(state)
+                return True
+            task.sleep(5.0)
+            continue
+        warned = "".join(f"; {warning}" for warning in change.warnings)
+        forced = f" forced {list(change.transition.checks_forced)}" if force else ""
+        sim.note(
+            process.name,
+            f"open-index set {state.value}: version {change.transition.version}{forced}{warned}",
+        )
+        sim.on_open_transition(state)
+        return True
+    raise AssertionError(f"open-index set {state.value} never went through")
+
+
+def _change_open_index(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    store: ControlStore,
+    state: OpenIndexState,
+    *,
+    force: bool,
+) -> PhaseChange:
+    return change_open_index(
+        store,
+        state,
+        changed_by=process.name,
+        reason="simulated runbook step",
+        shard_count=sim.scenario.open_shards if state is ADDING else None,
+        force=force,
+        options=OPEN_CHECK_OPTIONS,
+        sleep=task.sleep,
+        probe=SHARD_KEY_PROBE,
+        clock=process.clock.wall,
+        timing=sim.timing,
+    )
+
+
+def _complete_open(
+    sim: Simulation, process: Process, task: Task, store: ControlStore, state: OpenIndexState
+) -> None:
+    for _attempt in range(6):
+        if _set_open(sim, process, task, store, state):
+            return
+        _wait_for_run(sim, task, sim.start_stamper())
+    sim.note(process.name, f"gave up on open index {state.value}: its checks kept failing")

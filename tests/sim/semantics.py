@@ -42,7 +42,15 @@ class SimSemantics:
             TABLE,
             "PK",
             "SK",
-            (IndexSchema(names.INDEX_NAME, names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY),),
+            (
+                IndexSchema(names.INDEX_NAME, names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY),
+                # Sparse: only a row carrying OpenSagaPK costs it a write (stamp, move, remove).
+                IndexSchema(
+                    names.OPEN_INDEX_NAME,
+                    names.OPEN_INDEX_PARTITION_KEY,
+                    names.OPEN_INDEX_SORT_KEY,
+                ),
+            ),
         )
         self.model = DynamoSemantics(TABLE, clock=lambda: time.now, in_flight=in_flight)
 

@@ -1,13 +1,15 @@
-"""The simulated table: moto's in-process DynamoDB for the base table, and an index of our own
-that is eventually consistent.
+"""The simulated table: moto's in-process DynamoDB for the base table, and indexes of our own
+that are eventually consistent (GSI4, and the sparse open-saga index: a row is in it only while
+it carries OpenSagaPK; each index's changes are queued and made visible on their own).
 
 Why moto for the base table: it evaluates condition and update expressions, TransactWriteItems
 with ConditionCheck, parallel Scan segments and pagination as DynamoDB does (platform notes), so
 the real code's writes are judged by a faithful engine. Why not moto's GSI: it reflects a key
 change at once. Here every index change a base write causes is queued as a DELETE under the old
 index key and a PUT under the new one, each visible after its own seeded delay, and a Query or
-Scan naming the index is answered from what is visible. What is visible is kept in a second moto
-table (the "shadow") whose items are the visible index entries, with the same index on it: moto
+Scan naming an index is answered from what is visible. What is visible is kept in a moto table
+per index (its "shadow") whose items are that index's visible entries, with the same index on
+it: moto
 then evaluates the real code's key conditions, filters, projections, COUNT and pagination on the
 visible entries, including a row visible under two keys at once (its PUT landed before its
 DELETE) or under none (the other way round).
@@ -53,13 +55,23 @@ from tests.sim.requests import table_keys as _table_keys
 from tests.sim.scheduler import Task
 from tests.sim.semantics import SimSemantics
 
-SHADOW = "sim-visible-index"
 SHADOW_KEY = "SIMVISIBLEKEY"
+# The table's two indexes, each eventually consistent on its own: GSI4 and the sparse open-saga
+# index (only rows carrying OpenSagaPK are in it). name -> (partition key, sort key, shadow table)
+INDEXES: dict[str, tuple[str, str, str]] = {
+    names.INDEX_NAME: (names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY, "sim-visible-index"),
+    names.OPEN_INDEX_NAME: (
+        names.OPEN_INDEX_PARTITION_KEY,
+        names.OPEN_INDEX_SORT_KEY,
+        "sim-visible-open-index",
+    ),
+}
+SHADOW = INDEXES[names.INDEX_NAME][2]
 _SEP = "\x1f"
 _WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 
 TableKey = tuple[str, str]
-EntryKey = tuple[str, str, str, str]  # GSI4PK, GSI4SK, PK, SK
+EntryKey = tuple[str, str, str, str]  # the index's partition key, sort key, PK, SK
 
 
 @dataclass
@@ -68,6 +80,7 @@ class _IndexOp:
     seq: int
     entry: EntryKey
     item: dict[str, Any] | None  # None: a delete
+    index: str = names.INDEX_NAME
 
 
 @dataclass
@@ -122,25 +135,28 @@ class SimTable:
             region_name="us-east-1",
             config=Config(retries={"max_attempts": 1, "mode": "standard"}),
         )
-        for name, key in ((TABLE, ("PK", "SK")), (SHADOW, (SHADOW_KEY, None))):
-            self._create(name, key)
+        # The base table has both indexes (DescribeTable shows the open one ACTIVE, as the open
+        # index's readiness check wants); each shadow table has the one whose entries it holds.
+        self._create(TABLE, ("PK", "SK"), tuple(INDEXES))
+        for index, (_, _, shadow) in INDEXES.items():
+            self._create(shadow, (SHADOW_KEY, None), (index,))
         self._pending: list[_IndexOp] = []
         self._seq = 0
-        self._applied: dict[EntryKey, int] = {}
-        # The index entry each base row has per the base table (what the index converges to).
-        self._entry_of: dict[TableKey, EntryKey | None] = {}
+        self._applied: dict[tuple[str, EntryKey], int] = {}
+        # The entry each base row has in each index per the base table (what it converges to).
+        self._entry_of: dict[str, dict[TableKey, EntryKey | None]] = {i: {} for i in INDEXES}
         # When each row's latest index change becomes fully visible.
         self.settles_at: dict[TableKey, float] = {}
         self.requests = 0
         self.control_writes = 0
         self.writes = 0
-        self._visible: set[EntryKey] = set()
+        self._visible: dict[str, set[EntryKey]] = {i: set() for i in INDEXES}
         # Every base row as the base table holds it (each write's answer keeps it current).
         self.mirror: dict[TableKey, dict[str, Any]] = {}
 
-    def _create(self, name: str, key: tuple[str, str | None]) -> None:
+    def _create(self, name: str, key: tuple[str, str | None], indexes: tuple[str, ...]) -> None:
         hash_key, range_key = key
-        attributes = {hash_key, names.INDEX_PARTITION_KEY, names.INDEX_SORT_KEY}
+        attributes = {hash_key, *(a for i in indexes for a in INDEXES[i][:2])}
         schema = [{"AttributeName": hash_key, "KeyType": "HASH"}]
         if range_key is not None:
             attributes.add(range_key)
@@ -154,13 +170,14 @@ class SimTable:
             KeySchema=schema,
             GlobalSecondaryIndexes=[
                 {
-                    "IndexName": names.INDEX_NAME,
+                    "IndexName": index,
                     "KeySchema": [
-                        {"AttributeName": names.INDEX_PARTITION_KEY, "KeyType": "HASH"},
-                        {"AttributeName": names.INDEX_SORT_KEY, "KeyType": "RANGE"},
+                        {"AttributeName": INDEXES[index][0], "KeyType": "HASH"},
+                        {"AttributeName": INDEXES[index][1], "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "ALL"},
                 }
+                for index in indexes
             ],
         )
 
@@ -248,7 +265,7 @@ class SimTable:
             if operation == "Query" and self._visible_under(params) == 0:
                 # Nothing visible under that key: the answer moto would give, without moto.
                 return {"Items": [], "Count": 0, "ScannedCount": 0}
-            shadow = dict(params, TableName=SHADOW)
+            shadow = dict(params, TableName=INDEXES[params["IndexName"]][2])
             response: dict[str, Any] = method(**shadow)
             for item in response.get("Items", []):
                 item.pop(SHADOW_KEY, None)
@@ -302,11 +319,12 @@ class SimTable:
         self.raw.put_item(TableName=TABLE, Item=item)
         key = (item["PK"]["S"], item["SK"]["S"])
         self.mirror[key] = copy.deepcopy(item)
-        entry = _entry(item)
-        self._entry_of[key] = entry
         self.settles_at[key] = 0.0
-        if entry is not None:
-            self._apply(_IndexOp(0.0, self._next_seq(), entry, item))
+        for index in INDEXES:
+            entry = _entry(item, index)
+            self._entry_of[index][key] = entry
+            if entry is not None:
+                self._apply(_IndexOp(0.0, self._next_seq(), entry, item, index))
 
     # ---- the index ------------------------------------------------------------------------------
 
@@ -328,22 +346,29 @@ class SimTable:
         if before == after:
             return
         now = self.time.now
-        old = self._entry_of.get(key)
-        new = _entry(after) if after is not None else None
-        settle = now
-        if old is not None and old != new:
-            at = now + self.rng.uniform(0.0, self.max_index_delay)
-            self._pending.append(_IndexOp(at, self._next_seq(), old, None))
-            settle = max(settle, at)
-        if new is not None and after is not None:
-            at = now + self.rng.uniform(0.0, self.max_index_delay)
-            self._pending.append(_IndexOp(at, self._next_seq(), new, after))
-            settle = max(settle, at)
-        self._entry_of[key] = new
-        self.settles_at[key] = settle
+        # GSI4 first, then the open index: a row that never carries OpenSagaPK draws no delay
+        # for it, so a run that never stamps one is the run it was before the open index.
+        self.settles_at[key] = max(self._queue(index, key, after, now) for index in INDEXES)
         record = WriteRecord(now, process, operation, key, before, after)
         for listener in self.on_write:
             listener(record)
+
+    def _queue(self, index: str, key: TableKey, after: dict[str, Any] | None, now: float) -> float:
+        """Queue `index`'s changes for one base write (a delete under the row's old entry, a put
+        under its new one, each with its own delay); when both are visible."""
+        old = self._entry_of[index].get(key)
+        new = _entry(after, index) if after is not None else None
+        settle = now
+        if old is not None and old != new:
+            at = now + self.rng.uniform(0.0, self.max_index_delay)
+            self._pending.append(_IndexOp(at, self._next_seq(), old, None, index))
+            settle = max(settle, at)
+        if new is not None and after is not None:
+            at = now + self.rng.uniform(0.0, self.max_index_delay)
+            self._pending.append(_IndexOp(at, self._next_seq(), new, after, index))
+            settle = max(settle, at)
+        self._entry_of[index][key] = new
+        return settle
 
     def _next_seq(self) -> int:
         self._seq += 1
@@ -363,32 +388,38 @@ class SimTable:
             self._apply(op)
 
     def _apply(self, op: _IndexOp) -> None:
-        if self._applied.get(op.entry, 0) > op.seq:
+        if self._applied.get((op.index, op.entry), 0) > op.seq:
             return
-        self._applied[op.entry] = op.seq
+        self._applied[(op.index, op.entry)] = op.seq
+        shadow = INDEXES[op.index][2]
         shadow_key = {SHADOW_KEY: {"S": _SEP.join(op.entry)}}
         if op.item is None:
-            self.raw.delete_item(TableName=SHADOW, Key=shadow_key)
-            self._visible.discard(op.entry)
+            self.raw.delete_item(TableName=shadow, Key=shadow_key)
+            self._visible[op.index].discard(op.entry)
         else:
-            self.raw.put_item(TableName=SHADOW, Item={**op.item, **shadow_key})
-            self._visible.add(op.entry)
+            self.raw.put_item(TableName=shadow, Item={**op.item, **shadow_key})
+            self._visible[op.index].add(op.entry)
+
+    def visible(self, index: str) -> set[EntryKey]:
+        """The entries of `index` a Query can see now."""
+        return set(self._visible[index])
 
     def _visible_under(self, params: Mapping[str, Any]) -> int | None:
         """How many visible entries the Query's partition key has (None: not a plain `= :v`
-        on GSI4PK, so moto decides)."""
+        on the index's partition key, so moto decides)."""
+        index = params.get("IndexName", names.INDEX_NAME)
         condition = params.get("KeyConditionExpression", "")
         names_ = params.get("ExpressionAttributeNames", {})
         head = condition.split(" AND ")[0].split("=")
-        if len(head) != 2:
+        if len(head) != 2 or index not in INDEXES:
             return None
         name, value = head[0].strip(), head[1].strip()
-        if names_.get(name, name) != names.INDEX_PARTITION_KEY:
+        if names_.get(name, name) != INDEXES[index][0]:
             return None
-        gsi4pk = params.get("ExpressionAttributeValues", {}).get(value, {}).get("S")
-        if gsi4pk is None:
+        partition = params.get("ExpressionAttributeValues", {}).get(value, {}).get("S")
+        if partition is None:
             return None
-        return sum(1 for entry in self._visible if entry[0] == gsi4pk)
+        return sum(1 for entry in self._visible[index] if entry[0] == partition)
 
     def settle(self) -> None:
         """Make every queued index write visible now (the end of a scenario)."""
@@ -403,8 +434,9 @@ class SimTable:
         return not self._pending
 
 
-def _entry(item: Mapping[str, Any]) -> EntryKey | None:
-    pk, sk = item.get(names.INDEX_PARTITION_KEY), item.get(names.INDEX_SORT_KEY)
+def _entry(item: Mapping[str, Any], index: str) -> EntryKey | None:
+    partition_key, sort_key, _ = INDEXES[index]
+    pk, sk = item.get(partition_key), item.get(sort_key)
     if not (pk and sk and "S" in pk and "S" in sk):
         return None
     return (pk["S"], sk["S"], item["PK"]["S"], item["SK"]["S"])

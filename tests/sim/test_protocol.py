@@ -31,8 +31,8 @@ import pytest
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import Transition
 from saga_index.layout_change.transitions import executor
-from tests.sim.harness import simulated_aws
-from tests.sim.world import Outcome, Scenario, simulate
+from tests.sim.harness import explain, first_violation, simulated_aws
+from tests.sim.world import Scenario, simulate
 
 pytestmark = pytest.mark.simulation
 
@@ -78,16 +78,10 @@ def world() -> Iterator[None]:
         yield
 
 
-def _explain(outcome: Outcome) -> str:
-    text = outcome.report()
-    print(text)
-    return text
-
-
 @pytest.mark.parametrize(("seed", "plan"), CLEAN_RUNS)
 def test_the_protocol_holds_under_faults(world: None, seed: int, plan: str) -> None:
     outcome = simulate(seed, Scenario(plan=plan))
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     assert outcome.phases[-1].split("@")[0] == ("sharded" if plan == "forward" else "legacy")
     assert outcome.reads_checked > 50, "too few reads were checked for the run to mean much"
 
@@ -97,22 +91,11 @@ def _writers_switch_at_once(self: Transition, now: object) -> object:
     return self.write_layout
 
 
-def _first_violation(scenario: Scenario, seeds: range, kinds: set[str]) -> Outcome | None:
-    for seed in seeds:
-        with simulated_aws():
-            outcome = simulate(seed, scenario)
-        found = [v for v in outcome.violations if v.kind in kinds]
-        if found:
-            print(f"seed {seed} found: {found[0]}")
-            return outcome
-    return None
-
-
 def test_it_finds_case_1_when_writers_switch_at_once() -> None:
     with mock.patch.object(Transition, "writes_at", _writers_switch_at_once):
-        outcome = _first_violation(Scenario(plan="forward"), range(1, 6), {"visibility"})
+        outcome = first_violation(Scenario(plan="forward"), range(1, 6), {"visibility"})
     assert outcome is not None, "writers switching at once went unnoticed in seeds 1-5"
-    assert "as legacy" in str(outcome.violations[0]), _explain(outcome)
+    assert "as legacy" in str(outcome.violations[0]), explain(outcome)
 
 
 # A paused worker must outlive its lease (TTL) and a whole verified rollback before it writes:
@@ -121,11 +104,11 @@ def test_it_finds_case_1_when_writers_switch_at_once() -> None:
 # failing on moto and dynalite).
 @pytest.mark.simulation_long
 def test_it_finds_case_2_when_the_backfill_is_not_fenced() -> None:
-    outcome = _first_violation(
+    outcome = first_violation(
         Scenario(**{**CASE_2.__dict__, "fence": "none"}), range(1, 4), {"unread-key"}
     )
     assert outcome is not None, "an unfenced paused worker went unnoticed in seeds 1-3"
-    assert "legacy" in str(outcome.violations[0]), _explain(outcome)
+    assert "legacy" in str(outcome.violations[0]), explain(outcome)
 
 
 def _completes_at_once(*_: object) -> None:
@@ -134,16 +117,16 @@ def _completes_at_once(*_: object) -> None:
 
 def test_it_finds_case_3_when_a_completing_move_does_not_wait_for_the_settled_switch() -> None:
     with mock.patch.object(executor, "_require_settled_switch", _completes_at_once):
-        outcome = _first_violation(CASE_3, range(1, 4), {"unread-key", "visibility"})
+        outcome = first_violation(CASE_3, range(1, 4), {"unread-key", "visibility"})
     assert outcome is not None, "a move completed before the switch settled went unnoticed"
     assert "is on RenewalSaga, which state v2 (sharded) does not read" in str(
         outcome.violations[0]
-    ), _explain(outcome)
+    ), explain(outcome)
 
 
 def test_case_3_holds_with_the_settled_switch(world: None) -> None:
     outcome = simulate(1, CASE_3)
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     assert outcome.phases[-1].split("@")[0] == "sharded"
     assert any("not yet" in line for line in outcome.trace), "the refusal was never reached"
 
@@ -181,9 +164,9 @@ def _abandons_without_reading_back() -> object:
 
 def test_it_finds_case_4_when_a_lost_answer_is_reported_without_reading_back() -> None:
     with _abandons_without_reading_back():
-        outcome = _first_violation(LOST_ANSWERS, range(1, 4), {"report"})
+        outcome = first_violation(LOST_ANSWERS, range(1, 4), {"report"})
     assert outcome is not None, "an applied move reported as not applied went unnoticed"
-    assert "answered 'not yet'" in str(outcome.violations[0]), _explain(outcome)
+    assert "answered 'not yet'" in str(outcome.violations[0]), explain(outcome)
     assert "nothing was written" in str(outcome.violations[0]) or "not known here" in str(
         outcome.violations[0]
     )
@@ -192,7 +175,7 @@ def test_it_finds_case_4_when_a_lost_answer_is_reported_without_reading_back() -
 def test_case_4_holds_when_lost_answers_are_read_back(world: None) -> None:
     # Seed 2: both moves (migrating, then sharded) meet a dropped answer on their STATE write.
     outcome = simulate(2, LOST_ANSWERS)
-    assert outcome.ok, _explain(outcome)
+    assert outcome.ok, explain(outcome)
     assert outcome.phases[-1].split("@")[0] == "sharded"
     applied = [line for line in outcome.trace if "read back, the record holds version" in line]
     assert len(applied) == 2, "the dropped answers were not met by both moves"

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from saga_index.index import keys, names
+from saga_index.index import OPEN_STATES, keys, names
 from saga_index.layout_change.backfill import CONTROL_POLL_SECONDS
+from saga_index.layout_change.checks import OpenIndexReader
 from saga_index.layout_change.checks.drift import DriftChecker
 from saga_index.layout_change.lease import LEASE_TTL_SECONDS
 from saga_index.layout_change.record import (
@@ -26,11 +27,13 @@ from saga_index.layout_change.record import (
     ControlState,
     ControlStore,
     ControlTiming,
+    OpenIndex,
+    OpenIndexState,
     Phase,
     routing_for,
 )
 from saga_index.store import SagaRepository
-from saga_index.store.dynamo import serialize
+from saga_index.store.dynamo import ScanOptions, serialize
 from tests.sim import processes, runbook
 from tests.sim.checker import Checker
 from tests.sim.clock import EPOCH, ProcessClock, VirtualTime
@@ -50,7 +53,7 @@ PERSONS = ("p-1", "alice", "bob", "carol", "p-7", "dave")
 
 @dataclass(frozen=True)
 class Scenario:
-    plan: str = "forward"  # runbook.PLANS
+    plan: str = "forward"  # runbook.ALL_PLANS (the layout's PLANS, the open index's OPEN_PLANS)
     # The backfill's lease fence: transactional (ConditionCheck on its fence slot, moto has
     # transactions), clock (the heartbeat-age check only), none (the broken variant).
     fence: str = "transactional"
@@ -90,6 +93,15 @@ class Scenario:
     # starts one (the runbook's earliest: at once, and a completing move right after the run).
     operator_poll: float = 0.5
     start_after_effective: float = 0.0
+    # The open-saga index's plans: its N, and the two known-bad variants the checker is shown
+    # to catch. open_completion "forced": `open` forced as soon as its settled switch allows,
+    # the backfill not waited for (runbook.py); close_removes_open_key False: writers that
+    # leave OpenSagaPK on the sagas they close (processes.KeepsOpenKeyOnClose).
+    open_shards: int = 4
+    open_completion: str = "checked"
+    close_removes_open_key: bool = True
+    # How long the operator waits, faults still on, after the open-index plan's last move.
+    open_linger_seconds: float = 60.0
     max_steps: int = 60000
     max_seconds: float = 2400.0
     quiet_seconds: float = 150.0
@@ -174,6 +186,8 @@ class Simulation:
         )
         if role == "worker":
             self.checker.backfill_processes.add(process.name)
+        if role == "stamper":
+            self.checker.stamp_processes.add(process.name)
         self.processes.append(process)
         self.add_task(process, "main", lambda task: _BODIES[role](self, process, task)())
         return process
@@ -188,6 +202,9 @@ class Simulation:
     def start_worker(self, direction: str) -> processes.Process:
         return self.spawn("worker", direction=direction)
 
+    def start_stamper(self) -> processes.Process:
+        return self.spawn("stamper")
+
     def run_finished(self, worker: processes.Process) -> bool:
         """The operator's view of a run: its process ended (released, lost or refused), and a
         crashed run's restart (the runbook: start it again) has ended too."""
@@ -201,6 +218,9 @@ class Simulation:
 
     def on_transition(self, phase: Phase, state: ControlState) -> None:
         self.phases.append(f"{phase.value}@{self.time.now:.0f}s")
+
+    def on_open_transition(self, state: OpenIndexState) -> None:
+        self.phases.append(f"open index {state.value}@{self.time.now:.0f}s")
 
     # ---- running -------------------------------------------------------------------------------
 
@@ -242,6 +262,7 @@ class Simulation:
             steps,
             self.checker.reads_checked,
             self.phases,
+            self.checker.open_index_reads,
         )
 
     def _step(self, *, faults: bool) -> None:
@@ -326,7 +347,7 @@ class Simulation:
         """How far `role`'s clock may be off the operator's, either way."""
         if role == "operator":
             return 0.0
-        return WORKER_SKEW_SECONDS if role == "worker" else self.max_skew
+        return WORKER_SKEW_SECONDS if role in ("worker", "stamper") else self.max_skew
 
     @property
     def max_skew(self) -> float:
@@ -410,6 +431,8 @@ class Simulation:
                 self.checker.fail(
                     "quiesced", f"{process.name} does not see {key[0]} after quiescing"
                 )
+            self._audit_open_reads(process, repository)
+        self._audit_open_index(state)
         routing = routing_for(state, EPOCH + timedelta(seconds=self.time.now))
         for person in self.persons:
             repository = SagaRepository(self.table.raw, TABLE, plan=routing, max_workers=1)
@@ -417,6 +440,44 @@ class Simulation:
             own = {k for k, r in self.checker.rows.items() if r.item.get("personId") == person}
             for key in sorted(own - seen):
                 self.checker.fail("quiesced", f"by-person {person} misses {key[0]} after quiescing")
+
+    def _audit_open_reads(self, process: processes.Process, repository: SagaRepository) -> None:
+        """A reader's enumeration of open sagas, quiesced: exactly the open sagas."""
+        opened = {k for k, r in self.checker.rows.items() if r.item.get("state") in OPEN_STATES}
+        seen = {keys.table_key_of(i) for i in repository.get_all_open_sagas().items}
+        for key in sorted(opened - seen):
+            self.checker.fail(
+                "quiesced", f"{process.name}'s open sagas miss {key[0]} after quiescing"
+            )
+        for key in sorted(seen - opened):
+            self.checker.fail(
+                "quiesced", f"{process.name}'s open sagas hold the closed {key[0]} after quiescing"
+            )
+
+    def _audit_open_index(self, state: ControlState) -> None:
+        """The open index as its completing move's check judges it (the real OpenIndexReader):
+        in `open` every open saga in it and nothing else; back `off` after the open index was
+        used, no row carrying OpenSagaPK and nothing in it."""
+        index = state.open_index
+        if index.is_off:
+            if self.scenario.plan not in runbook.OPEN_PLANS:
+                return
+            index, expected = (
+                OpenIndex.of(OpenIndexState.REMOVING, self.scenario.open_shards),
+                False,
+            )
+        else:
+            expected = index.stamps
+        reader = OpenIndexReader(self.table.raw, TABLE, ScanOptions(segments=1), sleep=_no_wait)
+        report = reader.check(index, stamps_expected=expected)
+        if not report.ok:
+            self.checker.fail(
+                "quiesced", f"the open index is not right in {index}: {report.examples()}"
+            )
+
+
+def _no_wait(_: float) -> None:
+    """The audit runs on a settled table: its re-check need not wait."""
 
 
 def _at_write(label: str) -> bool:
@@ -427,6 +488,7 @@ _BODIES: dict[str, Callable[..., Callable[[], None]]] = {
     "reader": processes.reader,
     "writer": processes.writer,
     "worker": processes.worker,
+    "stamper": processes.worker,
     "drift": processes.drift_guard,
     "operator": runbook.operator,
 }

@@ -161,8 +161,9 @@ def test_given_the_schema_then_a_full_state_writes_every_state_attribute_it_decl
     item = state_item(_full_state())
 
     declared = {a.name for part in PARTS if "STATE" in part.items for a in part.attributes}
-    # A full state leaves out only the shard counts of its legacy layouts, and the open index
-    # while it is off (written as absent, which reads as off).
+    # A full state leaves out only the shard counts of its legacy layouts, the open index
+    # while it is off (written as absent, which reads as off), and a layout run's lease kind
+    # (absent reads as layout).
     legacy_counts = {"movingToShardCount", "previousShardCount", "lastBackfillSourceShardCount"}
     open_index = {
         "openIndex",
@@ -170,7 +171,7 @@ def test_given_the_schema_then_a_full_state_writes_every_state_attribute_it_decl
         "previousOpenIndex",
         "previousOpenIndexShardCount",
     }
-    assert declared - set(item) == legacy_counts | open_index
+    assert declared - set(item) == legacy_counts | open_index | {"leaseKind"}
     assert set(item) - declared == {"PK", "SK", "entityType"}
 
 

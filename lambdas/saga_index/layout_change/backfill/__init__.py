@@ -34,8 +34,12 @@ One module per idea:
              another)
   leased     a leased run built once (its fence and keeper), for the steps and the local run
   stale_slots  the operator's clearing of fence slots no run holds (`backfill clear-fence`)
-  open_stamps  the open-saga index's backfill in this process: OpenSagaPK stamped on the open
-             rows that predate `adding`, removed in `removing` (conditional, paced, no lease)
+  open_row   the open-saga index's change to one row (a ticket of kind open-index selects it
+             in the segment worker): OpenSagaPK stamped on the open rows that predate
+             `adding`, cleared from closed ones, removed from every row in `removing`; the
+             same segments, pacer, lease, fence and cursor as the layout's
+  open_readback  after an open-index run: the table compared with the open index (the check
+             `open-index set open|off` makes), and the release of a run's lease by its kind
 
 The lease's writes in the control record are layout_change.lease (the room below this one).
 
@@ -64,10 +68,7 @@ from saga_index.layout_change.backfill.inputs import (
 from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, token_for_execution
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.open_stamps import (
-    DEFAULT_OPEN_STAMP_RATE,
-    open_index_backfill,
-)
+from saga_index.layout_change.backfill.open_readback import OpenVerify
 from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules, reasons_of
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import (
@@ -90,7 +91,6 @@ __all__ = [
     "CONTROL_POLL_SECONDS",
     "DEFAULT_FLOOR_FRACTION",
     "DEFAULT_MAX_WRITES_PER_SECOND",
-    "DEFAULT_OPEN_STAMP_RATE",
     "DEFAULT_SAFETY_MARGIN_SECONDS",
     "DEFAULT_TOTAL_SEGMENTS",
     "MAX_TOTAL_SEGMENTS",
@@ -103,6 +103,7 @@ __all__ = [
     "LegacyKeyEffect",
     "LocalBackfill",
     "Move",
+    "OpenVerify",
     "PaceRules",
     "PlanRequest",
     "RowSample",
@@ -118,7 +119,6 @@ __all__ = [
     "count_rows_to_move",
     "count_source_rows",
     "finish_backfill",
-    "open_index_backfill",
     "plan_run",
     "reasons_of",
     "run_backfill",

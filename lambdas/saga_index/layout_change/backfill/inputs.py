@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from saga_index.index import (
     BACKFILL_SEGMENT_TEMPLATE_FIELDS,
@@ -36,7 +42,7 @@ from saga_index.layout_change.backfill.wire import (
     SegmentResult,
     check_cursor,
 )
-from saga_index.layout_change.record import BackfillDirection
+from saga_index.layout_change.record import BackfillDirection, BackfillKind
 
 DEFAULT_TOTAL_SEGMENTS = 4
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0
@@ -126,6 +132,16 @@ class BackfillRequest(Payload):
     dry_run: Annotated[bool, Field(strict=True)]
     # The least pace the pacer falls to, as a fraction of the cap (pacer.PaceRules).
     pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+    # What the run changes: the layout's GSI4PK (the default), or the open index's OpenSagaPK.
+    kind: BackfillKind = BackfillKind.LAYOUT
+
+    @model_serializer(mode="wrap")
+    def _layout_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A layout run's request is the execution input it was before runs had kinds.
+        data: dict[str, Any] = handler(self)
+        if self.kind is BackfillKind.LAYOUT:
+            data.pop("kind", None)
+        return data
 
     def pace_rules(self) -> PaceRules:
         return PaceRules(floor_fraction=self.pace_floor)
@@ -149,6 +165,10 @@ class BackfillRequest(Payload):
         if run.direction is not self.direction:
             raise InvalidInputError(
                 f"the run's ticket is {run.direction.value}, the request {self.direction.value}"
+            )
+        if run.kind is not self.kind:
+            raise InvalidInputError(
+                f"the run's ticket is a {run.kind.value} run, the request {self.kind.value}"
             )
         rate = self.per_segment_writes_per_second()
         return [

@@ -47,12 +47,17 @@ from saga_index.layout_change.lease import (
     LeaseLostError,
     acquire_lease,
     heartbeat_lease,
+    open_index_layouts,
     release_lease,
+    require_open_index_settled,
 )
 from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
     BackfillCompletion,
+    BackfillKind,
     ControlState,
     ControlStore,
+    ControlTiming,
     WallClock,
     format_time,
     parse_time,
@@ -81,6 +86,7 @@ def take_run(
     clock: WallClock = utc_now,
     ttl_seconds: float = LEASE_TTL_SECONDS,
     arm: bool = True,
+    timing: ControlTiming = DEFAULT_TIMING,
 ) -> tuple[RunTicket, ControlState]:
     """The ticket of a run of `request`, and the state it runs under: the move is the record's,
     and the run takes the lease with `token` (a dry run, which writes nothing, takes none: its
@@ -90,14 +96,24 @@ def take_run(
     Refused before anything is written: a direction the record's writers would undo
     (LeaseDirectionError), a missing record, and (not for a dry run) a state younger than its
     effectiveAt or another run's live lease (LeaseNotYetEffectiveError, LeaseHeldError). A
-    retry with the same token finds its own lease.
+    retry with the same token finds its own lease. An open-index run (request.kind) takes the
+    same lease, recorded with its kind, once the open index's switch settled (`timing`'s
+    in-flight margin after effectiveAt; RetryLaterError before), in the direction the open
+    index's state gives (lease.kinds).
     """
     # The record is read once: the lease is taken under the very state the move comes from.
     state = store.read()
     started_at = now_text(clock)
     epoch: int | None = None
+    opens = request.kind is BackfillKind.OPEN_INDEX
+    if opens:
+        require_open_index_settled(state, clock(), timing)
     if request.dry_run:
-        move = Move.for_state(state, request.direction)
+        move = (
+            Move(request.direction, *open_index_layouts(state, request.direction))
+            if opens
+            else Move.for_state(state, request.direction)
+        )
         lease_token: str | None = None
     else:
         grant = acquire_lease(
@@ -108,6 +124,7 @@ def take_run(
             clock=clock,
             ttl_seconds=ttl_seconds,
             state=state,
+            kind=request.kind,
         )
         state = grant.state
         move = Move(request.direction, grant.source, grant.target)
@@ -122,6 +139,7 @@ def take_run(
         lease_token=lease_token,
         lease_epoch=epoch if lease_token is not None else None,
         started_at=started_at,
+        open_shard_count=state.open_index.shard_count if opens else None,
     )
     return ticket, state
 

@@ -27,11 +27,16 @@ from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.keeper import (
     CONTROL_POLL_SECONDS,
     LeaseKeeper,
-    release_with_completion,
     take_run,
 )
 from saga_index.layout_change.backfill.leased import leased_run
 from saga_index.layout_change.backfill.move import Move
+from saga_index.layout_change.backfill.open_readback import (
+    DEFAULT_OPEN_VERIFY,
+    OpenVerify,
+    finish_open_index,
+    release_run,
+)
 from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
@@ -44,9 +49,12 @@ from saga_index.layout_change.lease import (
     release_lease,
 )
 from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
     BackfillCompletion,
+    BackfillKind,
     ControlState,
     ControlStore,
+    ControlTiming,
     WallClock,
     utc_now,
 )
@@ -166,7 +174,8 @@ class LocalBackfill:
     summary: BackfillSummary
     seconds: float  # wall time of the segments' run, without the read-back
     ticket: RunTicket
-    # The completion recorded with the lease's release (None: a dry run, or the lease was lost).
+    # The completion recorded with the lease's release (None: a dry run, an open-index run,
+    # or the lease was lost).
     completion: BackfillCompletion | None = None
     # Why the run stopped when it lost its lease (then nothing was recorded).
     lease_lost: str | None = None
@@ -216,24 +225,22 @@ def backfill_locally(
     fence_check: FenceCheck | None = None,
     on_control: Callable[[ControlState], None] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    timing: ControlTiming = DEFAULT_TIMING,
+    open_verify: OpenVerify = DEFAULT_OPEN_VERIFY,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
     Refused before anything runs: a direction the record's writers would undo
-    (LeaseDirectionError), a missing record, and (not for a dry run, which takes no lease and
-    writes nothing) a state younger than its effectiveAt or another run's live lease
-    (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread heartbeats
-    every poll_seconds and applies the record's throttle and pause; a lost lease stops the run
-    (`lease_lost`, nothing recorded). A complete run is read back (finish_backfill); an
-    incomplete one is only summarised. Then the lease is released with the completion.
-    on_start receives the run's ticket and the state it runs under, before the segments start;
-    on_progress the run's live totals over all segments (without anomaly keys); on_control
-    every state the lease keeper applied (its throttle, pause and pace). `monotonic`: the clock
-    heartbeat ages are measured on (the clock fence's). while_running is entered around the
-    segments' run only, not the read-back: a progress display, or signal handlers that set
-    `stop`. Every re-stamp goes through the run's lease fence (layout_change.backfill.fence):
-    transactional (its slots armed when it takes the lease) unless `transactional_fence` is
-    False or the server has no transactions (then the clock fence only, with a warning),
-    condition-checking `fence_check` (None: the segment's fence slot).
+    (LeaseDirectionError), a missing record, and (not for a dry run: no lease) a state younger
+    than effectiveAt or another run's live lease (LeaseNotYetEffectiveError, LeaseHeldError).
+    While the segments run, a thread heartbeats every poll_seconds, applying throttle and pause;
+    a lost lease stops the run (`lease_lost`). A complete run is read back (finish_backfill;
+    open-index: open_readback, as `open_verify` says), an incomplete one only summarised;
+    then the lease is released (release_run: a layout run's with its completion). on_start
+    gets the ticket and state first; on_progress the live totals; on_control every state the
+    keeper applied. `monotonic`: the clock fence's clock. while_running wraps the segments'
+    run only (a progress display, handlers that set `stop`). Every write goes through the
+    run's lease fence (transactional unless `transactional_fence` is False or the server has
+    none; checking `fence_check`). `timing`: the margin an open-index run waits for.
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -245,6 +252,7 @@ def backfill_locally(
         clock=clock,
         ttl_seconds=lease_ttl_seconds,
         arm=transactional_fence,
+        timing=timing,
     )
     token = ticket.lease_token
     bucket = paced_bucket(request, stop)
@@ -282,6 +290,7 @@ def backfill_locally(
             while_running=while_running,
             page_size=page_size,
             fence=fence,
+            open_verify=open_verify,
         )
     except BaseException:
         if token is not None:
@@ -292,7 +301,7 @@ def backfill_locally(
     if token is None or outcome.lease_lost is not None:
         return outcome
     try:
-        completion = release_with_completion(store, ticket, outcome.summary, clock=clock)
+        completion = release_run(store, ticket, outcome.summary, clock=clock)
     except LeaseLostError as err:
         return replace(outcome, lease_lost=str(err))
     return replace(outcome, completion=completion)
@@ -312,6 +321,7 @@ def _run_and_judge(
     while_running: AbstractContextManager[object] | None,
     page_size: int | None,
     fence: LeaseFence | None,
+    open_verify: OpenVerify,
 ) -> LocalBackfill:
     move = ticket.move()
     throttles = attach_throttle_observer(client)
@@ -338,7 +348,18 @@ def _run_and_judge(
     lost = keeper.lost if keeper is not None else None
     # One keeper followed the record for every segment: its caps are the run's.
     caps = list(keeper.run_caps) if keeper is not None else []
-    if run.complete and lost is None:
+    if run.complete and lost is None and ticket.kind is BackfillKind.OPEN_INDEX:
+        summary = finish_open_index(
+            client,
+            table_name,
+            request,
+            run.results,
+            ticket,
+            throttles=run.throttles,
+            applied_caps=caps,
+            options=open_verify,
+        )
+    elif run.complete and lost is None:
         summary = finish_backfill(
             client,
             table_name,

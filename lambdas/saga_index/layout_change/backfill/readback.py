@@ -184,11 +184,28 @@ def finish_backfill(
     A run is complete when every segment says it is done; an incomplete run fails the
     verification whatever the index shows (rows past the missing cursors were never read).
     """
-    done = {r.segment for r in results if r.done and not r.interrupted}
-    missing = sorted(set(range(request.total_segments)) - done)
     verification = verify_source_drained(
         client, table_name, index_name=index_name, move=move, dry_run=request.dry_run
     )
+    return summarise_verified(
+        request, results, verification, throttles=throttles, move=move, applied_caps=applied_caps
+    )
+
+
+def summarise_verified(
+    request: BackfillRequest,
+    results: Sequence[SegmentResult],
+    verification: VerificationResult,
+    *,
+    throttles: int | None,
+    move: Move,
+    applied_caps: Sequence[float] | None,
+) -> BackfillSummary:
+    """The summary of a run read back by `verification`: complete when every segment says it
+    is done; a segment that did not finish fails the verification whatever the read-back
+    showed (rows past its cursor were never read). Every kind of run ends here."""
+    done = {r.segment for r in results if r.done and not r.interrupted}
+    missing = sorted(set(range(request.total_segments)) - done)
     if missing:
         verification = verification.model_copy(
             update={

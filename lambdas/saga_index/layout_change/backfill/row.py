@@ -82,6 +82,9 @@ SET_ONLY_GSI4PK = Expression(
 class RowRestamper:
     """The rows of one segment invocation, one at a time, counted in `result`."""
 
+    # What the segment's Scan reads of a row for this decision.
+    projection: Expression = ROW_DECISION_ATTRIBUTES
+
     def __init__(
         self,
         client: Any,

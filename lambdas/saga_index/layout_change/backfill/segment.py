@@ -35,14 +35,16 @@ from botocore.exceptions import ClientError
 from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import SegmentRequest
+from saga_index.layout_change.backfill.open_row import OpenRowStamper
 from saga_index.layout_change.backfill.pacer import reasons_of
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
-from saga_index.layout_change.backfill.row import ROW_DECISION_ATTRIBUTES, RowRestamper
+from saga_index.layout_change.backfill.row import RowRestamper
 from saga_index.layout_change.backfill.wire import Cursor, SegmentCounts, SegmentResult, cursor_of
+from saga_index.layout_change.record import BackfillKind
 from saga_index.store.dynamo import ThrottleCounter, error_code, is_throttle, request_expressions
 
 log = logging.getLogger(__name__)
@@ -82,7 +84,9 @@ class _SegmentWorker:
         )
         self.move = request.move
         self.result = SegmentResult(segment=request.segment)
-        self.rows = RowRestamper(
+        # The change the run makes to a row: the layout's re-stamp, or the open index's.
+        rows = OpenRowStamper if request.run.kind is BackfillKind.OPEN_INDEX else RowRestamper
+        self.rows = rows(
             client,
             table_name,
             request,
@@ -191,7 +195,7 @@ class _SegmentWorker:
             "TotalSegments": self.request.total_segments,
             # Only what the decision needs: a row's other attributes are never read, so they
             # can never be written back stale.
-            **request_expressions(projection=ROW_DECISION_ATTRIBUTES),
+            **request_expressions(projection=self.rows.projection),
             # Said explicitly: the worker's role may Scan only with dynamodb:Select =
             # SPECIFIC_ATTRIBUTES (infra/backfill.py), and IAM evaluates the request's value.
             "Select": "SPECIFIC_ATTRIBUTES",

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.caps import extend_caps
 from saga_index.layout_change.backfill.inputs import (
     PlanRequest,
@@ -41,7 +42,7 @@ from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECO
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import SegmentResult
 from saga_index.layout_change.lease import LeaseLostError, heartbeat_lease
-from saga_index.layout_change.record import ControlStore
+from saga_index.layout_change.record import BackfillKind, ControlStore
 from saga_index.store.dynamo import attach_throttle_observer
 
 
@@ -50,8 +51,10 @@ def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
     re-stamps check them) and lay out its segments.
 
     The token is derived from the execution id, so a retried plan step finds its own lease
-    and arms again (idempotent). Refusals: keeper.take_run's, before any row is written.
+    and arms again (idempotent). Refusals: keeper.take_run's, before any row is written; and a
+    run of kind open-index (run_here_only), before the lease is taken.
     """
+    run_here_only(plan.request.kind)
     ticket, _ = take_run(
         ControlStore(client, table_name),
         plan.request,
@@ -162,6 +165,7 @@ def verify_run(
     recorded. A retry after the release landed reads back again and returns the summary,
     recording nothing new.
     """
+    run_here_only(verify.run.kind)
     store = ControlStore(client, table_name)
     token = verify.run.lease_token
     if token is not None:
@@ -177,6 +181,20 @@ def verify_run(
     if token is not None:
         release_with_completion(store, verify.run, summary)
     return summary
+
+
+def run_here_only(kind: BackfillKind) -> None:
+    """The state machine runs layout runs only: its worker's IAM grants name the attributes a
+    layout re-stamp reads and writes (infra/backfill.py), not `state` and OpenSagaPK, and its
+    verifier reads what is left on GSI4's source keys, not the open index. An open-index run
+    is `saga-index open-index backfill` in the operator's process (InvalidInputError here,
+    nothing written)."""
+    if kind is BackfillKind.OPEN_INDEX:
+        raise InvalidInputError(
+            "the backfill state machine runs layout runs only: run the open-index backfill "
+            "with `saga-index open-index backfill` (in this process, on the same lease, fence "
+            "and pacer); nothing written"
+        )
 
 
 def _heartbeat_unless_recorded(store: ControlStore, token: str) -> None:

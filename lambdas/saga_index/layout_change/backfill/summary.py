@@ -12,7 +12,13 @@ from saga_index.index import METRIC_SOURCE_KEY_ROWS, METRIC_UNEXPECTED_SOURCE_KE
 from saga_index.layout_change.backfill.caps import merge_caps
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.wire import LayoutSpec, Payload, SegmentCounts, TableKey
+from saga_index.layout_change.backfill.wire import (
+    LayoutSpec,
+    OpenCounts,
+    Payload,
+    SegmentCounts,
+    TableKey,
+)
 from saga_index.layout_change.record import BackfillDirection
 
 
@@ -61,11 +67,15 @@ class BackfillSummary(Payload):
     # (caps.merge_caps of its segments' in the state machine; the run's one keeper locally).
     # Empty, and left out of the JSON, when the run applied none (a dry run follows no record).
     applied_max_writes_per_second: list[float] = Field(default_factory=list)
+    # An open-index run's removals and examples (wire.OpenCounts); absent for a layout run.
+    open: OpenCounts | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
         if not self.applied_max_writes_per_second:
             data.pop("appliedMaxWritesPerSecond")
+        if self.open is None:
+            data.pop("open")
         return data
 
     @property
@@ -109,6 +119,7 @@ def summarise(
         would_restamp=total.would_restamp,
         throttles=total.throttles,
         anomaly_keys=total.anomaly_keys,
+        open=total.open,
         complete=complete,
         verification=verification,
         source=None if move is None else LayoutSpec.of(move.source),

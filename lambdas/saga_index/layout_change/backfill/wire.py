@@ -47,7 +47,14 @@ from saga_index.index import (
     LayoutKind,
 )
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.record import BackfillDirection, format_time, utc_now
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    BackfillKind,
+    OpenIndex,
+    OpenIndexState,
+    format_time,
+    utc_now,
+)
 
 # The table's key schema (infra/table.py): the cursor is a key of this shape.
 TABLE_KEY_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
@@ -166,6 +173,32 @@ class RunTicket(Payload):
     lease_epoch: Annotated[int, Field(strict=True, ge=0)] | None = None
     # UTC ISO-8601 with milliseconds (record.times.format_time): the completion's startedAt.
     started_at: str
+    # What the run changes (record BackfillKind): the layout's GSI4PK, or the open index's
+    # OpenSagaPK (then source = target = the layout it leaves alone, and `openShardCount` is
+    # the open index's N the stamps are computed with).
+    kind: BackfillKind = BackfillKind.LAYOUT
+    open_shard_count: Annotated[int, Field(strict=True, ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _kind_consistent(self) -> RunTicket:
+        if (self.kind is BackfillKind.OPEN_INDEX) != (self.open_shard_count is not None):
+            raise ValueError("openShardCount is set exactly when kind is open-index")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _layout_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A layout run's ticket is the payload it was before runs had kinds.
+        data: dict[str, Any] = handler(self)
+        if self.kind is BackfillKind.LAYOUT:
+            for name in ("kind", "openShardCount", "open_shard_count"):
+                data.pop(name, None)
+        return data
+
+    def open_index(self) -> OpenIndex:
+        """The open index an open-index run stamps (adding: its N), for the row rule."""
+        if self.open_shard_count is None:
+            raise InvalidInputError("a layout run's ticket names no open index")
+        return OpenIndex(OpenIndexState.ADDING, self.open_shard_count)
 
     @classmethod
     def of(
@@ -177,8 +210,11 @@ class RunTicket(Payload):
         lease_token: str | None,
         started_at: str,
         lease_epoch: int | None = None,
+        open_shard_count: int | None = None,
     ) -> RunTicket:
         return cls(
+            kind=BackfillKind.LAYOUT if open_shard_count is None else BackfillKind.OPEN_INDEX,
+            open_shard_count=open_shard_count,
             direction=move.direction,
             source=LayoutSpec.of(move.source),
             target=LayoutSpec.of(move.target),
@@ -212,6 +248,31 @@ UNLEASED_TOKEN = "unleased"  # noqa: S105 (a marker, not a secret)
 # --- What a segment did: its counts, and the worker's result
 
 
+# An open-index run's report lists this many of the rows it wrote (or would write), as examples.
+MAX_OPEN_EXAMPLES = 5
+
+
+class OpenCounts(Payload):
+    """What only an open-index run counts: of its writes (`restamped`, `wouldRestamp`), the
+    removals of OpenSagaPK, and the first rows it wrote ({PK, SK, change: stamp | remove})."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False
+    )
+
+    saga_rows: int = Field(default=0, ge=0)  # of the rows scanned, the saga rows
+    removed: int = Field(default=0, ge=0)
+    would_remove: int = Field(default=0, ge=0)
+    examples: list[TableKey] = Field(default_factory=list)
+
+    def add(self, other: OpenCounts) -> None:
+        self.saga_rows += other.saga_rows
+        self.removed += other.removed
+        self.would_remove += other.would_remove
+        room = max(0, MAX_OPEN_EXAMPLES - len(self.examples))
+        self.examples.extend(other.examples[:room])
+
+
 class SegmentCounts(Payload):
     """What a segment did (cumulative when `totals` were handed in)."""
 
@@ -236,14 +297,17 @@ class SegmentCounts(Payload):
     # Step Functions: the pace this segment's last invocation ended at, with its memory
     # (pacer.Pacer.snapshot), for the next invocation to go on from. Not added up.
     pace: dict[str, float | str | None] | None = None
+    # An open-index run's own counts (None in a layout run, and then not in the JSON).
+    open: OpenCounts | None = None
 
     @model_serializer(mode="wrap")
     def _without_an_empty_pace(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A finished segment's result carries no pace, not even a null: the Map's output of
-        # 1,000 results must fit the state.
+        # 1,000 results must fit the state. A layout run's carries no open counts either.
         data: dict[str, Any] = handler(self)
-        if data.get("pace", False) is None:
-            del data["pace"]
+        for name in ("pace", "open"):
+            if data.get(name, False) is None:
+                del data[name]
         return data
 
     @property
@@ -275,6 +339,10 @@ class SegmentCounts(Payload):
         self.pace_pauses += other.pace_pauses
         room = max(0, key_limit - len(self.anomaly_keys))
         self.anomaly_keys.extend(other.anomaly_keys[:room])
+        if other.open is not None:
+            if self.open is None:
+                self.open = OpenCounts()
+            self.open.add(other.open)
 
 
 class SegmentResult(SegmentCounts):

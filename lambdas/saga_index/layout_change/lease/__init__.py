@@ -41,6 +41,11 @@ from saga_index.layout_change.lease.grant import (
     new_lease_token,
     release_lease,
 )
+from saga_index.layout_change.lease.kinds import (
+    open_index_direction,
+    open_index_layouts,
+    require_open_index_settled,
+)
 
 __all__ = [
     "LEASE_TTL_SECONDS",
@@ -55,9 +60,12 @@ __all__ = [
     "heartbeat_lease",
     "new_lease_token",
     "nonblank",
+    "open_index_direction",
+    "open_index_layouts",
     "pause_backfill",
     "record_control_event",
     "release_lease",
+    "require_open_index_settled",
     "resume_backfill",
     "set_throttle",
 ]

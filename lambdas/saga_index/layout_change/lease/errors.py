@@ -17,12 +17,16 @@ class LeaseHeldError(ControlError, RetryLaterError):
     """Another backfill run holds a live lease (CLI exit 5: retry once it is free).
     `retry_at`: when the lease expires unless its holder heartbeats again."""
 
-    def __init__(self, holder: str, expires_at: str, *, retry_at: datetime | None = None) -> None:
+    def __init__(
+        self, holder: str, expires_at: str, *, retry_at: datetime | None = None, kind: str = ""
+    ) -> None:
         self.holder = holder
         self.expires_at = expires_at
+        # A run of another kind (the open index's beside the layout's) holds the same lease.
+        what = f" ({kind} run)" if kind and kind != "layout" else ""
         RetryLaterError.__init__(
             self,
-            f"another backfill run holds the lease: {holder!r}, live until {expires_at} "
+            f"another backfill run holds the lease: {holder!r}{what}, live until {expires_at} "
             "unless it heartbeats. Wait for it, or for the lease to expire if that run died",
             retry_at=retry_at,
         )

@@ -39,6 +39,7 @@ from saga_index.layout_change.lease.events import (
     nonblank,
     record_control_event,
 )
+from saga_index.layout_change.lease.kinds import open_index_layouts
 from saga_index.layout_change.record import (
     LEASE_ATTRIBUTES,
     LEASE_EPOCH,
@@ -51,6 +52,7 @@ from saga_index.layout_change.record import (
     VERSION,
     BackfillCompletion,
     BackfillDirection,
+    BackfillKind,
     ControlError,
     ControlRecordMissingError,
     ControlState,
@@ -176,6 +178,7 @@ def acquire_lease(
     clock: WallClock = utc_now,
     ttl_seconds: float = LEASE_TTL_SECONDS,
     state: ControlState | None = None,
+    kind: BackfillKind = BackfillKind.LAYOUT,
 ) -> LeaseGrant:
     """Take the backfill lease for one run (see the module docstring for the refusals).
 
@@ -186,7 +189,7 @@ def acquire_lease(
     holder, token = nonblank("holder", holder), nonblank("token", token)
     now = to_millis(clock())
     state = state if state is not None else store.read()
-    source, target = _check_acquirable(state, wanted, token, now)
+    source, target = _check_acquirable(state, wanted, token, now, kind)
     held = state.lease
     if held is not None and held.token == token and held.state_version == state.version:
         return LeaseGrant(held, source, target, state, _epoch_of(state))
@@ -199,6 +202,7 @@ def acquire_lease(
         heartbeat_at=now,
         expires_at=now + timedelta(seconds=ttl_seconds),
         state_version=state.version,
+        kind=kind,
     )
     try:
         updated = store.update(
@@ -222,7 +226,7 @@ def acquire_lease(
             return LeaseGrant(fresh.lease, source, target, fresh, _epoch_of(fresh))
         if fresh.version != state.version:
             raise VersionConflictError(state.version, fresh.version, fresh.phase.value)
-        _check_acquirable(fresh, wanted, token, now)
+        _check_acquirable(fresh, wanted, token, now, kind)
         raise LeaseChangedHandsError(
             "the backfill lease changed hands while it was taken: start again"
         )
@@ -344,11 +348,16 @@ def release_lease(
 
 
 def _check_acquirable(
-    state: ControlState, direction: BackfillDirection, token: str, now: datetime
+    state: ControlState,
+    direction: BackfillDirection,
+    token: str,
+    now: datetime,
+    kind: BackfillKind = BackfillKind.LAYOUT,
 ) -> tuple[Layout, Layout]:
     if state.condition is RecordCondition.MISSING:
         raise ControlRecordMissingError(state.version)
-    layouts = backfill_layouts(state, direction)
+    by_kind = open_index_layouts if kind is BackfillKind.OPEN_INDEX else backfill_layouts
+    layouts = by_kind(state, direction)
     lease = state.lease
     if lease is not None and lease.token == token and lease.state_version == state.version:
         return layouts
@@ -370,7 +379,8 @@ def check_startable(state: ControlState, now: datetime, *, token: str | None = N
         )
     lease = state.lease
     if lease is not None and lease.token != token and lease.is_live(now):
-        raise LeaseHeldError(lease.holder, format_time(lease.expires_at), retry_at=lease.expires_at)
+        expires = format_time(lease.expires_at)
+        raise LeaseHeldError(lease.holder, expires, retry_at=lease.expires_at, kind=lease.kind)
 
 
 def why_lost(state: ControlState, token: str) -> str:

@@ -89,6 +89,7 @@ from saga_index.layout_change.record.schema import (
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
     BackfillDirection,
+    BackfillKind,
     ControlState,
     Lease,
     RecordCondition,
@@ -131,6 +132,7 @@ __all__ = [
     "Attribute",
     "BackfillCompletion",
     "BackfillDirection",
+    "BackfillKind",
     "ControlError",
     "ControlEvent",
     "ControlItemInvalidError",

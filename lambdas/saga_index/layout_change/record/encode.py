@@ -29,6 +29,7 @@ from saga_index.layout_change.record.items import (
     ENTITY_TYPE,
     EVENT,
     EVENT_ID,
+    LEASE_KIND,
     REASON,
     STATE_VERSION,
     event_sk,
@@ -47,6 +48,7 @@ from saga_index.layout_change.record.schema import (
 )
 from saga_index.layout_change.record.state import (
     BackfillCompletion,
+    BackfillKind,
     ControlState,
     Lease,
     Transition,
@@ -107,7 +109,10 @@ def transition_attributes(transition: Transition) -> dict[str, Any]:
 
 
 def lease_attributes(lease: Lease) -> dict[str, Any]:
-    return part_attributes(LEASE, lease)
+    written = part_attributes(LEASE, lease)
+    # A layout run's lease is the item it was before runs had kinds (absent reads as layout).
+    written[LEASE_KIND] = None if lease.kind is BackfillKind.LAYOUT else lease.kind.value
+    return written
 
 
 def completion_attributes(completion: BackfillCompletion) -> dict[str, Any]:

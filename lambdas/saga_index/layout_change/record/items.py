@@ -72,6 +72,8 @@ LEASE_EXPIRES_AT: Final = "leaseExpiresAt"
 LEASE_STATE_VERSION: Final = "leaseStateVersion"
 # The pace the running backfill chose and why, as of its last heartbeat (`status` shows it).
 LEASE_PACE: Final = "leasePace"
+# What the run holding the lease changes (record/state.py BackfillKind); absent: the layout.
+LEASE_KIND: Final = "leaseKind"
 LEASE_ATTRIBUTES: Final = (
     LEASE_HOLDER,
     LEASE_TOKEN,
@@ -81,6 +83,7 @@ LEASE_ATTRIBUTES: Final = (
     LEASE_EXPIRES_AT,
     LEASE_STATE_VERSION,
     LEASE_PACE,
+    LEASE_KIND,
 )
 
 # The fencing epoch of the latest lease taken: strictly increasing, kept after a release.

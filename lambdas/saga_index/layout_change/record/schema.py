@@ -218,6 +218,14 @@ LEASE: Final = Part(
             "state_version",
         ),
         Attribute(n.LEASE_PACE, Value.STRING, "the run's pace, and why", "pace", optional=True),
+        Attribute(
+            n.LEASE_KIND,
+            Value.STRING,
+            "what the run changes: `layout` (GSI4PK) \\| `open-index` (OpenSagaPK); absent "
+            "reads as `layout` (runs before it existed)",
+            "kind",
+            optional=True,
+        ),
     ),
     present_if=n.LEASE_TOKEN,
 )

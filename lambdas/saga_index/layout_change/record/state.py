@@ -37,6 +37,26 @@ class BackfillDirection(StrEnum):
             ) from None
 
 
+class BackfillKind(StrEnum):
+    """What a backfill run changes on the saga rows; the one lease is held by one kind at a time.
+
+    layout      GSI4PK, from the record's source layout to its target (the layout move)
+    open-index  OpenSagaPK: stamped on open sagas (forward), removed (rollback)
+    """
+
+    LAYOUT = "layout"
+    OPEN_INDEX = "open-index"
+
+    @classmethod
+    def parse(cls, value: object) -> BackfillKind:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InvalidInputError(
+                f"backfill kind must be 'layout' or 'open-index'; got {value!r}"
+            ) from None
+
+
 def check_version(version: int) -> None:
     if version < 1:
         raise InvalidInputError(f"a transition's version starts at 1, got {version}")
@@ -149,6 +169,13 @@ class Lease:
     state_version: int
     # The pace the run chose and why, as its last heartbeat wrote it (None: not reported yet).
     pace: str | None = None
+    # What the run changes (`leaseKind`; absent on the item reads as the layout).
+    kind: BackfillKind = BackfillKind.LAYOUT
+
+    def __post_init__(self) -> None:
+        # Read from the item: a string, or None when `leaseKind` is absent (a layout run's).
+        kind = BackfillKind.LAYOUT if self.kind is None else BackfillKind.parse(self.kind)
+        object.__setattr__(self, "kind", kind)
 
     def is_live(self, now: datetime) -> bool:
         return now < self.expires_at

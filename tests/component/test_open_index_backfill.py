@@ -1,0 +1,363 @@
+"""The open-saga index's backfill on the layout backfill's machinery, against moto (which has
+TransactWriteItems: the transactional fence): the run takes the record's one lease with its
+kind, stamps the open rows that predate `adding` through its fence slots at the cap, never
+re-stamps a saga a writer closed meanwhile, removes every stamp in `removing`, and a paused
+stale run writes nothing once a newer run armed the fence. Clocks are injected."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from saga_index.index import InvalidInputError, RetryLaterError, names
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    LocalBackfill,
+    OpenVerify,
+    PlanRequest,
+    backfill_locally,
+)
+from saga_index.layout_change.backfill.steps import plan_run
+from saga_index.layout_change.lease import (
+    LeaseHeldError,
+    acquire_lease,
+    new_lease_token,
+    open_index_direction,
+    release_lease,
+)
+from saga_index.layout_change.record import (
+    BackfillKind,
+    ControlStore,
+    OpenIndexState,
+    state_key,
+)
+from saga_index.layout_change.record.items import LEASE_KIND
+from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
+from saga_index.layout_change.transitions import CompletionCheckOptions, change_open_index
+from saga_index.store.dynamo.codec import deserialize
+from tests.support.backends import Backend
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.open_index import READY, add_open_index, readiness_of
+
+OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
+OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
+
+
+@pytest.fixture
+def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+    with moto_backend("open-backfill", synthesized_template) as backend:
+        add_open_index(backend.client, backend.table_name)
+        yield backend
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(dynamo: Backend) -> ControlStore:
+    return ControlStore(dynamo.client, dynamo.table_name)
+
+
+def move(store: ControlStore, clock: Clock, to: str, *, settle: bool = True) -> None:
+    change_open_index(
+        store,
+        to,
+        changed_by="tester@host",
+        reason=f"to {to}",
+        readiness=readiness_of(READY),
+        options=OPTIONS,
+        probe=probe_64_shard_keys,
+        sleep=lambda _s: None,
+        clock=clock,
+    )
+    if settle:
+        effective = store.read().effective_at
+        assert effective is not None
+        clock.now = effective + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)
+
+
+def run(
+    store: ControlStore,
+    clock: Clock,
+    *,
+    dry_run: bool = False,
+    rate: float = 1000.0,
+    segments: int = 2,
+    client: Any = None,
+    **kw: Any,
+) -> LocalBackfill:
+    request = BackfillRequest(
+        direction=open_index_direction(store.read()),
+        kind=BackfillKind.OPEN_INDEX,
+        total_segments=segments,
+        max_writes_per_second=rate,
+        dry_run=dry_run,
+    )
+    return backfill_locally(
+        client or store.client,
+        store.table_name,
+        request,
+        holder=kw.pop("holder", "tester@host/1"),
+        store=kw.pop("run_store", store),
+        clock=clock,
+        poll_seconds=0.05,
+        open_verify=OpenVerify(recheck_delay_seconds=0),
+        **kw,
+    )
+
+
+def row(dynamo: Backend, saga_id: str) -> dict[str, Any]:
+    item = dynamo.get(f"RSAGA#{saga_id}", "META")
+    assert item is not None
+    return deserialize(item)
+
+
+def stamped(dynamo: Backend) -> list[str]:
+    return sorted(
+        raw["sagaId"]["S"]
+        for raw in dynamo.scan_all()
+        if raw.get("entityType", {}).get("S") == "RenewalSaga" and OPEN_KEY in raw
+    )
+
+
+def row_writes(client: Any, on_write: Any) -> None:
+    """Call on_write(table PK) before every fenced row write the run sends."""
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        for action in params.get("TransactItems", []):
+            if "Update" in action:
+                on_write(action["Update"]["Key"]["PK"]["S"])
+
+    def plain(params: dict[str, Any], **_: Any) -> None:
+        # A run with the clock fence only writes a row with its own UpdateItem.
+        if params["Key"]["PK"]["S"] != names.CONTROL_PK:
+            on_write(params["Key"]["PK"]["S"])
+
+    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", hook)
+    client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", plain)
+
+
+def test_the_run_stamps_old_open_rows_under_its_lease_and_never_restamps_a_closed_saga(
+    store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    for n in range(4):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    dynamo.put_saga("stale", "p-7", state="SIGNED", **{OPEN_KEY: "RenewalSagaOpen#2"})
+    with pytest.raises(InvalidInputError, match="off"):
+        open_index_direction(store.read())
+    move(store, clock, "adding", settle=False)
+    with pytest.raises(RetryLaterError, match="in-flight margin"):
+        run(store, clock)
+    assert store.read().lease is None
+    clock.now = store.read().effective_at + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)  # type: ignore[operator]
+
+    dry = run(store, clock, dry_run=True).summary
+    assert dry.open is not None
+    # Scanned: every item of the table (the control record's too), as the layout run counts.
+    assert (dry.would_restamp, dry.open.would_remove) == (5, 1)
+    assert dry.scanned >= 5
+    assert stamped(dynamo) == ["stale"]
+
+    # A writer closes old1 after the Scan read it open and before its stamp.
+    closed: list[str] = []
+    kinds: list[str | None] = []
+
+    def close_old1(pk: str) -> None:
+        if pk == "RSAGA#old1" and not closed:
+            closed.append(pk)
+            dynamo.put_saga("old1", "p-1", state="DECLINED")
+        state_item = dynamo.get(*state_key().values())
+        kinds.append(None if state_item is None else state_item.get(LEASE_KIND, {}).get("S"))
+
+    row_writes(dynamo.client, close_old1)
+    done = run(store, clock)
+    summary = done.summary
+    assert closed == ["RSAGA#old1"]
+    assert summary.open is not None
+    assert (summary.restamped, summary.open.removed, summary.skipped) == (4, 1, 1)
+    assert summary.complete
+    assert summary.verified, summary.verification
+    assert OPEN_KEY not in row(dynamo, "old1")
+    assert stamped(dynamo) == ["old0", "old2", "old3"]
+    # It ran under the one lease, recorded with its kind, through the transactional fence.
+    assert set(kinds) == {"open-index"}
+    assert done.fence_mode == "transactional"
+    after = store.read()
+    assert after.lease is None
+    assert LEASE_KIND not in (dynamo.get(*state_key().values()) or {})
+    # No layout completion is recorded for it: `phase set` reads the layout's alone.
+    assert done.completion is None
+    assert after.last_backfill is None
+
+    move(store, clock, "open")
+    assert store.read().open_index.state is OpenIndexState.OPEN
+    again = run(store, clock).summary
+    assert (again.restamped, again.would_restamp, again.skipped) == (0, 0, 0)
+
+
+def test_one_lease_a_layout_run_and_an_open_index_run_exclude_each_other(
+    store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    dynamo.put_saga("old0", "p-0")
+    move(store, clock, "adding")
+    token = new_lease_token()
+    acquire_lease(
+        store,
+        holder="open@host",
+        token=token,
+        direction="forward",
+        clock=clock,
+        kind=BackfillKind.OPEN_INDEX,
+    )
+    assert store.read().lease.kind is BackfillKind.OPEN_INDEX  # type: ignore[union-attr]
+    # The layout's clean-up run (rollback in legacy) is refused while the open index's runs.
+    with pytest.raises(LeaseHeldError, match=r"'open@host' \(open-index run\)"):
+        acquire_lease(store, holder="layout@host", token="t2", direction="rollback", clock=clock)
+    release_lease(store, token=token, clock=clock)
+
+    layout = new_lease_token()
+    acquire_lease(store, holder="layout@host", token=layout, direction="rollback", clock=clock)
+    assert store.read().lease.kind is BackfillKind.LAYOUT  # type: ignore[union-attr]
+    with pytest.raises(LeaseHeldError, match="'layout@host', live until"):
+        run(store, clock)
+    assert OPEN_KEY not in row(dynamo, "old0")
+
+
+def test_the_rollback_removes_every_stamp(
+    store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    for n in range(6):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    dynamo.put_saga("done", "p-9", state="DECLINED")
+    move(store, clock, "adding")
+    assert run(store, clock).summary.verified
+    assert stamped(dynamo) == [f"old{n}" for n in range(6)]
+
+    move(store, clock, "removing")
+    back = run(store, clock)
+    assert back.ticket.direction.value == "rollback"
+    assert back.summary.open is not None
+    assert (back.summary.restamped, back.summary.open.removed) == (6, 6)
+    assert back.summary.verified, back.summary.verification
+    assert stamped(dynamo) == []
+    # Every other attribute is kept.
+    assert row(dynamo, "old3")["personId"] == "p-3"
+    move(store, clock, "off")
+    assert store.read().open_index.state is OpenIndexState.OFF
+
+
+def test_the_run_holds_its_write_cap(store: ControlStore, dynamo: Backend, clock: Clock) -> None:
+    for n in range(30):
+        dynamo.put_saga(f"old{n:02}", f"p-{n}")
+    move(store, clock, "adding")
+    times: list[float] = []
+    row_writes(dynamo.client, lambda _pk: times.append(time.monotonic()))
+    cap = 20.0
+    summary = run(store, clock, rate=cap, segments=3).summary
+    assert summary.restamped == 30
+    assert summary.verified
+    rate = (len(times) - 1) / (times[-1] - times[0])
+    assert rate <= cap * 1.05, f"{rate:.2f} writes/s against a cap of {cap}"
+
+
+PAUSE_AT_WRITE = 3
+
+
+@pytest.mark.parametrize("transactional", [True, False], ids=["fenced", "clock-fence-only"])
+def test_a_paused_stale_run_writes_nothing_after_a_newer_run_armed_the_fence(
+    store: ControlStore, dynamo: Backend, clock: Clock, transactional: bool
+) -> None:
+    """Without the transactional fence (the known-bad variant: the clock fence only, its check
+    passed before the pause) the same scenario leaves a stamp in `removing`."""
+    for n in range(10):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    move(store, clock, "adding")
+    # The stale run: its own client; it stops between its fence check and its 3rd write (the
+    # process paused), its heartbeats blocked with it.
+    stale_client = dynamo.new_client()
+    writes: list[str] = []
+    paused, resume, heartbeats = threading.Event(), threading.Event(), threading.Event()
+
+    def before_write(pk: str) -> None:
+        writes.append(pk)
+        if len(writes) == PAUSE_AT_WRITE:
+            paused.set()
+            resume.wait(timeout=60)
+
+    def before_heartbeat(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"]["PK"]["S"] == names.CONTROL_PK and paused.is_set():
+            heartbeats.wait(timeout=60)
+
+    row_writes(stale_client, before_write)
+    stale_client.meta.events.register(
+        "before-parameter-build.dynamodb.UpdateItem", before_heartbeat
+    )
+    box: dict[str, LocalBackfill] = {}
+
+    def stale() -> None:
+        box["run"] = run(
+            store,
+            clock,
+            segments=1,
+            client=stale_client,
+            holder="stale@host/1",
+            run_store=ControlStore(stale_client, store.table_name),
+            monotonic=lambda: 100.0,
+            transactional_fence=transactional,
+        )
+
+    thread = threading.Thread(target=stale, name="stale-run")
+    thread.start()
+    assert paused.wait(timeout=30), "the stale run never reached its pause"
+
+    # Meanwhile: its lease expires, the operator rolls the open index back and a newer run
+    # removes every stamp.
+    clock.advance(600)
+    move(store, clock, "removing")
+    newer = run(store, clock)
+    assert newer.summary.verified
+    assert stamped(dynamo) == []
+    assert newer.ticket.lease_epoch is not None
+
+    # The stale run resumes: its in-flight stamp (SET IF OpenSagaPK still absent, which it is
+    # again) goes out and is refused by DynamoDB on its fence slot; it writes nothing more.
+    resume.set()
+    for _ in range(200):
+        if not thread.is_alive():
+            break
+        time.sleep(0.01)
+    heartbeats.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert len(writes) >= PAUSE_AT_WRITE
+    assert box["run"].lease_lost is not None
+    if not transactional:
+        # The in-flight stamp landed after the newer run removed every stamp.
+        assert len(stamped(dynamo)) == 1
+        return
+    assert box["run"].fence_mode == "transactional"
+    assert stamped(dynamo) == []
+    assert store.read().open_index.state is OpenIndexState.REMOVING
+
+
+def test_the_state_machine_refuses_an_open_index_run_before_taking_the_lease(
+    store: ControlStore, dynamo: Backend, clock: Clock
+) -> None:
+    """Its worker's IAM names a layout re-stamp's attributes only: an open-index run is local."""
+    dynamo.put_saga("old0", "p-0")
+    move(store, clock, "adding")
+    request = BackfillRequest(
+        direction="forward", kind=BackfillKind.OPEN_INDEX, total_segments=1, dry_run=False
+    )
+    plan = PlanRequest(request=request, holder="arn:aws:states:eu-west-1:1:execution:sm:run-1")
+    with pytest.raises(InvalidInputError, match="layout runs only"):
+        plan_run(dynamo.client, dynamo.table_name, plan)
+    assert store.read().lease is None
+    assert OPEN_KEY not in row(dynamo, "old0")
