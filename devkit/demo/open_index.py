@@ -252,11 +252,12 @@ def open_index_act(
 
 
 def _backfill(operator: OperatorCli, config: DemoConfig, *extra: str) -> dict[str, Any]:
-    """`open-index backfill [--dry-run] --json` at the demo's backfill rate."""
+    """`open-index backfill [--dry-run] --json` at the demo's backfill rate (exit 0: complete,
+    and a run verified against the open index)."""
     document = operator.run(
         "open-index",
         "backfill",
-        "--rate",
+        "--max-writes-per-second",
         f"{config.backfill_rate:g}",
         "--segments",
         str(config.backfill_segments),

@@ -199,6 +199,7 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert before["enumerations"] == after["enumerations"] == 4
     assert opened["backfill"]["run"]["stamped"] > 0
     assert opened["backfill"]["run"]["anomalies"] == 0
+    assert opened["backfill"]["run"]["verified"] is True
     assert opened["checksPassed"] == ["open-index-parity"]
     # The traffic ran through the move, writers following the record
     assert opened["traffic"]["writes"] > 0

@@ -196,10 +196,19 @@ def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
     code, adding = fast_saga_index(exports, "open-index", "set", "adding", *reason, "--wait")
     assert (code, adding["openIndex"], adding["effective"]) == (0, "adding", True)
     _after_the_margin()
-    code, dry = fast_saga_index(exports, "open-index", "backfill", "--dry-run", "--rate", "500")
+    code, dry = fast_saga_index(
+        exports, "open-index", "backfill", "--dry-run", "--max-writes-per-second", "500"
+    )
     assert (code, dry["dryRun"], dry["stamped"]) == (0, True, 179)
-    code, stamped = fast_saga_index(exports, "open-index", "backfill", "--rate", "500")
-    assert (code, stamped["stamped"], stamped["anomalies"]) == (0, 179, 0)
+    code, stamped = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
+    assert (code, stamped["stamped"], stamped["anomalies"], stamped["verified"]) == (
+        0,
+        179,
+        0,
+        True,
+    )
     # Readers never left GSI4 before O3
     assert _open_sagas(exports) == 179
     # The way back before the end: removing (never blocked), its backfill removes every stamp,
@@ -207,7 +216,9 @@ def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
     code, removing = fast_saga_index(exports, "open-index", "set", "removing", *reason, "--wait")
     assert (code, removing["openIndex"]) == (0, "removing")
     _after_the_margin()
-    code, removed = fast_saga_index(exports, "open-index", "backfill", "--rate", "500")
+    code, removed = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
     assert (code, removed["direction"], removed["removed"]) == (0, "remove", 179)
     code, off = fast_saga_index(exports, "open-index", "set", "off", *reason, "--wait")
     assert (code, off["openIndex"]) == (0, "off"), off
@@ -216,7 +227,9 @@ def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
     code, _ = fast_saga_index(exports, "open-index", "set", "adding", *reason, "--wait")
     assert code == 0
     _after_the_margin()
-    code, stamped = fast_saga_index(exports, "open-index", "backfill", "--rate", "500")
+    code, stamped = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
     assert (code, stamped["stamped"]) == (0, 179)
     code, opened = fast_saga_index(
         exports, "open-index", "set", "open", *reason, "--recheck-delay", "0", "--wait"
