@@ -36,7 +36,7 @@ from saga_index.index import DEFAULT_SHARD_COUNT, SWEEP_NAMES, InvalidInputError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The numbered steps of run_demo (devkit.demo.pipeline).
-STAGES = 13
+STAGES = 15
 
 
 def _positive_int(text: str) -> int:

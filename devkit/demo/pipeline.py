@@ -12,9 +12,10 @@ from devkit.capacity.ledger import LoadSummary
 from devkit.capacity.meter import CapacityMeter
 from devkit.capacity.table_schema import TableSchema
 from devkit.demo.config import DemoConfig
+from devkit.demo.open_index import open_index_act
 from devkit.demo.operator import EXIT_REFUSED, OperatorCli
 from devkit.demo.report import drift_summary, improvement, layout_json, parity_summary, write_chart
-from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, reshard_act, resharded_json
+from devkit.demo.reshard import RESHARD_SNAPSHOT_FILE, ReshardAct, reshard_act, resharded_json
 from devkit.demo.steps import (
     DemoError,
     backfill_dry_run,
@@ -115,15 +116,8 @@ def run_demo(
     )
     sharded_drift = drift_run(endpoint_url, config, schema, phase=Phase.SHARDED, stages=stages)
 
-    act = reshard_act(
-        operator,
-        endpoint_url=endpoint_url,
-        config=config,
-        schema=schema,
-        plan=plan,
-        make_client=clients.plain,
-        snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
-        opened_since=opened_by(sharded_stats, config),
+    act, open_index = _live_acts(
+        operator, clients, config, schema, plan, opened_since=opened_by(sharded_stats, config)
     )
 
     history = _history_step(operator, stages)
@@ -143,6 +137,7 @@ def run_demo(
         "backfill": backfill.section(config),
         "drift": drift_summary(drift),
         "reshard": act.section,
+        "openIndex": open_index,
         "refusedSharded": refused,
         "phaseHistory": history,
         "control": _control_section(operator),
@@ -159,6 +154,33 @@ def run_demo(
         report, config, stages, loads=(legacy, sharded_load, act.load), timelines=timelines
     )
     return report
+
+
+def _live_acts(
+    operator: OperatorCli,
+    clients: Clients,
+    config: DemoConfig,
+    schema: TableSchema,
+    plan: Plan,
+    *,
+    opened_since: int,
+) -> tuple[ReshardAct, dict[str, Any]]:
+    """The live moves after the migration: the re-shard N -> 2N, then the open-saga index
+    added (its report section)."""
+    act = reshard_act(
+        operator,
+        endpoint_url=clients.endpoint_url,
+        config=config,
+        schema=schema,
+        plan=plan,
+        make_client=clients.plain,
+        snapshot=Path(_relative(config.results_dir / RESHARD_SNAPSHOT_FILE)),
+        opened_since=opened_since,
+    )
+    open_index = open_index_act(
+        operator, config=config, schema=schema, plan=plan, make_client=clients.plain
+    )
+    return act, open_index
 
 
 def _history_step(operator: OperatorCli, stages: Stages) -> list[dict[str, Any]]:
@@ -423,6 +445,11 @@ NOTES: tuple[str, ...] = (
     "resharded: the same plan replayed on sharded(2N) after the re-shard (timestamps two "
     "days later); reshard.parity compares with a snapshot taken in sharded(N) after "
     "the sharded replay, since that replay changed the table.",
+    "openIndex: the open-saga index added live by `saga-index open-index set adding`, "
+    "`open-index backfill` and `open-index set open` while the plan's traffic ran (its "
+    "cohort walker held, so the open set keeps its size), writers and readers following the "
+    "record; before/after: one round of the sweeps' all-open enumerations along the record's "
+    "routing, metered by the capacity meter on every index they read.",
 )
 
 

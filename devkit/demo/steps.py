@@ -66,7 +66,7 @@ def replay(
 
         # At 2N = 32 an enumeration's parallel shard queries outnumber the replay client's
         # pool; urllib3 warns for every connection it discards (harmless: it opens another).
-        with _quiet("urllib3.connectionpool"):
+        with quiet("urllib3.connectionpool"):
             stats, meter = metered_replay(
                 endpoint_url,
                 config.table_name,
@@ -118,7 +118,7 @@ def drift_run(
 
 
 @contextlib.contextmanager
-def _quiet(logger_name: str) -> Iterator[None]:
+def quiet(logger_name: str) -> Iterator[None]:
     logger = logging.getLogger(logger_name)
     previous = logger.level
     logger.setLevel(logging.ERROR)

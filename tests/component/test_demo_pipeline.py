@@ -15,7 +15,7 @@ import pytest
 
 from devkit.demo import cli as demo
 from devkit.dynalite import DynaliteServer
-from saga_index.index import keys
+from saga_index.index import keys, names
 
 pytestmark = pytest.mark.conformance
 
@@ -135,7 +135,12 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
         (2, "migrating", "sharded"),
         (3, "sharded", "resharding"),
         (4, "resharding", "sharded"),
+        # The open-saga index's two moves (the layout stays sharded; the reasons name them)
+        (5, "sharded", "sharded"),
+        (6, "sharded", "sharded"),
     ]
+    assert "OpenSagaPK" in history[4]["reason"]
+    assert "open-index-parity" in history[5]["checksPassed"]
     assert set(history[1]["checksPassed"]) == {
         "backfill-verified",
         "no-legacy-rows",
@@ -179,6 +184,26 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
     assert resharded["partitionKeys"] > report["sharded"]["partitionKeys"]
     assert report["reshardImprovement"]["headroomMultiple"] is not None
     assert "| sharded (N=32) |" in captured.out
+    # The open-saga index added live: the sweeps, metered, read fewer units on the open index
+    # than over GSI4's keys, and returned the same open sagas (every open saga of the table:
+    # the seeded ones and the cohorts the three replays opened) before and after.
+    opened = report["openIndex"]
+    before, after = opened["before"], opened["after"]
+    assert (before["reads"], after["reads"]) == ("gsi4", "open-index")
+    assert after["rcuPerEnumeration"] < before["rcuPerEnumeration"]
+    assert opened["rcuRatio"] > 1
+    assert set(before["rcuByIndex"]) == {names.INDEX_NAME}
+    assert set(after["rcuByIndex"]) == {names.OPEN_INDEX_NAME}
+    assert before["openSagas"] == after["openSagas"] == 24 + 3 * cohort
+    assert opened["sameOpenSagas"] is True
+    assert before["enumerations"] == after["enumerations"] == 4
+    assert opened["backfill"]["run"]["stamped"] > 0
+    assert opened["backfill"]["run"]["anomalies"] == 0
+    assert opened["backfill"]["run"]["verified"] is True
+    assert opened["checksPassed"] == ["open-index-parity"]
+    # The traffic ran through the move, writers following the record
+    assert opened["traffic"]["writes"] > 0
+    assert "| before (open index off) | gsi4 " in captured.out, captured.out
     # The chart is a real PNG.
     assert (results / "partition-load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # No timestamped WARNING line breaks into the steps: the anomaly the backfill reported

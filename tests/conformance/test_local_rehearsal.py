@@ -5,6 +5,8 @@ that does not support a call from one that cannot be reached."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import queue
@@ -17,8 +19,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from devkit.demo.operator import DEMO_TIMING
+from saga_index_cli.context import CliHooks
+from saga_index_cli.main import main as saga_index_main
 
 pytestmark = pytest.mark.conformance
 
@@ -128,6 +135,8 @@ def test_make_local_serves_the_seeded_table_until_ctrl_c(
         "DescribeContinuousBackups"
     )
 
+    _rehearse_adding_the_open_index(exports)
+
     # Ctrl-C stops the server: exit 0, and nothing listens on its port any more
     process.send_signal(signal.SIGINT)
     assert process.stderr is not None
@@ -138,6 +147,105 @@ def test_make_local_serves_the_seeded_table_until_ctrl_c(
     port = int(endpoint.rsplit(":", 1)[1])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def fast_saga_index(exports: dict[str, str], *argv: str) -> tuple[int, dict[str, Any]]:
+    """`saga-index ARGV --json` in this process against the local table with the demo's short T
+    (effectiveAt 1 s after a change instead of 75 s: the commands and checks are the same):
+    its exit code and its JSON document."""
+    buffer = io.StringIO()
+    connection = [
+        "--table",
+        exports["SAGA_TABLE_NAME"],
+        "--endpoint-url",
+        exports["AWS_ENDPOINT_URL_DYNAMODB"],
+        "--region",
+        exports["AWS_REGION"],
+        "--max-attempts",
+        "3",
+    ]
+    code = 0
+    with contextlib.redirect_stdout(buffer):
+        try:
+            saga_index_main([*connection, *argv, "--json"], hooks=CliHooks(timing=DEMO_TIMING))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    lines = [line for line in buffer.getvalue().splitlines() if line.strip()]
+    return code, json.loads(lines[-1]) if lines else {}
+
+
+def _after_the_margin() -> None:
+    """The open-index backfill starts after effectiveAt plus the in-flight margin."""
+    time.sleep(DEMO_TIMING.in_flight_margin_seconds + 0.1)
+
+
+def _open_sagas(exports: dict[str, str]) -> int:
+    """`saga-index sagas open` in a process of its own (it reads the record afresh)."""
+    opened = saga_index(exports, "sagas", "open")
+    assert opened.returncode == 0, opened.stderr
+    return len(opened.stdout.splitlines())
+
+
+def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
+    """docs/runbook.md "Add the open-saga index" on `make local`'s table: O1, O2, the way back
+    before the end (removing, its backfill, off), then O1-O3 again and the end's refusal."""
+    shown = json.loads(saga_index(exports, "open-index", "show", "--json").stdout)
+    assert (shown["openIndex"], shown["routing"]["enumerations"]) == ("off", "gsi4")
+    reason = ("--reason", "make local: rehearse the runbook")
+    # O1: writers stamp; O2: the 179 open sagas that predate it are stamped (dry run first)
+    code, adding = fast_saga_index(exports, "open-index", "set", "adding", *reason, "--wait")
+    assert (code, adding["openIndex"], adding["effective"]) == (0, "adding", True)
+    _after_the_margin()
+    code, dry = fast_saga_index(
+        exports, "open-index", "backfill", "--dry-run", "--max-writes-per-second", "500"
+    )
+    assert (code, dry["dryRun"], dry["stamped"]) == (0, True, 179)
+    code, stamped = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
+    assert (code, stamped["stamped"], stamped["anomalies"], stamped["verified"]) == (
+        0,
+        179,
+        0,
+        True,
+    )
+    # Readers never left GSI4 before O3
+    assert _open_sagas(exports) == 179
+    # The way back before the end: removing (never blocked), its backfill removes every stamp,
+    # then off (its check: no row carries OpenSagaPK)
+    code, removing = fast_saga_index(exports, "open-index", "set", "removing", *reason, "--wait")
+    assert (code, removing["openIndex"]) == (0, "removing")
+    _after_the_margin()
+    code, removed = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
+    assert (code, removed["direction"], removed["removed"]) == (0, "remove", 179)
+    code, off = fast_saga_index(exports, "open-index", "set", "off", *reason, "--wait")
+    assert (code, off["openIndex"]) == (0, "off"), off
+    assert [c["name"] for c in off["checks"] if c["passed"]] == ["no-open-index-keys"]
+    # O1-O3: the sweeps' reads switch to the open index; the same 179 open sagas
+    code, _ = fast_saga_index(exports, "open-index", "set", "adding", *reason, "--wait")
+    assert code == 0
+    _after_the_margin()
+    code, stamped = fast_saga_index(
+        exports, "open-index", "backfill", "--max-writes-per-second", "500"
+    )
+    assert (code, stamped["stamped"]) == (0, 179)
+    code, opened = fast_saga_index(
+        exports, "open-index", "set", "open", *reason, "--recheck-delay", "0", "--wait"
+    )
+    assert (code, opened["openIndex"], opened["routing"]["enumerations"]) == (
+        0,
+        "open",
+        "open-index",
+    ), opened
+    assert [c["name"] for c in opened["checks"] if c["passed"]] == ["open-index-parity"]
+    assert _open_sagas(exports) == 179
+    # `open` is the end: the way back is refused (exit 2), nothing written
+    refused = saga_index(exports, "open-index", "set", "removing", *reason)
+    assert refused.returncode == 2, refused.stderr
+    shown = json.loads(saga_index(exports, "open-index", "show", "--json").stdout)
+    assert (shown["openIndex"], shown["version"]) == ("open", opened["version"])
 
 
 def _local(*argv: str) -> subprocess.CompletedProcess[str]:
