@@ -12,6 +12,7 @@ from typing import Any
 
 import botocore.session
 import pytest
+from hypothesis import HealthCheck, settings
 from moto.core.botocore_stubber import BotocoreStubber
 
 from tests.support import moto_responses, moto_values
@@ -62,6 +63,16 @@ BotocoreStubber.process_request = _one_request_at_a_time  # type: ignore[method-
 # tests/unit/test_moto_responses.py and test_moto_values.py check both against moto's own.
 moto_responses.install()
 moto_values.install()
+
+# Hypothesis times each example (a 200 ms deadline) and its input generation (the too_slow
+# health check) by the wall clock. On a shared 2-core machine a worker can wait seconds for a
+# core: a loaded run failed a property test whose one draw "took" 15 s. What a property test
+# proves does not depend on how long an example takes, so neither clock fails it here; the
+# examples drawn are the same.
+settings.register_profile(
+    "shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shared-machine")
 
 
 @pytest.fixture(scope="session")
