@@ -63,13 +63,13 @@ def test_a_run_that_wrote_rows_then_lost_the_table_exits_6_and_the_same_command_
         "--max-writes-per-second",
         "1000",
     )
-    real_release = domain_local.release_with_completion
+    real_release = domain_local.release_run
 
     def server_gone(*_: Any, **__: Any) -> Any:
         raise EndpointConnectionError(endpoint_url="http://127.0.0.1:8000")
 
     # The rows are re-stamped, then the record cannot be reached to record the completion
-    monkeypatch.setattr(domain_local, "release_with_completion", server_gone)
+    monkeypatch.setattr(domain_local, "release_run", server_gone)
     code, out, err = run(capsys, dynamo, *command)
 
     assert code == 6, err
@@ -88,7 +88,7 @@ def test_a_run_that_wrote_rows_then_lost_the_table_exits_6_and_the_same_command_
     assert written["leaseReleased"] is True
 
     # The advice, literally: the same command again finishes the move and replaces the report
-    monkeypatch.setattr(domain_local, "release_with_completion", real_release)
+    monkeypatch.setattr(domain_local, "release_run", real_release)
     code, out, err = run(capsys, dynamo, *command)
     assert code == 3, err  # complete; the seeded anomalies remain
     finished = json.loads(report.read_text())
@@ -290,7 +290,7 @@ def test_a_second_ctrl_c_after_rows_were_re_stamped_is_exit_6_and_frees_the_leas
     def ctrl_c(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(domain_local, "release_with_completion", ctrl_c)
+    monkeypatch.setattr(domain_local, "release_run", ctrl_c)
     code, out, err = run(capsys, dynamo, "backfill", "--json", "--max-writes-per-second", "1000")
 
     assert code == 6, err

@@ -285,7 +285,7 @@ def test_a_run_that_wrote_rows_then_failed_is_exit_6(
     def server_gone(*_: Any, **__: Any) -> Any:
         raise EndpointConnectionError(endpoint_url="http://127.0.0.1:8000")
 
-    monkeypatch.setattr(domain_local, "release_with_completion", server_gone)
+    monkeypatch.setattr(domain_local, "release_run", server_gone)
     code, _, err = run(capsys, "--table", dynamo.table_name, "backfill", "--json")
     assert code == 6, err
     assert "interrupted, partly done" in err
