@@ -1,15 +1,20 @@
 """The option types and callbacks several commands share: the table's name, a shard count, a
-finite float range. Each refuses a bad value before any request (exit 2)."""
+finite float range, the completion checks' scan options. Each refuses a bad value before any
+request (exit 2)."""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from saga_index.index import InvalidInputError, validate_shard_count
+from saga_index.layout_change.transitions import CompletionCheckOptions
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 # DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
@@ -55,3 +60,41 @@ class FiniteFloatRange(click.FloatRange):
                 f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx
             )
         return converted
+
+
+def completion_check_options(checks: str) -> Callable[[_Command], _Command]:
+    """The scan options of a completing move's checks (`phase set`, `open-index set`): one
+    spelling, range and default each, from CompletionCheckOptions; `checks` names them in the
+    help ("Parity check", "Checks")."""
+
+    def decorate(command: _Command) -> _Command:
+        for option in reversed(
+            (
+                click.option(
+                    "--recheck-delay",
+                    type=click.FloatRange(0, 300),
+                    default=CompletionCheckOptions.recheck_delay_seconds,
+                    show_default=True,
+                    help=f"{checks}: seconds before rows that differ are read again once "
+                    "(GSI propagation).",
+                ),
+                click.option(
+                    "--scan-rate",
+                    type=click.FloatRange(min=1, max=40_000),
+                    default=CompletionCheckOptions.scan_rate,
+                    show_default=True,
+                    help=f"{checks}: read units per second their base-table scan may use.",
+                ),
+                click.option(
+                    "--segments",
+                    type=click.IntRange(1, 64),
+                    default=CompletionCheckOptions.segments,
+                    show_default=True,
+                    help="Scan segments.",
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return decorate

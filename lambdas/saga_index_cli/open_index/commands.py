@@ -39,7 +39,7 @@ from saga_index.layout_change.transitions import (
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.open_index.backfill import backfill_command
-from saga_index_cli.options import shards_option
+from saga_index_cli.options import completion_check_options, shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import read_state
 from saga_index_cli.phase.not_yet import NotYetError
@@ -166,27 +166,7 @@ def _state_argument(_: click.Context, __: click.Parameter, value: str) -> OpenIn
 @click.option("--force", is_flag=True, help="Skip a completing move's checks (recorded).")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)
 @json_option
-@click.option(
-    "--recheck-delay",
-    type=click.FloatRange(0, 300),
-    default=CompletionCheckOptions.recheck_delay_seconds,
-    show_default=True,
-    help="Checks: seconds before rows that differ are read again once (GSI propagation).",
-)
-@click.option(
-    "--scan-rate",
-    type=click.FloatRange(min=1, max=40_000),
-    default=CompletionCheckOptions.scan_rate,
-    show_default=True,
-    help="Checks: read units per second their base-table scan may use.",
-)
-@click.option(
-    "--segments",
-    type=click.IntRange(1, 64),
-    default=CompletionCheckOptions.segments,
-    show_default=True,
-    help="Scan segments.",
-)
+@completion_check_options("Checks")
 @pass_cli
 def set_command(
     cli: CliContext,

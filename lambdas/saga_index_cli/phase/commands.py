@@ -29,7 +29,7 @@ from saga_index_cli.context import (
     pass_cli,
 )
 from saga_index_cli.exit_codes import ExitCode
-from saga_index_cli.options import shards_option
+from saga_index_cli.options import completion_check_options, shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import (
     ChangeRequest,
@@ -164,27 +164,7 @@ def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
     show_default=True,
     help="Parity check: persons whose by-person reads are compared.",
 )
-@click.option(
-    "--recheck-delay",
-    type=click.FloatRange(0, 300),
-    default=CompletionCheckOptions.recheck_delay_seconds,
-    show_default=True,
-    help="Parity check: seconds before mismatches are re-checked once (GSI propagation).",
-)
-@click.option(
-    "--scan-rate",
-    type=click.FloatRange(min=1, max=40_000),
-    default=CompletionCheckOptions.scan_rate,
-    show_default=True,
-    help="Parity check: read units per second its base-table scan may use.",
-)
-@click.option(
-    "--segments",
-    type=click.IntRange(1, 64),
-    default=CompletionCheckOptions.segments,
-    show_default=True,
-    help="Scan segments.",
-)
+@completion_check_options("Parity check")
 @pass_cli
 def set_command(
     cli: CliContext,
