@@ -289,6 +289,7 @@ def test_given_a_run_when_planned_then_the_lease_is_taken_and_each_segment_gets_
         "anomalyKeyLimit": 10,  # 400 keys over 40 segments keeps the Map state small
         "appliedCapLimit": 16,  # 2,000 caps over 40 segments: every segment's full 16
         "paceFloor": 0.015625,  # the default: 1/64 of the cap
+        "openExampleLimit": 0,  # 20 example rows over 40 segments: none (open-index runs only)
     }
     assert plan["request"]["maxWritesPerSecond"] == 80
     # the move is the record's, the lease the execution's

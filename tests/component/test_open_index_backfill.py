@@ -16,15 +16,21 @@ import pytest
 
 from saga_index.index import InvalidInputError, RetryLaterError, names
 from saga_index.layout_change.backfill import (
+    MAX_OPEN_STATE_MACHINE_SEGMENTS,
     BackfillRequest,
     LocalBackfill,
     OpenVerify,
     PlanRequest,
+    SegmentRequest,
+    VerifyRequest,
     backfill_locally,
+    run_leased_segment,
+    verify_run,
 )
 from saga_index.layout_change.backfill.steps import plan_run
 from saga_index.layout_change.lease import (
     LeaseHeldError,
+    LeaseLostError,
     acquire_lease,
     new_lease_token,
     open_index_direction,
@@ -347,17 +353,62 @@ def test_a_paused_stale_run_writes_nothing_after_a_newer_run_armed_the_fence(
     assert store.read().open_index.state is OpenIndexState.REMOVING
 
 
-def test_the_state_machine_refuses_an_open_index_run_before_taking_the_lease(
+EXECUTION = "arn:aws:states:eu-west-1:123456789012:execution:sm:run-1"
+
+
+def test_the_state_machine_steps_run_an_open_index_run_as_the_local_run_does(
     store: ControlStore, dynamo: Backend, clock: Clock
 ) -> None:
-    """Its worker's IAM names a layout re-stamp's attributes only: an open-index run is local."""
-    dynamo.put_saga("old0", "p-0")
+    """plan, a worker per segment, verify (tests/component/test_open_index_state_machine.py
+    runs them in the synthesised state machine)."""
+    for n in range(3):
+        dynamo.put_saga(f"old{n}", f"p-{n}")
+    dynamo.put_saga("stale", "p-7", state="SIGNED", **{OPEN_KEY: "RenewalSagaOpen#2"})
     move(store, clock, "adding")
     request = BackfillRequest(
-        direction="forward", kind=BackfillKind.OPEN_INDEX, total_segments=1, dry_run=False
+        direction="forward",
+        kind=BackfillKind.OPEN_INDEX,
+        total_segments=MAX_OPEN_STATE_MACHINE_SEGMENTS + 1,
+        dry_run=False,
+        verify_read_units_per_second=10_000.0,
     )
-    plan = PlanRequest(request=request, holder="arn:aws:states:eu-west-1:1:execution:sm:run-1")
-    with pytest.raises(InvalidInputError, match="layout runs only"):
-        plan_run(dynamo.client, dynamo.table_name, plan)
+    # More segments than the state machine's state can carry: refused before the lease.
+    with pytest.raises(InvalidInputError, match="at most"):
+        plan_run(dynamo.client, dynamo.table_name, PlanRequest(request=request, holder=EXECUTION))
     assert store.read().lease is None
-    assert OPEN_KEY not in row(dynamo, "old0")
+
+    request = request.model_copy(update={"total_segments": 2})
+    plan = plan_run(
+        dynamo.client, dynamo.table_name, PlanRequest(request=request, holder=EXECUTION)
+    )
+    lease = store.read().lease
+    assert lease is not None
+    assert (lease.holder, lease.kind) == (EXECUTION, BackfillKind.OPEN_INDEX)
+    assert (plan.run.kind, plan.run.open_shard_count) == (BackfillKind.OPEN_INDEX, 16)
+    results = []
+    for number in plan.segments:
+        segment = SegmentRequest.model_validate(
+            {**plan.template, "segment": number, "run": plan.run.to_json()}
+        )
+        outcome = run_leased_segment(
+            dynamo.client, dynamo.table_name, segment, remaining_seconds=lambda: 900.0
+        )
+        results.append(outcome.unwrap())
+    verify = VerifyRequest(request=plan.request, run=plan.run, segments=results)
+    summary = verify_run(dynamo.client, dynamo.table_name, verify, index_name=names.INDEX_NAME)
+
+    assert summary.open is not None
+    assert (summary.restamped, summary.open.removed, summary.complete) == (4, 1, True)
+    assert summary.verified, summary.verification
+    assert stamped(dynamo) == ["old0", "old1", "old2"]
+    # Released by kind: no layout completion recorded.
+    after = store.read()
+    assert (after.lease, after.last_backfill) == (None, None)
+    # A verify step retried after its release landed reads back again, recording nothing.
+    again = verify_run(dynamo.client, dynamo.table_name, verify, index_name=names.INDEX_NAME)
+    assert again.verified
+    assert store.read() == after
+    # Any other loss of the lease fails it: its verdict would not be this run's.
+    other = verify.model_copy(update={"run": plan.run.model_copy(update={"lease_token": "x"})})
+    with pytest.raises(LeaseLostError):
+        verify_run(dynamo.client, dynamo.table_name, other, index_name=names.INDEX_NAME)

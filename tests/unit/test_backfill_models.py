@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from saga_index.index import keys
+from saga_index.index import InvalidInputError, keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.index.names import MAX_CONCURRENT_SEGMENTS
 from saga_index.index.shard import MAX_SHARD_COUNT
@@ -21,7 +21,12 @@ from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
     MAX_ANOMALY_REASON_CHARS,
+    MAX_OPEN_EXAMPLES,
+    MAX_OPEN_STATE_MACHINE_SEGMENTS,
+    OPEN_ANOMALY_KEY_BUDGET,
+    OPEN_EXAMPLE_BUDGET,
     LayoutSpec,
+    OpenCounts,
     RunTicket,
     SegmentCounts,
     SegmentResult,
@@ -29,7 +34,12 @@ from saga_index.layout_change.backfill.wire import (
 )
 from saga_index.layout_change.lease import LeaseDirectionError
 from saga_index.layout_change.record.errors import ControlRecordMissingError
-from saga_index.layout_change.record.state import BackfillDirection, ControlState, RecordCondition
+from saga_index.layout_change.record.state import (
+    BackfillDirection,
+    BackfillKind,
+    ControlState,
+    RecordCondition,
+)
 from saga_index_cli.backfill.output import exit_code
 from tests.support.control_seed import transition
 
@@ -149,16 +159,44 @@ def test_every_anomaly_key_carries_its_reason_cut_to_the_limit() -> None:
     assert anomaly_key(raw, "personId 'é'")["reason"] == "personId '\\xe9'"
 
 
-@pytest.mark.parametrize("segments", [1, 4, 100, 399, 400, 401, 1000])
-def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
+def open_ticket(token: str | None = "token-1") -> RunTicket:  # noqa: S107
+    return RunTicket.of(
+        Move(Direction.FORWARD, LEGACY, LEGACY),
+        state_version=3,
+        holder="alice@host/42",
+        lease_token=token,
+        started_at="2026-03-01T09:01:15.000Z",
+        open_shard_count=MAX_SHARD_COUNT,
+    )
+
+
+SEGMENT_COUNTS = [1, 4, 5, 20, 100, 299, 300, 301, 399, 400, 401]
+
+
+@pytest.mark.parametrize(
+    ("kind", "segments"),
+    [
+        *((BackfillKind.LAYOUT, n) for n in [*SEGMENT_COUNTS, 1000]),
+        *((BackfillKind.OPEN_INDEX, n) for n in [*SEGMENT_COUNTS, MAX_OPEN_STATE_MACHINE_SEGMENTS]),
+    ],
+)
+def test_the_map_state_of_any_run_stays_below_256_kb(kind: BackfillKind, segments: int) -> None:
     # Given segments whose results each carry their full share of anomaly keys and caps, each
     # key with the longest reason it can carry, of characters that escape to six bytes each
-    request = BackfillRequest(direction=Direction.FORWARD, total_segments=segments, dry_run=False)
-    plan = plan_segments(request, ticket())
+    # (an open-index run's: and its open counts, with its full share of example rows)
+    opens = kind is BackfillKind.OPEN_INDEX
+    request = BackfillRequest(
+        direction=Direction.FORWARD, total_segments=segments, dry_run=False, kind=kind
+    )
+    plan = plan_segments(request, open_ticket() if opens else ticket())
     limit = plan.template["anomalyKeyLimit"]
-    assert limit * segments <= ANOMALY_KEY_BUDGET
-    assert limit == min(MAX_ANOMALY_KEYS, ANOMALY_KEY_BUDGET // segments)
+    budget = OPEN_ANOMALY_KEY_BUDGET if opens else ANOMALY_KEY_BUDGET
+    assert limit * segments <= budget
+    assert limit == min(MAX_ANOMALY_KEYS, budget // segments)
+    examples = plan.template["openExampleLimit"]
+    assert examples == min(MAX_OPEN_EXAMPLES, OPEN_EXAMPLE_BUDGET // segments)
     long_key = anomaly_key({"PK": {"S": "RSAGA#" + "x" * 60}, "SK": {"S": "META"}}, "é" * 5000)
+    example = {"PK": "RSAGA#" + "x" * 60, "SK": "META", "change": "remove"}
     results = [
         SegmentResult(
             segment=n,
@@ -171,6 +209,11 @@ def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
             anomaly_keys=[long_key] * limit,
             # and its full share of applied caps, each as long as a rounded cap can print
             applied_caps=[999.999] * plan.template["appliedCapLimit"],
+            open=OpenCounts(
+                saga_rows=10**9, removed=10**7, would_remove=10**7, examples=[example] * examples
+            )
+            if opens
+            else None,
         ).to_json()
         for n in range(segments)
     ]
@@ -183,6 +226,44 @@ def test_the_map_state_of_any_run_stays_below_256_kb(segments: int) -> None:
     )
     # Then it fits, with room to spare
     assert size < 256 * 1024 * 0.9
+
+
+def test_the_state_machine_refuses_an_open_index_run_its_state_cannot_carry() -> None:
+    too_many = MAX_OPEN_STATE_MACHINE_SEGMENTS + 1
+    request = BackfillRequest(
+        direction=Direction.FORWARD,
+        total_segments=too_many,
+        dry_run=False,
+        kind=BackfillKind.OPEN_INDEX,
+    )
+    with pytest.raises(InvalidInputError, match=f"at most {MAX_OPEN_STATE_MACHINE_SEGMENTS}"):
+        plan_segments(request, open_ticket())
+    # A local run keeps its results in memory: every segment carries its examples.
+    assert {r.open_example_limit for r in request.segment_requests(open_ticket())} == {
+        MAX_OPEN_EXAMPLES
+    }
+
+
+def test_the_verification_scan_rate_travels_with_an_open_index_run_only() -> None:
+    opens = BackfillRequest(
+        direction=Direction.FORWARD,
+        dry_run=False,
+        kind=BackfillKind.OPEN_INDEX,
+        verify_read_units_per_second=250.0,
+    )
+    assert opens.to_json()["verifyReadUnitsPerSecond"] == 250.0
+    assert BackfillRequest.model_validate(opens.to_json()) == opens
+    # Unset, the execution input is what it was before the field existed.
+    assert (
+        "verifyReadUnitsPerSecond"
+        not in BackfillRequest(
+            direction=Direction.FORWARD, dry_run=False, kind=BackfillKind.OPEN_INDEX
+        ).to_json()
+    )
+    with pytest.raises(ValidationError, match="verifyReadUnitsPerSecond is an open-index run"):
+        BackfillRequest(
+            direction=Direction.FORWARD, dry_run=False, verify_read_units_per_second=250.0
+        )
 
 
 def test_a_local_run_keeps_up_to_100_keys_per_segment() -> None:

@@ -164,6 +164,7 @@ BACKFILL_SEGMENT_TEMPLATE_FIELDS: Final[tuple[str, ...]] = (
     "anomalyKeyLimit",
     "appliedCapLimit",
     "paceFloor",
+    "openExampleLimit",
 )
 # The error the backfill worker raises when DynamoDB keeps throttling; the state machine retries
 # it by this name (the exception's class name).

@@ -81,6 +81,7 @@ from saga_index.layout_change.backfill.stale_slots import clear_fence
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
 from saga_index.layout_change.backfill.wire import (
+    MAX_OPEN_STATE_MACHINE_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
     RunTicket,
     SegmentCounts,
@@ -93,6 +94,7 @@ __all__ = [
     "DEFAULT_MAX_WRITES_PER_SECOND",
     "DEFAULT_SAFETY_MARGIN_SECONDS",
     "DEFAULT_TOTAL_SEGMENTS",
+    "MAX_OPEN_STATE_MACHINE_SEGMENTS",
     "MAX_TOTAL_SEGMENTS",
     "PARTITION_WCU_PER_SECOND",
     "BackfillEstimate",

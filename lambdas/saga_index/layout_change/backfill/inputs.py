@@ -34,7 +34,11 @@ from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, Pace
 from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
+    MAX_OPEN_EXAMPLES,
+    MAX_OPEN_STATE_MACHINE_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
+    OPEN_ANOMALY_KEY_BUDGET,
+    OPEN_EXAMPLE_BUDGET,
     Cursor,
     Payload,
     RunTicket,
@@ -46,6 +50,9 @@ from saga_index.layout_change.record import BackfillDirection, BackfillKind
 
 DEFAULT_TOTAL_SEGMENTS = 4
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0
+# The most read units per second an open-index run's verification Scan may be given (the CLI's
+# --scan-rate range).
+MAX_VERIFY_READ_UNITS_PER_SECOND = 40_000.0
 
 
 def segment_share(max_writes_per_second: float, total_segments: int) -> float:
@@ -83,6 +90,10 @@ class SegmentRequest(Payload):
         int, Field(strict=True, ge=MIN_APPLIED_CAPS, le=MAX_APPLIED_CAPS)
     ] = MAX_APPLIED_CAPS
     pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
+    # How many example rows an open-index run's result carries (the run's report lists them).
+    open_example_limit: Annotated[int, Field(strict=True, ge=0, le=MAX_OPEN_EXAMPLES)] = (
+        MAX_OPEN_EXAMPLES
+    )
 
     def pace_rules(self) -> PaceRules:
         return PaceRules(floor_fraction=self.pace_floor)
@@ -134,6 +145,21 @@ class BackfillRequest(Payload):
     pace_floor: PaceFloor = DEFAULT_FLOOR_FRACTION
     # What the run changes: the layout's GSI4PK (the default), or the open index's OpenSagaPK.
     kind: BackfillKind = BackfillKind.LAYOUT
+    # An open-index run only: the read units per second its verification's consistent Scan of
+    # the base table may use (None: open_readback's default). A layout run's verification
+    # queries the source keys and scans nothing.
+    verify_read_units_per_second: (
+        Annotated[float, Field(strict=True, ge=1, le=MAX_VERIFY_READ_UNITS_PER_SECOND)] | None
+    ) = None
+
+    @model_validator(mode="after")
+    def _verify_rate_of_open_runs(self) -> BackfillRequest:
+        if self.verify_read_units_per_second is not None and self.kind is BackfillKind.LAYOUT:
+            raise ValueError(
+                "verifyReadUnitsPerSecond is an open-index run's (its verification scans the "
+                "table); a layout run's verification scans nothing"
+            )
+        return self
 
     @model_serializer(mode="wrap")
     def _layout_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -141,6 +167,9 @@ class BackfillRequest(Payload):
         data: dict[str, Any] = handler(self)
         if self.kind is BackfillKind.LAYOUT:
             data.pop("kind", None)
+        for name in ("verifyReadUnitsPerSecond", "verify_read_units_per_second"):
+            if name in data and data[name] is None:
+                del data[name]
         return data
 
     def pace_rules(self) -> PaceRules:
@@ -159,6 +188,7 @@ class BackfillRequest(Payload):
         run: RunTicket,
         anomaly_key_budget: int | None = None,
         applied_cap_budget: int | None = None,
+        open_example_budget: int | None = None,
     ) -> list[SegmentRequest]:
         """Every segment's first request. The budgets bound what the results carry (the state
         machine's; None: no bound, as in a local run)."""
@@ -182,6 +212,11 @@ class BackfillRequest(Payload):
                 anomaly_key_limit=self.anomaly_key_limit(anomaly_key_budget),
                 applied_cap_limit=applied_cap_limit(self.total_segments, applied_cap_budget),
                 pace_floor=self.pace_floor,
+                open_example_limit=(
+                    MAX_OPEN_EXAMPLES
+                    if open_example_budget is None
+                    else min(MAX_OPEN_EXAMPLES, open_example_budget // self.total_segments)
+                ),
             )
             for segment in range(self.total_segments)
         ]
@@ -204,11 +239,33 @@ class SegmentPlan(Payload):
     template: dict[str, Any]
 
 
+def check_state_machine_segments(request: BackfillRequest) -> None:
+    """InvalidInputError when the state machine cannot carry the run's results: an open-index
+    run of more than MAX_OPEN_STATE_MACHINE_SEGMENTS segments (wire.py, the size budget)."""
+    if (
+        request.kind is BackfillKind.OPEN_INDEX
+        and request.total_segments > MAX_OPEN_STATE_MACHINE_SEGMENTS
+    ):
+        raise InvalidInputError(
+            f"an open-index run in the state machine takes at most "
+            f"{MAX_OPEN_STATE_MACHINE_SEGMENTS} segments (its results must fit Step Functions' "
+            f"256 KB state), got {request.total_segments}; nothing written"
+        )
+
+
 def plan_segments(request: BackfillRequest, run: RunTicket) -> SegmentPlan:
-    """Lay out the segments of a run the record (and its lease) allowed. The template holds
-    every SegmentRequest field the segments share (names.BACKFILL_SEGMENT_TEMPLATE_FIELDS, which
-    the state machine copies into each worker input)."""
-    first = request.segment_requests(run, ANOMALY_KEY_BUDGET, APPLIED_CAP_BUDGET)[0].to_json()
+    """Lay out the segments of a run the record (and its lease) allowed, within the state
+    machine's budgets (those of the run's kind). The template holds every SegmentRequest field
+    the segments share (names.BACKFILL_SEGMENT_TEMPLATE_FIELDS, which the state machine copies
+    into each worker input)."""
+    check_state_machine_segments(request)
+    opens = request.kind is BackfillKind.OPEN_INDEX
+    first = request.segment_requests(
+        run,
+        OPEN_ANOMALY_KEY_BUDGET if opens else ANOMALY_KEY_BUDGET,
+        APPLIED_CAP_BUDGET,
+        OPEN_EXAMPLE_BUDGET,
+    )[0].to_json()
     template = {field: first[field] for field in BACKFILL_SEGMENT_TEMPLATE_FIELDS}
     return SegmentPlan(
         request=request, run=run, segments=list(range(request.total_segments)), template=template

@@ -26,7 +26,6 @@ from saga_index.index import OPEN_STATES, Person, keys, names
 from saga_index.layout_change.backfill.fence import RowWrite
 from saga_index.layout_change.backfill.row import RowRestamper
 from saga_index.layout_change.backfill.wire import (
-    MAX_OPEN_EXAMPLES,
     TABLE_KEY_ATTRIBUTES,
     OpenCounts,
     plain_key,
@@ -91,7 +90,7 @@ class OpenRowStamper(RowRestamper):
         if decided is None:
             return True
         change, update, condition = decided
-        if len(counts.examples) < MAX_OPEN_EXAMPLES:
+        if len(counts.examples) < self.request.open_example_limit:
             counts.examples.append({**plain_key(raw), "change": change})
         if self.request.dry_run:
             self.result.would_restamp += 1

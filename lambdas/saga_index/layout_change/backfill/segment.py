@@ -276,6 +276,7 @@ def run_segment(
         interrupted=own.interrupted,
         invocation=own.invocation,
     )
-    combined.add(request.totals, key_limit=request.anomaly_key_limit)
-    combined.add(own, key_limit=request.anomaly_key_limit)
+    limits = {"key_limit": request.anomaly_key_limit, "example_limit": request.open_example_limit}
+    combined.add(request.totals, **limits)
+    combined.add(own, **limits)
     return combined

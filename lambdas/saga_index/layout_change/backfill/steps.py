@@ -4,12 +4,14 @@ that state's Lambda handler (handlers/backfill_*.py) calls.
   plan     plan_run: take the run's lease (none for a dry run), arm its fence slots and lay
            out the segments
   worker   run_leased_segment: one invocation on one segment, under the lease
-  verify   verify_run: read back what is left on the source keys, then release the lease with
-           the run's completion
+  verify   verify_run: read back what is left on the source keys (an open-index run: compare
+           the table with the open index), then release the lease (a layout run's with its
+           completion)
 
-Every step carries the run's ticket (the record's move when the run started, the lease token),
-so a retried step finds its own lease. layout_change.backfill.local runs the same steps in one
-process.
+Every step carries the run's ticket (the record's move when the run started, the lease token,
+the run's kind), so a retried step finds its own lease, and each picks what differs by kind as
+layout_change.backfill.local does in one process: the row rule (segment.py, from the ticket),
+the verification and the release (open_readback).
 """
 
 from __future__ import annotations
@@ -20,28 +22,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.caps import extend_caps
 from saga_index.layout_change.backfill.inputs import (
     PlanRequest,
     SegmentPlan,
     SegmentRequest,
     VerifyRequest,
+    check_state_machine_segments,
     plan_segments,
     segment_share,
 )
-from saga_index.layout_change.backfill.keeper import (
-    release_with_completion,
-    take_run,
-    token_for_execution,
-)
+from saga_index.layout_change.backfill.keeper import take_run, token_for_execution
 from saga_index.layout_change.backfill.leased import leased_run
+from saga_index.layout_change.backfill.open_readback import (
+    DEFAULT_OPEN_VERIFY,
+    OpenVerify,
+    finish_open_index,
+    release_run,
+)
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECONDS, run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import SegmentResult
-from saga_index.layout_change.lease import LeaseLostError, heartbeat_lease
+from saga_index.layout_change.lease import LeaseLostError, heartbeat_lease, lease_released
 from saga_index.layout_change.record import BackfillKind, ControlStore
 from saga_index.store.dynamo import attach_throttle_observer
 
@@ -51,10 +55,12 @@ def plan_run(client: Any, table_name: str, plan: PlanRequest) -> SegmentPlan:
     re-stamps check them) and lay out its segments.
 
     The token is derived from the execution id, so a retried plan step finds its own lease
-    and arms again (idempotent). Refusals: keeper.take_run's, before any row is written; and a
-    run of kind open-index (run_here_only), before the lease is taken.
+    and arms again (idempotent). Refusals, before any row is written: an open-index run of
+    more segments than the state machine's state can carry (inputs.check_state_machine_segments,
+    before the lease is taken) and keeper.take_run's (an open-index run's too: its direction
+    from the open index's state, its start once the open index's switch settled).
     """
-    run_here_only(plan.request.kind)
+    check_state_machine_segments(plan.request)
     ticket, _ = take_run(
         ControlStore(client, table_name),
         plan.request,
@@ -157,53 +163,58 @@ def run_leased_segment(
 def verify_run(
     client: Any, table_name: str, verify: VerifyRequest, *, index_name: str
 ) -> BackfillSummary:
-    """Aggregate the segments' results, read back what is left on the source keys
-    (readback.finish_backfill) and release the run's lease with its completion (counts,
-    complete, verified: what `phase set` checks). A dry run holds no lease and records nothing.
+    """Aggregate the segments' results, judge what the run did and release its lease, as the
+    local run does by the run's kind: a layout run reads back what is left on the source keys
+    (readback.finish_backfill) and releases with its completion (counts, complete, verified:
+    what `phase set` checks); an open-index run compares the table with the open index
+    (open_readback.finish_open_index, its Scan at the request's verifyReadUnitsPerSecond) and
+    releases recording none (open_readback.release_run). A dry run holds no lease and records
+    nothing.
 
     The lease is heartbeated before the read-back: LeaseLostError when it is gone, and nothing is
     recorded. A retry after the release landed reads back again and returns the summary,
     recording nothing new.
     """
-    run_here_only(verify.run.kind)
     store = ControlStore(client, table_name)
-    token = verify.run.lease_token
-    if token is not None:
-        _heartbeat_unless_recorded(store, token)
-    summary = finish_backfill(
-        client,
-        table_name,
-        verify.request,
-        verify.segments,
-        index_name=index_name,
-        move=verify.run.move(),
-    )
-    if token is not None:
-        release_with_completion(store, verify.run, summary)
+    run = verify.run
+    if run.lease_token is not None:
+        _heartbeat_unless_released(store, run.lease_token, run.kind)
+    if run.kind is BackfillKind.OPEN_INDEX:
+        rate = verify.request.verify_read_units_per_second
+        summary = finish_open_index(
+            client,
+            table_name,
+            verify.request,
+            verify.segments,
+            run,
+            options=DEFAULT_OPEN_VERIFY if rate is None else OpenVerify(read_units_per_second=rate),
+        )
+    else:
+        summary = finish_backfill(
+            client,
+            table_name,
+            verify.request,
+            verify.segments,
+            index_name=index_name,
+            move=run.move(),
+        )
+    if run.lease_token is not None:
+        release_run(store, run, summary)
     return summary
 
 
-def run_here_only(kind: BackfillKind) -> None:
-    """The state machine runs layout runs only: its worker's IAM grants name the attributes a
-    layout re-stamp reads and writes (infra/backfill.py), not `state` and OpenSagaPK, and its
-    verifier reads what is left on GSI4's source keys, not the open index. An open-index run
-    is `saga-index open-index backfill` in the operator's process (InvalidInputError here,
-    nothing written)."""
-    if kind is BackfillKind.OPEN_INDEX:
-        raise InvalidInputError(
-            "the backfill state machine runs layout runs only: run the open-index backfill "
-            "with `saga-index open-index backfill` (in this process, on the same lease, fence "
-            "and pacer); nothing written"
-        )
-
-
-def _heartbeat_unless_recorded(store: ControlStore, token: str) -> None:
+def _heartbeat_unless_released(store: ControlStore, token: str, kind: BackfillKind) -> None:
     """Extend the lease for the read-back. A retried verify step whose first attempt already
-    released it with the completion goes on (its release is then a no-op); any other loss
-    fails the step (LeaseLostError): the run's completion cannot be recorded."""
+    released it goes on (its release is then a no-op): a layout run's release left its
+    completion, an open-index run's its lease-released EVENT item. Any other loss fails the
+    step (LeaseLostError): the run's verdict cannot be trusted to be this run's."""
     try:
         heartbeat_lease(store, token=token)
     except LeaseLostError:
+        if kind is BackfillKind.OPEN_INDEX:
+            if lease_released(store, token):
+                return
+            raise
         last = store.read().last_backfill
         if last is None or last.lease_token != token:
             raise

@@ -137,6 +137,14 @@ MAX_ANOMALY_KEYS = 100
 # key) stays below Step Functions' 256 KB state limit even at 1,000 segments. Past 400 segments
 # no keys travel (each is still logged by the worker that found it, and counted).
 ANOMALY_KEY_BUDGET = 400
+# An open-index run's results also carry its open counts (wire.OpenCounts, ~90 bytes each) and
+# a few example rows, so in the state machine its budgets are smaller and its segments fewer:
+# at most OPEN_ANOMALY_KEY_BUDGET keys and OPEN_EXAMPLE_BUDGET examples over the run, at most
+# MAX_OPEN_STATE_MACHINE_SEGMENTS segments (a local run keeps its results in memory: up to
+# MAX_TOTAL_SEGMENTS). tests/unit/test_backfill_models.py sizes the Map state of both kinds.
+OPEN_ANOMALY_KEY_BUDGET = 300
+OPEN_EXAMPLE_BUDGET = 20
+MAX_OPEN_STATE_MACHINE_SEGMENTS = 500
 # Every anomaly key carries its row's reason, at most this long: the budget's 400 keys, each
 # under 300 bytes of JSON, stay inside the Map state's (tests/unit/test_backfill_models.py).
 ANOMALY_REASON = "reason"
@@ -265,11 +273,11 @@ class OpenCounts(Payload):
     would_remove: int = Field(default=0, ge=0)
     examples: list[TableKey] = Field(default_factory=list)
 
-    def add(self, other: OpenCounts) -> None:
+    def add(self, other: OpenCounts, *, example_limit: int = MAX_OPEN_EXAMPLES) -> None:
         self.saga_rows += other.saga_rows
         self.removed += other.removed
         self.would_remove += other.would_remove
-        room = max(0, MAX_OPEN_EXAMPLES - len(self.examples))
+        room = max(0, example_limit - len(self.examples))
         self.examples.extend(other.examples[:room])
 
 
@@ -327,9 +335,16 @@ class SegmentCounts(Payload):
             METRIC_PACE_PAUSES: self.pace_pauses,
         }
 
-    def add(self, other: SegmentCounts, *, key_limit: int = MAX_ANOMALY_KEYS) -> None:
-        """Add `other`'s counts and anomaly keys (not its caps: how caps add up depends on
-        whether the two ran one after the other or side by side; caps.py has both)."""
+    def add(
+        self,
+        other: SegmentCounts,
+        *,
+        key_limit: int = MAX_ANOMALY_KEYS,
+        example_limit: int = MAX_OPEN_EXAMPLES,
+    ) -> None:
+        """Add `other`'s counts, anomaly keys and open examples, up to their limits (not its
+        caps: how caps add up depends on whether the two ran one after the other or side by
+        side; caps.py has both)."""
         self.scanned += other.scanned
         self.restamped += other.restamped
         self.skipped += other.skipped
@@ -342,7 +357,7 @@ class SegmentCounts(Payload):
         if other.open is not None:
             if self.open is None:
                 self.open = OpenCounts()
-            self.open.add(other.open)
+            self.open.add(other.open, example_limit=example_limit)
 
 
 class SegmentResult(SegmentCounts):

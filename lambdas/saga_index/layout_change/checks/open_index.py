@@ -40,6 +40,13 @@ if TYPE_CHECKING:
 DEFAULT_RECHECK_DELAY_SECONDS = 2.0
 EXAMPLES = 5
 _ROW_ATTRIBUTES = ("personId", "state", names.OPEN_INDEX_PARTITION_KEY)
+# A re-read row: its PK (compare() keys the rows by it) and the attributes it judges.
+_RECHECK_ATTRIBUTES = {
+    "#pk": "PK",
+    "#personId": "personId",
+    "#state": "state",
+    "#open": names.OPEN_INDEX_PARTITION_KEY,
+}
 
 
 @dataclass(frozen=True)
@@ -157,10 +164,13 @@ class OpenIndexReader:
         return found
 
     def row(self, pk: str) -> dict[str, Any] | None:
+        """One saga row re-read, consistently, projected to what the comparison judges (the
+        backfill's verify step may read no other attribute of a saga row: infra/backfill.py)."""
         response = self.client.get_item(
             TableName=self.table,
             Key=serialize({"PK": pk, "SK": keys.SAGA_SK}),
             ConsistentRead=True,
+            **request_expressions(projection=attribute_list(_RECHECK_ATTRIBUTES)),
         )
         item = response.get("Item")
         return None if item is None else deserialize(item)

@@ -6,8 +6,9 @@ in the STATE item, with the run-time throttle and pause flag the holder follows.
   controls  the operator's throttle, pause and resume of the running backfill
   epoch     the next fencing epoch: above every epoch the record holds (STATE, fence slot 0)
   events    the EVENT item each of those writes leaves behind (an audit trail,
-            `record_control_event`; the backfill's fence clearing leaves one too), and
-            `nonblank`, the texts they record (holder, token, changed_by, reason)
+            `record_control_event`; the backfill's fence clearing leaves one too),
+            `lease_released` (did a release land: its EVENT item), and `nonblank`, the texts
+            they record (holder, token, changed_by, reason)
   errors    what the lease refuses with: held, not yet effective, wrong direction, lost; an
             acquire whose outcome is unknown
 
@@ -31,7 +32,11 @@ from saga_index.layout_change.lease.errors import (
     LeaseLostError,
     LeaseNotYetEffectiveError,
 )
-from saga_index.layout_change.lease.events import nonblank, record_control_event
+from saga_index.layout_change.lease.events import (
+    lease_released,
+    nonblank,
+    record_control_event,
+)
 from saga_index.layout_change.lease.grant import (
     LEASE_TTL_SECONDS,
     acquire_lease,
@@ -58,6 +63,7 @@ __all__ = [
     "check_startable",
     "clear_throttle",
     "heartbeat_lease",
+    "lease_released",
     "new_lease_token",
     "nonblank",
     "open_index_direction",

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from saga_index.layout_change.lease.errors import InvalidBackfillControlError
-from saga_index.layout_change.record import ControlEvent, ControlStore
+from saga_index.layout_change.record import EVENT, LEASE_TOKEN, ControlEvent, ControlStore
 
 EVENT_THROTTLE: Final = "throttle"
 EVENT_PAUSE: Final = "pause"
@@ -38,6 +38,16 @@ def record_control_event(
             reason=reason,
             details=details,
         )
+    )
+
+
+def lease_released(store: ControlStore, token: str) -> bool:
+    """Did a release of the lease `token` land? Its lease-released EVENT item says so (written
+    right after the release): for a run whose release records no completion (an open-index
+    run's), the one trace of it in the record."""
+    return any(
+        event.get(EVENT) == EVENT_LEASE_RELEASED and event.get(LEASE_TOKEN) == token
+        for event in store.events()
     )
 
 
