@@ -2,15 +2,23 @@
 
   PlanSegments     take the run's lease in the control record (holder: the execution's id,
                    passed in as $$.Execution.Id; the token is derived from it) and lay out the
-                   segments; the record names the move (source and target layouts)
+                   segments; the record names the move (source and target layouts), or, for
+                   a run of kind open-index, the open index's direction and N
   Segments (Map)   a Distributed Map: one Standard child execution per parallel-Scan segment,
                    at most MAX_CONCURRENT_SEGMENTS at once; each loops RestampSegment until the
                    worker says the segment is done.
                    Each invocation heartbeats the lease (start, every few seconds, end) and
                    follows the record's runtime throttle and pause
   VerifyBackfill   aggregate the counts; read back what is still to move on the source keys;
-                   release the lease with the completion `phase set` checks
-  Verified?        a row with a usable personId left to move fails the execution
+                   release the lease with the completion `phase set` checks. An open-index
+                   run: compare the table with the open index (the check `open-index set
+                   open` / `set off` makes) and release the lease, recording no completion
+  Verified?        a row with a usable personId left to move fails the execution (an
+                   open-index run: any row the open index gets wrong)
+
+Both kinds of run (the request's `kind`: layout, re-stamping GSI4PK; open-index, stamping or
+removing OpenSagaPK) go through the same states; the worker picks the row rule from the run's
+ticket, the verify step its check and release (saga_index/layout_change/backfill/steps.py).
 
 A failed or stopped execution does not release its lease: it expires (the lease's TTL) unless
 `saga-index backfill` that started the execution releases it when the operator stops it.
@@ -48,9 +56,13 @@ Least privilege, per role:
             is in a re-stamp); dynamodb:Scan on the TABLE only projecting
             WORKER_SCAN_ATTRIBUTES (dynamodb:Select = SPECIFIC_ATTRIBUTES); dynamodb:UpdateItem
             on the TABLE only of saga rows (LeadingKeys like "RSAGA#*"), naming only
-            WORKER_UPDATE_ATTRIBUTES, ReturnValues NONE where given (the re-stamp);
-  verifier  dynamodb:Query on the INDEX (what is left on the source key) + dynamodb:GetItem of
-            saga rows projecting VERIFY_READ_ATTRIBUTES (a re-read before one counts as left);
+            WORKER_UPDATE_ATTRIBUTES, ReturnValues NONE where given (the re-stamp, of GSI4PK
+            or of OpenSagaPK);
+  verifier  dynamodb:Query on the INDEX (what is left on the source key) and on the open
+            index (its every key) + dynamodb:Scan on the TABLE only projecting
+            VERIFY_SCAN_ATTRIBUTES (an open-index run's consistent Scan of the saga rows) +
+            dynamodb:GetItem of saga rows projecting VERIFY_READ_ATTRIBUTES (a re-read before
+            one counts as left, or as wrong in the open index);
   state machine  lambda:InvokeFunction on these three functions, its log delivery, X-Ray;
             the Distributed Map's states:StartExecution on itself and Describe/Stop/Redrive of
             its own executions (CDK's DistributedMapPolicy).
@@ -76,6 +88,7 @@ from saga_index.index.names import (
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
     MAX_CONCURRENT_SEGMENTS,
+    OPEN_INDEX_PARTITION_KEY,
     SERVICE_BACKFILL_PLAN,
     SERVICE_BACKFILL_VERIFY,
     SERVICE_BACKFILL_WORKER,
@@ -117,22 +130,34 @@ HISTORY_EVENT_LIMIT = 25_000
 HISTORY_EVENTS_PER_WORKER_INVOCATION = 9
 CHILD_FIXED_EVENTS = 2
 PARENT_HISTORY_EVENTS = 22
-# Every attribute the worker's requests name (layout_change/backfill/segment.py and row.py): its
-# Scan projects these; its re-stamp's key, update and condition expressions name only the update
-# list. The key attributes of the table and of the index must be in both (AWS:
-# dynamodb:Attributes must list them). tests/infra drives the worker and checks each request it
-# makes against these lists.
+# Every attribute the worker's requests name (layout_change/backfill/segment.py, row.py and
+# open_row.py): its Scan projects these; its re-stamp's key, update and condition expressions
+# name only the update list. The key attributes of the table and of the index must be in both
+# (AWS: dynamodb:Attributes must list them). An open-index run's re-stamp SETs or REMOVEs
+# OpenSagaPK and names `state` in its condition only (the row still as read); IAM cannot tell a
+# condition's attribute from an update's. tests/infra drives the worker through both kinds of
+# run and checks each request it makes against these lists.
 WORKER_UPDATE_ATTRIBUTES = (
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
     "personId",
+    "state",
+    OPEN_INDEX_PARTITION_KEY,
 )
 WORKER_SCAN_ATTRIBUTES = (*WORKER_UPDATE_ATTRIBUTES, "entityType")
-# What the verify step's confirming GetItem of a saga row still on a source key names: its key
-# and projection (layout_change/backfill/readback.py); tests/infra holds its requests to it.
-VERIFY_READ_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY, INDEX_PARTITION_KEY, "personId")
+# What the verify step's confirming GetItem of a saga row names: its key and projection (a row
+# still on a source key, layout_change/backfill/readback.py; a row the open index gets wrong,
+# layout_change/checks/open_index.py); tests/infra holds its requests to it.
+_OPEN_ROW = ("personId", "state", OPEN_INDEX_PARTITION_KEY)
+VERIFY_READ_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY, INDEX_PARTITION_KEY, *_OPEN_ROW)
+# What an open-index run's verification Scan of the saga rows projects and filters on (PK, SK).
+VERIFY_SCAN_ATTRIBUTES = (TABLE_PARTITION_KEY, TABLE_SORT_KEY, *_OPEN_ROW)
+# An open-index run's verification reads the whole base table (at the run's
+# verifyReadUnitsPerSecond, 1,000 by default from the CLI: about 3.6 GB of consistent reads
+# in 15 minutes); a layout run's queries what is left on the source keys.
+VERIFY_TIMEOUT = cdk.Duration.minutes(15)
 
 
 class SagaBackfill(Construct):
@@ -158,7 +183,7 @@ class SagaBackfill(Construct):
         self.worker_function = functions.function(
             "BackfillWorker",
             handler="handlers.backfill_worker.handler",
-            description="Backfill: re-stamp GSI4PK of one parallel-Scan segment, rate-capped",
+            description="Backfill: re-stamp GSI4PK or OpenSagaPK of one Scan segment, rate-capped",
             service=SERVICE_BACKFILL_WORKER,
             timeout=WORKER_TIMEOUT,
             environment={
@@ -171,12 +196,14 @@ class SagaBackfill(Construct):
         self.verify_function = functions.function(
             "BackfillVerify",
             handler="handlers.backfill_verify.handler",
-            description="Backfill: aggregate counts, find rows left on the source key",
+            description="Backfill: aggregate counts, find rows left to move or the open index "
+            "gets wrong",
             service=SERVICE_BACKFILL_VERIFY,
-            timeout=cdk.Duration.minutes(5),
+            timeout=VERIFY_TIMEOUT,
         )
         table.grant_index_query(self.verify_function)
         table.grant_open_index_query(self.verify_function)
+        table.grant_projected_scan(self.verify_function, attributes=VERIFY_SCAN_ATTRIBUTES)
         table.grant_saga_row_read(self.verify_function, attributes=VERIFY_READ_ATTRIBUTES)
 
         for fn in (self.plan_function, self.verify_function):
@@ -200,7 +227,8 @@ class SagaBackfill(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            comment="Re-stamp GSI4PK of saga rows from the record's source layout to its target",
+            comment="Re-stamp GSI4PK of saga rows from the record's source layout to its target, "
+            "or stamp / remove their OpenSagaPK (a run of kind open-index)",
             definition_body=sfn.DefinitionBody.from_chainable(self._definition()),
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=EXECUTION_TIMEOUT,

@@ -116,13 +116,15 @@ def test_the_worker_may_scan_the_table_and_update_items_and_nothing_more(
     ]
 
 
-def test_the_verifier_may_query_the_indexes_and_read_single_rows(
+def test_the_verifier_may_query_the_indexes_read_single_rows_and_scan_the_table(
     owned_template: Template,
 ) -> None:
+    # The Scan: an open-index run's verification (its projection: test_function_policies.py).
     assert data_actions(function_statements(owned_template, "verify")) == [
         ("dynamodb:GetItem", table_arn(owned_template)),
         ("dynamodb:Query", index_arn(owned_template, OPEN_INDEX_NAME)),
         ("dynamodb:Query", index_arn(owned_template)),
+        ("dynamodb:Scan", table_arn(owned_template)),
     ]
 
 

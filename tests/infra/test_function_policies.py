@@ -42,20 +42,27 @@ DRIFT_SCAN = {
 }
 VERIFY_READ = {
     **SAGA_ROWS,
-    "ForAllValues:StringEquals": {"dynamodb:Attributes": ["PK", "SK", "GSI4PK", "personId"]},
+    "ForAllValues:StringEquals": {
+        "dynamodb:Attributes": ["PK", "SK", "GSI4PK", "personId", "state", "OpenSagaPK"]
+    },
     "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
 }
-WORKER_SCAN = {
+# An open-index run's verification: a consistent Scan of the saga rows, what it judges only.
+VERIFY_SCAN = {
     "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
     "ForAllValues:StringEquals": {
-        "dynamodb:Attributes": ["PK", "SK", "GSI4PK", "GSI4SK", "personId", "entityType"]
+        "dynamodb:Attributes": ["PK", "SK", "personId", "state", "OpenSagaPK"]
     },
+}
+# A layout re-stamp's attributes and an open-index run's (state in its condition only).
+WORKER_ROW = ["PK", "SK", "GSI4PK", "GSI4SK", "personId", "state", "OpenSagaPK"]
+WORKER_SCAN = {
+    "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+    "ForAllValues:StringEquals": {"dynamodb:Attributes": [*WORKER_ROW, "entityType"]},
 }
 WORKER_UPDATE = {
     **SAGA_ROWS,
-    "ForAllValues:StringEquals": {
-        "dynamodb:Attributes": ["PK", "SK", "GSI4PK", "GSI4SK", "personId"]
-    },
+    "ForAllValues:StringEquals": {"dynamodb:Attributes": WORKER_ROW},
     "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
 }
 HANDLERS = {
@@ -187,7 +194,11 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
         # taking the run arms its fence slots: slot 0 read, every slot put
         grants |= {on("dynamodb:GetItem", FENCE_SLOTS), on("dynamodb:PutItem", FENCE_SLOTS)}
     if name == "backfill-verify":
-        grants |= {plain("dynamodb:Query", index), on("dynamodb:GetItem", VERIFY_READ)}
+        grants |= {
+            plain("dynamodb:Query", index),
+            on("dynamodb:GetItem", VERIFY_READ),
+            on("dynamodb:Scan", VERIFY_SCAN),
+        }
     if name == "backfill-worker":
         grants |= {
             on("dynamodb:UpdateItem", CONTROL),

@@ -2,7 +2,8 @@
 
 The deploy rehearsal (tests/rehearsal) checks every call's action, resource and partition
 against the role, but its recorder does not see attribute names, Select or ReturnValues. Here
-the worker's code runs a forward and a rollback move against moto, every Scan and saga-row
+the worker's code runs a forward and a rollback move against moto, then an open-index run's
+stamping and its removal (the other row rule the worker runs), every Scan and saga-row
 UpdateItem it sends is recorded, and each is evaluated against the worker role's statements in
 the synthesised template as AWS documents the keys: dynamodb:Attributes is every attribute the
 request names (key, projection, update and condition expressions), dynamodb:Select is
@@ -18,11 +19,12 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index.index import keys
+from saga_index.index import keys, names
 from tests.infra.conftest import Synthesised
 from tests.infra.template_tools import as_list, function_statements
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import backfill, seed
+from tests.support.open_index import add_open_index, open_backfill
 
 pytestmark = pytest.mark.infra
 
@@ -107,7 +109,10 @@ def recorded(synthesized_template: dict[str, Any]) -> Iterator[list[tuple[str, d
     calls: list[tuple[str, dict[str, Any]]] = []
     with mock_aws():
         dynamo: Backend = make_backend("worker-policy", synthesized_template, endpoint_url=None)
+        add_open_index(dynamo.client, dynamo.table_name)
         seed(dynamo)
+        # A closed saga with a stale key: the open-index run's forward removal.
+        dynamo.put_saga("closed", "p-c", state="EXPIRED", **{names.OPEN_INDEX_PARTITION_KEY: "x"})
 
         def record(params: dict[str, Any], model: Any, **_: Any) -> None:
             calls.append((model.name, dict(params)))
@@ -115,6 +120,8 @@ def recorded(synthesized_template: dict[str, Any]) -> Iterator[list[tuple[str, d
         dynamo.client.meta.events.register("provide-client-params.dynamodb.*", record)
         backfill(dynamo, "forward")
         backfill(dynamo, "rollback")
+        for direction in ("forward", "rollback"):
+            assert open_backfill(dynamo.client, dynamo.table_name, direction).complete
         yield calls
 
 
@@ -128,9 +135,11 @@ def test_every_scan_and_saga_row_update_of_the_worker_is_allowed_by_its_attribut
         for operation, params in recorded
         if operation == "UpdateItem" and params["Key"]["PK"]["S"].startswith(keys.SAGA_PK_PREFIX)
     ]
-    # the move did run
+    # the move did run, and the open-index run's stamps and removals
     assert scans
     assert updates
+    open_updates = [u for u in updates if "OpenSagaPK" in u["ExpressionAttributeNames"].values()]
+    assert {u["UpdateExpression"].split()[0] for u in open_updates} == {"SET", "REMOVE"}
 
     for operation, requests in (("Scan", scans), ("UpdateItem", updates)):
         statements = worker_statements(template, f"dynamodb:{operation}")
@@ -152,8 +161,10 @@ def test_the_check_refuses_what_the_grants_exclude(owned_synth: Synthesised) -> 
     assert allows(update, fine, "UpdateItem")
     # The fenced write's Update inside TransactWriteItems: the same grant, no ReturnValues key.
     assert allows(update, fine, "TransactWriteItems.Update")
-    other_attribute = {**fine, "ExpressionAttributeNames": {"#gsi4pk": "state"}}
-    assert not allows(update, other_attribute, "UpdateItem")
+    # Any attribute neither re-stamp names (a saga's payload, its openedAt, its lease).
+    for other in ("payload", "openedAt", "leaseId"):
+        other_attribute = {**fine, "ExpressionAttributeNames": {"#gsi4pk": other}}
+        assert not allows(update, other_attribute, "UpdateItem"), other
     assert not allows(update, {**fine, "ReturnValues": "ALL_OLD"}, "UpdateItem")
     assert not allows(update, {**fine, "Key": {"PK": {"S": "PERSON#p"}}}, "UpdateItem")
     [scan] = worker_statements(template, "dynamodb:Scan")

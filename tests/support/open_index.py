@@ -7,7 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from saga_index.index import names
+from saga_index.index import Layout, names
+from saga_index.layout_change.backfill import (
+    BackfillRequest,
+    Move,
+    RunTicket,
+    run_backfill,
+)
+from saga_index.layout_change.backfill.local import LocalRun
+from saga_index.layout_change.backfill.wire import UNLEASED_TOKEN
+from saga_index.layout_change.record import (
+    BackfillDirection,
+    BackfillKind,
+    format_time,
+    utc_now,
+)
 
 
 @dataclass(frozen=True)
@@ -93,3 +107,29 @@ def drop_open_index(client: Any, table_name: str) -> None:
         TableName=table_name,
         GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": names.OPEN_INDEX_NAME}}],
     )
+
+
+def open_ticket(direction: str, shard_count: int = 16) -> RunTicket:
+    """An unleased ticket of an open-index run (outside any control record: the lease and the
+    record are tested in tests/component/test_open_index_backfill.py), N = `shard_count`."""
+    return RunTicket.of(
+        Move(BackfillDirection(direction), Layout.legacy(), Layout.legacy()),
+        state_version=0,
+        holder="contract",
+        lease_token=UNLEASED_TOKEN,
+        started_at=format_time(utc_now()),
+        open_shard_count=shard_count,
+    )
+
+
+def open_backfill(client: Any, table_name: str, direction: str, *, segments: int = 2) -> LocalRun:
+    """An unleased open-index run of every segment in this process (backfill.run_backfill, the
+    worker's code), `direction` forward (stamp) or rollback (remove): its LocalRun."""
+    request = BackfillRequest(
+        direction=BackfillDirection(direction),
+        kind=BackfillKind.OPEN_INDEX,
+        total_segments=segments,
+        max_writes_per_second=1000,
+        dry_run=False,
+    )
+    return run_backfill(client, table_name, request, run=open_ticket(direction))
