@@ -29,7 +29,10 @@ from saga_index_cli.output import format_options, overwrite_option
 from saga_index_cli.stack import stack_name_option
 
 
-def _state_machine_arn(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+def state_machine_arn_argument(
+    _: click.Context, __: click.Parameter, value: str | None
+) -> str | None:
+    """--state-machine-arn (of `backfill` and `open-index backfill`): an ARN, or exit 2."""
     if value is not None and not STATE_MACHINE_ARN.fullmatch(value):
         raise click.BadParameter(
             f"{value!r} is not a state machine ARN "
@@ -187,7 +190,7 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
     ),
     click.option(
         "--state-machine-arn",
-        callback=_state_machine_arn,
+        callback=state_machine_arn_argument,
         help="The deployed backfill state machine, instead of looking it up in the stack: start "
         "it and follow it to its end (or, with --follow/--stop, find its running execution). "
         "--table must name the deployed table (its record is checked first).",

@@ -1,5 +1,6 @@
-"""`saga-index open-index backfill`: the open-saga index's backfill run here, on the layout
-backfill's machinery (the domain's layout_change/backfill, a request of kind `open-index`): the
+"""`saga-index open-index backfill`: the open-saga index's backfill, on the layout backfill's
+machinery (the domain's layout_change/backfill, a request of kind `open-index`), run here or in
+the deployed backfill state machine (--deployed, --state-machine-arn: deployed.py): the
 record's one lease (recorded with its kind), the fence slots, the segments, the pacer under
 the cap, the record's throttle and pause, the dry run and the verification. OpenSagaPK is
 stamped on the open rows that predate `adding`, stale keys are cleared from closed rows, every
@@ -12,39 +13,58 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from saga_index.index import MAX_WRITES_PER_SECOND, MIN_WRITES_PER_SECOND
 from saga_index.layout_change.backfill import (
     DEFAULT_FLOOR_FRACTION,
     DEFAULT_MAX_WRITES_PER_SECOND,
     DEFAULT_TOTAL_SEGMENTS,
+    MAX_OPEN_STATE_MACHINE_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
     BackfillRequest,
+    BackfillSummary,
     LocalBackfill,
     OpenVerify,
     backfill_locally,
 )
 from saga_index.layout_change.lease import open_index_direction
-from saga_index.layout_change.record import BackfillDirection, BackfillKind
+from saga_index.layout_change.record import BackfillDirection, BackfillKind, ControlStore
+from saga_index_cli.backfill.executions import resolve_state_machine
 from saga_index_cli.backfill.local import control_poll_seconds, local_holder
-from saga_index_cli.backfill.options import REPORT_FILE
+from saga_index_cli.backfill.options import REPORT_FILE, state_machine_arn_argument
 from saga_index_cli.backfill.output import stop_on_signals, write_report
 from saga_index_cli.context import CliContext, pass_cli
+from saga_index_cli.endpoints import service_endpoint_option
+from saga_index_cli.open_index.deployed import RunFacts, start_deployed
 from saga_index_cli.options import FiniteFloatRange
 from saga_index_cli.output import check_output_file, emit, json_option, overwrite_option
+from saga_index_cli.stack import stack_name_option
 
 
-def open_report(outcome: LocalBackfill) -> dict[str, Any]:
-    """The command's JSON report: the keys it had before it ran on the layout's machinery
-    (direction stamp | remove, dryRun, scanned, stamped, removed, changed, anomalies, examples)
-    and what the run adds (complete, verified, verification, segments, the lease's holder)."""
-    summary, ticket = outcome.summary, outcome.ticket
+def local_facts(outcome: LocalBackfill) -> RunFacts:
+    """What the report says of a local run besides its summary."""
+    return RunFacts(
+        open_shard_count=outcome.ticket.open_shard_count,
+        state_version=outcome.ticket.state_version,
+        holder=outcome.ticket.holder,
+        lease_lost=outcome.lease_lost,
+        failures={str(k): v for k, v in outcome.run.failures.items()},
+        interrupted=outcome.run.interrupted,
+    )
+
+
+def open_report(summary: BackfillSummary, facts: RunFacts) -> dict[str, Any]:
+    """The command's JSON report, wherever the run ran: the keys it had before it ran on the
+    layout's machinery (direction stamp | remove, dryRun, scanned, stamped, removed, changed,
+    anomalies, examples) and what the run adds (complete, verified, verification, segments,
+    the lease's holder)."""
     opened = summary.open
     removed = 0 if opened is None else (opened.would_remove if summary.dry_run else opened.removed)
     writes = summary.would_restamp if summary.dry_run else summary.restamped
     verification = summary.verification
     return {
-        "direction": "stamp" if ticket.direction is BackfillDirection.FORWARD else "remove",
+        "direction": "stamp" if summary.direction is BackfillDirection.FORWARD else "remove",
         "dryRun": summary.dry_run,
         "scanned": 0 if opened is None else opened.saga_rows,
         "scannedItems": summary.scanned,
@@ -55,9 +75,9 @@ def open_report(outcome: LocalBackfill) -> dict[str, Any]:
         "examples": []
         if opened is None
         else [f"{e['PK']}: {e['change']}" for e in opened.examples],
-        "openShardCount": ticket.open_shard_count,
-        "stateVersion": ticket.state_version,
-        "holder": None if summary.dry_run else ticket.holder,
+        "openShardCount": facts.open_shard_count,
+        "stateVersion": facts.state_version,
+        "holder": None if summary.dry_run else facts.holder,
         "segments": summary.total_segments,
         "maxWritesPerSecond": summary.max_writes_per_second,
         "appliedMaxWritesPerSecond": summary.applied_max_writes_per_second,
@@ -65,9 +85,9 @@ def open_report(outcome: LocalBackfill) -> dict[str, Any]:
         "complete": summary.complete,
         "verified": summary.verified,
         "verification": None if verification is None else verification.message,
-        "leaseLost": outcome.lease_lost,
-        "failures": {str(k): v for k, v in outcome.run.failures.items()},
-        "interrupted": outcome.run.interrupted,
+        "leaseLost": facts.lease_lost,
+        "failures": dict(facts.failures or {}),
+        "interrupted": facts.interrupted,
     }
 
 
@@ -87,7 +107,8 @@ def open_report(outcome: LocalBackfill) -> dict[str, Any]:
     type=click.IntRange(1, MAX_TOTAL_SEGMENTS),
     default=DEFAULT_TOTAL_SEGMENTS,
     show_default=True,
-    help="Parallel Scan segments (one thread each), each with its own fence slot.",
+    help="Parallel Scan segments (threads here, Map iterations in Step Functions: at most "
+    f"{MAX_OPEN_STATE_MACHINE_SEGMENTS} there), each with its own fence slot.",
 )
 @click.option(
     "--pace-floor",
@@ -116,6 +137,24 @@ def open_report(outcome: LocalBackfill) -> dict[str, Any]:
 )
 @overwrite_option
 @json_option
+@click.option(
+    "--deployed",
+    is_flag=True,
+    help="Run it in the deployed backfill state machine (found from the stack's outputs, see "
+    "--stack-name) and follow it to its end, instead of running here.",
+)
+@click.option(
+    "--state-machine-arn",
+    callback=state_machine_arn_argument,
+    help="The deployed backfill state machine, instead of looking it up in the stack: start "
+    "it and follow it to its end. --table must name the deployed table.",
+)
+@stack_name_option(
+    "The deployed stack whose outputs name the state machine (--deployed without "
+    "--state-machine-arn; needs cloudformation:DescribeStacks)."
+)
+@service_endpoint_option("stepfunctions", "SFN", "Step Functions")
+@click.option("--poll-interval", type=click.FloatRange(0.01, 60), default=2.0, hidden=True)
 @pass_cli
 def backfill_command(
     cli: CliContext,
@@ -127,9 +166,16 @@ def backfill_command(
     report_file: Path | None,
     overwrite: bool,
     as_json: bool,
+    deployed: bool,
+    state_machine_arn: str | None,
+    stack_name: str,
+    stepfunctions_endpoint_url: str | None,
+    poll_interval: float,
 ) -> None:
     """Stamp OpenSagaPK on every open saga that lacks its key (open index adding or open), or
-    remove every stamp (removing), in this process, on the layout backfill's machinery.
+    remove every stamp (removing), on the layout backfill's machinery: in this process, or in
+    the deployed backfill state machine (--deployed or --state-machine-arn), followed to its
+    end (Ctrl-C or SIGTERM stops the execution and releases its lease).
 
     \b
     It takes the record's one backfill lease (kind open-index: a layout run and this one
@@ -149,20 +195,26 @@ def backfill_command(
     --json: {direction: stamp | remove, dryRun, scanned (saga rows), scannedItems (every item
     read), stamped, removed, changed, anomalies, examples, openShardCount, stateVersion,
     holder, segments, maxWritesPerSecond, appliedMaxWritesPerSecond, throttles, complete,
-    verified, verification, leaseLost, failures, interrupted, exitCode}.
+    verified, verification, leaseLost, failures, interrupted, exitCode}; in Step Functions
+    also executionArn and status (and error, cause when it did not succeed); the holder is
+    the execution.
 
-    Exit codes: 0 done and verified (a dry run: done); 1 stopped (the lease lost, e.g. the
-    open index moved during the run; a segment failed; Ctrl-C) or not verified; 2 the open
-    index is off, or bad input; 4 DynamoDB unreachable; 5 not yet (before effectiveAt + the
-    margin), or another backfill run holds the lease.
+    Exit codes (both places): 0 done and verified (a dry run: done); 1 stopped (the lease
+    lost, e.g. the open index moved during the run; a segment failed; Ctrl-C; the execution
+    failed or was stopped) or not verified; 2 the open index is off, or bad input; 4 DynamoDB,
+    Step Functions or CloudFormation unreachable; 5 not yet (before effectiveAt + the margin),
+    or another backfill run holds the lease.
     """
     if report_file is not None:
         check_output_file(report_file, overwrite=overwrite, option=REPORT_FILE)
     elif overwrite:
         raise click.UsageError(f"--overwrite applies to {REPORT_FILE} PATH only")
+    in_step_functions = deployed or state_machine_arn is not None
+    _check_deployed_options(in_step_functions, segments)
     store = cli.control_store()
     # The direction is the open index's state's (refused while off: exit 2, nothing written).
-    direction = open_index_direction(store.read())
+    state = store.read()
+    direction = open_index_direction(state)
     request = BackfillRequest(
         direction=direction,
         kind=BackfillKind.OPEN_INDEX,
@@ -170,7 +222,60 @@ def backfill_command(
         max_writes_per_second=max_writes_per_second,
         dry_run=dry_run,
         pace_floor=pace_floor,
+        verify_read_units_per_second=scan_rate,
     )
+    if in_step_functions:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        machine = resolve_state_machine(cli, state_machine_arn, stack_name)
+        summary, facts, execution = start_deployed(cli, sfn, machine, request, state, poll_interval)
+        report = {**open_report(summary, facts), **execution}
+        ok = execution["status"] == "SUCCEEDED"
+    else:
+        report = _run_here(cli, store, request, scan_rate)
+        ok = True
+    ok = ok and report["complete"] and report["verified"] and report["leaseLost"] is None
+    report["exitCode"] = 0 if ok else 1
+    if report_file is not None:
+        write_report(report_file, report)
+    if as_json:
+        emit(report)
+    else:
+        _print(report)
+    if not ok:
+        raise SystemExit(1)
+
+
+def _check_deployed_options(in_step_functions: bool, segments: int) -> None:
+    """Exit 2, before any call, for options that cannot mean one thing where the run runs."""
+    context = click.get_current_context()
+    if in_step_functions:
+        if segments > MAX_OPEN_STATE_MACHINE_SEGMENTS:
+            raise click.BadParameter(
+                f"an open-index run in the state machine takes at most "
+                f"{MAX_OPEN_STATE_MACHINE_SEGMENTS} segments (its results must fit Step "
+                f"Functions' 256 KB state); got {segments}",
+                param_hint="--segments",
+            )
+        return
+    given = [
+        flag
+        for name, flag in (
+            ("stack_name", "--stack-name"),
+            ("stepfunctions_endpoint_url", "--stepfunctions-endpoint-url"),
+        )
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} only apply to a run in Step Functions: add --deployed (or "
+            "--state-machine-arn)"
+        )
+
+
+def _run_here(
+    cli: CliContext, store: ControlStore, request: BackfillRequest, scan_rate: float
+) -> dict[str, Any]:
+    """The run in this process (backfill_locally), its report."""
     stop = threading.Event()
     outcome = backfill_locally(
         store.client,
@@ -185,17 +290,7 @@ def backfill_command(
         timing=cli.hooks.timing,
         open_verify=OpenVerify(read_units_per_second=scan_rate),
     )
-    report = open_report(outcome)
-    ok = outcome.summary.complete and outcome.summary.verified and outcome.lease_lost is None
-    report["exitCode"] = 0 if ok else 1
-    if report_file is not None:
-        write_report(report_file, report)
-    if as_json:
-        emit(report)
-    else:
-        _print(report)
-    if not ok:
-        raise SystemExit(1)
+    return open_report(outcome.summary, local_facts(outcome))
 
 
 def _print(report: dict[str, Any]) -> None:
