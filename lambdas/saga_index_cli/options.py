@@ -1,9 +1,10 @@
 """The option types and callbacks several commands share: the table's name, a shard count, a
-finite float range, the completion checks' scan options. Each refuses a bad value before any
-request (exit 2)."""
+finite float range, the completion checks' scan options, an argument naming a state. Each
+refuses a bad value before any request (exit 2)."""
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from saga_index.index import InvalidInputError, validate_shard_count
 from saga_index.layout_change.transitions import CompletionCheckOptions
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
+_State = TypeVar("_State", bound=enum.Enum)
 
 # DynamoDB's rule for a table name (CreateTable): 3-255 characters of these.
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
@@ -48,6 +50,26 @@ def shards_option(_: click.Context, __: click.Parameter, value: int | None) -> i
         return validate_shard_count(value)
     except InvalidInputError as err:
         raise click.BadParameter(str(err)) from None
+
+
+def enum_argument(
+    name: str, kind: type[_State], parse: Callable[[object], _State]
+) -> Callable[[_Command], _Command]:
+    """A positional argument naming one of `kind`'s values (any case), handed to the command
+    as the member `parse` (the domain's own parser, e.g. Phase.parse) gives; a value it refuses
+    is a usage error with the domain's message (exit 2)."""
+
+    def parsed(_: click.Context, __: click.Parameter, value: str) -> _State:
+        try:
+            return parse(value)
+        except InvalidInputError as err:
+            raise click.BadParameter(str(err)) from None
+
+    return click.argument(
+        name,
+        type=click.Choice([member.value for member in kind], case_sensitive=False),
+        callback=parsed,
+    )
 
 
 class FiniteFloatRange(click.FloatRange):

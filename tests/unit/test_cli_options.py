@@ -14,11 +14,13 @@ import click
 import pytest
 from botocore.config import Config
 
+from saga_index.layout_change.record.open_index import OpenIndexState
 from saga_index.layout_change.record.phase import Phase
 from saga_index_cli import context, endpoints
 from saga_index_cli import main as main_module
 from saga_index_cli.context import CliContext
 from saga_index_cli.main import cli, main
+from saga_index_cli.open_index.commands import set_command as open_index_set_command
 from saga_index_cli.phase.commands import set_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +133,39 @@ def test_a_phase_outside_the_choices_exits_2_listing_them(
     assert code == 2
     assert out == ""
     assert f"{given!r} is not one of 'legacy', 'migrating', 'sharded', 'rolling-back'" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "parsed"),
+    [
+        (set_command, "Rolling-Back", Phase.ROLLING_BACK),
+        (set_command, "RESHARDING", Phase.RESHARDING),
+        (open_index_set_command, "Adding", OpenIndexState.ADDING),
+        (open_index_set_command, "removing", OpenIndexState.REMOVING),
+    ],
+)
+def test_a_state_argument_is_case_insensitive_and_handed_over_as_the_domains_member(
+    command: click.Command, given: str, parsed: Phase | OpenIndexState
+) -> None:
+    with command.make_context("set", [given, "--reason", "r"]) as ctx:
+        assert ctx.params[command.params[0].name or ""] is parsed
+
+
+@pytest.mark.parametrize(
+    ("words", "allowed"),
+    [
+        (("phase", "set", "sideways"), "'legacy', 'migrating', 'sharded', 'rolling-back'"),
+        (("open-index", "set", "closed"), "'off', 'adding', 'open', 'removing'"),
+    ],
+)
+def test_a_state_argument_outside_its_choices_exits_2_before_any_request(
+    capsys: pytest.CaptureFixture[str], words: tuple[str, ...], allowed: str
+) -> None:
+    code, out, err = run(capsys, "--table", "sagas", *words, "--reason", "r")
+
+    assert code == 2
+    assert out == ""
+    assert f"{words[-1]!r} is not one of {allowed}" in err
 
 
 # ---- shell completion --------------------------------------------------------------------------

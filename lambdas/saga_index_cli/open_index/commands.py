@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from saga_index.index import InvalidInputError, RetryLaterError
+from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import (
     ControlState,
     OpenIndexState,
@@ -39,7 +39,7 @@ from saga_index.layout_change.transitions import (
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.exit_codes import ExitCode
 from saga_index_cli.open_index.backfill import backfill_command
-from saga_index_cli.options import completion_check_options, shards_option
+from saga_index_cli.options import completion_check_options, enum_argument, shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import read_state
 from saga_index_cli.phase.not_yet import NotYetError
@@ -141,19 +141,8 @@ def show_command(cli: CliContext, as_json: bool) -> None:
     )
 
 
-def _state_argument(_: click.Context, __: click.Parameter, value: str) -> OpenIndexState:
-    try:
-        return OpenIndexState.parse(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
-
-
 @open_index_group.command("set")
-@click.argument(
-    "state",
-    type=click.Choice([s.value for s in OpenIndexState], case_sensitive=False),
-    callback=_state_argument,
-)
+@enum_argument("state", OpenIndexState, OpenIndexState.parse)
 @click.option("--reason", required=True, help="Why (recorded in the record and its history).")
 @click.option(
     "--shards",

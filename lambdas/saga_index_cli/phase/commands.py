@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import click
 
-from saga_index.index import InvalidInputError
 from saga_index.layout_change.record import (
     ControlState,
     Phase,
@@ -29,7 +28,7 @@ from saga_index_cli.context import (
     pass_cli,
 )
 from saga_index_cli.exit_codes import ExitCode
-from saga_index_cli.options import completion_check_options, shards_option
+from saga_index_cli.options import completion_check_options, enum_argument, shards_option
 from saga_index_cli.output import emit, json_option
 from saga_index_cli.phase.change import (
     ChangeRequest,
@@ -125,19 +124,8 @@ def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> N
     )
 
 
-def _phase_argument(_: click.Context, __: click.Parameter, value: str) -> Phase:
-    try:
-        return Phase.parse(value)
-    except InvalidInputError as err:
-        raise click.BadParameter(str(err)) from None
-
-
 @phase_group.command("set")
-@click.argument(
-    "phase",
-    type=click.Choice([p.value for p in Phase], case_sensitive=False),
-    callback=_phase_argument,
-)
+@enum_argument("phase", Phase, Phase.parse)
 @click.option("--reason", required=True, help="Why (recorded in the record and its history).")
 @click.option(
     "--shards",
