@@ -10,7 +10,6 @@ from typing import Any
 from saga_index.index import Layout
 from saga_index.layout_change.record import DEFAULT_TIMING, ControlState
 from saga_index.layout_change.transitions import (
-    open_index_transition_for,
     plan_move,
     plan_open_index_move,
     transition_for,
@@ -47,7 +46,7 @@ def _open_index_move(
 ) -> ControlState:
     plan = plan_open_index_move(previous, state, shard_count=shards)
     return ControlState(
-        transition=open_index_transition_for(
+        transition=transition_for(
             plan,
             at,
             changed_by="ops@example",

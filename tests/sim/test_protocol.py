@@ -30,7 +30,7 @@ import pytest
 
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.record import Transition
-from saga_index.layout_change.transitions import executor
+from saga_index.layout_change.transitions import apply, executor
 from tests.sim.harness import explain, first_violation, simulated_aws
 from tests.sim.world import Scenario, simulate
 
@@ -160,15 +160,15 @@ LOST_ANSWERS = Scenario(
 def _abandons_without_reading_back() -> object:
     """The rule before the read-back: a STATE write given up on after refusals (RetryLaterError)
     is reported as not applied, and its intent marked abandoned, without reading STATE."""
-    original = executor._after_failed_write
+    original = apply._after_failed_write
 
     def after_failed_write(store: object, state: object, transition: object, err: Exception):  # type: ignore[no-untyped-def]
         if isinstance(err, RetryLaterError):
-            executor._try(lambda: store.abandon_intent(transition))  # type: ignore[attr-defined]
+            apply._try(lambda: store.abandon_intent(transition))  # type: ignore[attr-defined]
             raise err
         return original(store, state, transition, err)  # type: ignore[arg-type]
 
-    return mock.patch.object(executor, "_after_failed_write", after_failed_write)
+    return mock.patch.object(apply, "_after_failed_write", after_failed_write)
 
 
 def test_it_finds_case_4_when_a_lost_answer_is_reported_without_reading_back() -> None:

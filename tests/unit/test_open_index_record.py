@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from devkit.contract_states import MS, OPEN_INDEX_STATES, path_through
+from devkit.contract_states import DELAY, MS, OPEN_INDEX_STATES, OPENED, path_through
 from saga_index.index import InvalidInputError, Layout, Person
 from saga_index.layout_change.record import (
     ControlItemInvalidError,
@@ -23,7 +23,11 @@ from saga_index.layout_change.record import (
     state_item,
 )
 from saga_index.layout_change.record.history import HistoryEntry, restore_point
-from saga_index.layout_change.transitions import plan_move, plan_open_index_move
+from saga_index.layout_change.transitions import (
+    plan_move,
+    plan_open_index_move,
+    transition_for,
+)
 from saga_index.layout_change.transitions.errors import TransitionNotAllowedError
 from saga_index.layout_change.transitions.open_index_rules import OpenIndexMoveNotAllowedError
 
@@ -118,6 +122,30 @@ def test_given_a_layout_move_then_the_open_index_is_carried_over() -> None:
     assert state.transition is not None
     assert not state.transition.changes_open_index
     assert plan_move(state, "sharded").from_state.open_index == state.open_index
+
+
+def test_given_an_open_index_move_then_its_transition_keeps_the_layout_and_what_writers_stamp() -> (
+    None
+):
+    sharded = _state(*_SHARDED)
+    # Before the sharded state's effectiveAt its writers still stamp its prior layout.
+    at = OPENED + timedelta(seconds=3600) + DELAY / 2
+    move = plan_open_index_move(sharded, "adding")
+
+    transition = transition_for(
+        move, at, changed_by="op", reason="test", effective_delay=DELAY, checks_forced=("x",)
+    )
+
+    assert (transition.version, transition.changed_at) == (sharded.version + 1, at)
+    assert (transition.layout, transition.moving_to) == (sharded.layout, sharded.moving_to)
+    assert (transition.previous_layout, transition.previous_moving_to) == (
+        sharded.layout,
+        sharded.moving_to,
+    )
+    assert (transition.prior_write or transition.layout) == sharded.writes_at(at)
+    assert transition.open_index == OpenIndex(OpenIndexState.ADDING, 16)
+    assert transition.previous_open_index == OpenIndex.off()
+    assert (transition.effective_at, transition.checks_forced) == (at + DELAY, ("x",))
 
 
 def test_given_a_transition_changing_both_dimensions_then_it_cannot_be_built() -> None:

@@ -1,15 +1,7 @@
-"""`phase set` against the store: plan, check, intent, compare-and-set, settle
-(docs/control-contract.md, "Transitions").
-
-Crash safety without transactions: the HISTORY item of version v+1 is written FIRST, as an
-intent (`applied = false`, only into an empty slot or over an intent nobody confirmed), then the
-STATE compare-and-set on version v, then the intent is settled (`applied = true`). No STATE can
-exist without its history item. A crash or failure after the intent leaves an item that is not
-confirmed: a failed STATE write marks it abandoned, a lost race has the winner's transition
-settled into the slot, and a crash leaves it undecided (record/history.py, `restore_point`, says
-what a restore follows then). The next `change_phase` (or `repair_history`, settle.py) settles the
-current version's item from the STATE. Repeating any write changes nothing.
-"""
+"""`phase set` against the store: plan, check, then the write every move of the record takes
+(write_move: intent, compare-and-set, settle in apply.py; docs/control-contract.md,
+"Transitions"). `open-index set` (open_index_move.py) writes through the same write_move with
+its own planner and requirements."""
 
 from __future__ import annotations
 
@@ -26,7 +18,6 @@ from saga_index.index import InvalidInputError, RetryLaterError
 from saga_index.layout_change.checks import probe_shard_keys
 from saga_index.layout_change.record import (
     DEFAULT_TIMING,
-    ControlRecordInvalidError,
     ControlRecordMissingError,
     ControlState,
     ControlStore,
@@ -34,18 +25,19 @@ from saga_index.layout_change.record import (
     Phase,
     RecordCondition,
     Transition,
-    VersionConflictError,
     WallClock,
     format_time,
     to_millis,
     utc_now,
 )
+from saga_index.layout_change.transitions.apply import (
+    UNSETTLED,
+    apply_transition,
+    describe_error,
+)
 from saga_index.layout_change.transitions.errors import (
-    MoveOutcomeUnknownError,
-    NotAppliedRetryLaterError,
     PreconditionFailedError,
     PreconditionResult,
-    StateWriteFailedError,
 )
 from saga_index.layout_change.transitions.requirements import (
     CompletionCheckOptions,
@@ -55,6 +47,7 @@ from saga_index.layout_change.transitions.requirements import (
 )
 from saga_index.layout_change.transitions.rules import (
     BACKFILL_CHECK,
+    PlannedChange,
     PlannedMove,
     Precondition,
     backfill_verified,
@@ -73,7 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECK_OPTIONS = CompletionCheckOptions()
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -150,6 +142,72 @@ def change_phase(
 
 # A move's completion checks and its guards, chosen from the record as read and the move.
 _Requirements = tuple[Sequence[Precondition], Sequence[Precondition]]
+_Move = TypeVar("_Move", bound=PlannedChange)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a move's requirements said before it is written: the checks' results, and the
+    names of those `force` skipped (the transition records both)."""
+
+    results: tuple[PreconditionResult, ...] = ()
+    forced: tuple[str, ...] = ()
+
+
+def write_move(
+    store: ControlStore,
+    *,
+    changed_by: str,
+    reason: str,
+    plan: Callable[[ControlState], _Move],
+    judge: Callable[[ControlState, _Move], Judged],
+    describe: Callable[[_Move], str],
+    clock: WallClock,
+    timing: ControlTiming,
+) -> PhaseChange:
+    """The one way a move of the record is written, whichever dimension it moves: read the
+    record, settle its history, `plan` the move from it, `judge` what the move requires (it
+    raises, before anything is written, when the move must not be written yet or at all), then
+    the transition (rules.transition_for) through apply_transition, and the record read back.
+    `describe` names the move in the log line of a forced one."""
+    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
+    state = store.read()
+    if state.condition is RecordCondition.MISSING:
+        raise ControlRecordMissingError(state.version)
+    repair_history(store, state)
+    move = plan(state)
+    judged = judge(state, move)
+    transition = transition_for(
+        move,
+        to_millis(clock()),
+        changed_by=changed_by,
+        reason=reason,
+        effective_delay=timing.effective_delay,
+        checks_passed=tuple(r.name for r in judged.results if r.passed),
+        checks_forced=judged.forced,
+    )
+    warnings = apply_transition(store, state, transition)
+    if judged.forced:
+        log.warning(
+            "%s forced by %s, checks skipped: %s",
+            describe(move),
+            changed_by,
+            ", ".join(judged.forced),
+            extra={"version": transition.version, "checksForced": list(judged.forced)},
+        )
+    try:
+        new_state = store.read()
+    except (ClientError, BotoCoreError) as err:
+        # The move is applied: a failed read-back changes nothing but what is shown.
+        warnings.append(f"the record could not be read back ({describe_error(err)}): phase show")
+        new_state = ControlState(transition=transition)
+    return PhaseChange(
+        state=new_state,
+        transition=transition,
+        checks=judged.results,
+        history_written=not any(w.startswith(UNSETTLED) for w in warnings),
+        warnings=tuple(warnings),
+    )
 
 
 def _set_phase(
@@ -166,48 +224,22 @@ def _set_phase(
 ) -> PhaseChange:
     """The write of a move whose requirements `change_phase` chose (tests of the write
     protocol pass their own)."""
-    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
-    state = store.read()
-    if state.condition is RecordCondition.MISSING:
-        raise ControlRecordMissingError(state.version)
-    repair_history(store, state)
-    move = plan_move(state, requested, shard_count=shard_count)
-    if move.completes is not None:
-        _require_settled_switch(state, move, clock(), timing)
 
-    checks, guards = requirements(state, move)
-    results, forced = _judge(state, move, checks, guards, force=force)
-    now = to_millis(clock())
-    transition = transition_for(
-        move,
-        now,
+    def judge(state: ControlState, move: PlannedMove) -> Judged:
+        if move.completes is not None:
+            _require_settled_switch(state, move, clock(), timing)
+        checks, guards = requirements(state, move)
+        return _judge(state, move, checks, guards, force=force)
+
+    return write_move(
+        store,
         changed_by=changed_by,
         reason=reason,
-        effective_delay=timing.effective_delay,
-        checks_passed=tuple(r.name for r in results if r.passed),
-        checks_forced=forced,
-    )
-    warnings = apply_transition(store, state, transition)
-    if forced:
-        log.warning(
-            "phase %s forced by %s, checks skipped: %s",
-            transition.phase.value,
-            changed_by,
-            ", ".join(forced),
-            extra={"version": transition.version, "checksForced": list(forced)},
-        )
-    try:
-        new_state = store.read()
-    except (ClientError, BotoCoreError) as err:
-        # The move is applied: a failed read-back changes nothing but what is shown.
-        warnings.append(f"the record could not be read back ({_describe(err)}): phase show")
-        new_state = ControlState(transition=transition)
-    return PhaseChange(
-        state=new_state,
-        transition=transition,
-        checks=results,
-        history_written=not any(w.startswith(_UNSETTLED) for w in warnings),
-        warnings=tuple(warnings),
+        plan=lambda state: plan_move(state, requested, shard_count=shard_count),
+        judge=judge,
+        describe=lambda move: f"phase {move.to_phase.value}",
+        clock=clock,
+        timing=timing,
     )
 
 
@@ -239,17 +271,17 @@ def _judge(
     guards: Sequence[Precondition],
     *,
     force: bool,
-) -> tuple[tuple[PreconditionResult, ...], tuple[str, ...]]:
-    """Run what the move requires against `state`: (the results, the names `force` skipped).
+) -> Judged:
+    """Run what the move requires against `state`: the results, or the names `force` skipped.
     Raises PreconditionFailedError, before anything is written, when one of them failed."""
     if move.completes is None and not guards:
-        return (), ()
+        return Judged()
     names = (
         *((BACKFILL_CHECK, *(c.name for c in checks)) if move.completes else ()),
         *(g.name for g in guards),
     )
     if force:
-        return (), names
+        return Judged(forced=names)
     results = (
         *(
             (backfill_verified(state, move.completes), *(c.run(state) for c in checks))
@@ -261,134 +293,7 @@ def _judge(
     failed = [r for r in results if not r.passed]
     if failed:
         raise PreconditionFailedError(move.to_phase.value, failed)
-    return results, ()
-
-
-_UNSETTLED = "applied, but its history item"
-
-
-def apply_transition(store: ControlStore, state: ControlState, transition: Transition) -> list[str]:
-    """Intent, compare-and-set, settle. Returns warnings about an APPLIED move (exit 0); raises
-    when the move was not applied (lost the race, or the STATE write failed)."""
-    try:
-        _write_intent(store, state, transition)
-    except (ClientError, BotoCoreError) as err:
-        log.error(
-            "the history intent of version %d could not be written (%s): the move was NOT "
-            "applied, nothing changed",
-            transition.version,
-            _describe(err),
-        )
-        raise
-    try:
-        won = store.compare_and_set(state.version, transition)
-    except (RetryLaterError, ClientError, BotoCoreError) as err:
-        # Refused past the retries, or no answer: an attempt may have landed with its answer
-        # lost (botocore resends after a timeout or a dropped connection): STATE decides.
-        return _after_failed_write(store, state, transition, err)
-    if not won:
-        current = store.read()
-        # A retried request whose first attempt was applied finds its own transition.
-        if current.transition != transition:
-            if current.transition is not None and current.condition is RecordCondition.PRESENT:
-                # The winner settles its own item too; doing it here as well means our
-                # intent, if it took that version's slot, never outlives the race.
-                _try_settle(store, current.transition)
-            raise VersionConflictError(state.version, current.version, current.phase.value)
-    return _settle_applied(store, transition)
-
-
-def _write_intent(store: ControlStore, state: ControlState, transition: Transition) -> None:
-    """HISTORY of version v+1 before STATE: no STATE can exist without its history item."""
-    if store.put_intent(transition):
-        return
-    seen = store.history_entry(transition.version)
-    if seen is not None and seen.transition == transition:
-        return  # a retry of this very change
-    current = store.read()
-    if current.version != state.version:
-        raise VersionConflictError(state.version, current.version, current.phase.value)
-    if seen is not None and seen.applied:
-        raise ControlRecordInvalidError(
-            f"history version {transition.version} is marked applied while the STATE item is "
-            f"at version {state.version}: the record was rolled back by hand. Compare them "
-            "(phase show --history) before changing the phase"
-        )
-    # An intent over the same STATE version that no STATE write confirmed: another operator's
-    # change in flight (the compare-and-set decides between us) or one whose STATE write
-    # failed. Taking over its slot is safe either way: the STATE winner settles the slot.
-    if seen is None or not store.take_over_intent(seen, transition):
-        current = store.read()
-        raise VersionConflictError(state.version, current.version, current.phase.value)
-    log.warning(
-        "history version %d held an unconfirmed intent by %s: taken over",
-        transition.version,
-        seen.transition.changed_by,
-        extra={"version": transition.version},
-    )
-
-
-def _after_failed_write(
-    store: ControlStore, state: ControlState, transition: Transition, err: Exception
-) -> list[str]:
-    """The STATE write raised (an error, or refusals past the retries): one of its requests
-    may have landed with its answer lost, so what STATE holds now decides."""
-    try:
-        current = store.read()
-    except (ClientError, BotoCoreError, RetryLaterError) as read_err:
-        raise MoveOutcomeUnknownError(transition.version, err, read_err) from err
-    # Only a STATE item holding the transition says it landed: with no STATE item (the first
-    # move), the read follows the history, and our own intent is what it follows.
-    stored = current.version if current.condition is RecordCondition.PRESENT else 0
-    if current.condition is RecordCondition.PRESENT and current.transition == transition:
-        return [
-            f"the STATE write's answer was lost ({_describe(err)}); read back, the record "
-            f"holds version {transition.version}: the move was applied",
-            *_settle_applied(store, transition),
-        ]
-    if stored != state.version:
-        raise VersionConflictError(state.version, stored, current.phase.value) from err
-    abandoned = _try(lambda: store.abandon_intent(transition))
-    if isinstance(err, RetryLaterError):
-        raise NotAppliedRetryLaterError(transition.version, err, abandoned is True) from err
-    failed = StateWriteFailedError(transition.version, err, abandoned is True)
-    # Said here too: a caller that reports the service failure behind it (the CLI's exit 4)
-    # still tells the operator that nothing was applied.
-    log.error("%s", failed)
-    raise failed from err
-
-
-def _settle_applied(store: ControlStore, transition: Transition) -> list[str]:
-    if _try_settle(store, transition):
-        return []
-    return [
-        f"{_UNSETTLED} (HISTORY version {transition.version}) is still an unconfirmed intent: "
-        "the next `phase set` or `phase restore` settles it from the STATE item; until then a "
-        "restore after a lost STATE item follows it unless it completes a move"
-    ]
-
-
-def _try_settle(store: ControlStore, transition: Transition) -> bool:
-    """True when the item of the transition's version is settled (written now or before)."""
-    written = _try(lambda: store.settle_history(transition))
-    if written is None:
-        return False
-    if not written:
-        entry = _try(lambda: store.history_entry(transition.version))
-        return entry is not None and entry.applied and entry.transition == transition
-    return True
-
-
-def _try(call: Callable[[], _T]) -> _T | None:
-    try:
-        return call()
-    except (ClientError, BotoCoreError, RetryLaterError) as err:
-        log.warning("control history write failed: %s", _describe(err))
-        return None
-
-
-def _describe(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"
+    return Judged(results)
 
 
 def required_text(name: str, value: str) -> str:

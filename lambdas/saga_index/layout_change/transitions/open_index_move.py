@@ -18,36 +18,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import InvalidInputError, RetryLaterError
 from saga_index.layout_change.checks import OpenIndexReader, probe_shard_keys
 from saga_index.layout_change.record import (
     DEFAULT_TIMING,
-    ControlRecordMissingError,
     ControlState,
     ControlStore,
     ControlTiming,
     OpenIndexState,
-    RecordCondition,
     WallClock,
     format_time,
-    to_millis,
     utc_now,
 )
 from saga_index.layout_change.transitions.errors import PreconditionFailedError, PreconditionResult
-from saga_index.layout_change.transitions.executor import (
-    PhaseChange,
-    apply_transition,
-    required_text,
-)
+from saga_index.layout_change.transitions.executor import Judged, PhaseChange, write_move
 from saga_index.layout_change.transitions.open_index_rules import (
     PlannedOpenIndexMove,
-    open_index_transition_for,
     plan_open_index_move,
 )
 from saga_index.layout_change.transitions.requirements import (
@@ -57,7 +46,6 @@ from saga_index.layout_change.transitions.requirements import (
     never_raises,
 )
 from saga_index.layout_change.transitions.rules import Precondition, settled_at
-from saga_index.layout_change.transitions.settle import repair_history
 from saga_index.store import open_index_readiness
 from saga_index.store.dynamo import ScanOptions
 
@@ -105,12 +93,6 @@ class OpenIndexBuildingError(RetryLaterError):
     """The open index exists but DynamoDB is still building it (CLI exit 5): nothing written."""
 
 
-@dataclass(frozen=True)
-class _Judged:
-    results: tuple[PreconditionResult, ...]
-    forced: tuple[str, ...]
-
-
 def change_open_index(
     store: ControlStore,
     requested: OpenIndexState | str,
@@ -130,49 +112,26 @@ def change_open_index(
     written. Raises what change_phase raises (OpenIndexMoveNotAllowedError for a move out of
     order or after the end, PreconditionFailedError, VersionConflictError, ...), plus
     OpenIndexNotReadyError / OpenIndexBuildingError when the index is not there to move to."""
-    changed_by, reason = required_text("changed_by", changed_by), required_text("reason", reason)
-    state = store.read()
-    if state.condition is RecordCondition.MISSING:
-        raise ControlRecordMissingError(state.version)
-    repair_history(store, state)
-    move = plan_open_index_move(state, requested, shard_count=shard_count)
-    if move.to.stamps:
-        _require_ready(readiness(store.client, store.table_name))
-    if move.completes:
-        _require_settled(state, move, clock(), timing)
-    checks = _checks(store, move, options, sleep)
-    if state.version == 0:
-        checks.append(first_move_guard(store, probe))
-    judged = _judge(move, checks, force=force)
-    transition = open_index_transition_for(
-        move,
-        to_millis(clock()),
+
+    def judge(state: ControlState, move: PlannedOpenIndexMove) -> Judged:
+        if move.to.stamps:
+            _require_ready(readiness(store.client, store.table_name))
+        if move.completes:
+            _require_settled(state, move, clock(), timing)
+        checks = _checks(store, move, options, sleep)
+        if state.version == 0:
+            checks.append(first_move_guard(store, probe))
+        return _judge(move, checks, force=force)
+
+    return write_move(
+        store,
         changed_by=changed_by,
         reason=reason,
-        effective_delay=timing.effective_delay,
-        checks_passed=tuple(r.name for r in judged.results if r.passed),
-        checks_forced=judged.forced,
-    )
-    warnings = apply_transition(store, state, transition)
-    if judged.forced:
-        log.warning(
-            "open index %s forced by %s, checks skipped: %s",
-            move.to,
-            changed_by,
-            ", ".join(judged.forced),
-            extra={"version": transition.version, "checksForced": list(judged.forced)},
-        )
-    try:
-        new_state = store.read()
-    except (ClientError, BotoCoreError) as err:
-        warnings.append(f"the record could not be read back ({type(err).__name__}: {err})")
-        new_state = ControlState(transition=transition)
-    return PhaseChange(
-        state=new_state,
-        transition=transition,
-        checks=judged.results,
-        history_written=not any(w.startswith("applied, but its history item") for w in warnings),
-        warnings=tuple(warnings),
+        plan=lambda state: plan_open_index_move(state, requested, shard_count=shard_count),
+        judge=judge,
+        describe=lambda move: f"open index {move.to}",
+        clock=clock,
+        timing=timing,
     )
 
 
@@ -266,13 +225,13 @@ def _checks(
     return [Precondition(CHECK_NO_OPEN_INDEX_KEYS, never_raises(CHECK_NO_OPEN_INDEX_KEYS, empty))]
 
 
-def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: bool) -> _Judged:
+def _judge(move: PlannedOpenIndexMove, checks: list[Precondition], *, force: bool) -> Judged:
     if not checks:  # an opening move, or an abort, on a table that has moved before
-        return _Judged((), ())
+        return Judged()
     if force:
-        return _Judged((), tuple(c.name for c in checks))
+        return Judged(forced=tuple(c.name for c in checks))
     results = tuple(c.run(move.from_state) for c in checks)
     failed = [r for r in results if not r.passed]
     if failed:
         raise PreconditionFailedError(f"open index {move.to.state.value}", failed)
-    return _Judged(results, ())
+    return Judged(results)

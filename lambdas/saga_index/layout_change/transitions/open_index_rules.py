@@ -23,16 +23,15 @@ complete or abort.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from saga_index.index import DEFAULT_SHARD_COUNT, validate_shard_count
+from saga_index.index import DEFAULT_SHARD_COUNT, Layout, validate_shard_count
 from saga_index.layout_change.record import (
     ControlRecordMissingError,
     ControlState,
     OpenIndex,
     OpenIndexState,
     RecordCondition,
-    Transition,
 )
 from saga_index.layout_change.transitions.errors import TransitionNotAllowedError
 
@@ -68,6 +67,23 @@ class PlannedOpenIndexMove:
     @property
     def completes(self) -> bool:
         return (self.from_state.open_index.state, self.to.state) in COMPLETING
+
+    # What the transition keeps of the layout (rules.transition_for builds it): the layout as
+    # it is, and writers keep stamping the layout key they stamp at the move's time.
+    @property
+    def layout(self) -> Layout:
+        return self.from_state.layout
+
+    @property
+    def moving_to(self) -> Layout | None:
+        return self.from_state.moving_to
+
+    @property
+    def open_index(self) -> OpenIndex:
+        return self.to
+
+    def prior_write(self, changed_at: datetime) -> Layout:
+        return self.from_state.writes_at(changed_at)
 
 
 def allowed_open_index_moves(state: OpenIndexState) -> tuple[str, ...]:
@@ -121,34 +137,3 @@ def plan_open_index_move(
     if target is OFF:
         return PlannedOpenIndexMove(state, OpenIndex.off())
     return PlannedOpenIndexMove(state, OpenIndex(target, current.shard_count))
-
-
-def open_index_transition_for(
-    move: PlannedOpenIndexMove,
-    changed_at: datetime,
-    *,
-    changed_by: str,
-    reason: str,
-    effective_delay: timedelta,
-    checks_passed: tuple[str, ...] = (),
-    checks_forced: tuple[str, ...] = (),
-) -> Transition:
-    """The transition `open-index set` writes: the next version, the layout as it is (writers
-    keep stamping the layout key they stamp at `changed_at`), the open index moved."""
-    previous = move.from_state
-    return Transition(
-        version=previous.version + 1,
-        layout=previous.layout,
-        moving_to=previous.moving_to,
-        previous_layout=previous.layout,
-        previous_moving_to=previous.moving_to,
-        changed_at=changed_at,
-        changed_by=changed_by,
-        reason=reason,
-        effective_at=changed_at + effective_delay,
-        checks_passed=checks_passed,
-        checks_forced=checks_forced,
-        prior_write=previous.writes_at(changed_at),
-        open_index=move.to,
-        previous_open_index=previous.open_index,
-    )

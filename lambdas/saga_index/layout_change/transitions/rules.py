@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from saga_index.index import (
     DEFAULT_SHARD_COUNT,
@@ -39,6 +40,7 @@ from saga_index.layout_change.record import (
     BackfillDirection,
     ControlRecordMissingError,
     ControlState,
+    OpenIndex,
     Phase,
     RecordCondition,
     Transition,
@@ -84,6 +86,35 @@ class PlannedMove:
     def guarded(self) -> bool:
         return self.completes is not None
 
+    @property
+    def open_index(self) -> OpenIndex:
+        # A layout move leaves the open index as it is (one dimension per transition).
+        return self.from_state.open_index
+
+    def prior_write(self, changed_at: datetime) -> Layout:
+        return prior_write_for(self.from_state, self, changed_at)
+
+
+class PlannedChange(Protocol):
+    """What a transition is built from, whichever dimension of the record it moves (a layout
+    move, PlannedMove, or an open index move, open_index_rules.PlannedOpenIndexMove)."""
+
+    @property
+    def from_state(self) -> ControlState: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @property
+    def moving_to(self) -> Layout | None: ...
+
+    @property
+    def open_index(self) -> OpenIndex: ...
+
+    def prior_write(self, changed_at: datetime) -> Layout:
+        """The layout the new state's writers stamp until its effectiveAt."""
+        ...
+
 
 def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datetime) -> Layout:
     """The layout the new state's writers stamp until its effectiveAt: what the previous
@@ -102,7 +133,7 @@ def prior_write_for(previous: ControlState, move: PlannedMove, changed_at: datet
 
 
 def transition_for(
-    move: PlannedMove,
+    move: PlannedChange,
     changed_at: datetime,
     *,
     changed_by: str,
@@ -111,8 +142,9 @@ def transition_for(
     checks_passed: tuple[str, ...] = (),
     checks_forced: tuple[str, ...] = (),
 ) -> Transition:
-    """The transition `phase set` writes for `move` at `changed_at`: the next version, the
-    move's layouts, the state it leaves, effectiveAt and the prior write layout."""
+    """The transition `phase set` or `open-index set` writes for `move` at `changed_at`: the
+    next version, the move's layouts and open index, the state it leaves, effectiveAt and the
+    prior write layout."""
     previous = move.from_state
     return Transition(
         version=previous.version + 1,
@@ -126,9 +158,8 @@ def transition_for(
         effective_at=changed_at + effective_delay,
         checks_passed=checks_passed,
         checks_forced=checks_forced,
-        prior_write=prior_write_for(previous, move, changed_at),
-        # A layout move leaves the open index as it is (one dimension per transition).
-        open_index=previous.open_index,
+        prior_write=move.prior_write(changed_at),
+        open_index=move.open_index,
         previous_open_index=previous.open_index,
     )
 
