@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -44,49 +43,17 @@ from saga_index.layout_change.record import (
 )
 from saga_index.layout_change.record.items import LEASE_KIND
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
-from saga_index.layout_change.transitions import CompletionCheckOptions, change_open_index
 from saga_index.store.dynamo.codec import deserialize
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import READY, add_open_index, readiness_of
+from tests.support.control_fixtures import Clock
+from tests.support.open_index import Moves, moto_fixtures
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
-
-
-@pytest.fixture
-def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with moto_backend("open-backfill", synthesized_template) as backend:
-        add_open_index(backend.client, backend.table_name)
-        yield backend
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.client, dynamo.table_name)
+dynamo, clock, store = moto_fixtures("open-backfill")
 
 
 def move(store: ControlStore, clock: Clock, to: str, *, settle: bool = True) -> None:
-    change_open_index(
-        store,
-        to,
-        changed_by="tester@host",
-        reason=f"to {to}",
-        readiness=readiness_of(READY),
-        options=OPTIONS,
-        probe=probe_64_shard_keys,
-        sleep=lambda _s: None,
-        clock=clock,
-    )
-    if settle:
-        effective = store.read().effective_at
-        assert effective is not None
-        clock.now = effective + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)
+    Moves(store, clock)(to, settle=settle)
 
 
 def run(

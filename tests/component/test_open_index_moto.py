@@ -4,19 +4,14 @@ Clocks are injected: nothing waits for effectiveAt."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from saga_index.index import InvalidInputError, Layout, Person, RetryLaterError, names
 from saga_index.layout_change.record import ControlStore, OpenIndexState, routing_for
-from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.layout_change.transitions import (
-    CompletionCheckOptions,
     PreconditionFailedError,
-    change_open_index,
 )
 from saga_index.layout_change.transitions.open_index_move import (
     CHECK_NO_OPEN_INDEX_KEYS,
@@ -29,60 +24,18 @@ from saga_index.store import SagaRepository
 from saga_index.store.dynamo.codec import deserialize
 from saga_index.store.writer import SagaWriter
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.control_fixtures import Clock
 from tests.support.open_index import (
     BUILDING,
     MISBUILT,
     MISSING,
-    READY,
-    add_open_index,
+    Moves,
+    moto_fixtures,
     readiness_of,
 )
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
-
-
-@pytest.fixture
-def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with moto_backend("open-index", synthesized_template) as backend:
-        add_open_index(backend.client, backend.table_name)
-        yield backend
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.client, dynamo.table_name)
-
-
-class Moves:
-    def __init__(self, store: ControlStore, clock: Clock) -> None:
-        self.store, self.clock = store, clock
-
-    def __call__(self, to: str, *, readiness: Any = None, **kw: Any) -> Any:
-        return change_open_index(
-            self.store,
-            to,
-            changed_by="tester@host",
-            reason=f"to {to}",
-            readiness=readiness or readiness_of(READY),
-            options=OPTIONS,
-            probe=probe_64_shard_keys,
-            sleep=lambda _s: None,
-            clock=self.clock,
-            **kw,
-        )
-
-    def settle(self) -> None:
-        """Past the state's effectiveAt plus the in-flight margin."""
-        effective = self.store.read().effective_at
-        assert effective is not None
-        self.clock.now = effective + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)
+dynamo, clock, store = moto_fixtures("open-index")
 
 
 @pytest.fixture

@@ -1,11 +1,17 @@
 """What the open-saga index's tests share: the index on a test table (added as the owning stack
-or the AWS CLI command adds it, when the synthesised template does not have it yet) and
-readiness verdicts standing for DescribeTable's."""
+or the AWS CLI command adds it, when the synthesised template does not have it yet), readiness
+verdicts standing for DescribeTable's, an unleased open-index run, and the fixtures of a moto
+table with the index, its control store and an injected clock, with the open index's moves on
+them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from saga_index.index import Layout, names
 from saga_index.layout_change.backfill import (
@@ -19,9 +25,14 @@ from saga_index.layout_change.backfill.wire import UNLEASED_TOKEN
 from saga_index.layout_change.record import (
     BackfillDirection,
     BackfillKind,
+    ControlStore,
     format_time,
     utc_now,
 )
+from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
+from saga_index.layout_change.transitions import CompletionCheckOptions, change_open_index
+from tests.support.backends import Backend
+from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
 
 
 @dataclass(frozen=True)
@@ -133,3 +144,61 @@ def open_backfill(client: Any, table_name: str, direction: str, *, segments: int
         dry_run=False,
     )
     return run_backfill(client, table_name, request, run=open_ticket(direction))
+
+
+# The completing moves' checks without the re-check's wait, at a rate moto answers at once.
+OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
+
+
+def moto_fixtures(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """The fixtures `dynamo` (a fresh moto table `name` with the open index), `clock` and
+    `store` (the table's control store), for a module to bind:
+    `dynamo, clock, store = moto_fixtures("open-index")`."""
+
+    @pytest.fixture
+    def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+        with moto_backend(name, synthesized_template) as backend:
+            add_open_index(backend.client, backend.table_name)
+            yield backend
+
+    @pytest.fixture
+    def clock() -> Clock:
+        return Clock()
+
+    @pytest.fixture
+    def store(dynamo: Backend) -> ControlStore:
+        return ControlStore(dynamo.client, dynamo.table_name)
+
+    return dynamo, clock, store
+
+
+class Moves:
+    """`open-index set` as the tests make it: the index READY unless `readiness` says
+    otherwise, the checks' waits skipped, the first move's probe over 64 shard keys, `clock`."""
+
+    def __init__(self, store: ControlStore, clock: Clock) -> None:
+        self.store, self.clock = store, clock
+
+    def __call__(self, to: str, *, readiness: Any = None, settle: bool = False, **kw: Any) -> Any:
+        """The move to `to` (`settle`: then the clock past its settled switch)."""
+        change = change_open_index(
+            self.store,
+            to,
+            changed_by="tester@host",
+            reason=f"to {to}",
+            readiness=readiness or readiness_of(READY),
+            options=OPTIONS,
+            probe=probe_64_shard_keys,
+            sleep=lambda _s: None,
+            clock=self.clock,
+            **kw,
+        )
+        if settle:
+            self.settle()
+        return change
+
+    def settle(self) -> None:
+        """Past the state's effectiveAt plus the in-flight margin."""
+        effective = self.store.read().effective_at
+        assert effective is not None
+        self.clock.now = effective + timedelta(seconds=IN_FLIGHT_MARGIN_SECONDS + 1)
