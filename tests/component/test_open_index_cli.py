@@ -1,17 +1,22 @@
 """`saga-index open-index show|set` and `status`'s open index against moto: the exit codes (2
 before any call for bad input, 3 refused, 5 not yet with `failed`), the JSON shapes, a refusal
-writing nothing, the readiness read from DescribeTable. Clocks are injected."""
+writing nothing, the readiness read from DescribeTable; an open-index run's lease as the
+operator sees it (`status`, `backfill --stop`) and its moves in `phase show --history`. Clocks
+are injected."""
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from saga_index.layout_change.record import ControlStore
+from saga_index.layout_change.lease import acquire_lease
+from saga_index.layout_change.record import BackfillKind, ControlStore
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
@@ -169,3 +174,75 @@ def test_given_wait_then_a_not_yet_waits_for_retry_at_and_moves(
     assert code == 0
     assert doc["openIndex"] == "off"
     assert doc["effective"] is True
+
+
+def test_a_dead_local_open_index_run_is_shown_as_one_and_backfill_stop_releases_its_lease(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("old", "p-1")
+    assert cli("open-index", "set", "adding", "--reason", "add", "--shards", "8")[0] == 0
+    cli.settle(store)
+    # A local open-index run killed while it held the lease: its pid is above the kernel's
+    # pid_max, so no process has it.
+    holder = f"{getpass.getuser()}@{socket.gethostname()}/4999999"
+    acquire_lease(
+        store,
+        holder=holder,
+        token="killed",
+        direction="forward",
+        clock=cli.clock,
+        kind=BackfillKind.OPEN_INDEX,
+    )
+
+    code, doc, _ = cli.json("status", "--no-counts")
+    lease = doc["backfill"]["lease"]
+    assert (code, lease["holder"], lease["kind"], lease["live"]) == (0, holder, "open-index", True)
+    code, out, _ = cli("status", "--no-counts")
+    assert f"lease: {holder} (open-index run, forward), LIVE" in out
+    assert f"an open-index backfill runs ({holder})" in out
+    code, out, err = cli("backfill", "--stop", "--json")
+    assert code == 0, err
+    released = json.loads(out)
+    assert (released["holder"], released["kind"], released["leaseReleased"]) == (
+        holder,
+        "open-index",
+        True,
+    )
+    assert "is gone from this host" in released["why"]
+    assert store.read().lease is None
+    code, out, _ = cli.json("status", "--no-counts")
+    assert out["backfill"]["lease"] is None
+
+    # The advice, literally: the open-index backfill runs again and finishes the move.
+    code, doc, _ = cli.json("open-index", "backfill", "--rate", "1000")
+    assert (code, doc["stamped"], doc["verified"]) == (0, 1, True)
+
+
+def test_phase_show_history_prints_an_open_index_move_as_what_it_is(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    assert cli("open-index", "set", "adding", "--reason", "add", "--shards", "8")[0] == 0
+    assert cli("open-index", "set", "removing", "--reason", "back")[0] == 0
+    cli.settle(store)
+    assert cli("open-index", "set", "off", "--reason", "gone")[0] == 0
+    assert cli("phase", "set", "migrating", "--reason", "shard it")[0] == 0
+
+    code, doc, _ = cli.json("phase", "show", "--history")
+    assert code == 0
+    history = [(h["from"], h["to"], h["moved"], h["change"]) for h in doc["history"]]
+    assert history == [
+        ("legacy", "legacy", "open-index", "openIndex off -> adding(8)"),
+        ("legacy", "legacy", "open-index", "openIndex adding(8) -> removing(8)"),
+        ("legacy", "legacy", "open-index", "openIndex removing(8) -> off"),
+        ("legacy", "migrating", "layout", "legacy -> migrating"),
+    ]
+    code, out, _ = cli("phase", "show", "--history")
+    lines = [line for line in out.splitlines() if line.startswith("  v")]
+    assert [line.split(" at ")[0] for line in lines] == [
+        "  v1: openIndex off -> adding(8)",
+        "  v2: openIndex adding(8) -> removing(8)",
+        "  v3: openIndex removing(8) -> off",
+        "  v4: legacy -> migrating",
+    ]

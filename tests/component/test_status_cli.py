@@ -110,6 +110,7 @@ def test_migrating_with_a_running_throttled_paused_backfill(
     assert backfill["lease"] == {
         "holder": "ops@laptop",
         "direction": "forward",
+        "kind": "layout",
         "acquiredAt": "2026-03-01T09:01:20.000Z",
         "heartbeatAt": "2026-03-01T09:01:20.000Z",
         "expiresAt": "2026-03-01T09:03:20.000Z",

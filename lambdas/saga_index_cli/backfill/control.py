@@ -52,7 +52,8 @@ def _control_change(
         return
     lease = changed.lease
     running = (
-        f"run {lease.holder!r} picks it up at its next heartbeat (locally within "
+        f"the {lease.kind.value} run {lease.holder!r} picks it up at its next heartbeat "
+        "(locally within "
         f"{CONTROL_POLL_SECONDS:.0f} s; Step Functions: within its workers' next heartbeat)"
         if lease is not None and lease.is_live(now)
         else "no run holds the lease now: the next run starts with it"

@@ -26,7 +26,7 @@ import click
 from saga_index.index import RetryLaterError
 from saga_index.layout_change.backfill import token_for_execution
 from saga_index.layout_change.lease import LEASE_TTL_SECONDS, release_lease
-from saga_index.layout_change.record import Lease, format_time
+from saga_index.layout_change.record import BackfillKind, Lease, format_time
 from saga_index_cli.backfill.output import EXIT_CLEAN
 from saga_index_cli.context import CliContext
 from saga_index_cli.output import emit
@@ -72,6 +72,7 @@ class LocalRelease:
     holder: str
     heartbeat_at: datetime
     why_gone: str
+    kind: BackfillKind = BackfillKind.LAYOUT
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,13 +80,18 @@ class LocalRelease:
             "heartbeatAt": format_time(self.heartbeat_at),
             "leaseReleased": True,
             "why": self.why_gone,
+            "kind": self.kind.value,
         }
 
     def lines(self) -> list[str]:
+        if self.kind is BackfillKind.OPEN_INDEX:
+            run, again = "open-index backfill", "`saga-index open-index backfill`"
+        else:
+            run, again = "backfill", "the backfill"
         return [
-            f"released the backfill lease of {self.holder!r} ({self.why_gone})",
+            f"released the {run} lease of {self.holder!r} ({self.why_gone})",
             "what it re-stamped stays re-stamped and nothing is half-written; no completion "
-            "was recorded. Run the backfill again to finish the move: it converges",
+            f"was recorded. Run {again} again to finish the move: it converges",
         ]
 
 
@@ -111,7 +117,7 @@ def release_dead_local_lease(cli: CliContext, lease: Lease, as_json: bool) -> in
         )
     release_lease(cli.control_store(), token=lease.token, clock=cli.hooks.clock)
     log.warning("released the lease of %s: %s", lease.holder, why)
-    outcome = LocalRelease(lease.holder, lease.heartbeat_at, why)
+    outcome = LocalRelease(lease.holder, lease.heartbeat_at, why, lease.kind)
     if as_json:
         emit(outcome.to_json())
     else:

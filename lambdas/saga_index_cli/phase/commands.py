@@ -36,7 +36,12 @@ from saga_index_cli.phase.change import (
     change_when_settled,
     read_state,
 )
-from saga_index_cli.phase.documents import history_document, record_document, record_lines
+from saga_index_cli.phase.documents import (
+    history_document,
+    history_line,
+    record_document,
+    record_lines,
+)
 from saga_index_cli.phase.restore import restore_command
 from saga_index_cli.phase.unchanged import print_unchanged, with_effective_line
 from saga_index_cli.phase.wait import interrupted_after_write, wait_until_effective
@@ -81,10 +86,12 @@ def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> N
     checksForced, routing ({writes: the layout writers stamp NOW, reads, switchesTo and
     switchesAt: the layout writers stamp from effectiveAt and when, null once they do}),
     allowedMoves; with --history, history (one
-    object per HISTORY item: version, from, to, changedAt, changedBy, reason, effectiveAt,
-    checksPassed, checksForced, applied (a STATE write of it was confirmed), status (applied |
-    intent: not confirmed, the STATE write may have failed or be in flight | abandoned: its
-    STATE write failed, never applied), ...).
+    object per HISTORY item: version, from, to (the phases), moved (layout | open-index: which
+    of the record's dimensions it moved), change (the move as text: `migrating -> sharded`,
+    `openIndex off -> adding(16)`), changedAt, changedBy, reason, effectiveAt, checksPassed,
+    checksForced, applied (a STATE write of it was confirmed), status (applied | intent: not
+    confirmed, the STATE write may have failed or be in flight | abandoned: its STATE write
+    failed, never applied), ...).
 
     --wait: first wait until the record's state is effective (its effectiveAt has passed;
     the record is read again then, and waited for again if it changed meanwhile), then print
@@ -104,19 +111,7 @@ def show_command(cli: CliContext, as_json: bool, history: bool, wait: bool) -> N
         emit(doc)
     else:
         lines = with_effective_line(record_lines(doc), doc)
-        for item in doc.get("history", []):
-            forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
-            status = "" if item["status"] == "applied" else f" [{item['status'].upper()}]"
-            if item["applied"] and not item["storedApplied"]:
-                stored = "ABANDONED" if item["storedAbandoned"] else "AN INTENT"
-                status = (
-                    f" [the STATE item holds it, but its history item is stored as {stored}: "
-                    "the same `phase set` settles it]"
-                )
-            lines.append(
-                f"  v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
-                f"by {item['changedBy']}: {item['reason']}{forced}{status}"
-            )
+        lines += [history_line(item) for item in doc.get("history", [])]
         click.echo("\n".join(lines))
     _missing_warning(state)
     raise click.exceptions.Exit(

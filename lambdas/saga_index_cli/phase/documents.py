@@ -27,6 +27,15 @@ def _time(at: datetime | None) -> str | None:
     return None if at is None else format_time(at)
 
 
+def transition_change(transition: Transition) -> str:
+    """What a transition moved, as an operator reads it: `migrating -> sharded` for a layout
+    move, `openIndex off -> adding(16)` for an open index move (its phase is the same on both
+    sides, so `sharded -> sharded` would hide it)."""
+    if transition.changes_open_index:
+        return f"openIndex {transition.previous_open_index} -> {transition.open_index}"
+    return f"{transition.previous_phase.value} -> {transition.phase.value}"
+
+
 def transition_document(transition: Transition) -> dict[str, Any]:
     """One HISTORY item: what changed, who, when, why, which checks passed or were forced."""
     return {
@@ -45,6 +54,9 @@ def transition_document(transition: Transition) -> dict[str, Any]:
         # The open-saga index's state after and before (the same unless the move was its).
         "openIndex": str(transition.open_index),
         "previousOpenIndex": str(transition.previous_open_index),
+        # Which of the record's two dimensions the transition moved, and the move as text.
+        "moved": "open-index" if transition.changes_open_index else "layout",
+        "change": transition_change(transition),
     }
 
 
@@ -63,6 +75,22 @@ def history_document(entry: HistoryEntry, state: ControlState) -> dict[str, Any]
     doc["storedApplied"] = entry.applied
     doc["storedAbandoned"] = entry.abandoned
     return doc
+
+
+def history_line(item: dict[str, Any]) -> str:
+    """One history_document as `phase show --history` prints it."""
+    forced = f" FORCED {','.join(item['checksForced'])}" if item["checksForced"] else ""
+    status = "" if item["status"] == "applied" else f" [{item['status'].upper()}]"
+    if item["applied"] and not item["storedApplied"]:
+        stored = "ABANDONED" if item["storedAbandoned"] else "AN INTENT"
+        status = (
+            f" [the STATE item holds it, but its history item is stored as {stored}: "
+            "the same `phase set` settles it]"
+        )
+    return (
+        f"  v{item['version']}: {item['change']} at {item['changedAt']} "
+        f"by {item['changedBy']}: {item['reason']}{forced}{status}"
+    )
 
 
 def record_document(state: ControlState, table: str, now: datetime) -> dict[str, Any]:

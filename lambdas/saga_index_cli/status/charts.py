@@ -54,8 +54,9 @@ def next_step(doc: Mapping[str, Any]) -> str | None:
     direction = " --direction rollback" if phase == "rolling-back" else ""
     if lease and lease["live"]:
         return (
-            f"a backfill runs ({lease['holder']}): let it finish; `saga-index backfill "
-            "--follow` follows a Step Functions run"
+            f"{'an' if lease['kind'] == 'open-index' else 'a'} {lease['kind']} backfill runs "
+            f"({lease['holder']}): let it finish; `saga-index backfill --follow` follows a Step "
+            "Functions run"
         )
     next_move = backfill["nextMove"]
     if next_move is None:

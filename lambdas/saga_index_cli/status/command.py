@@ -71,11 +71,11 @@ def status_command(
     \b
     --json: the record's keys as `phase show --json` prints them (phase, version,
     effectiveAt, effective, ...), plus
-      backfill  {lease: {holder, direction, acquiredAt, heartbeatAt, expiresAt, live,
-                stateVersion, pace} | null, maxWritesPerSecond, paused, lastRun: {direction, source,
-                target, stateVersion, startedAt, completedAt, scanned, restamped, anomalies,
-                complete, verified, holder} | null, nextMove: {to, backfillCheck: {name,
-                passed, detail}} | null}
+      backfill  {lease: {holder, direction, kind (layout | open-index), acquiredAt,
+                heartbeatAt, expiresAt, live, stateVersion, pace} | null, maxWritesPerSecond,
+                paused, lastRun: {direction, source, target, stateVersion, startedAt,
+                completedAt, scanned, restamped, anomalies, complete, verified, holder} | null,
+                nextMove: {to, backfillCheck: {name, passed, detail}} | null}
       rows      {counted, legacy, sharded, shardCount, perShard} (null with --no-counts)
       drift     {checked, healthy, findings, legacyRows, shardedRows, unexpectedLegacyRows,
                 unexpectedShardedRows, misroutedRows, anomalousRows, controlRecordMissing,

@@ -44,6 +44,8 @@ def lease_document(lease: Lease | None, now: datetime) -> dict[str, Any] | None:
     return {
         "holder": lease.holder,
         "direction": lease.direction.value,
+        # What the run holding it changes: `layout` (GSI4PK) or `open-index` (OpenSagaPK).
+        "kind": lease.kind.value,
         "acquiredAt": format_time(lease.acquired_at),
         "heartbeatAt": format_time(lease.heartbeat_at),
         "expiresAt": format_time(lease.expires_at),

@@ -105,7 +105,7 @@ def _render_backfill(backfill: Mapping[str, Any], console: Console) -> None:
     lease = backfill["lease"]
     if lease:
         console.print(
-            f"  lease: {lease['holder']} ({lease['direction']}), "
+            f"  lease: {lease['holder']} ({lease['kind']} run, {lease['direction']}), "
             + ("LIVE" if lease["live"] else "expired")
             + f" until {lease['expiresAt']}, heartbeat {lease['heartbeatAt']}"
         )

@@ -77,7 +77,7 @@ def print_unreadable(doc: Mapping[str, Any], as_json: bool) -> None:
     if restore is not None:
         lines.append(
             f"  phase restore rewrites it from history version {restore['version']} "
-            f"({restore['from']} -> {restore['to']}, {restore['changedAt']})"
+            f"({restore['change']}, {restore['changedAt']})"
         )
     elif doc["historyError"]:
         lines.append(f"  history does not parse either: {doc['historyError']}")
