@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench import fence
+from bench import backfill_rate, fence
 
 
 def fence_figures(result: dict[str, Any]) -> None:
@@ -32,4 +32,23 @@ def fence_figures(result: dict[str, Any]) -> None:
         assert wcu["control"] >= 2.0
 
 
-FIGURES: dict[str, Callable[[dict[str, Any]], None]] = {"fence": fence_figures}
+def backfill_rate_figures(result: dict[str, Any]) -> None:
+    """bench.backfill_rate: the layout's backfill and the open index's measured side by side,
+    each run writing every row once, each verdict its kind's tolerance (the open index's 5 %)
+    applied to the median of its runs' ratios."""
+    configs = result["configs"]
+    assert [c["kind"] for c in configs] == ["layout", "open-index"]
+    assert result["tolerances"] == {"layout": 0.10, "open-index": 0.05}
+    for config in configs:
+        assert config["tolerance"] == result["tolerances"][config["kind"]]
+        assert [r["writes"] for r in config["runs"]] == [config["rows"]] * len(config["runs"])
+        assert {r["kind"] for r in config["runs"]} == {config["kind"]}
+        assert config["withinTolerance"] == (abs(config["medianRatio"] - 1) <= config["tolerance"])
+    assert result["ok"] == all(c["withinTolerance"] for c in configs)
+    assert set(backfill_rate.TOLERANCES) == set(backfill_rate.KINDS)
+
+
+FIGURES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "backfill_rate": backfill_rate_figures,
+    "fence": fence_figures,
+}
