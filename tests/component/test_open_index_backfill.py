@@ -46,10 +46,10 @@ from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.store.dynamo.codec import deserialize
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock
-from tests.support.open_index import Moves, moto_fixtures
+from tests.support.open_index import Moves, open_index_fixtures
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-dynamo, clock, store = moto_fixtures("open-backfill")
+dynamo, clock, store = open_index_fixtures("open-backfill")
 
 
 def move(store: ControlStore, clock: Clock, to: str, *, settle: bool = True) -> None:

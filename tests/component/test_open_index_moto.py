@@ -30,12 +30,12 @@ from tests.support.open_index import (
     MISBUILT,
     MISSING,
     Moves,
-    moto_fixtures,
+    open_index_fixtures,
     readiness_of,
 )
 
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
-dynamo, clock, store = moto_fixtures("open-index")
+dynamo, clock, store = open_index_fixtures("open-index")
 
 
 @pytest.fixture

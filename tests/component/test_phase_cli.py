@@ -6,7 +6,6 @@ sleeps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -31,7 +30,7 @@ from tests.support.backends import Backend
 from tests.support.control_fixtures import (
     START,
     Clock,
-    moto_backend,
+    moto_fixtures,
     probe_64_shard_keys,
     record_early_backfill,
     set_phase,
@@ -41,20 +40,7 @@ from tests.support.control_seed import seed_state
 RECORD_KEYS = {"phase", "shardCount", "version", "changedAt", "effectiveAt", "movingTo", "reason"}
 
 
-@pytest.fixture
-def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with moto_backend("phase-cli", synthesized_template) as backend:
-        yield backend
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.client, dynamo.table_name)
+dynamo, clock, store = moto_fixtures("phase-cli")
 
 
 class Cli:

@@ -4,7 +4,6 @@ row counts, the drift summary and the deployed alarms, as JSON and on one screen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -21,24 +20,10 @@ from saga_index_cli.context import CliContext, CliHooks
 from saga_index_cli.main import main
 from saga_index_cli.status.report import alarm_states
 from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, set_phase
+from tests.support.control_fixtures import Clock, moto_fixtures, set_phase
 from tests.support.control_seed import seed_state
 
-
-@pytest.fixture
-def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-    with moto_backend("status-cli", synthesized_template) as backend:
-        yield backend
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(dynamo: Backend) -> ControlStore:
-    return ControlStore(dynamo.client, dynamo.table_name)
+dynamo, clock, store = moto_fixtures("status-cli")
 
 
 def run(

@@ -1,13 +1,15 @@
-"""What the control-record tests (the store contract, `phase`, `status`) share: the injected wall
-clock, so nothing waits for effectiveAt or a lease's TTL, and a fresh moto table."""
+"""What the control-record tests (the store contract, `phase`, `status`, the open index) share:
+the injected wall clock, so nothing waits for effectiveAt or a lease's TTL, and a fresh moto
+table with its control store, as fixtures."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from moto import mock_aws
 
 from saga_index.layout_change.checks.layout_probe import RowsSeen, probe_keys
@@ -77,6 +79,30 @@ def moto_backend(name: str, template: dict[str, Any]) -> Iterator[Backend]:
     """A fresh table from the synthesised template, inside moto for the duration."""
     with mock_aws():
         yield make_backend(name, template, endpoint_url=None)
+
+
+def moto_fixtures(
+    name: str, prepare: Callable[[Backend], None] | None = None
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """The fixtures `dynamo` (a fresh moto table `name`, `prepare`d), `clock` and `store` (the
+    table's control store), for a module to bind: `dynamo, clock, store = moto_fixtures(...)`."""
+
+    @pytest.fixture
+    def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
+        with moto_backend(name, synthesized_template) as backend:
+            if prepare is not None:
+                prepare(backend)
+            yield backend
+
+    @pytest.fixture
+    def clock() -> Clock:
+        return Clock()
+
+    @pytest.fixture
+    def store(dynamo: Backend) -> ControlStore:
+        return ControlStore(dynamo.client, dynamo.table_name)
+
+    return dynamo, clock, store
 
 
 def record_early_backfill(store: ControlStore, clock: Clock) -> None:

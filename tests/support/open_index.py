@@ -6,12 +6,10 @@ them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-
-import pytest
 
 from saga_index.index import Layout, names
 from saga_index.layout_change.backfill import (
@@ -31,8 +29,7 @@ from saga_index.layout_change.record import (
 )
 from saga_index.layout_change.record.timing import IN_FLIGHT_MARGIN_SECONDS
 from saga_index.layout_change.transitions import CompletionCheckOptions, change_open_index
-from tests.support.backends import Backend
-from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
+from tests.support.control_fixtures import Clock, moto_fixtures, probe_64_shard_keys
 
 
 @dataclass(frozen=True)
@@ -150,26 +147,11 @@ def open_backfill(client: Any, table_name: str, direction: str, *, segments: int
 OPTIONS = CompletionCheckOptions(recheck_delay_seconds=0, scan_rate=10_000, segments=2)
 
 
-def moto_fixtures(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
-    """The fixtures `dynamo` (a fresh moto table `name` with the open index), `clock` and
-    `store` (the table's control store), for a module to bind:
-    `dynamo, clock, store = moto_fixtures("open-index")`."""
-
-    @pytest.fixture
-    def dynamo(synthesized_template: dict[str, Any]) -> Iterator[Backend]:
-        with moto_backend(name, synthesized_template) as backend:
-            add_open_index(backend.client, backend.table_name)
-            yield backend
-
-    @pytest.fixture
-    def clock() -> Clock:
-        return Clock()
-
-    @pytest.fixture
-    def store(dynamo: Backend) -> ControlStore:
-        return ControlStore(dynamo.client, dynamo.table_name)
-
-    return dynamo, clock, store
+def open_index_fixtures(
+    name: str,
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """control_fixtures.moto_fixtures of a table with the open index: `dynamo, clock, store`."""
+    return moto_fixtures(name, lambda backend: add_open_index(backend.client, backend.table_name))
 
 
 class Moves:
