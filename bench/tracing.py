@@ -14,7 +14,8 @@
                    through opentelemetry-instrument)
 
 Each option is installed from its committed pins (bench/tracing_requirements/*.txt, every
-transitive dependency listed, `pip install --no-deps --target build/bench-tracing/<option>`)
+transitive dependency listed, `uv pip install --no-deps --target build/bench-tracing/<option>`,
+devkit.layer's installer)
 for the running interpreter. Every option shares the runtime's boto3 (runtime.txt) and the
 Powertools layer without its tracer extra (base.txt, the functions' Logger); what an option adds
 is its own directory, whose installed size (bytes, files) is its package cost.

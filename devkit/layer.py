@@ -10,13 +10,13 @@ asset plus exactly these two directories, so it must have them built the same wa
                                tracer, so the rehearsal's layer leaves the X-Ray SDK out)
   build/lambda-runtime/python  boto3 + botocore, pinned (what the Lambda runtime provides)
 
-Both are `pip install --target` from PyPI with constraints.txt, for the interpreter the
-rehearsal starts functions under (`lambda_python()`): the Lambda runtime's Python
-(LAMBDA_PYTHON_VERSION) when this machine has one, else the running interpreter. Binary wheels
-(pydantic-core) only import under the Python they were built for, so the build uses that
-interpreter's tags, for this machine's platform (x86_64 here, not the functions' arm64). A stamp
-file records the Python version and the exact requirement lines: an unchanged build is never
-redone; `python -m devkit.layer` rebuilds only what is stale.
+Both are `uv pip install --target` (pip's when the environment has no uv) from PyPI with
+constraints.txt, for the interpreter the rehearsal starts functions under (`lambda_python()`):
+the Lambda runtime's Python (LAMBDA_PYTHON_VERSION) when this machine has one, else the running
+interpreter. Binary wheels (pydantic-core) only import under the Python they were built for, so
+the build uses that interpreter's tags, for this machine's platform (x86_64 here, not the
+functions' arm64). A stamp file records the Python version and the exact requirement lines: an
+unchanged build is never redone; `python -m devkit.layer` rebuilds only what is stale.
 """
 
 from __future__ import annotations
@@ -164,16 +164,8 @@ class DependencyDir:
     def build(self, *, quiet: bool = True) -> None:
         shutil.rmtree(self.root.parent, ignore_errors=True)
         self.root.mkdir(parents=True)
-        # This pip, run under the target interpreter (`pip --python`): its tags pick the wheels.
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(self.python.path),
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
+        command, env = _installer(self.python)
+        command += [
             "--target",
             str(self.root),
             *(["-c", str(self.constraints)] if self.constraints is not None else []),
@@ -181,10 +173,6 @@ class DependencyDir:
             *(["--quiet"] if quiet else []),
             *self.requirements,
         ]
-        # pip compiles what it installs to bytecode beside it, as the deployed layer ships it
-        # (the functions start with -B, never writing any), unless a cache prefix in this
-        # environment (the Makefile's PYTHONPYCACHEPREFIX) sends the bytecode elsewhere.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
         result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
         if result.returncode != 0:
             shutil.rmtree(self.root.parent, ignore_errors=True)
@@ -193,12 +181,38 @@ class DependencyDir:
                 f"{' '.join(command)}\n--- stdout ---\n{result.stdout}\n"
                 f"--- stderr ---\n{result.stderr}"
             )
+        # uv's lock of the target directory is no file of the packages.
+        (self.root / ".lock").unlink(missing_ok=True)
         self.stamp.write_text(self._stamp_text(), encoding="utf-8")
 
     def ensure(self) -> Path:
         if not self.is_current():
             self.build()
         return self.root
+
+
+def _installer(python: Interpreter) -> tuple[list[str], dict[str, str]]:
+    """The install command's start, for `python`'s wheel tags, and its environment.
+
+    uv beside this interpreter (the development environment installs it) resolves and unpacks
+    the same pins about five times faster than pip (~1 s of CPU for the layer instead of ~6 s);
+    pip when there is none. Both compile what they install to bytecode beside it, as the
+    deployed layer ships it (the functions start with -B, never writing any), so no cache prefix
+    from this environment (the Makefile's PYTHONPYCACHEPREFIX) may send it elsewhere."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    uv = Path(sys.executable).parent / "uv"
+    if uv.is_file():
+        # uv reads no pip.conf: a pip index or certificate set in the environment is passed on,
+        # as the Makefile passes them to the environment's own install.
+        if "PIP_INDEX_URL" in env:
+            env.setdefault("UV_DEFAULT_INDEX", env["PIP_INDEX_URL"])
+        if "PIP_CERT" in env:
+            env.setdefault("SSL_CERT_FILE", env["PIP_CERT"])
+        command = [str(uv), "pip", "install", "--python", str(python.path), "--compile-bytecode"]
+        return command, env
+    # This pip, run under the target interpreter (`pip --python`): its tags pick the wheels.
+    command = [sys.executable, "-m", "pip", "--python", str(python.path), "install"]
+    return [*command, "--disable-pip-version-check", "--no-input"], env
 
 
 def pinned_versions(path: Path = REQUIREMENTS) -> dict[str, str]:
