@@ -48,12 +48,29 @@ def template_sources() -> list[Path]:
     ]
 
 
-def is_stale(path: Path) -> bool:
-    """True when the template is missing or older than any file it is synthesised from."""
+def assembly_sources() -> list[Path]:
+    """Files whose change makes any file of the synthesised cloud assembly stale: the template's
+    sources, the pager's subscriptions (pager.json) and every file of the functions' asset
+    (lambdas/ as infra/functions.py packs it: no CLI, no bytecode, no build metadata)."""
+    asset = [
+        source
+        for package in ("handlers", "saga_index")
+        for source in sorted((REPO_ROOT / "lambdas" / package).rglob("*"))
+        if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc"
+    ]
+    return [*template_sources(), REPO_ROOT / "pager.json", *asset]
+
+
+def is_stale(path: Path, sources: list[Path] | None = None) -> bool:
+    """True when the template is missing or older than any file it is synthesised from
+    (`sources`: template_sources() unless given)."""
     if not path.exists():
         return True
     built = path.stat().st_mtime
-    return any(source.exists() and source.stat().st_mtime > built for source in template_sources())
+    return any(
+        source.exists() and source.stat().st_mtime > built
+        for source in (template_sources() if sources is None else sources)
+    )
 
 
 def load_template(path: Path | None = None) -> dict[str, Any]:
@@ -63,18 +80,35 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
     stack's template name.
     """
     template_path = TEMPLATE_PATH if path is None else Path(path)
-    if is_stale(template_path):
-        # Parallel test workers would otherwise synthesise into the same cdk.out at once.
-        with _synth_lock(template_path.parent):
-            if is_stale(template_path):
-                _synthesise(template_path.parent)
-        if not template_path.exists():
-            raise SchemaError(
-                f"synthesis succeeded but wrote no {template_path.name} in {template_path.parent}"
-            )
-    with template_path.open(encoding="utf-8") as handle:
-        template: dict[str, Any] = json.load(handle)
+    # Read under the lock too: synth_assembly() may be rewriting this directory for a change
+    # only the assets see, and a template read half written is no template.
+    with _synth_lock(template_path.parent):
+        _synthesise_if_stale(template_path, template_sources())
+        with template_path.open(encoding="utf-8") as handle:
+            template: dict[str, Any] = json.load(handle)
     return template
+
+
+def synth_assembly() -> Path:
+    """The directory of the owned-table synthesis (load_template's), synthesised first when any
+    file of it is stale, assets included: what starts the functions from their assets (the
+    deploy rehearsal) needs them as `python app.py` would write them now. The caller reads the
+    directory while no source changes (a test session)."""
+    with _synth_lock(CDK_OUT):
+        _synthesise_if_stale(TEMPLATE_PATH, assembly_sources())
+    return CDK_OUT
+
+
+def _synthesise_if_stale(template_path: Path, sources: list[Path]) -> None:
+    """Under the caller's _synth_lock: parallel test workers would otherwise synthesise into the
+    same directory at once."""
+    if not is_stale(template_path, sources):
+        return
+    _synthesise(template_path.parent)
+    if not template_path.exists():
+        raise SchemaError(
+            f"synthesis succeeded but wrote no {template_path.name} in {template_path.parent}"
+        )
 
 
 def synth_warnings(path: Path | None = None) -> list[str]:

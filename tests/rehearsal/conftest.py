@@ -23,8 +23,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 @pytest.fixture(scope="session")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return synthesise(tmp_path_factory.mktemp("cdk-rehearsal"))
+def synth() -> Synth:
+    return synthesise()
 
 
 @pytest.fixture(scope="session")

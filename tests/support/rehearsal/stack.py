@@ -4,21 +4,17 @@ assets from cdk.out, and the stand-in names and ARNs its references resolve to."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from devkit import schema
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 STACK = "RenewalSagaIndex"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's account: ARNs it returns carry it
 PARTITION = "aws"
-# A stack that owns its table (the committed default attaches to production's). The migration
-# state is the control record's, planted by the scenario, never context.
-REHEARSAL_CONTEXT = {"importExistingTable": False}
 
 
 class UnresolvableError(ValueError):
@@ -47,24 +43,14 @@ class Synth:
         raise LookupError(f"{function_id}: no asset in the manifest has object key {key}")
 
 
-def synthesise(outdir: Path) -> Synth:
-    # Exactly what `cdk synth -c importExistingTable=false` produces: the CLI hands -c values
-    # to the app through CDK_CONTEXT_JSON.
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(outdir),
-        "CDK_CONTEXT_JSON": json.dumps(REHEARSAL_CONTEXT),
-    }
-    result = subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, f"synth failed:\n{result.stdout}\n{result.stderr}"
+def synthesise() -> Synth:
+    """Exactly what `cdk synth -c importExistingTable=false` produces (a stack that owns its
+    table; the committed default attaches to production's; the migration state is the control
+    record's, planted by the scenario, never context): devkit.schema's owned-table synthesis
+    (build/owned-table-synth, the demo's and the local tables' template), synthesised again
+    first when any file of it, the functions' assets included, is older than its sources. One
+    `python app.py` (~18 s of CPU) serves the session's local tables and this rehearsal."""
+    outdir = schema.synth_assembly()
     template = json.loads((outdir / f"{STACK}.template.json").read_text(encoding="utf-8"))
     assets = json.loads((outdir / f"{STACK}.assets.json").read_text(encoding="utf-8"))
     return Synth(outdir=outdir, template=template, assets=assets)
