@@ -305,6 +305,20 @@ def test_given_template_older_than_a_source_then_it_is_stale(tmp_path: Path) -> 
     assert schema.is_stale(tmp_path / "missing.template.json")
 
 
+def test_the_assembly_is_stale_when_the_functions_asset_or_the_pager_changes() -> None:
+    # The deploy rehearsal starts the functions from the owned-table synthesis's assets: every
+    # file the asset packs (infra/functions.py) makes it stale, and the pager's subscriptions do.
+    sources = schema.assembly_sources()
+    lambdas = schema.REPO_ROOT / "lambdas"
+    assert set(schema.template_sources()) <= set(sources)
+    assert schema.REPO_ROOT / "pager.json" in sources
+    assert lambdas / "handlers" / "drift_guard.py" in sources
+    assert lambdas / "saga_index" / "store" / "dynamo" / "codec.py" in sources
+    asset = [path.relative_to(lambdas) for path in sources if lambdas in path.parents]
+    assert not [path for path in asset if path.parts[0] not in ("handlers", "saga_index")]
+    assert not [path for path in asset if path.suffix == ".pyc" or "__pycache__" in path.parts]
+
+
 def test_given_no_template_when_loading_then_app_py_synthesises_it(
     tmp_path: Path, owned_synth: Synthesised
 ) -> None:
