@@ -1,8 +1,10 @@
 """`saga-index repair-anomaly`: give one anomalous saga row its person, its GSI4SK, and the
-GSI4PK the record's current state stamps for that person.
+GSI4PK the record's current state stamps for that person; and any saga row the OpenSagaPK the
+state's writers write (set on an open saga, removed from a closed one).
 
-The runbook's repair step for the rows the backfill lists as anomalies (exit 3). The domain
-rule, its conditional write and its outcomes are in saga_index/store/repair.py.
+The runbook's repair step for the rows the backfill lists as anomalies (exit 3), and for the
+rows the drift guard's OpenIndexMissingRows / OpenIndexStrayRows name (their repairCommand).
+The domain rule, its conditional write and its outcomes are in saga_index/store/repair.py.
 """
 
 from __future__ import annotations
@@ -63,13 +65,17 @@ def repair_anomaly_command(
     """Rebuild personId, GSI4SK AND GSI4PK of one anomalous saga row (dry run unless --apply).
 
     GSI4PK is the key the record's current state writes for the person (its routing), so
-    `sagas by-person` finds the repaired row at once. The write is conditional: it holds only
-    if the row still exists and its personId, GSI4SK, GSI4PK and openedAt are still what was
-    read. Prints one JSON object on stdout (the default), or with --output text its outcome.
+    `sagas by-person` finds the repaired row at once. OpenSagaPK too, of any saga row (an
+    anomaly or not): set on an open saga while the state's writers stamp it, removed where they
+    would remove it (a closed saga), so the open-saga index holds the row exactly when it
+    should; a row whose person is fine keeps its person and GSI4 keys. The write is
+    conditional: it holds only if the row still exists and its personId, GSI4SK, GSI4PK,
+    openedAt, state and OpenSagaPK are still what was read. Prints one JSON object on stdout
+    (the default), or with --output text its outcome.
 
     \b
     Exit codes:
-      0  repaired; or would be repaired (dry run); or not an anomaly: nothing to do
+      0  repaired; or would be repaired (dry run); or nothing to repair
       1  not repaired: the row is gone or changed since it was read, it belongs to another
          person, or its rental lease does not name a usable tenant (the message says what to do)
       2  bad usage or input (the key, the person, the options)

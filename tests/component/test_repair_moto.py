@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from saga_index.index import keys
+from saga_index.index import Layout, keys, names
 from saga_index.index.errors import InvalidInputError, InvalidKeyError, InvalidPersonIdError
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import backfill_locally
+from saga_index.layout_change.record.open_index import OpenIndex
 from saga_index.layout_change.record.routing import Routing, routing_for
 from saga_index.layout_change.record.state import BackfillDirection as Direction
 from saga_index.layout_change.record.store import ControlStore
@@ -348,3 +349,72 @@ def test_given_a_stale_partition_key_when_repairing_then_a_writer_that_re_stampe
     # Then the repair's condition on GSI4PK fails and the other writer's key stands
     assert result.status is RepairStatus.CHANGED
     assert (row(dynamo, "no-person") or {})["GSI4PK"] == keys.sharded_gsi4pk(2)
+
+
+# ---- the open-saga index's key: the drift guard's OpenIndexMissingRows / OpenIndexStrayRows ---
+
+OPEN = OpenIndex.of("open", N)
+OPEN_PLAN = Routing.between(Layout.sharded(N), open_writes=OPEN, open_reads=OPEN)
+OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
+
+
+def test_given_an_open_saga_left_unstamped_then_only_its_open_key_is_set(dynamo: Backend) -> None:
+    dynamo.put_saga("unstamped", "p-1", gsi4pk="shard")
+    before = row(dynamo, "unstamped")
+
+    dry = repair(dynamo, key("unstamped"), plan=OPEN_PLAN, person_id="p-1")
+    assert dry.status is RepairStatus.WOULD_REPAIR
+    assert row(dynamo, "unstamped") == before
+    result = repair(dynamo, key("unstamped"), plan=OPEN_PLAN, person_id="p-1", dry_run=False)
+
+    assert result.status is RepairStatus.REPAIRED
+    assert result.anomaly is None
+    stamp = OPEN.key_for("p-1")
+    assert result.write == {OPEN_KEY: stamp}
+    assert row(dynamo, "unstamped") == {**before, OPEN_KEY: stamp}  # nothing else changed
+    # Run again: it is as the state's writers write it now
+    again = repair(dynamo, key("unstamped"), plan=OPEN_PLAN, person_id="p-1", dry_run=False)
+    assert again.status is RepairStatus.NOTHING_TO_REPAIR
+
+
+def test_given_a_closed_saga_left_stamped_then_its_open_key_is_removed(dynamo: Backend) -> None:
+    dynamo.put_saga("closed", "p-2", gsi4pk="shard", state="SIGNED", **{OPEN_KEY: "x"})
+
+    result = repair(dynamo, key("closed"), plan=OPEN_PLAN, person_id="p-2", dry_run=False)
+
+    assert result.status is RepairStatus.REPAIRED
+    assert result.write == {OPEN_KEY: None}
+    assert result.to_json()["write"] == {OPEN_KEY: None}
+    assert OPEN_KEY not in (row(dynamo, "closed") or {})
+
+
+def test_given_an_open_saga_closed_since_the_read_then_the_stamp_is_not_written(
+    dynamo: Backend,
+) -> None:
+    # Given a writer that closes the saga between the repair's read and its write
+    dynamo.put_saga("racing", "p-3", gsi4pk="shard")
+
+    def close_first(**_: Any) -> None:
+        dynamo.put_saga("racing", "p-3", gsi4pk="shard", state="DECLINED")
+
+    dynamo.client.meta.events.register_first("before-call.dynamodb.UpdateItem", close_first)
+    result = repair(dynamo, key("racing"), plan=OPEN_PLAN, person_id="p-3", dry_run=False)
+
+    # Then the condition on the state as read refuses the stamp: a closed saga never gets one
+    assert result.status is RepairStatus.CHANGED
+    assert OPEN_KEY not in (row(dynamo, "racing") or {})
+
+
+def test_given_an_anomalous_open_saga_then_its_repair_stamps_the_open_key_too(
+    dynamo: Backend,
+) -> None:
+    dynamo.put_saga("no-person", None, GSI4SK=f"#{OPENED_AT}")
+    put_lease(dynamo, "no-person", "p-7")
+
+    result = repair(dynamo, key("no-person"), plan=OPEN_PLAN, dry_run=False)
+
+    assert result.status is RepairStatus.REPAIRED
+    assert result.write is not None
+    assert result.write[OPEN_KEY] == OPEN.key_for("p-7")
+    assert result.write["GSI4PK"] == keys.shard_gsi4pk_for_person("p-7", N)
+    assert (row(dynamo, "no-person") or {})[OPEN_KEY] == OPEN.key_for("p-7")

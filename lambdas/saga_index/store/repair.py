@@ -12,9 +12,16 @@ one every reader of the person reads, so the repaired row is found by `sagas by-
 
 The person is given by the operator, or read from the row's rental lease, its tenancy
 (LEASE#<leaseId>/META names its tenant in personId). The write holds only if the row is still
-exactly as read: it exists, and personId, GSI4SK, GSI4PK and openedAt are unchanged; so a
-concurrent writer wins and a deleted row is never re-created. A dry run (the default) reads and
-decides, and writes nothing.
+exactly as read: it exists, and personId, GSI4SK, GSI4PK, openedAt, state and OpenSagaPK are
+unchanged; so a concurrent writer wins and a deleted row is never re-created. A dry run (the
+default) reads and decides, and writes nothing.
+
+The open-saga index's key follows the same write rule (store/plan.py's open_key_for): a repair
+also sets OpenSagaPK on an open saga the state's writers stamp, and removes it from a row that
+must not carry it (a closed saga; any row while writers stamp none). So a row whose person is
+fine but whose OpenSagaPK is not what the state's writers write (an open saga a writer left
+unstamped, a closed one it left stamped: the drift guard's OpenIndexMissingRows and
+OpenIndexStrayRows) is repaired too, its OpenSagaPK alone, never its person.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from saga_index.index import (
+    OPEN_INDEX_PARTITION_KEY,
+    OPEN_STATES,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
     InvalidInputError,
@@ -47,7 +56,7 @@ from saga_index.store.dynamo import (
     serialize,
     unchanged_since_read,
 )
-from saga_index.store.plan import KeyPlan
+from saga_index.store.plan import KEEP_OPEN_KEY, KeyPlan, open_key_for
 
 # The tenancy row, a tenant's rental lease, that names a saga's tenant (docs/data-model.md):
 # PK "LEASE#" + leaseId. Nothing to do with the backfill lease of layout_change.
@@ -58,14 +67,17 @@ TENANCY_SK: Final = "META"
 # Its condition is the row still as read (expressions.unchanged_since_read), each attribute equal
 # to the value read or still absent: the new GSI4SK is built from openedAt (a changed one would
 # make it stale); the personId and GSI4SK are what the anomaly was judged on (someone else's
-# repair wins); GSI4PK is the key the row was read on (a writer that re-stamped it since wins).
-_HELD: Final = ("openedAt", "personId", "GSI4SK", "GSI4PK")
-# The only change a repair makes.
-SET_PERSON_AND_KEYS: Final = Expression(
-    "SET #personId = :person, #gsi4sk = :sortKey, #gsi4pk = :writeKey",
-    names={"#personId": "personId", "#gsi4sk": "GSI4SK", "#gsi4pk": "GSI4PK"},
-    slots=frozenset({":person", ":sortKey", ":writeKey"}),
-)
+# repair wins); GSI4PK is the key the row was read on (a writer that re-stamped it since wins);
+# state and OpenSagaPK decide the open key (a writer that opened, closed or stamped it wins).
+_HELD: Final = ("openedAt", "personId", "GSI4SK", "GSI4PK", "state", OPEN_INDEX_PARTITION_KEY)
+# What a repair may change, each attribute's placeholder and value slot: personId, GSI4SK and
+# GSI4PK set together (an anomaly), OpenSagaPK set or removed (None in a write).
+_WRITTEN: Final = {
+    "personId": ("#personId", ":person"),
+    "GSI4SK": ("#gsi4sk", ":sortKey"),
+    "GSI4PK": ("#gsi4pk", ":writeKey"),
+    OPEN_INDEX_PARTITION_KEY: ("#openKey", ":openKey"),
+}
 # What the repair reads of the row.
 _READ: Final = attribute_list(
     {
@@ -77,6 +89,8 @@ _READ: Final = attribute_list(
         "#gsi4sk": "GSI4SK",
         "#openedAt": "openedAt",
         "#leaseId": "leaseId",
+        "#state": "state",
+        "#openKey": OPEN_INDEX_PARTITION_KEY,
     }
 )
 
@@ -121,15 +135,16 @@ class RepairResult(BaseModel):
     person_source: PersonSource
     # The anomaly as read (keys.person_anomaly), None when the row was not one.
     anomaly: str | None = None
-    # personId, GSI4SK, GSI4PK and openedAt as read (absent attributes left out).
+    # personId, GSI4SK, GSI4PK, openedAt, state and OpenSagaPK as read (absent ones left out).
     read: dict[str, Any] = Field(default_factory=dict)
-    # What the repair writes (or would write): personId, GSI4SK and GSI4PK.
-    write: dict[str, str] | None = None
+    # What the repair writes (or would write): personId, GSI4SK and GSI4PK of an anomaly, and
+    # OpenSagaPK when it changes (null: removed).
+    write: dict[str, str | None] | None = None
     message: str
 
     @property
     def person_id(self) -> str | None:
-        return self.write["personId"] if self.write else None
+        return self.write.get("personId") if self.write else None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -153,11 +168,13 @@ def repair_anomaly(
     (record.routing.routing_for), so the row lands where that state's writers put the person's
     rows and its readers look.
 
-    person_id None: the tenant named by the row's rental lease (its tenancy row). A row that is
-    not an anomaly is left as it is (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when
-    person_id names someone else): this repairs anomalies, it never moves a saga to another
-    person. Raises InvalidInputError for a key that is not a saga's or an unusable person_id, and
-    RepairError when the data lacks what the repair needs.
+    OpenSagaPK too, as the plan's writers write it (`_open_key_write`). person_id None: the
+    tenant named by the row's rental lease (its tenancy row). A row that is not an anomaly keeps
+    its person and keys (NOTHING_TO_REPAIR, or BELONGS_TO_ANOTHER_PERSON when person_id names
+    someone else) and has only its OpenSagaPK repaired, when that is not as the plan's writers
+    write it: this never moves a saga to another person. Raises InvalidInputError for a key
+    that is not a saga's or an unusable person_id, and RepairError when the data lacks what the
+    repair needs.
     """
     pk, sk = key[TABLE_PARTITION_KEY], key[TABLE_SORT_KEY]
     keys.parse_saga_table_key(pk, sk)
@@ -184,26 +201,33 @@ def repair_anomaly(
             f"PK={pk} SK={sk} is not a saga row (entityType {row.get('entityType')!r})"
         )
     read: dict[str, Any] = {
-        name: row[name] for name in ("personId", "GSI4SK", "GSI4PK", "openedAt") if name in row
+        name: row[name]
+        for name in ("personId", "GSI4SK", "GSI4PK", "openedAt", "state", OPEN_INDEX_PARTITION_KEY)
+        if name in row
     }
     anomaly = keys.person_anomaly(row)
     if anomaly is None:
-        return _not_an_anomaly(result, row, person_id, read)
-    person = person_id if person_id is not None else _tenant_of_tenancy(client, table_name, row)
-    write = _repaired_keys(row, person, source, plan)
+        refusal = _not_an_anomaly(result, row, person_id, read)
+        write = _open_key_write(row, Person.of(row["personId"]), plan)
+        if refusal.status is RepairStatus.BELONGS_TO_ANOTHER_PERSON or not write:
+            return refusal
+    else:
+        person = person_id if person_id is not None else _tenant_of_tenancy(client, table_name, row)
+        write = _repaired_keys(row, person, source, plan)
+        write.update(_open_key_write(row, Person.of(person), plan))
     found = partial(result, anomaly=anomaly, read=read, write=write)
+    change = _describe(write, row)
     if dry_run:
         return found(
             status=RepairStatus.WOULD_REPAIR,
-            message=f"dry run, nothing written: the repair sets personId={person!r}, "
-            f"GSI4SK={write['GSI4SK']!r} and GSI4PK={write['GSI4PK']!r}",
+            message=f"dry run, nothing written: the repair {change}",
         )
     try:
         client.update_item(
             TableName=table_name,
             Key=table_key,
             **request_expressions(
-                update=SET_PERSON_AND_KEYS.given(serialize(_slots_of(write))),
+                update=_update_of(write),
                 # The values read, as typed attribute values: equality is byte-exact.
                 condition=unchanged_since_read(raw, _HELD),
             ),
@@ -216,11 +240,45 @@ def repair_anomaly(
             message=f"PK={pk} SK={sk} changed or was deleted since it was read; nothing was "
             "written: run the same command again to repair it as it is now",
         )
-    return found(
-        status=RepairStatus.REPAIRED,
-        message=f"repaired: personId={person!r}, GSI4SK={write['GSI4SK']!r}, "
-        f"GSI4PK={write['GSI4PK']!r} (was {row.get('GSI4PK')!r}): `sagas by-person` finds it now",
-    )
+    found_by = "`sagas by-person` finds it now" if anomaly is not None else "its sweeps read it so"
+    return found(status=RepairStatus.REPAIRED, message=f"repaired: it {change}; {found_by}")
+
+
+def _open_key_write(row: Mapping[str, Any], person: Person, plan: KeyPlan) -> dict[str, str | None]:
+    """{OpenSagaPK: the key, or None to remove it} when the state's writers would write the
+    row's open key otherwise than it is; {} when it is as they write it (or they keep it)."""
+    wanted = open_key_for(plan, person, is_open=row.get("state") in OPEN_STATES)
+    if wanted == KEEP_OPEN_KEY or wanted == row.get(OPEN_INDEX_PARTITION_KEY):
+        return {}
+    return {OPEN_INDEX_PARTITION_KEY: wanted}
+
+
+def _update_of(write: Mapping[str, str | None]) -> Expression:
+    """SET of each written value, REMOVE of each None (only OpenSagaPK is ever removed)."""
+    sets = [name for name, value in write.items() if value is not None]
+    removes = [name for name, value in write.items() if value is None]
+    text = "SET " + ", ".join(f"{_WRITTEN[n][0]} = {_WRITTEN[n][1]}" for n in sets) if sets else ""
+    if removes:
+        text = f"{text} REMOVE {', '.join(_WRITTEN[n][0] for n in removes)}".strip()
+    return Expression(
+        text,
+        names={_WRITTEN[n][0]: n for n in write},
+        slots=frozenset(_WRITTEN[n][1] for n in sets),
+    ).given(serialize({_WRITTEN[n][1]: write[n] for n in sets}))
+
+
+def _describe(write: Mapping[str, str | None], row: Mapping[str, Any]) -> str:
+    """What the write does, in the words of the messages (`sets ...`, `removes ...`)."""
+    sets = [f"{n}={v!r}" for n, v in write.items() if v is not None]
+    said = []
+    if sets:
+        was = f" (GSI4PK was {row.get('GSI4PK')!r})" if "GSI4PK" in write else ""
+        said.append(f"sets {', '.join(sets)}{was}")
+    if OPEN_INDEX_PARTITION_KEY in write and write[OPEN_INDEX_PARTITION_KEY] is None:
+        said.append(
+            f"removes {OPEN_INDEX_PARTITION_KEY} (was {row.get(OPEN_INDEX_PARTITION_KEY)!r})"
+        )
+    return " and ".join(said)
 
 
 def _not_an_anomaly(
@@ -249,7 +307,7 @@ def _not_an_anomaly(
 
 def _repaired_keys(
     row: Mapping[str, Any], person: str, source: PersonSource, plan: KeyPlan
-) -> dict[str, str]:
+) -> dict[str, str | None]:
     """personId, GSI4SK and GSI4PK as the repair writes them; RepairError when the row's
     openedAt, or the rental lease's tenant, cannot make a GSI4SK."""
     where = f"PK={row['PK']} SK={row['SK']}"
@@ -269,11 +327,6 @@ def _repaired_keys(
             "repair the row in the application"
         ) from None
     return {"personId": person, "GSI4SK": sort_key, "GSI4PK": plan.write_key(Person.of(person))}
-
-
-def _slots_of(write: Mapping[str, str]) -> dict[str, str]:
-    """The values of SET_PERSON_AND_KEYS, by slot."""
-    return {":person": write["personId"], ":sortKey": write["GSI4SK"], ":writeKey": write["GSI4PK"]}
 
 
 def _tenant_of_tenancy(client: Any, table_name: str, row: Mapping[str, Any]) -> str:

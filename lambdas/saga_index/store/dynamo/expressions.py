@@ -30,6 +30,8 @@ _READ_PLACEHOLDERS: Final = {
     "GSI4SK": ("#gsi4sk", ":readGsi4sk"),
     "GSI4PK": ("#gsi4pk", ":readGsi4pk"),
     "openedAt": ("#openedAt", ":readOpenedAt"),
+    "state": ("#state", ":readState"),
+    OPEN_INDEX_PARTITION_KEY: ("#openKey", ":readOpenKey"),
 }
 
 
@@ -140,8 +142,8 @@ def unchanged_since_read(read: Mapping[str, Any], attributes: Sequence[str]) -> 
     """The row still exists and each of `attributes` is as `read` (the item as read, typed
     attribute values): equal to the value read (typed values compare byte-exactly), or still
     absent when the read had none. A writer that decided from those values holds this, so a
-    concurrent writer wins and a deleted row is never re-created. `attributes`: personId,
-    GSI4SK, GSI4PK and openedAt, in the order the clauses are written."""
+    concurrent writer wins and a deleted row is never re-created. `attributes`: of personId,
+    GSI4SK, GSI4PK, openedAt, state and OpenSagaPK, in the order the clauses are written."""
     clauses = [ROW_STILL_EXISTS]
     for attribute in attributes:
         if attribute not in _READ_PLACEHOLDERS:
