@@ -8,7 +8,9 @@ UnexpectedLegacyRows, UnexpectedShardedRows, MisroutedRows and ControlRecordMiss
 STATE item is gone but history exists: the routing then spans every layout that history names),
 plus AnomalousRows, zeros included. UnindexedRows, StrayRows and ScannedSagaRows come only from
 the runs that scan the base table (every K-th run, decided from the scheduled time); their
-alarm's period spans two scan intervals (infra/observability/alarms.py).
+alarm's period spans two scan intervals (infra/observability/alarms.py). So do
+OpenIndexMissingRows and OpenIndexStrayRows: while the record's open index is `open`, the open
+index compared with the scan's rows (two reads a GSI lag apart), else 0: no reader reads it.
 
 A read of the index that cannot reach every key's end within one run (its keys paced) finishes
 across runs: the run saves where each read stopped in the drift cursor item and publishes only
@@ -17,9 +19,9 @@ never a partial count as a verdict; the run that completes it publishes the verd
 DriftReadIncomplete = 0. Every run publishes DriftReadIncomplete, so "no data" still means the
 guard did not run.
 
-A read that fails after botocore's retries, a scan that runs out of time, or a control record
-that cannot be read (beyond the provider's stale grace) fails the invocation: no partial numbers
-are published as if they were the truth.
+A read that fails after botocore's retries, a scan or an open-index read that runs out of time,
+or a control record that cannot be read (beyond the provider's stale grace) fails the
+invocation: no partial numbers are published as if they were the truth.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
         index_pace=KeyReadPace(units_per_key=settings.index_read_units_per_key),
         clock=time.monotonic,
         sleep=time.sleep,
+        open_recheck_seconds=settings.open_recheck_seconds,
     )
     store = CursorStore(client, settings.table_name)
     cursor = store.resume(state.version, cursor_layout(checker.routing))

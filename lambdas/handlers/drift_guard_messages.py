@@ -43,6 +43,8 @@ class DriftGuardResult(BaseModel):
     anomalous_rows: int = Field(alias="anomalousRows")
     unindexed_rows: int | None = Field(alias="unindexedRows")
     stray_rows: int | None = Field(alias="strayRows")
+    open_index_missing_rows: int | None = Field(alias="openIndexMissingRows")
+    open_index_stray_rows: int | None = Field(alias="openIndexStrayRows")
     rows_per_shard: dict[str, int] = Field(alias="rowsPerShard")
     shard_skew: float = Field(alias="shardSkew")
 
@@ -63,13 +65,16 @@ class DriftGuardResult(BaseModel):
             anomalous_rows=report.anomalous_rows,
             unindexed_rows=report.unindexed_rows,
             stray_rows=report.stray_rows,
+            open_index_missing_rows=report.open_index_missing_rows,
+            open_index_stray_rows=report.open_index_stray_rows,
             rows_per_shard=summary["rowsPerShard"],
             shard_skew=summary["shardSkew"],
         )
 
 
 def publish(report: DriftReport, settings: HandlerSettings) -> None:
-    """Every-run metrics always, zeros included; the scan's only from a run that scanned."""
+    """Every-run metrics always, zeros included; the scan's (the open index's among them) only
+    from a run that scanned."""
     add_index_dimensions(settings)
     count = MetricUnit.Count
     metrics.add_metric(name=names.METRIC_DRIFT_READ_INCOMPLETE, unit=count, value=0)
@@ -99,6 +104,16 @@ def publish(report: DriftReport, settings: HandlerSettings) -> None:
         metrics.add_metric(name=names.METRIC_STRAY_ROWS, unit=count, value=report.stray_rows or 0)
         metrics.add_metric(
             name=names.METRIC_SCANNED_SAGA_ROWS, unit=count, value=report.scanned_saga_rows or 0
+        )
+        metrics.add_metric(
+            name=names.METRIC_OPEN_INDEX_MISSING_ROWS,
+            unit=count,
+            value=report.open_index_missing_rows or 0,
+        )
+        metrics.add_metric(
+            name=names.METRIC_OPEN_INDEX_STRAY_ROWS,
+            unit=count,
+            value=report.open_index_stray_rows or 0,
         )
     for shard_number, rows in sorted(report.rows_per_shard.items()):
         publish_apart(

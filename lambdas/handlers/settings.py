@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from saga_index.index import OPEN_STATES, names
 from saga_index.layout_change.backfill import DEFAULT_SAFETY_MARGIN_SECONDS
-from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
+from saga_index.layout_change.checks.drift import DEFAULT_OPEN_RECHECK_SECONDS, DEFAULT_SCAN_EVERY
 from saga_index.layout_change.record import Routing
 from saga_index.store import SagaRepository
 from saga_index.store.dynamo import DEFAULT_KEY_READ_UNITS, PAGE_READ_UNITS, PARTITION_READ_UNITS
@@ -75,6 +75,13 @@ class DriftGuardSettings(HandlerSettings):
         alias=names.ENV_DRIFT_KEY_READ_UNITS,
         gt=PAGE_READ_UNITS,
         le=PARTITION_READ_UNITS,
+    )
+    # The wait before the open index's differences are read again (its GSI's lag).
+    open_recheck_seconds: float = Field(
+        default=DEFAULT_OPEN_RECHECK_SECONDS,
+        alias=names.ENV_DRIFT_OPEN_RECHECK_SECONDS,
+        ge=0,
+        le=60,
     )
 
 

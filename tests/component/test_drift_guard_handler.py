@@ -8,19 +8,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from pydantic import ValidationError
 
 from handlers import runtime
 from handlers.drift_guard import handler
-from saga_index.index import keys, names
+from saga_index.index import Person, keys, names
 from saga_index.index.errors import EnumerationError
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import ControlTiming
 from tests.support.backends import Backend, make_backend
-from tests.support.control_seed import delete_state, seed_state
+from tests.support.control_seed import delete_state, seed_open_index, seed_state
 from tests.support.drift_contract import N, plant_drift
 from tests.support.faults import ThrottleInjector, queries_partition
 from tests.support.lambda_harness import (
@@ -29,6 +30,7 @@ from tests.support.lambda_harness import (
     as_function,
     emf_datapoints,
 )
+from tests.support.open_index import add_open_index
 
 # The failure paths end with nothing to flush, which Powertools warns about: expected there.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -47,7 +49,13 @@ EVERY_RUN = (
     "DriftReadIncomplete",
     "DriftReadPercent",
 )
-SCAN_ONLY = ("UnindexedRows", "StrayRows", "ScannedSagaRows")
+SCAN_ONLY = (
+    "UnindexedRows",
+    "StrayRows",
+    "ScannedSagaRows",
+    "OpenIndexMissingRows",
+    "OpenIndexStrayRows",
+)
 # With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
 SCAN_TIME = "2026-07-10T10:00:00Z"
 NO_SCAN_TIME = "2026-07-10T10:05:00Z"
@@ -191,6 +199,67 @@ def test_an_enumeration_failure_fails_the_invocation_and_publishes_no_drift_metr
         invoke(SCAN_TIME)
     # And no partial count was published as if it were the truth
     assert [p for p in emf_datapoints(capsys.readouterr().out) if p.name in EVERY_RUN] == []
+
+
+# ---- the open-saga index, while the sweeps read it ---------------------------------------------
+
+
+def open_index_in_use(dynamo: Backend, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The record's open index `open`, the re-check not waiting; one open saga stamped, one
+    a writer left unstamped, one closed saga left stamped. The unstamped one's open key."""
+    monkeypatch.setenv("DRIFT_OPEN_INDEX_RECHECK_SECONDS", "0")
+    add_open_index(dynamo.client, dynamo.table_name)
+    seed_open_index(dynamo.client, dynamo.table_name, Layout.sharded(N), N)
+    open_key = names.OPEN_INDEX_PARTITION_KEY
+    for saga_id, person, state, stamped in (
+        ("ok", "p-1", "OPENED", True),
+        ("unstamped", "p-2", "OPENED", False),
+        ("closed", "p-3", "SIGNED", True),
+    ):
+        stamp = {open_key: Person.of(person).open_index_pk(N)} if stamped else {}
+        dynamo.put_saga(saga_id, person, gsi4pk="shard", state=state, **stamp)
+    return Person.of("p-2").open_index_pk(N)
+
+
+def test_a_scanning_run_publishes_the_open_index_counts_and_logs_each_repair(
+    dynamo: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    open_index_in_use(dynamo, monkeypatch)
+
+    result = invoke(SCAN_TIME)
+
+    metrics = by_name(emf_datapoints(capsys.readouterr().out))
+    assert metrics["OpenIndexMissingRows"].value == 1
+    assert metrics["OpenIndexStrayRows"].value == 1
+    assert (result["openIndexMissingRows"], result["openIndexStrayRows"]) == (1, 1)
+    assert result["healthy"] is False
+    (record,) = [r for r in caplog.records if r.getMessage() == "drift report: DRIFT"]
+    report = record.__dict__["report"]
+    assert [row["pk"] for row in report["openIndexMissing"]] == ["RSAGA#unstamped"]
+    assert [row["pk"] for row in report["openIndexStray"]] == ["RSAGA#closed"]
+    assert report["openIndexMissing"][0]["repairCommand"].startswith(
+        f"saga-index --table {dynamo.table_name} repair-anomaly --pk 'RSAGA#unstamped'"
+    )
+
+
+def test_an_open_index_read_that_fails_publishes_no_scan_count(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given one of the open index's keys throttled through every retry
+    hot = open_index_in_use(dynamo, monkeypatch)
+    client = dynamo.new_client(max_attempts=2)
+    ThrottleInjector(client, "Query", times=None, match=queries_partition(hot))
+    runtime.clients.use(dynamodb=client)
+    # When a scanning run reaches it, then the invocation fails
+    with pytest.raises(ClientError):
+        invoke(SCAN_TIME)
+    # And no open-index count (nor any scan count) is published: a read that did not finish
+    # is never a zero
+    points = emf_datapoints(capsys.readouterr().out)
+    assert [p.name for p in points if p.name in SCAN_ONLY] == []
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,14 @@ the executor in tests/component/test_control_store.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.record.encode import state_item
 from saga_index.layout_change.record.items import state_key
+from saga_index.layout_change.record.open_index import OpenIndex, OpenIndexState
 from saga_index.layout_change.record.state import ControlState, Transition
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import DEFAULT_TIMING
@@ -63,6 +65,22 @@ def seed_state(
     store = ControlStore(client, table_name)
     client.put_item(TableName=table_name, Item=serialize(state_item(state)))
     store.put_history(change)
+    return state
+
+
+def seed_open_index(
+    client: Any, table_name: str, layout: Layout, shard_count: int, *, version: int = 2
+) -> ControlState:
+    """Write the STATE item and its HISTORY item of `open-index set open` on a settled
+    `layout`: the open index is `open` with N = `shard_count` (from `adding`)."""
+    change = replace(
+        transition(layout, version=version, previous=(layout, None)),
+        open_index=OpenIndex(OpenIndexState.OPEN, shard_count),
+        previous_open_index=OpenIndex(OpenIndexState.ADDING, shard_count),
+    )
+    state = ControlState(transition=change)
+    client.put_item(TableName=table_name, Item=serialize(state_item(state)))
+    ControlStore(client, table_name).put_history(change)
     return state
 
 

@@ -31,6 +31,7 @@ ENV_DRIFT_PERIOD_MINUTES: Final = "DRIFT_GUARD_PERIOD_MINUTES"
 ENV_DRIFT_SCAN_SEGMENTS: Final = "DRIFT_SCAN_SEGMENTS"
 ENV_DRIFT_SCAN_RATE: Final = "DRIFT_SCAN_READ_UNITS_PER_SECOND"
 ENV_DRIFT_KEY_READ_UNITS: Final = "DRIFT_INDEX_READ_UNITS_PER_KEY"
+ENV_DRIFT_OPEN_RECHECK_SECONDS: Final = "DRIFT_OPEN_INDEX_RECHECK_SECONDS"
 ENV_HEARTBEAT_THRESHOLD: Final = "WORKFLOW_HEARTBEAT_THRESHOLD_MINUTES"
 ENV_PREPARE_MAX_ATTEMPTS: Final = "PREPARE_RETRY_MAX_ATTEMPTS"
 ENV_PREPARE_BACKOFF: Final = "PREPARE_RETRY_BACKOFF_MINUTES"
@@ -77,6 +78,11 @@ METRIC_SHARD_SKEW: Final = "ShardSkew"
 METRIC_UNINDEXED_ROWS: Final = "UnindexedRows"
 METRIC_STRAY_ROWS: Final = "StrayRows"
 METRIC_SCANNED_SAGA_ROWS: Final = "ScannedSagaRows"
+# The open-saga index against the base table (scanning runs; 0 while no reader reads the open
+# index): open sagas it does not hold under their person's key (the sweeps miss them), and
+# entries or stamps it must not have (closed sagas).
+METRIC_OPEN_INDEX_MISSING_ROWS: Final = "OpenIndexMissingRows"
+METRIC_OPEN_INDEX_STRAY_ROWS: Final = "OpenIndexStrayRows"
 
 # The backfill worker's metrics (this invocation's own counts, never the carried totals).
 METRIC_SCANNED: Final = "Scanned"

@@ -46,6 +46,10 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
       unindexed rows           no GSI4PK or GSI4SK: in no index partition
       stray rows               a GSI4PK that is neither the legacy key nor any shard key
       control record missing   the STATE item is gone while history exists (no override)
+      open index missing/stray while the record's open index is `open` (the sweeps read it):
+                               open sagas it does not hold under their person's OpenSagaPK,
+                               and rows in it (or stamped) that are no open saga, on two
+                               reads a GSI lag apart; each named with its repairCommand
 
     Rows whose personId cannot be routed (anomalous) on a key the state reads are counted but
     are not drift (readers return them; repair-anomaly fixes them); on a key no reader reads
@@ -55,7 +59,9 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     --json keys: phase, source, target, shardCount, healthy, findings, controlRecordMissing,
     legacyRows, shardedRows (raw), unexpectedLegacyRows, unexpectedShardedRows, misroutedRows,
     anomalousRows, unindexedRows, strayRows, rowsPerShard ({"<shard>": rows}), shardSkew
-    (max / mean, 0 when no row is sharded), and up to 100 example rows per kind.
+    (max / mean, 0 when no row is sharded), and up to 100 example rows per kind; openIndex
+    (null unless `open`), openIndexEntries, openIndexMissingRows, openIndexStrayRows,
+    openIndexMissing and openIndexStray ({pk, reason, personId, repairCommand} each).
 
     Progress goes to stderr (stdout stays the report): the index reads (partitions read), then
     the scan (rows scanned, rows/s, an ETA); a live bar on a terminal, else a log line every
@@ -103,12 +109,20 @@ def _print_drift(report: DriftReport) -> None:
         f"  stray rows (GSI4PK not a key):      {report.stray_rows}",
         f"  anomalous on read keys (not drift): {report.anomalous_rows}",
         f"  saga rows in the base table:        {report.scanned_saga_rows}",
+        f"  open index ({report.open_index.index if report.open_index else 'not read'}): "
+        f"{report.open_index_missing_rows} missing, {report.open_index_stray_rows} stray",
         f"  shard skew (max / mean):            {report.shard_skew:.2f}",
         "  rows per shard: "
         + " ".join(f"{n}:{count}" for n, count in sorted(report.rows_per_shard.items())),
     ]
     if report.control_record_missing:
         lines.append(f"  control record: MISSING (history ends at version {report.record_version})")
+    summary = report.to_dict()
+    for title in ("openIndexMissing", "openIndexStray"):
+        for row in summary[title]:
+            lines.append(f"  {title}: {row['pk']}: {row['reason']}")
+            if row["repairCommand"]:
+                lines.append(f"    {row['repairCommand']}")
     for title, refs in (
         ("unexpected legacy", report.unexpected_legacy),
         ("unexpected sharded", report.unexpected_sharded),

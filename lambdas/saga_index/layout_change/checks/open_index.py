@@ -12,6 +12,10 @@ reads are eventually consistent: a row stamped or closed just before the read ma
 reached the index yet, so the rows that differ are re-read after `recheck_delay_seconds` (the
 base row with a consistent GetItem, the index keys again) and only those that still differ
 fail the check. Each difference names the row (its PK) and what is wrong with it.
+
+The drift guard watches the open index with the same rule (checks/drift/_open_check.py): it
+reads the index's keys paced (`pacer`, by `deadline`), hands `compare` only the scanned rows
+the rule can find wrong (`concerns_open_index`), and re-reads the differences with `recheck`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from saga_index.index import OPEN_STATES, Person, keys, names
 from saga_index.layout_change.record import OpenIndex
 from saga_index.store.dynamo import (
+    KeyReadPacer,
     SagaTableScanner,
     ScanOptions,
     attribute_list,
@@ -51,10 +56,17 @@ _RECHECK_ATTRIBUTES = {
 
 @dataclass(frozen=True)
 class OpenIndexDifference:
-    """One row the open index gets wrong: its table PK and what is wrong."""
+    """One row the open index gets wrong: its table PK and what is wrong. `open_saga`: the row
+    is an open saga (the open index misses it, or holds it under another key); False: the
+    index or the row holds a key it must not (a closed saga, a row the table no longer has).
+    `in_table`: the base table has the row. `person_id`: the row's personId when it routes
+    (keys.person_anomaly: none), the person a repair of its key names."""
 
     pk: str
     reason: str
+    open_saga: bool = False
+    in_table: bool = True
+    person_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,10 +126,31 @@ def compare(
     by_pk = {str(row["PK"]): row for row in rows}
     differences = []
     for pk in sorted(set(by_pk) | set(under)):
-        reason = row_difference(by_pk.get(pk), index, under.get(pk, set()))
+        row = by_pk.get(pk)
+        reason = row_difference(row, index, under.get(pk, set()))
         if reason is not None:
-            differences.append(OpenIndexDifference(pk, reason))
+            routes = row is not None and keys.person_anomaly(row) is None
+            differences.append(
+                OpenIndexDifference(
+                    pk,
+                    reason,
+                    open_saga=row is not None and row.get("state") in OPEN_STATES,
+                    in_table=row is not None,
+                    person_id=str(row["personId"]) if row is not None and routes else None,
+                )
+            )
     return differences
+
+
+def concerns_open_index(row: Mapping[str, Any], listed: set[str]) -> bool:
+    """Whether `row_difference` can find this saga row wrong: it is open, carries OpenSagaPK,
+    or the open index lists its PK (`listed`). Any other row (closed, unstamped, not in the
+    index) is right in every state, so a comparison need not hold it."""
+    return (
+        row.get("state") in OPEN_STATES
+        or row.get(names.OPEN_INDEX_PARTITION_KEY) is not None
+        or str(row.get("PK")) in listed
+    )
 
 
 @dataclass
@@ -129,6 +162,10 @@ class OpenIndexReader:
     options: ScanOptions
     recheck_delay_seconds: float = DEFAULT_RECHECK_DELAY_SECONDS
     sleep: Callable[[float], None] = time.sleep
+    # Paces the index's Queries per key (the drift guard's pace) and stops them at `deadline`
+    # (KeyReadIncompleteError); None: read at once, as the completing moves do.
+    pacer: KeyReadPacer | None = None
+    deadline: float | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         scanner = SagaTableScanner(
@@ -156,10 +193,13 @@ class OpenIndexReader:
                     projection=attribute_list({"#pk": "PK"}),
                 ),
             }
+            pages = (
+                query_pages(self.client, request)
+                if self.pacer is None
+                else self.pacer.pages(self.client.query, request, key, deadline=self.deadline)
+            )
             found[key] = {
-                str(deserialize(item)["PK"])
-                for page in query_pages(self.client, request)
-                for item in page.get("Items", [])
+                str(deserialize(item)["PK"]) for page in pages for item in page.get("Items", [])
             }
         return found
 
@@ -185,7 +225,7 @@ class OpenIndexReader:
         differences = compare(rows, entries, expected)
         if differences and self.recheck_delay_seconds > 0:
             self.sleep(self.recheck_delay_seconds)
-            differences = self._recheck(differences, partitions, expected)
+            differences = self.recheck(differences, partitions, expected)
         return OpenIndexReport(
             rows=len(rows),
             open_rows=sum(1 for row in rows if row.get("state") in OPEN_STATES),
@@ -193,12 +233,14 @@ class OpenIndexReader:
             differences=tuple(differences),
         )
 
-    def _recheck(
+    def recheck(
         self,
         differences: list[OpenIndexDifference],
         partitions: tuple[str, ...],
         expected: OpenIndex | None,
     ) -> list[OpenIndexDifference]:
+        """Of `differences`, those that still differ: the index keys read again, each row
+        with a consistent GetItem."""
         entries = self.entries(partitions)
         suspects = [d.pk for d in differences]
         rows = [row for row in (self.row(pk) for pk in suspects) if row is not None]

@@ -6,6 +6,8 @@ names (docs/observability.md, "The drift guard").
   _cursor   the cursor item that lets a read finish across runs (DriftReadIncomplete)
   _beyond   the probe of the next splits' keys (N .. 4N-1)
   _scan_check the base-table scan
+  _open_check the open-saga index against the scan's rows, while it is `open` (the completing
+            move's rule: checks/open_index.py)
   _schedule which scheduled runs scan the base table: every K-th (scan_due)
   _report   what a run reports (DriftReport), and what it keeps of the rows it reads while it
             reads them (exact counts, at most SAMPLE_LIMIT named rows per finding)
@@ -19,10 +21,12 @@ from saga_index.layout_change.checks.drift._cursor import (
     DriftReadIncomplete,
     cursor_layout,
 )
+from saga_index.layout_change.checks.drift._open_check import DEFAULT_OPEN_RECHECK_SECONDS
 from saga_index.layout_change.checks.drift._report import DriftReport
 from saga_index.layout_change.checks.drift._schedule import DEFAULT_SCAN_EVERY, scan_due
 
 __all__ = [
+    "DEFAULT_OPEN_RECHECK_SECONDS",
     "DEFAULT_SCAN_EVERY",
     "CursorStore",
     "DriftChecker",

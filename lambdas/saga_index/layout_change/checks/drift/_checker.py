@@ -7,11 +7,11 @@ be counted under its old key or both): the legacy key (a COUNT; read page by pag
 layout of the state is legacy), the N shard keys (N = the largest shard count the state names,
 else 16), judging each row by `Expectations`, and one Limit-1 Query per shard key from N to 4N
 (the keys of the next two splits, where a lost record's rows sit), where any row is unexpected
-(no reader of the state reads it). Every K-th run (`scan_due`) also scans the BASE table
-for what no such Query sees: saga rows with no index key (unindexed), or with a GSI4PK that is
-no key at all or a shard key at or above 4N (stray). A row on a key no reader of the state
-reads is drift whatever its personId; anomalous rows (a personId that cannot be routed) on a key
-that IS read are reported, not drift: a human repairs them.
+(no reader of the state reads it). Every K-th run (`scan_due`) also scans the BASE table for
+saga rows with no index key (unindexed) or with a GSI4PK that is no key at all or a shard key
+at or above 4N (stray), and compares the open-saga index with it while that is `open`
+(_open_check). Anomalous rows (a personId that cannot be routed) on a key that IS read are
+reported, not drift: a human repairs them; on a key no reader reads they are drift.
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ from saga_index.layout_change.checks import (
     Expectations,
     ReadCounter,
     ReadsDone,
-    RowRef,
     Verdict,
 )
 from saga_index.layout_change.checks.drift._beyond import read_beyond
 from saga_index.layout_change.checks.drift._cursor import DriftCursor, KeyProgress, ReadTracker
+from saga_index.layout_change.checks.drift._open_check import (
+    DEFAULT_OPEN_RECHECK_SECONDS,
+    OPEN_CHECK_ATTRIBUTES,
+    open_watch,
+)
 from saga_index.layout_change.checks.drift._report import (
     SAMPLE_LIMIT,
     DriftReport,
@@ -102,6 +106,7 @@ class DriftChecker:
         page_size: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        open_recheck_seconds: float = DEFAULT_OPEN_RECHECK_SECONDS,
     ) -> None:
         if not table_name:
             raise InvalidInputError("table_name is required")
@@ -120,6 +125,7 @@ class DriftChecker:
         self.page_size = page_size
         self.max_workers = max_workers
         self.index_pace = index_pace or KeyReadPace()
+        self.open_recheck_seconds = open_recheck_seconds
         self._clock = clock
         self._sleep = sleep
         self.scanner = SagaTableScanner(
@@ -128,7 +134,7 @@ class DriftChecker:
             options=scan_options,
             clock=clock,
             sleep=sleep,
-            attributes=_JUDGED_ATTRIBUTES,
+            attributes=(*_JUDGED_ATTRIBUTES, *OPEN_CHECK_ATTRIBUTES),
         )
 
     @property
@@ -216,7 +222,8 @@ class DriftChecker:
         )
         if not scan_unindexed:
             return report
-        return with_scan(self.scanner, report, deadline, on_scan_page)
+        watch = open_watch(self, pacer, deadline, self._sleep, SAMPLE_LIMIT)
+        return with_scan(self.scanner, report, deadline, on_scan_page, watch)
 
     def _read_partitions(
         self,
@@ -289,7 +296,7 @@ class DriftChecker:
                 tally.requests += 1
                 sample = self._query_page(gsi4pk, SAMPLE_LIMIT, pacer, deadline)
                 for item in sample.get("Items", []):
-                    self._sample(tally, Verdict.UNEXPECTED_SHARDED, deserialize(item))
+                    tally.sample(Verdict.UNEXPECTED_SHARDED, deserialize(item), self.routing)
             tally.rows = count
             tally.counts[Verdict.UNEXPECTED_SHARDED] = count
             return
@@ -305,19 +312,9 @@ class DriftChecker:
                 tally.rows += 1
                 verdict = self.expect.judge(item)
                 tally.counts[verdict] += 1
-                self._sample(tally, verdict, item)
+                tally.sample(verdict, item, self.routing)
             if progress is not None:
                 progress.record(tally, page.get("LastEvaluatedKey"))
-
-    def _sample(self, tally: ReadTally, verdict: Verdict, item: Mapping[str, Any]) -> None:
-        sample = tally.samples.get(verdict)
-        if sample is None or len(sample) >= SAMPLE_LIMIT:
-            return
-        # Where writers would put it now (None: its personId cannot be routed at all).
-        goes_to = None
-        if keys.person_anomaly(item) is None:
-            goes_to = self.routing.write_key(item["personId"])
-        sample.append(RowRef.of(item, goes_to))
 
     def _judged_query(self, gsi4pk: str) -> dict[str, Any]:
         request: dict[str, Any] = {

@@ -10,6 +10,10 @@ from typing import Any
 
 from saga_index.index import keys
 from saga_index.layout_change.checks import RowRef, Verdict
+from saga_index.layout_change.checks.drift._open_check import (
+    OpenIndexFindings,
+    difference_to_dict,
+)
 from saga_index.layout_change.record import Phase, Routing
 
 SAMPLE_LIMIT = 100  # rows listed per finding in a report; the counts are always exact
@@ -45,6 +49,9 @@ class DriftReport:
     # What the paced index reads cost (ConsumedCapacity); the 3N Limit-1 probes of the keys
     # above N (0.5 read units each) aside.
     index_read_units: float = 0.0
+    # The open-saga index against the base table (_open_check): a scanning run's, while the
+    # record's open index is `open`; None otherwise (no reader reads it: nothing to miss).
+    open_index: OpenIndexFindings | None = None
 
     @property
     def phase(self) -> Phase:
@@ -53,6 +60,21 @@ class DriftReport:
     @property
     def scanned(self) -> bool:
         return self.unindexed_rows is not None
+
+    @property
+    def open_index_missing_rows(self) -> int | None:
+        """Open sagas the open index does not hold under their person's key: a scanning run's
+        count (0 while no reader reads the open index); None when the run did not scan."""
+        if not self.scanned:
+            return None
+        return 0 if self.open_index is None else self.open_index.missing_rows
+
+    @property
+    def open_index_stray_rows(self) -> int | None:
+        """Entries or stamps the open index must not have (closed sagas, gone rows); as above."""
+        if not self.scanned:
+            return None
+        return 0 if self.open_index is None else self.open_index.stray_rows
 
     @property
     def sharded_rows(self) -> int:
@@ -104,6 +126,25 @@ class DriftReport:
                 f"{self.stray_rows} saga row(s) carry a GSI4PK that is neither the legacy key "
                 "nor a shard key: no enumeration reads their partition"
             )
+        return out + self._open_index_findings()
+
+    def _open_index_findings(self) -> list[str]:
+        found = self.open_index
+        if found is None:
+            return []
+        out: list[str] = []
+        repair = "repair each row with its repairCommand (saga-index ... repair-anomaly ...)"
+        if found.missing_rows:
+            out.append(
+                f"{found.missing_rows} open saga(s) are not in the open index {found.index} "
+                "under their person's OpenSagaPK, on two reads a GSI lag apart: the sweeps' "
+                f"open-saga reads (getAllOpenSagas) miss them; {repair}"
+            )
+        if found.stray_rows:
+            out.append(
+                f"{found.stray_rows} row(s) are in the open index {found.index} or carry "
+                f"OpenSagaPK though they are no open saga: the sweeps read them; {repair}"
+            )
         return out
 
     @property
@@ -141,6 +182,25 @@ class DriftReport:
             "sampleLimit": SAMPLE_LIMIT,
             "requests": self.requests,
             "indexReadUnits": round(self.index_read_units, 1),
+            **self._open_index_dict(),
+        }
+
+    def _open_index_dict(self) -> dict[str, Any]:
+        found = self.open_index
+        rows = (
+            {
+                "openIndexMissing": [difference_to_dict(self.table_name, d) for d in found.missing],
+                "openIndexStray": [difference_to_dict(self.table_name, d) for d in found.stray],
+            }
+            if found is not None
+            else {"openIndexMissing": [], "openIndexStray": []}
+        )
+        return {
+            "openIndex": None if found is None else str(found.index),
+            "openIndexEntries": None if found is None else found.entries,
+            "openIndexMissingRows": self.open_index_missing_rows,
+            "openIndexStrayRows": self.open_index_stray_rows,
+            **rows,
         }
 
 
@@ -167,6 +227,17 @@ class ReadTally:
         self.requests = 0
         self.counts: Counter[Verdict] = Counter()
         self.samples: dict[Verdict, list[RowRef]] = {verdict: [] for verdict in NAMED_VERDICTS}
+
+    def sample(self, verdict: Verdict, item: Mapping[str, Any], routing: Routing) -> None:
+        """Name `item` under `verdict` (a named one) while the sample has room."""
+        sample = self.samples.get(verdict)
+        if sample is None or len(sample) >= SAMPLE_LIMIT:
+            return
+        # Where writers would put it now (None: its personId cannot be routed at all).
+        goes_to = None
+        if keys.person_anomaly(item) is None:
+            goes_to = routing.write_key(item["personId"])
+        sample.append(RowRef.of(item, goes_to))
 
     def merge(self, other: ReadTally) -> None:
         self.requests += other.requests
