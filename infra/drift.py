@@ -4,10 +4,15 @@ saga_index.index.jobs), and exactly the permissions its checks need.
 Least privilege:
   - dynamodb:Query on the saga INDEX (the legacy COUNT query and the N shard reads, each key
     paced to at most `index_read_units_per_key` in any second: docs/observability.md, "Its pace");
+  - dynamodb:Query on the open-saga INDEX (its N keys, paced alike: the comparison with the base
+    table a scanning run makes while the record's open index is `open`);
   - dynamodb:Scan on the TABLE (the every-K-th-run scan for rows missing from the index), only
     with a projection (dynamodb:Select = SPECIFIC_ATTRIBUTES) of DRIFT_SCAN_ATTRIBUTES
     (dynamodb:Attributes): the scan never reads whole items, nor any attribute the checks do
     not judge;
+  - dynamodb:GetItem on saga rows only (dynamodb:LeadingKeys like "RSAGA#*"), projecting only
+    OPEN_RECHECK_ATTRIBUTES: the consistent re-read of a row the open index got wrong on the
+    first read, after the GSI's lag;
   - dynamodb:GetItem + dynamodb:PutItem of the drift cursor item only (dynamodb:LeadingKeys =
     DRIFT_CURSOR_PK, its own partition key: nothing of the control partition or the fence
     slots): where a read that does not fit one run stopped, so the next run resumes it.
@@ -34,13 +39,14 @@ from saga_index.index.names import (
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
     MAX_SCAN_EVERY,
+    OPEN_INDEX_PARTITION_KEY,
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
 )
 
 # What the scan projects and filters on: the attributes the checks judge of a row
-# (layout_change/checks/drift: judge() and RowRef). tests/infra runs the checker's scan and holds
-# each request it sends to the grant.
+# (layout_change/checks/drift: judge() and RowRef; the open index's rule: a saga's state and its
+# OpenSagaPK). tests/infra runs the checker's scan and holds each request it sends to the grant.
 DRIFT_SCAN_ATTRIBUTES = (
     TABLE_PARTITION_KEY,
     TABLE_SORT_KEY,
@@ -48,6 +54,18 @@ DRIFT_SCAN_ATTRIBUTES = (
     "personId",
     INDEX_PARTITION_KEY,
     INDEX_SORT_KEY,
+    "state",
+    OPEN_INDEX_PARTITION_KEY,
+)
+# What the re-read of a row the open index got wrong names (checks/open_index.py's
+# _RECHECK_ATTRIBUTES, and the key: AWS counts it as named; tests/infra holds each GetItem the
+# checker sends to the grant).
+OPEN_RECHECK_ATTRIBUTES = (
+    TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
+    "personId",
+    "state",
+    OPEN_INDEX_PARTITION_KEY,
 )
 # With the 5-minute schedule: one base-table scan an hour.
 SCAN_EVERY = 12
@@ -97,6 +115,7 @@ class DriftGuard(Construct):
         table.grant_index_query(self.function)
         table.grant_open_index_query(self.function)
         table.grant_projected_scan(self.function, attributes=DRIFT_SCAN_ATTRIBUTES)
+        table.grant_saga_row_read(self.function, attributes=OPEN_RECHECK_ATTRIBUTES)
         table.grant_drift_cursor(self.function)
         self.schedule = ScheduledInvocation(
             self, "Schedule", job_name=self.job.name, function=self.function

@@ -19,6 +19,10 @@ deploy, and changes no alarm.
   MisroutedRows                           rows on a readable shard key that is not theirs
   UnindexedRows                           saga rows without GSI4PK/GSI4SK (the scan)
   StrayRows                               rows under a GSI4PK that is no legacy or shard key
+  OpenIndexMissingRows                    open sagas the open index misses while it is `open`
+                                          (the scan's comparison)
+  OpenIndexStrayRows                      rows in the open index (or stamped) that are no open
+                                          saga, while it is `open` (the scan's comparison)
   ControlRecordMissing                    the STATE item is gone while its history exists
   DriftReadIncomplete                     no run of the guard completed its read for an hour
                                           (or the guard published nothing): no verdict
@@ -37,7 +41,8 @@ wrong-now alarms page on findings only (5-minute periods, 2 of 3; missing data i
 Every run publishes DriftReadIncomplete (1 while the read is unfinished, 0 with a verdict): its
 alarm (Minimum, 12 periods of 12, missing data BREACHING) pages when no run completed a read for
 an hour, or the guard published nothing for an hour; DriftGuardErrors pages a failing guard
-within 15 minutes. UnindexedRows / StrayRows come only from the every-K-th-run scan: their period
+within 15 minutes. UnindexedRows / StrayRows and the OpenIndex* pair come only from the
+every-K-th-run scan (the pair 0 while the open index is not `open`): their period
 is TWO scan intervals (Maximum), so every period holds at least one scan even when one is late;
 no scan for two intervals pages. Throttle and error metrics exist only when something happens:
 missing data is NOT breaching for them.

@@ -35,6 +35,8 @@ from saga_index.index.names import (
     METRIC_CONTROL_RECORD_MISSING,
     METRIC_LEGACY_ROWS,
     METRIC_MISROUTED_ROWS,
+    METRIC_OPEN_INDEX_MISSING_ROWS,
+    METRIC_OPEN_INDEX_STRAY_ROWS,
     METRIC_RESTAMPED,
     METRIC_ROWS_PER_SHARD,
     METRIC_SAGAS_READ,
@@ -51,7 +53,7 @@ from saga_index.index.names import (
     SERVICE_DRIFT_GUARD,
 )
 
-# The guard's every-run wrong-now counts (each pages when > 0); the scan's two are graphed per
+# The guard's every-run wrong-now counts (each pages when > 0); the scan's four are graphed per
 # hour because they arrive once per scan interval.
 WRONG_NOW_METRICS = (
     METRIC_UNEXPECTED_LEGACY_ROWS,
@@ -59,7 +61,12 @@ WRONG_NOW_METRICS = (
     METRIC_MISROUTED_ROWS,
     METRIC_CONTROL_RECORD_MISSING,
 )
-SCAN_WRONG_NOW_METRICS = (METRIC_UNINDEXED_ROWS, METRIC_STRAY_ROWS)
+SCAN_WRONG_NOW_METRICS = (
+    METRIC_UNINDEXED_ROWS,
+    METRIC_STRAY_ROWS,
+    METRIC_OPEN_INDEX_MISSING_ROWS,
+    METRIC_OPEN_INDEX_STRAY_ROWS,
+)
 # The backfill worker's counts graphed as its progress.
 BACKFILL_METRICS = (METRIC_RESTAMPED, METRIC_SKIPPED, METRIC_ANOMALIES)
 # (sweep, finding): each sweep counts its findings under its own service name.

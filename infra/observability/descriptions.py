@@ -14,6 +14,8 @@ from saga_index.index.names import (
     JOB_DRIFT_GUARD,
     METRIC_CONTROL_RECORD_MISSING,
     METRIC_MISROUTED_ROWS,
+    METRIC_OPEN_INDEX_MISSING_ROWS,
+    METRIC_OPEN_INDEX_STRAY_ROWS,
     METRIC_STRAY_ROWS,
     METRIC_UNEXPECTED_LEGACY_ROWS,
     METRIC_UNEXPECTED_SHARDED_ROWS,
@@ -129,6 +131,29 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
         "Saga rows carry a GSI4PK outside the legacy key and the shard keys: no enumeration "
         "reads them.",
         "strayrows",
+        "drift --json",
+    ),
+    GuardAlarm(
+        "OpenIndexMissingRows",
+        "OpenIndexMissingRows",
+        METRIC_OPEN_INDEX_MISSING_ROWS,
+        True,
+        "Open sagas are not in the open-saga index under their person's OpenSagaPK while the "
+        "sweeps read it (open index `open`), on two reads a GSI lag apart: getAllOpenSagas "
+        "misses them. A writer does not stamp OpenSagaPK. Repair each row with the "
+        "repairCommand the report names.",
+        "openindexmissingrows",
+        "drift --json",
+    ),
+    GuardAlarm(
+        "OpenIndexStrayRows",
+        "OpenIndexStrayRows",
+        METRIC_OPEN_INDEX_STRAY_ROWS,
+        True,
+        "Rows that are no open saga are in the open-saga index or carry OpenSagaPK while the "
+        "sweeps read it: a writer closed a saga without removing its key. Repair each row with "
+        "the repairCommand the report names.",
+        "openindexstrayrows",
         "drift --json",
     ),
 )

@@ -27,7 +27,7 @@ from infra.config import (
     load_cdk_json_context,
     load_pager_config,
 )
-from infra.drift import DRIFT_SCAN_ATTRIBUTES
+from infra.drift import DRIFT_SCAN_ATTRIBUTES, OPEN_RECHECK_ATTRIBUTES
 from infra.observability.descriptions import MAX_DESCRIPTION_CHARS, Runbook, alarm_descriptions
 from infra.observability.pager import UNSUBSCRIBED_WARNING
 from infra.stack import build_app
@@ -47,7 +47,11 @@ GUARD_ALARMS: dict[str, tuple[int, int, int]] = {
     "ControlRecordMissing": (300, 3, 2),
     "UnindexedRows": (7200, 1, 1),  # two scan intervals of K=12 x 5 min
     "StrayRows": (7200, 1, 1),
+    "OpenIndexMissingRows": (7200, 1, 1),  # the scan's comparison of the open index
+    "OpenIndexStrayRows": (7200, 1, 1),
 }
+# The counts only the every-K-th-run scan publishes (the open index's comparison among them).
+SCAN_ONLY_METRICS = {"UnindexedRows", "StrayRows", "OpenIndexMissingRows", "OpenIndexStrayRows"}
 # The guard metric each wrong-now alarm watches -> the alarm's stable name after "<stack>-".
 GUARD_ALARM_NAMES = {
     "UnexpectedLegacyRows": "LegacyRows",  # short: the metric is the "unexpected" one
@@ -56,6 +60,8 @@ GUARD_ALARM_NAMES = {
     "ControlRecordMissing": "ControlRecordMissing",
     "UnindexedRows": "UnindexedRows",
     "StrayRows": "StrayRows",
+    "OpenIndexMissingRows": "OpenIndexMissingRows",
+    "OpenIndexStrayRows": "OpenIndexStrayRows",
 }
 SCHEDULED_JOBS = (
     "DriftGuard",
@@ -83,7 +89,7 @@ ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
 JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
 RAW_COUNTS = ("LegacyRows", "ShardedRows")
-# 6 guard metrics + the guard's errors + GSI throttles + its incomplete read, then 4 sweep errors
+# 8 guard metrics + the guard's errors + GSI throttles + its incomplete read, then 4 sweep errors
 # + 5 schedule DLQs, 5 failed-invocation queues, 3 backfill execution outcomes and the backfill
 # pausing itself.
 ALARM_COUNT = len(GUARD_ALARMS) + 3 + 4 + 5 + 5 + 3 + 1
@@ -181,7 +187,7 @@ def test_each_wrong_now_guard_alarm_watches_its_metric_pages_on_findings_and_pag
     # A read finishing across runs publishes the every-run counts only when complete: no data
     # is no finding (DriftReadIncomplete watches for a stopped guard); the scan's counts come
     # only from scanning runs, and none in two intervals pages.
-    scan_only = metric in {"UnindexedRows", "StrayRows"}
+    scan_only = metric in SCAN_ONLY_METRICS
     assert alarm["TreatMissingData"] == ("breaching" if scan_only else "notBreaching")
     pages(template, alarm)
     assert alarm["AlarmName"] == f"RenewalSagaIndex-{GUARD_ALARM_NAMES[metric]}"
@@ -189,8 +195,7 @@ def test_each_wrong_now_guard_alarm_watches_its_metric_pages_on_findings_and_pag
     assert f"{RUNBOOK}#{metric.lower()}" in description
     assert "Logs Insights saved query: RenewalSagaIndex/drift-guard/reports." in description
     first = {
-        "UnindexedRows": "drift --json",  # only the base-table scan finds them
-        "StrayRows": "drift --json",
+        **dict.fromkeys(SCAN_ONLY_METRICS, "drift --json"),  # only the scan finds them
         "ControlRecordMissing": "status",
     }.get(metric, "status --drift")
     # The table's real name (the committed tableName in both modes), global option first.
@@ -379,6 +384,8 @@ KEPT_LOGICAL_IDS = {
     "ObservabilityControlRecordMissingAlarm3487D4D2",
     "ObservabilityUnindexedRowsAlarm51BA4DF9",
     "ObservabilityStrayRowsAlarmDE10B303",
+    "ObservabilityOpenIndexMissingRowsAlarmB5450AB9",
+    "ObservabilityOpenIndexStrayRowsAlarmFF479FF6",
     "ObservabilityGsiThrottlesAlarmCCEA1FBB",
     "ObservabilityDriftGuardErrorsAlarm3F3630C5",
     "ObservabilityDriftReadIncompleteAlarm3FBEADB9",
@@ -951,6 +958,15 @@ def test_the_guard_may_query_the_index_scan_the_table_read_the_control_record_an
             {
                 "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
                 "ForAllValues:StringEquals": {"dynamodb:Attributes": list(DRIFT_SCAN_ATTRIBUTES)},
+            },
+        ),
+        # The open index's differences re-read: saga rows only, only what its rule reads.
+        '"dynamodb:GetItem"': (
+            table,
+            {
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RSAGA#*"]},
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": list(OPEN_RECHECK_ATTRIBUTES)},
+                "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
             },
         ),
         # What is wrong now is judged against the control record: read it, never write it.

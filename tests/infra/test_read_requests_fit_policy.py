@@ -2,11 +2,12 @@
 attribute-level grants of their roles (the rehearsal's recorder sees actions, resources and
 partitions, not attribute names or Select).
 
-The drift checker's base-table scan and the verify step's read-backs (a layout run's, and an
-open-index run's: its consistent Scan of the saga rows and its re-read of each row the open index
-gets wrong) run against moto; every Scan and saga-row GetItem they send is recorded and
-evaluated against the role's statements in the synthesised template, as
-tests/infra/test_worker_requests_fit_policy.py does for the worker.
+The drift checker's base-table scan (once as legacy, once with the open-saga index `open`, when it
+also Queries the open index and re-reads the rows it gets wrong) and the verify step's read-backs
+(a layout run's, and an open-index run's: its consistent Scan of the saga rows and its re-read of
+each row the open index gets wrong) run against moto; every Scan, Query and saga-row GetItem
+they send is recorded and evaluated against the role's statements in the synthesised template,
+as tests/infra/test_worker_requests_fit_policy.py does for the worker.
 Then the grants are shown to refuse wider reads: another attribute, a whole item, another
 partition.
 """
@@ -20,23 +21,24 @@ import pytest
 from moto import mock_aws
 
 from infra.backfill import VERIFY_READ_ATTRIBUTES, VERIFY_SCAN_ATTRIBUTES
-from infra.drift import DRIFT_SCAN_ATTRIBUTES
+from infra.drift import DRIFT_SCAN_ATTRIBUTES, OPEN_RECHECK_ATTRIBUTES
 from saga_index.index import keys
 from saga_index.index.layout import Layout
-from saga_index.index.names import INDEX_NAME
+from saga_index.index.names import INDEX_NAME, OPEN_INDEX_NAME, OPEN_INDEX_PARTITION_KEY
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.open_readback import OpenVerify, verify_open_index
 from saga_index.layout_change.backfill.readback import verify_source_drained
 from saga_index.layout_change.checks.drift import DriftChecker
-from saga_index.layout_change.record import BackfillKind
+from saga_index.layout_change.record import BackfillKind, ControlStore
 from saga_index.layout_change.record.phase import Phase
 from saga_index.layout_change.record.state import BackfillDirection
 from tests.infra.conftest import Synthesised
-from tests.infra.template_tools import function_statements
+from tests.infra.template_tools import as_list, function_statements, render
 from tests.infra.test_worker_requests_fit_policy import allows
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import VALID, seed
+from tests.support.control_seed import seed_open_index, seed_state
 from tests.support.open_index import add_open_index, open_ticket
 
 pytestmark = pytest.mark.infra
@@ -89,7 +91,21 @@ def recorded(synthesized_template: dict[str, Any]) -> Iterator[dict[str, Calls]]
             sleep=lambda _seconds: None,
         )
         assert not verification.ok
-        yield {DRIFT_HANDLER: calls[:drift], VERIFY_HANDLER: calls[drift:]}
+        verify = len(calls)
+        # The open index `open`, an open saga a writer left unstamped (the seeded open sagas
+        # carry no OpenSagaPK either): the guard's scanning run Queries the open index and
+        # re-reads each row it gets wrong.
+        seed_state(dynamo.client, dynamo.table_name, Layout.sharded(16), version=5)
+        seed_open_index(dynamo.client, dynamo.table_name, Layout.sharded(16), 16, version=6)
+        dynamo.put_saga("unstamped", "p-9", gsi4pk="shard")
+        state = ControlStore(dynamo.client, dynamo.table_name).read()
+        DriftChecker(dynamo.client, dynamo.table_name, state=state, open_recheck_seconds=0).check(
+            scan_unindexed=True
+        )
+        yield {
+            DRIFT_HANDLER: calls[:drift] + calls[verify:],
+            VERIFY_HANDLER: calls[drift:verify],
+        }
 
 
 def saga_row_reads(calls: Calls) -> list[dict[str, Any]]:
@@ -107,6 +123,10 @@ def test_every_scan_of_the_drift_guard_and_read_of_the_verify_step_is_allowed(
     drift_scans = [params for operation, params in recorded[DRIFT_HANDLER] if operation == "Scan"]
     verify_scans = [params for operation, params in recorded[VERIFY_HANDLER] if operation == "Scan"]
     reads = saga_row_reads(recorded[VERIFY_HANDLER])
+    rechecks = saga_row_reads(recorded[DRIFT_HANDLER])
+    # the guard's scanning runs (legacy, and the open index `open`) and its open-index re-read
+    assert len(drift_scans) >= 2
+    assert "RSAGA#unstamped" in {r["Key"]["PK"]["S"] for r in rechecks}
     # the scans and the read-backs did run: every saga row re-read by the layout's, and the
     # open sagas once more by the open index's (projecting what it judges)
     assert drift_scans
@@ -117,6 +137,7 @@ def test_every_scan_of_the_drift_guard_and_read_of_the_verify_step_is_allowed(
 
     for handler, operation, requests in (
         (DRIFT_HANDLER, "Scan", drift_scans),
+        (DRIFT_HANDLER, "GetItem", rechecks),
         (VERIFY_HANDLER, "Scan", verify_scans),
         (VERIFY_HANDLER, "GetItem", reads),
     ):
@@ -140,10 +161,56 @@ def test_the_drift_guard_may_scan_only_the_attributes_it_judges(
     }
     assert allows(scan, judged, "Scan")
     # Any other attribute of any item (a tenant's payload, the control record's lease token).
-    for other in ("state", "payload", "leaseToken"):
+    for other in ("payload", "leaseToken", "leaseId"):
         wider = {**judged, "ExpressionAttributeNames": {"#a0": "PK", "#a1": "SK", "#a2": other}}
         assert not allows(scan, wider, "Scan"), other
     assert not allows(scan, {}, "Scan")  # no projection: whole items
+    # The open index's rule reads a saga's state and its OpenSagaPK
+    open_rule = {
+        **judged,
+        "ExpressionAttributeNames": {"#a0": "PK", "#a1": "state", "#a2": OPEN_INDEX_PARTITION_KEY},
+    }
+    assert allows(scan, open_rule, "Scan")
+
+
+def test_every_query_of_the_open_index_by_the_drift_guard_is_granted_on_that_index(
+    recorded: dict[str, Calls], owned_synth: Synthesised
+) -> None:
+    queries = [
+        params
+        for operation, params in recorded[DRIFT_HANDLER]
+        if operation == "Query" and params.get("IndexName") == OPEN_INDEX_NAME
+    ]
+    # Its 16 keys, read twice (the re-check)
+    assert len(queries) == 32
+    statements = function_statements(owned_synth.template_json, DRIFT_HANDLER, "dynamodb:Query")
+    granted = {str(render(resource)) for s in statements for resource in as_list(s["Resource"])}
+    assert any(resource.endswith(f"/index/{OPEN_INDEX_NAME}") for resource in granted), granted
+
+
+def test_the_drift_guard_may_re_read_only_saga_rows_and_only_what_the_open_index_rule_reads(
+    owned_synth: Synthesised,
+) -> None:
+    statements = function_statements(owned_synth.template_json, DRIFT_HANDLER, "dynamodb:GetItem")
+    [saga_rows] = [s for s in statements if "StringLike" in str(s)]
+    assert saga_rows["Condition"]["ForAllValues:StringEquals"] == {
+        "dynamodb:Attributes": list(OPEN_RECHECK_ATTRIBUTES)
+    }
+    names = {f"#a{n}": name for n, name in enumerate(OPEN_RECHECK_ATTRIBUTES)}
+    recheck = {
+        "Key": SAGA_ROW,
+        "ProjectionExpression": ", ".join(names),
+        "ExpressionAttributeNames": names,
+    }
+    assert any(allows(s, recheck, "GetItem") for s in statements)
+    refused = {
+        "a whole saga row": {"Key": SAGA_ROW},
+        "another attribute": {**recheck, "ExpressionAttributeNames": {**names, "#a0": "payload"}},
+        "a tenant's lease row": {**recheck, "Key": {"PK": {"S": "LEASE#l1"}, "SK": SAGA_ROW["SK"]}},
+        "a fence slot": {**recheck, "Key": {"PK": {"S": "RSAGA_INDEX#FENCE#0"}, "SK": {"S": "X"}}},
+    }
+    for what, params in refused.items():
+        assert not any(allows(s, params, "GetItem") for s in statements), what
 
 
 def test_the_verify_step_may_read_only_saga_rows_and_only_what_it_confirms(
