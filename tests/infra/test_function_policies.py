@@ -37,8 +37,25 @@ DRIFT_CURSOR = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["RSAGA_IN
 DRIFT_SCAN = {
     "StringEquals": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
     "ForAllValues:StringEquals": {
-        "dynamodb:Attributes": ["PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK"]
+        "dynamodb:Attributes": [
+            "PK",
+            "SK",
+            "sagaId",
+            "personId",
+            "GSI4PK",
+            "GSI4SK",
+            "state",
+            "OpenSagaPK",
+        ]
     },
+}
+# The drift guard's re-read of a row the open index got wrong: saga rows, what its rule reads.
+DRIFT_OPEN_RECHECK = {
+    **SAGA_ROWS,
+    "ForAllValues:StringEquals": {
+        "dynamodb:Attributes": ["PK", "SK", "personId", "state", "OpenSagaPK"]
+    },
+    "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
 }
 VERIFY_READ = {
     **SAGA_ROWS,
@@ -187,6 +204,7 @@ def expected(template: dict[str, Any], name: str, function_id: str, imported: bo
             # its cursor: read and overwritten whole, on its own partition key only
             on("dynamodb:GetItem", DRIFT_CURSOR),
             on("dynamodb:PutItem", DRIFT_CURSOR),
+            on("dynamodb:GetItem", DRIFT_OPEN_RECHECK),
         }
     if name in {"backfill-plan", "backfill-verify"}:
         grants |= {on("dynamodb:PutItem", CONTROL), on("dynamodb:UpdateItem", CONTROL)}
