@@ -509,6 +509,8 @@ HISTORY_KEYS = (
     "reason",
     "checksPassed",
     "checksForced",
+    "moved",
+    "change",
 )
 
 
@@ -527,7 +529,7 @@ def history_line(item: dict[str, Any]) -> str:
     checks = ", ".join(item["checksPassed"]) or "none needed"
     forced = f"; FORCED {', '.join(item['checksForced'])}" if item["checksForced"] else ""
     return (
-        f"history v{item['version']}: {item['from']} -> {item['to']} at {item['changedAt']} "
+        f"history v{item['version']}: {item['change']} at {item['changedAt']} "
         f"by {item['changedBy']} (checks passed: {checks}{forced})"
     )
 

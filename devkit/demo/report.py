@@ -253,13 +253,13 @@ def _cutover_lines(report: Mapping[str, Any]) -> list[str]:
     if history:
         lines.append(
             "Phase history (the control record, every change by `saga-index phase set` or "
-            "`open-index set`: the open index's moves keep the phase):"
+            "`open-index set`):"
         )
         for item in history:
             passed = ", ".join(item["checksPassed"]) or "none needed"
             forced = f"; FORCED: {', '.join(item['checksForced'])}" if item["checksForced"] else ""
             lines.append(
-                f"- v{item['version']} {item['from']} -> {item['to']} at {item['changedAt']} by "
+                f"- v{item['version']} {_change(item)} at {item['changedAt']} by "
                 f"{item['changedBy']}: {item['reason']} (checks passed: {passed}{forced})"
             )
     return lines
@@ -447,3 +447,9 @@ def _timeline_panel(axis: Any, timelines: Mapping[str, Mapping[int, float]]) -> 
 def _shard_order(partition_key: str) -> tuple[int, str]:
     _, _, suffix = partition_key.rpartition("#")
     return (int(suffix), partition_key) if suffix.isdigit() else (-1, partition_key)
+
+
+def _change(item: dict[str, Any]) -> str:
+    """What a history item moved (`openIndex off -> adding(16)` for an open index move); a
+    report written before items carried `change` names the phases."""
+    return str(item.get("change") or f"{item['from']} -> {item['to']}")

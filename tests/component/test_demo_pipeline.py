@@ -140,6 +140,13 @@ def test_given_a_small_dataset_when_the_demo_runs_then_the_report_shows_the_hot_
         (6, "sharded", "sharded"),
     ]
     assert "OpenSagaPK" in history[4]["reason"]
+    # Shown as what they are; the open index's own N is the layout's after the re-shard.
+    n = report["config"]["reshardTo"]
+    assert [(h["moved"], h["change"]) for h in history[3:]] == [
+        ("layout", "resharding -> sharded"),
+        ("open-index", f"openIndex off -> adding({n})"),
+        ("open-index", f"openIndex adding({n}) -> open({n})"),
+    ]
     assert "open-index-parity" in history[5]["checksPassed"]
     assert set(history[1]["checksPassed"]) == {
         "backfill-verified",

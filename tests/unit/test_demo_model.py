@@ -206,6 +206,18 @@ def test_report_renders_the_refused_early_cutover_and_the_phase_history() -> Non
             "checksPassed": ["backfill-verified", "parity"],
             "checksForced": [],
         },
+        {
+            "version": 3,
+            "from": "sharded",
+            "to": "sharded",
+            "changedBy": "ops@host",
+            "changedAt": "2026-01-01T00:02:00.000Z",
+            "reason": "add the open index",
+            "checksPassed": [],
+            "checksForced": [],
+            "moved": "open-index",
+            "change": "openIndex off -> adding(16)",
+        },
     ]
     report = {
         "legacy": layout,
@@ -229,6 +241,8 @@ def test_report_renders_the_refused_early_cutover_and_the_phase_history() -> Non
 
     assert "refused (exit 3; failed: backfill-verified, no-legacy-rows)" in text
     assert "- v1 legacy -> migrating at 2026-01-01T00:00:00.000Z by ops@host: start" in text
+    # An open index move is shown as one, not as the phase it keeps (sharded -> sharded).
+    assert "- v3 openIndex off -> adding(16) at 2026-01-01T00:02:00.000Z by ops@host" in text
     assert "(checks passed: backfill-verified, parity)" in text
 
 
