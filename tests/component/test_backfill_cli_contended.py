@@ -2,7 +2,12 @@
 makes is put under one model, a transaction holds its items for 10 ms): `saga-index backfill`
 of 8 segments runs to its end while the operator's `saga-index backfill throttle`, `pause` and
 `resume`, issued from another thread during the run, each exit 0. With the fence on its own
-per-segment slots nothing the run writes contends with them."""
+per-segment slots nothing the run writes contends with them.
+
+"During" is made so, not timed: the operator starts at the first re-stamp, which waits until
+its last command exited, while the other segments go on writing; no fixed sleep, so a loaded
+machine changes how the writes and commands interleave, never whether the commands fall in the
+run."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, DynamoSemantics
 from devkit.semantics.moto_harness import cheap_transactions, one_request_at_a_time
+from saga_index.index import keys
 from saga_index_cli import context
 from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
@@ -27,10 +33,10 @@ from tests.support.backfill_contract import Clock, plant
 from tests.support.contended_backfill import on_legacy, seed_rows
 
 SEGMENTS = 8
-# (rows, writes/s): the run lasts several seconds, time for every operator command during it.
-# Thousands of rows take about a minute on moto: `make simulate` runs that size.
+# (rows, writes/s): a dozen rows a segment keep the segments writing beside the operator's
+# commands. Thousands of rows take about a minute on moto: `make simulate` runs that size.
 SIZES = [
-    pytest.param(320, 60.0, id="320-rows"),
+    pytest.param(96, 60.0, id="96-rows"),
     pytest.param(2000, 200.0, id="2000-rows", marks=pytest.mark.long),
 ]
 
@@ -75,27 +81,48 @@ def test_a_cli_backfill_completes_while_the_operator_throttles_pauses_and_resume
     table = dynamo.table_name
     codes: dict[str, int] = {}
     during: dict[str, bool] = {}
-    started, finished = threading.Event(), threading.Event()
+    started, operated, finished = threading.Event(), threading.Event(), threading.Event()
+    held: list[int] = []
+    lock = threading.Lock()
 
     def operator() -> None:
         started.wait(timeout=30)
-        time.sleep(0.5)
-        for name, argv in (
-            ("throttle", ("backfill", "throttle", "--max-writes-per-second", str(rate))),
-            ("pause", ("backfill", "pause", "--reason", "peak")),
-            ("resume", ("backfill", "resume", "--reason", "off-peak")),
-        ):
-            codes[name] = cli(clock, table, *argv)
-            during[name] = not finished.is_set()
-            time.sleep(0.3)
+        try:
+            for name, argv in (
+                ("throttle", ("backfill", "throttle", "--max-writes-per-second", str(rate))),
+                ("pause", ("backfill", "pause", "--reason", "peak")),
+                ("resume", ("backfill", "resume", "--reason", "off-peak")),
+            ):
+                codes[name] = cli(clock, table, *argv)
+                during[name] = not finished.is_set()
+        finally:
+            operated.set()
 
-    def first_restamp(**_: Any) -> None:
-        started.set()
+    def first_restamp(params: dict[str, Any], **_: Any) -> None:
+        restamps = any(
+            item.get("Update", {})
+            .get("Key", {})
+            .get("PK", {})
+            .get("S", "")
+            .startswith(keys.SAGA_PK_PREFIX)
+            for item in params.get("TransactItems", [])
+        )
+        with lock:
+            first = restamps and not held
+            if first:
+                held.append(1)
+        if first:
+            # The run cannot end before this write: the operator's commands fall in the run.
+            started.set()
+            operated.wait(timeout=60)
 
     hooks_attach = hooks.attach
 
     def attach(client: Any) -> Any:
-        client.meta.events.register("before-call.dynamodb.TransactWriteItems", first_restamp)
+        # First of all: the held re-stamp has not met the model yet (holds no item).
+        client.meta.events.register_first(
+            "before-parameter-build.dynamodb.TransactWriteItems", first_restamp
+        )
         return hooks_attach(client)
 
     monkeypatch.setattr(hooks, "attach", attach)
