@@ -1,6 +1,10 @@
 """backfill_locally, the one local orchestration the CLI and the demo call, against moto: the
 control record names the move, the run takes its lease, follows the record's throttle and pause
-while it runs, and records its completion when it releases the lease."""
+while it runs, and records its completion when it releases the lease.
+
+The write pace runs on its own time (tests.support.pace_time): no test waits for the rate it
+sets. Where a test needs the record's change to reach the run before the run could end, a
+re-stamp waits for it (hold_restamps), rather than the test hoping the run is slow enough."""
 
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ from tests.support.backfill_contract import (
     seed,
 )
 from tests.support.control_seed import transition
+from tests.support.pace_time import PaceTime
 
 FAST_POLL = 0.02  # seconds between heartbeats: the record's changes reach the run at once
 
@@ -70,8 +75,10 @@ def run_locally(
     req: BackfillRequest | None = None,
     *,
     holder: str = "alice@laptop/4242",
+    pace: PaceTime | None = None,
     **kwargs: Any,
 ) -> LocalBackfill:
+    pace = pace or PaceTime()
     return backfill_locally(
         dynamo.client,
         dynamo.table_name,
@@ -85,6 +92,8 @@ def run_locally(
         # cannot trip the clock fence (its own tests move it); the transactional fence and the
         # heartbeats still decide.
         monotonic=lambda: 0.0,
+        pace_clock=pace,
+        pace_sleep=pace.sleep,
         **kwargs,
     )
 
@@ -284,19 +293,41 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
         time.sleep(0.01)
 
 
+def hold_restamps(dynamo: Backend, *, after: int, until: Callable[[], bool]) -> None:
+    """Every re-stamp past the first `after` waits, before it is sent, until `until()` (once
+    true, no re-stamp waits again): the run cannot end before what the test does meanwhile
+    reached it, however loaded the machine."""
+    attempts: list[int] = []
+    released = threading.Event()
+    lock = threading.Lock()
+
+    def hold(**_: Any) -> None:
+        with lock:
+            attempts.append(1)
+            held = len(attempts) > after
+        if held and not released.is_set():
+            wait_for(until)
+            released.set()
+
+    dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", hold)
+
+
 def test_given_a_pause_from_another_process_then_the_run_stops_writing_until_resumed(
     dynamo: Backend, clock: Clock
 ) -> None:
-    # Given a run re-stamping 24 rows at 40 writes/s
+    # Given a run re-stamping 24 rows at 40 writes/s (its fourth re-stamp on waits for the pause)
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     writes = count_restamps(dynamo)
     applied: list[bool] = []  # the pause flag of every record state the run applied
+    hold_restamps(dynamo, after=3, until=lambda: bool(applied) and applied[-1])
+    pace = PaceTime()
     thread, box = run_in_thread(
         lambda: run_locally(
             dynamo,
             clock,
             request(segments=2, rate=40),
+            pace=pace,
             on_control=lambda state: applied.append(state.backfill_paused),
         )
     )
@@ -308,7 +339,8 @@ def test_given_a_pause_from_another_process_then_the_run_stops_writing_until_res
     # not a fixed time: on a loaded machine a heartbeat can come late)
     wait_for(lambda: bool(applied) and applied[-1])
     paused_at = len(writes)
-    time.sleep(0.5)  # 20 writes' worth at the run's pace
+    since = pace.now
+    wait_for(lambda: pace.now >= since + 0.5)  # 20 writes' worth at the run's pace
     assert len(writes) <= paused_at + 2
     assert len(writes) < len(VALID)
     assert thread.is_alive()
@@ -336,17 +368,29 @@ def test_given_a_throttle_above_the_runs_own_cap_then_the_run_keeps_its_own(
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     writes = count_restamps(dynamo)
-    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, request(segments=2, rate=10)))
+    throttles: list[float | None] = []  # the throttle of every record state the run applied
+    hold_restamps(dynamo, after=2, until=lambda: 1000 in throttles)
+    pace = PaceTime()
+    thread, box = run_in_thread(
+        lambda: run_locally(
+            dynamo,
+            clock,
+            request(segments=2, rate=10),
+            pace=pace,
+            on_control=lambda state: throttles.append(state.backfill_max_writes_per_second),
+        )
+    )
     wait_for(lambda: len(writes) >= 2)
     # A throttle is a ceiling: 1,000/s from another process does not raise the run's 10/s
-    started = time.monotonic()
+    started = pace.now
     set_throttle(operator(dynamo), 1000, changed_by="operator", reason="off-peak")
     thread.join(timeout=30)
     assert "error" not in box, box
     outcome: LocalBackfill = box["outcome"]
     assert outcome.summary.applied_max_writes_per_second == [10.0]
-    # the 22 rows left still took their time at 10/s (at 1,000/s: a few hundredths)
-    assert time.monotonic() - started > 1.0
+    # the 22 rows left still took their time at 10/s (at 1,000/s: a few hundredths): the two
+    # held re-stamps had their tokens, one more was banked, 19 came a tenth of a second apart
+    assert pace.now - started >= 1.9 - 1e-9
     assert outcome.summary.verified
     assert outcome.completion is not None
 
@@ -359,8 +403,9 @@ def test_given_a_record_throttled_and_paused_before_the_run_then_it_starts_that_
     set_throttle(operator(dynamo), 7, changed_by="operator")
     pause_backfill(operator(dynamo), changed_by="operator")
     writes = count_restamps(dynamo)
-    thread, box = run_in_thread(lambda: run_locally(dynamo, clock))
-    time.sleep(0.3)
+    pace = PaceTime()
+    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, pace=pace))
+    wait_for(lambda: pace.now >= 1.0)  # 7 writes' worth at the record's throttle
     assert writes == []
     resume_backfill(operator(dynamo), changed_by="operator")
     thread.join(timeout=30)
@@ -372,11 +417,15 @@ def test_given_a_record_throttled_and_paused_before_the_run_then_it_starts_that_
 def test_given_a_transition_while_the_run_is_in_flight_then_it_stops_and_records_nothing(
     dynamo: Backend, clock: Clock
 ) -> None:
-    # Given a run of the forward move at 10 writes/s
+    # Given a run of the forward move at 10 writes/s (its third re-stamp on waits for its stop)
     seed(dynamo, VALID)
     plant(dynamo, "migrating")
     writes = count_restamps(dynamo)
-    thread, box = run_in_thread(lambda: run_locally(dynamo, clock, request(segments=2, rate=10)))
+    stop = threading.Event()
+    hold_restamps(dynamo, after=2, until=stop.is_set)
+    thread, box = run_in_thread(
+        lambda: run_locally(dynamo, clock, request(segments=2, rate=10), stop=stop)
+    )
     wait_for(lambda: len(writes) >= 2)
     # When the operator aborts the migration (`phase set rolling-back`: version 2)
     abort = transition(Layout.sharded(N), LEGACY, version=2, previous=(LEGACY, Layout.sharded(N)))

@@ -78,11 +78,19 @@ class LocalRun(BaseModel):
         return not self.failures and not self.interrupted
 
 
-def paced_bucket(request: BackfillRequest, stop: threading.Event) -> TokenBucket:
-    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer."""
+def paced_bucket(
+    request: BackfillRequest,
+    stop: threading.Event,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] | None = None,
+) -> TokenBucket:
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer;
+    its waits end early on `stop` (`clock` and `sleep`: the pace's time, real by default)."""
     return TokenBucket(
         request.max_writes_per_second,
-        sleep=stop.wait,
+        clock=clock,
+        sleep=sleep or stop.wait,
         rules=request.pace_rules(),
         segments=request.total_segments,
     )
@@ -227,6 +235,8 @@ def backfill_locally(
     monotonic: Callable[[], float] = time.monotonic,
     timing: ControlTiming = DEFAULT_TIMING,
     open_verify: OpenVerify = DEFAULT_OPEN_VERIFY,
+    pace_clock: Callable[[], float] = time.monotonic,
+    pace_sleep: Callable[[float], object] | None = None,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
     Refused before anything runs: a direction the record's writers would undo
@@ -241,6 +251,7 @@ def backfill_locally(
     run only (a progress display, handlers that set `stop`). Every write goes through the
     run's lease fence (transactional unless `transactional_fence` is False or the server has
     none; checking `fence_check`). `timing`: the margin an open-index run waits for.
+    `pace_clock`, `pace_sleep`: the write pace's time (paced_bucket).
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -255,7 +266,7 @@ def backfill_locally(
         timing=timing,
     )
     token = ticket.lease_token
-    bucket = paced_bucket(request, stop)
+    bucket = paced_bucket(request, stop, clock=pace_clock, sleep=pace_sleep)
     leased = leased_run(
         client,
         store,
