@@ -31,8 +31,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 N = 16
 SERVICE = "drift-guard"
-LEGACY_ROWS = 290  # a COUNT and a judged read of 291 pages each, 16 shard pages: 598 units
-RUN_BUDGET_MS = 220_000  # the handler keeps 20 s: 200 s of reads, 200 pages on one key
+LEGACY_ROWS = 60  # a COUNT and a judged read of 61 pages each, 16 shard pages: 138 units
+RUN_BUDGET_MS = 66_000  # the handler keeps 20 s: 46 s of reads, 46 pages on one key
 WHOLE_READ_MS = 2_000_000
 SCHEDULED = "2026-07-10T10:05:00Z"  # a run that does not scan
 
