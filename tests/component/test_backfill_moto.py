@@ -10,6 +10,12 @@ from moto import mock_aws
 
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import BackfillContract
+from tests.support.faults import instant_botocore_backoff
+
+
+@pytest.fixture(autouse=True)
+def _no_botocore_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    instant_botocore_backoff(monkeypatch)
 
 
 class TestBackfillOnMoto(BackfillContract):

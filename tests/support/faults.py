@@ -11,7 +11,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.retries.standard import ExponentialBackoff
 
 
 class _RawBody:
@@ -82,3 +84,10 @@ def queries_partition(gsi4pk: str) -> Callable[[dict[str, Any]], bool]:
         return values.get(":pk") == {"S": gsi4pk}
 
     return match
+
+
+def instant_botocore_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's standard mode waits a random back-off (up to a second at the first retry,
+    doubling) between a request's attempts: a test that throttles on purpose proves what the
+    attempts do, not how long botocore waits between them. The attempts are still botocore's."""
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda _self, _context: 0.0)
