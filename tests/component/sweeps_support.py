@@ -5,6 +5,7 @@ then the shards), and the handlers' environment and clients."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from moto import mock_aws
 
 from handlers import sweep_jobs
 from saga_index.index.layout import LEGACY, Layout
-from saga_index.sweeps.events import SOURCE, make_events_client
+from saga_index.sweeps.events import SOURCE, EventPublisher, make_events_client
 from tests.support.backends import Backend, make_backend
 from tests.support.control_seed import seed_state
 from tests.support.lambda_harness import as_function
@@ -114,6 +115,11 @@ def world(
             monkeypatch.setenv(name, value)
         CLOCK.scheduled, CLOCK.late, CLOCK.at = None, timedelta(seconds=1), None
         monkeypatch.setattr(sweep_jobs, "_invocation_time", CLOCK.now)
+        # The publisher's back-off between its attempts passes at once: the tests count the
+        # attempts and what the bus holds, not the seconds between them.
+        monkeypatch.setattr(
+            sweep_jobs, "EventPublisher", functools.partial(EventPublisher, sleep=lambda _s: None)
+        )
         with as_function(monkeypatch, SERVICE, dynamodb=backend.client, events=events_client):
             yield SweepWorld(backend, events_client, sqs, queue_url, env, CLOCK)
 
