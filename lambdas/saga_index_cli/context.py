@@ -39,7 +39,7 @@ from saga_index.layout_change.record import (
 )
 from saga_index.layout_change.transitions import ReadinessCheck
 from saga_index.store import SagaRepository, open_index_readiness
-from saga_index.store.dynamo import make_client, retry_config
+from saga_index.store.dynamo import DEFAULT_POLICY, RetryPolicy, make_client, retry_config
 from saga_index_cli.failures import mark_client
 from saga_index_cli.identity import caller_identity
 
@@ -92,6 +92,8 @@ class CliHooks:
     shard_key_probe: Callable[[Any, str], RowsSeen] = probe_shard_keys
     # Whether the open-saga index is there to move to (DescribeTable: IndexStatus, Backfilling).
     open_index_readiness: ReadinessCheck = open_index_readiness
+    # How the control record's writes retry a refusal for now (attempts, back-off).
+    control_retry: RetryPolicy = DEFAULT_POLICY
 
 
 @dataclass
@@ -159,7 +161,7 @@ class CliContext:
         )
 
     def control_store(self) -> ControlStore:
-        return ControlStore(self.client, self.require_table())
+        return ControlStore(self.client, self.require_table(), retry=self.hooks.control_retry)
 
     def read_state(self) -> ControlState:
         """The record (strongly consistent), read once per invocation."""

@@ -70,7 +70,10 @@ class Cli:
     ) -> None:
         self.capsys, self.table = capsys, dynamo.table_name
         self.hooks = CliHooks(
-            identity=lambda _: "tester@host", clock=clock, shard_key_probe=probe_64_shard_keys
+            identity=lambda _: "tester@host",
+            clock=clock,
+            shard_key_probe=probe_64_shard_keys,
+            control_retry=FAST,
         )
         self.layer: LostAnswers | None = None
         made = cli_context.make_client
