@@ -23,6 +23,7 @@ from saga_index.index import keys
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
+from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.wire import SegmentCounts
 from saga_index.layout_change.lease import (
     LeaseDirectionError,
@@ -78,11 +79,12 @@ def run_locally(
     pace: PaceTime | None = None,
     **kwargs: Any,
 ) -> LocalBackfill:
+    req = req or request(segments=3)
     pace = pace or PaceTime()
     return backfill_locally(
         dynamo.client,
         dynamo.table_name,
-        req or request(segments=3),
+        req,
         holder=holder,
         # The lease's writes on a client of their own: hooks on dynamo.client see re-stamps only.
         store=ControlStore(dynamo.new_client(), dynamo.table_name),
@@ -92,8 +94,14 @@ def run_locally(
         # cannot trip the clock fence (its own tests move it); the transactional fence and the
         # heartbeats still decide.
         monotonic=lambda: 0.0,
-        pace_clock=pace,
-        pace_sleep=pace.sleep,
+        # The run's own bucket (as paced_bucket makes it) on the pace's own time.
+        bucket=TokenBucket(
+            req.max_writes_per_second,
+            clock=pace,
+            sleep=pace.sleep,
+            rules=req.pace_rules(),
+            segments=req.total_segments,
+        ),
         **kwargs,
     )
 

@@ -1,5 +1,5 @@
 """The write pace's own time, for tests that run a backfill on threads: the token bucket's
-clock and sleep (TokenBucket(clock=, sleep=), backfill_locally(pace_clock=, pace_sleep=)).
+clock and sleep (TokenBucket(clock=, sleep=), the bucket handed to backfill_locally).
 
 A sleep moves the time at once by what it was asked, so no test waits for the rate it sets. Two
 segments asleep at once both move it: the time runs ahead of the writes, never behind, so "the

@@ -78,19 +78,11 @@ class LocalRun(BaseModel):
         return not self.failures and not self.interrupted
 
 
-def paced_bucket(
-    request: BackfillRequest,
-    stop: threading.Event,
-    *,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], object] | None = None,
-) -> TokenBucket:
-    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer;
-    its waits end early on `stop` (`clock` and `sleep`: the pace's time, real by default)."""
+def paced_bucket(request: BackfillRequest, stop: threading.Event) -> TokenBucket:
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer."""
     return TokenBucket(
         request.max_writes_per_second,
-        clock=clock,
-        sleep=sleep or stop.wait,
+        sleep=stop.wait,
         rules=request.pace_rules(),
         segments=request.total_segments,
     )
@@ -235,23 +227,21 @@ def backfill_locally(
     monotonic: Callable[[], float] = time.monotonic,
     timing: ControlTiming = DEFAULT_TIMING,
     open_verify: OpenVerify = DEFAULT_OPEN_VERIFY,
-    pace_clock: Callable[[], float] = time.monotonic,
-    pace_sleep: Callable[[float], object] | None = None,
+    bucket: TokenBucket | None = None,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
-    Refused before anything runs: a direction the record's writers would undo
-    (LeaseDirectionError), a missing record, and (not for a dry run: no lease) a state younger
-    than effectiveAt or another run's live lease (LeaseNotYetEffectiveError, LeaseHeldError).
-    While the segments run, a thread heartbeats every poll_seconds, applying throttle and pause;
-    a lost lease stops the run (`lease_lost`). A complete run is read back (finish_backfill;
-    open-index: open_readback, as `open_verify` says), an incomplete one only summarised;
-    then the lease is released (release_run: a layout run's with its completion). on_start
-    gets the ticket and state first; on_progress the live totals; on_control every state the
-    keeper applied. `monotonic`: the clock fence's clock. while_running wraps the segments'
-    run only (a progress display, handlers that set `stop`). Every write goes through the
-    run's lease fence (transactional unless `transactional_fence` is False or the server has
-    none; checking `fence_check`). `timing`: the margin an open-index run waits for.
-    `pace_clock`, `pace_sleep`: the write pace's time (paced_bucket).
+    Refused before anything runs: a direction the record's writers would undo (LeaseDirectionError),
+    a missing record, and (not for a dry run: no lease) a state younger than effectiveAt or another
+    run's live lease (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread
+    heartbeats every poll_seconds, applying throttle and pause to the run's `bucket` (default:
+    paced_bucket's); a lost lease stops the run (`lease_lost`). A complete run is read back
+    (finish_backfill; open-index: open_readback, as `open_verify` says), an incomplete one only
+    summarised; then the lease is released (release_run: a layout run's with its completion).
+    on_start gets the ticket and state first; on_progress the live totals; on_control every state
+    the keeper applied. `monotonic`: the clock fence's clock. while_running wraps the segments' run
+    only (a progress display, handlers that set `stop`). Every write goes through the run's lease
+    fence (transactional unless `transactional_fence` is False or the server has none; checking
+    `fence_check`). `timing`: the margin an open-index run waits for.
     """
     store = store or ControlStore(client, table_name)
     stop = stop or threading.Event()
@@ -265,8 +255,7 @@ def backfill_locally(
         arm=transactional_fence,
         timing=timing,
     )
-    token = ticket.lease_token
-    bucket = paced_bucket(request, stop, clock=pace_clock, sleep=pace_sleep)
+    bucket = bucket or paced_bucket(request, stop)
     leased = leased_run(
         client,
         store,
@@ -304,12 +293,12 @@ def backfill_locally(
             open_verify=open_verify,
         )
     except BaseException:
-        if token is not None:
+        if ticket.lease_token is not None:
             # Free the lease for the next run at once; the killed run's would expire anyway.
             with contextlib.suppress(SagaIndexError, ClientError, BotoCoreError):
-                release_lease(store, token=token, clock=clock)
+                release_lease(store, token=ticket.lease_token, clock=clock)
         raise
-    if token is None or outcome.lease_lost is not None:
+    if ticket.lease_token is None or outcome.lease_lost is not None:
         return outcome
     try:
         completion = release_run(store, ticket, outcome.summary, clock=clock)
