@@ -172,3 +172,34 @@ def test_given_the_arn_when_the_cli_runs_the_open_index_deployed_then_it_reports
     [execution] = world.sfn.list_executions(stateMachineArn=world.arn)["executions"]
     started = world.sfn.describe_execution(executionArn=execution["executionArn"])
     assert json.loads(started["input"])["verifyReadUnitsPerSecond"] == 1000.0
+
+
+def test_given_an_open_index_execution_when_followed_then_its_report_is_the_open_index_runs(
+    world: StateMachineWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    adding(world)
+    table = world.dynamo.table_name
+    execution_arn = state_machine.start_async(world, open_run(dry_run=True))
+    # The layout command names the command that follows it (exit 2).
+    code, _, err = run_cli(capsys, "--table", table, "backfill", "--follow", execution_arn)
+    assert code == 2
+    assert f"open-index backfill --follow {execution_arn}" in err
+    # --follow starts no run: a run's option with it is exit 2.
+    follow = ("open-index", "backfill", "--follow", execution_arn)
+    code, _, err = run_cli(capsys, "--table", table, *follow, "--dry-run")
+    assert code == 2
+    assert "drop --dry-run" in err
+
+    code, [report], err = run_cli(
+        capsys, "--table", table, *follow, "--json", "--poll-interval", "0.05"
+    )
+
+    assert code == 0, err
+    assert set(report) == LOCAL_REPORT | {"executionArn", "status"}
+    assert (report["executionArn"], report["status"], report["dryRun"]) == (
+        execution_arn,
+        "SUCCEEDED",
+        True,
+    )
+    assert (report["stamped"], report["holder"]) == (len(OPEN_SAGAS), None)
+    assert stamped(world) == []

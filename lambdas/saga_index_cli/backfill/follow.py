@@ -15,7 +15,7 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import SagaIndexError
+from saga_index.index import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     BackfillSummary,
@@ -23,6 +23,7 @@ from saga_index.layout_change.backfill import (
     summarise,
     token_for_execution,
 )
+from saga_index.layout_change.record import BackfillKind
 from saga_index_cli.backfill.advice import (
     VERIFICATION_FAILED_ERROR,
     execution_advice,
@@ -204,6 +205,12 @@ def follow_execution(
     cli.require_table()
     described = describe(sfn, execution_arn)
     request = request_of(described)
+    if request.kind is BackfillKind.OPEN_INDEX:
+        # Its report is the open-index run's (saga_index_cli/open_index/), not a layout move's.
+        raise InvalidInputError(
+            f"execution {execution_arn} is an open-index run: follow it with "
+            f"`{cli.command_prefix()} open-index backfill --follow {execution_arn}`"
+        )
     log.info(
         "following %s (%s; %s)",
         execution_arn,

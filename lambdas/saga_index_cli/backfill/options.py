@@ -41,7 +41,9 @@ def state_machine_arn_argument(
     return value
 
 
-def _execution_arn(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+def execution_arn_argument(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    """--follow/--stop's execution ARN (of `backfill` and `open-index backfill`), the running
+    execution without one, or exit 2."""
     if value is None or value == THE_RUNNING_EXECUTION or EXECUTION_ARN.fullmatch(value):
         return value
     raise click.BadParameter(
@@ -201,7 +203,7 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         flag_value=THE_RUNNING_EXECUTION,
         default=None,
         metavar="[EXECUTION_ARN]",
-        callback=_execution_arn,
+        callback=execution_arn_argument,
         help="Attach to an execution of the state machine (without a value: its one running "
         "execution) and follow it to its end, with the exit codes of a run. Ctrl-C detaches; the "
         "execution goes on.",
@@ -212,7 +214,7 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         flag_value=THE_RUNNING_EXECUTION,
         default=None,
         metavar="[EXECUTION_ARN]",
-        callback=_execution_arn,
+        callback=execution_arn_argument,
         help="Stop an execution of the state machine (without a value: its one running "
         "execution) and release the backfill lease it holds. Without a value, when a local "
         "run holds the lease: release it once that run is provably gone (its process gone "

@@ -30,13 +30,21 @@ from saga_index.layout_change.backfill import (
 )
 from saga_index.layout_change.lease import open_index_direction
 from saga_index.layout_change.record import BackfillDirection, BackfillKind, ControlStore
-from saga_index_cli.backfill.executions import resolve_state_machine
+from saga_index_cli.backfill.executions import (
+    THE_RUNNING_EXECUTION,
+    resolve_state_machine,
+    target_execution,
+)
 from saga_index_cli.backfill.local import control_poll_seconds, local_holder
-from saga_index_cli.backfill.options import REPORT_FILE, state_machine_arn_argument
+from saga_index_cli.backfill.options import (
+    REPORT_FILE,
+    execution_arn_argument,
+    state_machine_arn_argument,
+)
 from saga_index_cli.backfill.output import stop_on_signals, write_report
 from saga_index_cli.context import CliContext, pass_cli
 from saga_index_cli.endpoints import service_endpoint_option
-from saga_index_cli.open_index.deployed import RunFacts, start_deployed
+from saga_index_cli.open_index.deployed import RunFacts, follow_deployed, start_deployed
 from saga_index_cli.options import FiniteFloatRange
 from saga_index_cli.output import check_output_file, emit, json_option, overwrite_option
 from saga_index_cli.stack import stack_name_option
@@ -149,8 +157,19 @@ def open_report(summary: BackfillSummary, facts: RunFacts) -> dict[str, Any]:
     help="The deployed backfill state machine, instead of looking it up in the stack: start "
     "it and follow it to its end. --table must name the deployed table.",
 )
+@click.option(
+    "--follow",
+    is_flag=False,
+    flag_value=THE_RUNNING_EXECUTION,
+    default=None,
+    metavar="[EXECUTION_ARN]",
+    callback=execution_arn_argument,
+    help="Attach to an execution of an open-index run (without a value: the state machine's "
+    "one running execution) and follow it to its end, with the exit codes and report of a run. "
+    "Ctrl-C detaches; the execution goes on (`saga-index backfill --stop` stops it).",
+)
 @stack_name_option(
-    "The deployed stack whose outputs name the state machine (--deployed without "
+    "The deployed stack whose outputs name the state machine (--deployed or --follow without "
     "--state-machine-arn; needs cloudformation:DescribeStacks)."
 )
 @service_endpoint_option("stepfunctions", "SFN", "Step Functions")
@@ -168,6 +187,7 @@ def backfill_command(
     as_json: bool,
     deployed: bool,
     state_machine_arn: str | None,
+    follow: str | None,
     stack_name: str,
     stepfunctions_endpoint_url: str | None,
     poll_interval: float,
@@ -175,7 +195,8 @@ def backfill_command(
     """Stamp OpenSagaPK on every open saga that lacks its key (open index adding or open), or
     remove every stamp (removing), on the layout backfill's machinery: in this process, or in
     the deployed backfill state machine (--deployed or --state-machine-arn), followed to its
-    end (Ctrl-C or SIGTERM stops the execution and releases its lease).
+    end (Ctrl-C or SIGTERM stops the execution and releases its lease; --follow attaches to
+    one already running, `saga-index backfill --stop` stops it).
 
     \b
     It takes the record's one backfill lease (kind open-index: a layout run and this one
@@ -209,11 +230,17 @@ def backfill_command(
         check_output_file(report_file, overwrite=overwrite, option=REPORT_FILE)
     elif overwrite:
         raise click.UsageError(f"--overwrite applies to {REPORT_FILE} PATH only")
-    in_step_functions = deployed or state_machine_arn is not None
-    _check_deployed_options(in_step_functions, segments)
+    in_step_functions = deployed or state_machine_arn is not None or follow is not None
+    _check_deployed_options(in_step_functions, segments, following=follow is not None)
     store = cli.control_store()
-    # The direction is the open index's state's (refused while off: exit 2, nothing written).
     state = store.read()
+    if follow is not None:
+        sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
+        execution_arn = target_execution(cli, sfn, follow, state_machine_arn, stack_name)
+        outcome = follow_deployed(cli, sfn, execution_arn, state, poll_interval)
+        _finish(outcome, report_file, as_json)
+        return
+    # The direction is the open index's state's (refused while off: exit 2, nothing written).
     direction = open_index_direction(state)
     request = BackfillRequest(
         direction=direction,
@@ -227,13 +254,27 @@ def backfill_command(
     if in_step_functions:
         sfn = cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url)
         machine = resolve_state_machine(cli, state_machine_arn, stack_name)
-        summary, facts, execution = start_deployed(cli, sfn, machine, request, state, poll_interval)
-        report = {**open_report(summary, facts), **execution}
-        ok = execution["status"] == "SUCCEEDED"
-    else:
-        report = _run_here(cli, store, request, scan_rate)
-        ok = True
-    ok = ok and report["complete"] and report["verified"] and report["leaseLost"] is None
+        outcome = start_deployed(cli, sfn, machine, request, state, poll_interval)
+        _finish(outcome, report_file, as_json)
+        return
+    report = _run_here(cli, store, request, scan_rate)
+    _end(report, report["complete"], report_file, as_json)
+
+
+def _finish(
+    outcome: tuple[BackfillSummary, RunFacts, dict[str, Any]],
+    report_file: Path | None,
+    as_json: bool,
+) -> None:
+    """A run in Step Functions: its report, and exit 0 only when the execution succeeded."""
+    summary, facts, execution = outcome
+    report = {**open_report(summary, facts), **execution}
+    _end(report, execution["status"] == "SUCCEEDED", report_file, as_json)
+
+
+def _end(report: dict[str, Any], ended_well: bool, report_file: Path | None, as_json: bool) -> None:
+    """Write the report where asked, print it, exit 0 (done and verified) or 1."""
+    ok = ended_well and report["complete"] and report["verified"] and report["leaseLost"] is None
     report["exitCode"] = 0 if ok else 1
     if report_file is not None:
         write_report(report_file, report)
@@ -245,9 +286,24 @@ def backfill_command(
         raise SystemExit(1)
 
 
-def _check_deployed_options(in_step_functions: bool, segments: int) -> None:
-    """Exit 2, before any call, for options that cannot mean one thing where the run runs."""
+def _given(names: dict[str, str]) -> list[str]:
+    """The options of `names` given on the command line (not their defaults)."""
     context = click.get_current_context()
+    return [
+        flag
+        for name, flag in names.items()
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ]
+
+
+def _check_deployed_options(in_step_functions: bool, segments: int, *, following: bool) -> None:
+    """Exit 2, before any call, for options that cannot mean one thing where the run runs."""
+    run_options = _given(_RUN_OPTIONS) if following else []
+    if run_options:
+        raise click.UsageError(
+            f"--follow attaches to an execution that already exists and starts no run: drop "
+            f"{', '.join(run_options)}"
+        )
     if in_step_functions:
         if segments > MAX_OPEN_STATE_MACHINE_SEGMENTS:
             raise click.BadParameter(
@@ -257,19 +313,25 @@ def _check_deployed_options(in_step_functions: bool, segments: int) -> None:
                 param_hint="--segments",
             )
         return
-    given = [
-        flag
-        for name, flag in (
-            ("stack_name", "--stack-name"),
-            ("stepfunctions_endpoint_url", "--stepfunctions-endpoint-url"),
-        )
-        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE
-    ]
+    given = _given(
+        {"stack_name": "--stack-name", "stepfunctions_endpoint_url": "--stepfunctions-endpoint-url"}
+    )
     if given:
         raise click.UsageError(
             f"{', '.join(given)} only apply to a run in Step Functions: add --deployed (or "
-            "--state-machine-arn)"
+            "--state-machine-arn, --follow)"
         )
+
+
+# The options that shape a run this command would start: meaningless with --follow.
+_RUN_OPTIONS = {
+    "max_writes_per_second": "--max-writes-per-second",
+    "segments": "--segments",
+    "pace_floor": "--pace-floor",
+    "dry_run": "--dry-run",
+    "scan_rate": "--scan-rate",
+    "deployed": "--deployed",
+}
 
 
 def _run_here(

@@ -2,8 +2,9 @@
 deployed backfill state machine (a request of kind `open-index`: its worker stamps or removes
 OpenSagaPK, its verify step compares the table with the open index and releases the lease),
 started and followed to its end as `saga-index backfill --deployed` follows a layout run
-(saga_index_cli/backfill/start.py, follow.py). Ctrl-C or SIGTERM stops the execution and
-releases its lease. Its report is the local run's, with the execution's ARN and status."""
+(saga_index_cli/backfill/start.py, follow.py); Ctrl-C or SIGTERM stops the execution and
+releases its lease. --follow attaches to one already running (Ctrl-C detaches). The report is
+the local run's, with the execution's ARN and status."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import SagaIndexError
+from saga_index.index import InvalidInputError, SagaIndexError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     BackfillSummary,
@@ -25,7 +26,8 @@ from saga_index.layout_change.backfill import (
     summarise,
 )
 from saga_index.layout_change.lease import check_startable, require_open_index_settled
-from saga_index.layout_change.record import BackfillDirection, ControlState
+from saga_index.layout_change.record import BackfillDirection, BackfillKind, ControlState
+from saga_index_cli.backfill.executions import describe, request_of
 from saga_index_cli.backfill.follow import Followed, failure_message, follow_to_end
 from saga_index_cli.backfill.output import RunProgress
 from saga_index_cli.backfill.stop import STOPPED_BY_OPERATOR, stop_execution
@@ -92,10 +94,38 @@ def start_deployed(
                 execution_arn,
             )
 
-    label = f"open index {verb}{' dry run' if request.dry_run else ''} (Step Functions)"
-    progress = RunProgress(label=label, total=request.total_segments, unit="segments")
+    progress = RunProgress(label=_label(request), total=request.total_segments, unit="segments")
     followed = follow_to_end(sfn, execution_arn, progress, poll_interval, on_interrupt=stop)
     return _outcome(followed, request, state, execution_arn, interrupted=bool(stopped))
+
+
+def follow_deployed(
+    cli: CliContext, sfn: Any, execution_arn: str, state: ControlState, poll_interval: float
+) -> tuple[BackfillSummary, RunFacts, dict[str, Any]]:
+    """Attach to an execution of an open-index run (running or not) and follow it to its end,
+    as start_deployed does; Ctrl-C or SIGTERM detaches (the execution goes on; exit 1).
+    InvalidInputError (exit 2) for an execution of a layout run."""
+    request = request_of(describe(sfn, execution_arn))
+    if request.kind is not BackfillKind.OPEN_INDEX:
+        raise InvalidInputError(
+            f"execution {execution_arn} is a layout run: follow it with "
+            f"`{cli.command_prefix()} backfill --follow {execution_arn}`"
+        )
+    log.info("following %s (Ctrl-C detaches, the execution goes on)", execution_arn)
+    progress = RunProgress(label=_label(request), total=request.total_segments, unit="segments")
+    followed = follow_to_end(sfn, execution_arn, progress, poll_interval, on_interrupt=None)
+    if followed.detached:
+        click.echo(
+            f"saga-index: detached from {execution_arn}, which is still RUNNING: follow it "
+            f"again with `{cli.command_prefix()} open-index backfill --follow {execution_arn}`",
+            err=True,
+        )
+    return _outcome(followed, request, state, execution_arn, interrupted=False)
+
+
+def _label(request: BackfillRequest) -> str:
+    verb = "stamp" if request.direction is BackfillDirection.FORWARD else "remove"
+    return f"open index {verb}{' dry run' if request.dry_run else ''} (Step Functions)"
 
 
 def _outcome(
@@ -138,7 +168,9 @@ def _outcome(
         interrupted=interrupted or error == STOPPED_BY_OPERATOR,
     )
     execution: dict[str, Any] = {"executionArn": execution_arn, "status": final}
-    if final != "SUCCEEDED":
+    if followed.detached:
+        execution["detached"] = True
+    elif final != "SUCCEEDED":
         execution.update(error=error, cause=cause)
         click.echo(f"saga-index: {failure_message(status, failure)}", err=True)
     return summary, facts, execution
