@@ -65,7 +65,7 @@ def test_given_a_token_slower_than_the_margin_then_the_worker_returns_its_cursor
     for _ in range(6):
         bucket.on_throttle()
         clock.now += 1.0
-    assert bucket.rate == pytest.approx(1 / 64)
+    assert bucket.rate == pytest.approx(1 / 64, rel=1e-2)  # recovery frozen: hours to climb
     clock.now += 64.0
     deadline = clock.now + 100.0
     client = OnePageClient(clock)

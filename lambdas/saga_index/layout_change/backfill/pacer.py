@@ -16,15 +16,18 @@ LimitType` (Table|Index, Read|Write, and one of four limits); each limit asks fo
                                  (progress line, status, the PacePausedSeconds metric)
 
 A throttle with no reason (an older server, a cancelled transaction's ThrottlingError) slows
-the run, as a table limit would.
+the run, as a table limit would. A pacer of one segment (a Step Functions worker) slows its run.
 
-The rules are Vitess' throttler's (go/vt/throttler, its defaults): a decrease halves the rate
-("emergency decrease") at most once per `decrease_interval` (20 s), so the throttles of one hot
-moment count once; an increase doubles it at most once per `increase_interval` (40 s) after the
-last change; a rate that was throttled is remembered as bad (the lowest one), increases stop at
-`approach` (90 %) of it, and a bad rate that stood `bad_rate_seconds` (180 s) ages: it is raised
-by `bad_rate_increase` (10 %), again every 180 s, so higher rates are tried again (the traffic
-that made it bad comes and goes) without a jump back to the rate that was throttled.
+A throttle lowers the rate at most once per `decrease_interval` (1 s: DynamoDB meters a key per
+second, so the throttles of one second count once). Throttled while rising (the rate grew within
+the last second), the rise overshot: back to the rate a second ago, at most `approach` (90 %) of
+the throttled one; throttled at a steady rate, the load under it changed: halve (Vitess'
+emergency decrease). The throttled rate is remembered as bad: for `bad_rate_seconds` (30 s) the
+pace recovers toward `approach` of it and holds there (concave, botocore's adaptive retry's
+CUBIC shape: fast far from it, gentle near it; 95 % of the way within `increase_interval`);
+then the memory decays and the pace probes upward on a cubic (gentle near the bad rate, +50 %
+within `increase_interval`, 24 s), so a load that fell is used again within a minute, and a load
+that did not costs one throttled second at a rate barely over the bad one.
 
 Bounds: the rate is never above the cap (the operator's --max-writes-per-second or the record's
 throttle, whichever is lower) and never below `floor_fraction` of it except while paused (a
@@ -45,6 +48,12 @@ from saga_index.index import InvalidInputError
 
 # The least fraction of the cap the pace falls to (a run always makes progress), by default.
 DEFAULT_FLOOR_FRACTION: Final = 1 / 64
+# A probe rises by this share of where it started within `increase_interval` (on a cubic).
+PROBE_GAIN: Final = 0.5
+# A recovery closes all but e**-3 (5 %) of its gap to the hold within `increase_interval`.
+RECOVERY_SPEED: Final = 3.0
+# A rate this much above the rate a second ago is rising: a throttle then is the rise's.
+CLIMB: Final = 0.005
 
 
 class Scope(StrEnum):
@@ -84,12 +93,11 @@ def reasons_of(response: Mapping[str, Any] | None) -> list[str]:
 
 @dataclass(frozen=True)
 class PaceRules:
-    """The timings of the pace (Vitess' throttler's defaults) and its floor."""
+    """The timings of the pace and its floor (module docstring: what each one does)."""
 
-    increase_interval: float = 40.0
-    decrease_interval: float = 20.0
-    bad_rate_seconds: float = 180.0
-    bad_rate_increase: float = 0.10
+    increase_interval: float = 24.0
+    decrease_interval: float = 1.0
+    bad_rate_seconds: float = 30.0
     approach: float = 0.9
     pause_seconds: float = 60.0
     floor_fraction: float = DEFAULT_FLOOR_FRACTION
@@ -102,10 +110,8 @@ class PaceRules:
         for name in ("increase_interval", "decrease_interval", "bad_rate_seconds"):
             if not getattr(self, name) > 0:
                 raise InvalidInputError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not 0 < self.approach <= 1 or not self.pause_seconds >= 0:
-            raise InvalidInputError("approach must be in (0, 1] and pause_seconds >= 0")
-        if not self.bad_rate_increase > 0:
-            raise InvalidInputError("bad_rate_increase must be positive")
+        if not 0 < self.approach < 1 or not self.pause_seconds >= 0:
+            raise InvalidInputError("approach must be in (0, 1) and pause_seconds >= 0")
 
 
 @dataclass(frozen=True)
@@ -138,60 +144,72 @@ class Pace:
 
 @dataclass
 class _Limit:
-    """One adaptive rate (the run's, or one segment's) with its memory."""
+    """One adaptive rate (the run's, or one segment's) and its memory: the rate follows a curve
+    from `base` (set at `base_at`, a throttle or a pause's end), clamped by its caller."""
 
-    rate: float
-    last_increase: float = -math.inf
-    last_decrease: float = -math.inf
+    base: float
+    base_at: float = -math.inf
     bad_rate: float | None = None
     bad_until: float = -math.inf
+    last_decrease: float = -math.inf
     reason: str = "cap"
+    rate: float = field(init=False)
 
-    def grow(self, now: float, ceiling: float, rules: PaceRules, held: float = -math.inf) -> None:
-        """Double toward `ceiling` once the increase interval has passed since the last change
-        (or since `held`, the end of a pause: a pause is no time spent at a rate)."""
-        self.age_bad_rate(now, ceiling, rules)
-        since_change = now - max(self.last_increase, self.last_decrease, held)
-        if self.rate >= ceiling or since_change < rules.increase_interval:
-            self.rate = min(self.rate, ceiling)
-            return
-        limit = ceiling
+    def __post_init__(self) -> None:
+        self.rate = self.base
+
+    def curve(self, t: float, rules: PaceRules) -> float:
+        """The rate at time `t`, unclamped: under a held memory, closing the gap to `approach`
+        of the bad rate (concave: fast far from it); once it decayed, a probe upward from
+        there (convex: gentle near it, faster far above it)."""
+        since = max(0.0, t - self.base_at)
+        start = self.base
         if self.bad_rate is not None:
-            limit = min(limit, self.bad_rate * rules.approach)
-        if limit <= self.rate:
-            return
-        self.rate = min(limit, self.rate * 2)
-        self.last_increase = now
-        if self.rate >= ceiling:
-            self.reason = "cap"
+            hold = self.bad_rate * rules.approach
+            tau = rules.increase_interval / RECOVERY_SPEED
+            if t < self.bad_until:
+                return hold - max(0.0, hold - self.base) * math.exp(-since / tau)
+            held = max(0.0, self.bad_until - self.base_at)
+            start = hold - max(0.0, hold - self.base) * math.exp(-held / tau)
+            since = max(0.0, t - max(self.bad_until, self.base_at))
+        return start * (1 + PROBE_GAIN * (since / rules.increase_interval) ** 3)
 
-    def age_bad_rate(self, now: float, ceiling: float, rules: PaceRules) -> None:
-        """A bad rate that stood `bad_rate_seconds` is raised by `bad_rate_increase` (again
-        every `bad_rate_seconds`), so rates above it are tried again; forgotten once the cap
-        is below it."""
-        while self.bad_rate is not None and now >= self.bad_until:
-            self.bad_rate *= 1 + rules.bad_rate_increase
-            self.bad_until += rules.bad_rate_seconds
-            if self.bad_rate * rules.approach >= ceiling:
-                self.bad_rate = None
+    def grow(self, now: float, ceiling: float, floor: float, rules: PaceRules) -> float:
+        """The rate now, within [floor, ceiling]; back at the ceiling with no memory holding,
+        it follows the ceiling from there (a probe's curve ends)."""
+        rate = self.curve(now, rules)
+        if rate >= ceiling and now >= self.bad_until:
+            self.base, self.base_at, self.bad_rate, self.reason = ceiling, now, None, "cap"
+        self.rate = max(floor, min(rate, ceiling))
+        return self.rate
 
-    def halve(
-        self, now: float, floor: float, reason: str, rules: PaceRules, *, force: bool = False
+    def throttled(
+        self,
+        now: float,
+        bounds: tuple[float, float],
+        reason: str,
+        rules: PaceRules,
+        *,
+        resume: float | None = None,
     ) -> bool:
-        """Halve (not below `floor`) and remember the rate as bad; at most once per decrease
-        interval unless `force` (a pause: the rate it ran at was too much, whenever)."""
-        if not force and now - self.last_decrease < rules.decrease_interval:
+        """A throttle at the rate now (`bounds`: floor, ceiling): remembered as bad, held under
+        for `bad_rate_seconds`. Rising within the last second (DynamoDB meters a key per
+        second), the rise overshot: back to the rate a second ago, at most `approach` of this
+        one. Steady, the load under it changed: halve. At most once per decrease interval,
+        except a pause (`resume`: when the pace starts again, at half). False: not lowered."""
+        if resume is None and now - self.last_decrease < rules.decrease_interval:
             return False
-        # The rate that was throttled is the one remembered as bad (the lowest one seen).
-        if self.bad_rate is None or self.rate < self.bad_rate:
-            self.bad_rate = self.rate
-        self.bad_until = now + rules.bad_rate_seconds
-        self.last_decrease = now
-        self.reason = reason
-        if self.rate <= floor:
-            return False  # at the floor: remembered, not lowered
-        self.rate = max(floor, self.rate / 2)
-        return True
+        floor, ceiling = bounds
+        rate = self.grow(now, ceiling, floor, rules)
+        before = max(floor, min(self.curve(now - 1.0, rules), ceiling))
+        climbing = resume is None and rate > before * (1 + CLIMB)
+        start = now if resume is None else resume
+        lowered = max(floor, min(rate * rules.approach, before) if climbing else rate / 2)
+        self.bad_rate, self.bad_until = rate, start + rules.bad_rate_seconds
+        self.base, self.base_at = lowered, start
+        self.last_decrease, self.reason = now, reason
+        self.rate = lowered
+        return lowered < rate
 
 
 class Pacer:
@@ -243,57 +261,65 @@ class Pacer:
         with self._lock:
             # A run at its cap follows the new one at once; one backing off from throttles keeps
             # its lower rate (at most the new cap) and grows toward the new cap by the rules.
-            run = self._run
-            at_cap = run.rate >= self.cap
+            now, run = self._clock(), self._run
+            at_cap = run.grow(now, self.cap, self.floor, self.rules) >= self.cap
             self.cap = float(cap)
-            if at_cap:
-                ceiling = self.cap
-                if run.bad_rate is not None:
-                    ceiling = min(ceiling, run.bad_rate * self.rules.approach)
-                run.rate = max(run.rate, ceiling)
-            if run.bad_rate is not None:
-                # A lower floor lets a rate it had held up fall back under the bad one.
-                run.rate = min(run.rate, run.bad_rate * self.rules.approach)
-            run.rate = min(max(run.rate, self.floor), self.cap)
-            for limit in self._segments.values():
-                limit.rate = min(max(limit.rate, self.segment_floor), self.cap)
-            self.lowest_rate = min(self.lowest_rate, self._run.rate)
+            if at_cap and run.bad_rate is None:
+                run.base, run.base_at = self.cap, now
+            self._advance(now)
+            self.lowest_rate = min(self.lowest_rate, run.rate)
 
     def observe(self, reasons: Iterable[str], segment: int | None = None) -> None:
         """One throttled request's reasons (none listed: an unknown reason)."""
         names = list(reasons) or [UNKNOWN_REASON]
         now = self._clock()
         with self._lock:
+            self._advance(now)
             for name in names:
                 self._answer(name, scope_of(name), segment, now)
             self.lowest_rate = min(self.lowest_rate, self._run.rate)
 
     def _answer(self, name: str, scope: Scope, segment: int | None, now: float) -> None:
+        run, bounds = self._run, (self.floor, self.cap)
         if scope is Scope.PAUSE:
+            resume = now + self.rules.pause_seconds
             if now >= self._paused_until:
                 self.pauses += 1
                 self.paused_seconds += self.rules.pause_seconds
-                self._run.halve(now, self.floor, name, self.rules, force=True)
-            self._paused_until = now + self.rules.pause_seconds
+                run.throttled(now, bounds, name, self.rules, resume=resume)
+            else:  # a longer pause: no time at a rate either; the memory holds from its end
+                self.paused_seconds += resume - self._paused_until
+                run.base_at, run.bad_until = resume, resume + self.rules.bad_rate_seconds
+            self._paused_until = resume
             self._pause_reason = name
             return
-        if scope is Scope.SEGMENT and segment is not None:
-            limit = self._segments.get(segment)
-            if limit is None:
-                share = self._run.rate / self.segments
-                limit = self._segments[segment] = _Limit(share)
-            if limit.halve(now, self.segment_floor, name, self.rules):
+        # A pacer of one segment (a Step Functions worker's) slows its run: its whole pace,
+        # the one its snapshot carries to the next invocation.
+        if scope is Scope.SEGMENT and segment is not None and self.segments > 1:
+            share = run.rate / self.segments
+            limit = self._segments.setdefault(segment, _Limit(share, now))
+            bounds = (self.segment_floor, share)
+            if limit.throttled(now, bounds, name, self.rules):
                 self.decreases += 1
+            # The key is full: every other segment slowed on a key range paces on it too (a
+            # re-stamp deletes from the legacy key), each by its own rule.
+            for other in self._segments.values():
+                if other is not limit:
+                    other.throttled(now, bounds, name, self.rules)
             return
-        if self._run.halve(now, self.floor, name, self.rules):
+        if run.throttled(now, bounds, name, self.rules):
             self.decreases += 1
 
     def _advance(self, now: float) -> None:
-        self._run.grow(now, self.cap, self.rules, held=self._paused_until)
-        for segment, limit in list(self._segments.items()):
-            limit.grow(now, self._run.rate, self.rules)
-            if limit.bad_rate is None and limit.rate >= self._run.rate / self.segments:
-                del self._segments[segment]  # recovered: the run's rate governs it again
+        share = self._run.grow(now, self.cap, self.floor, self.rules) / self.segments
+        recovered = True
+        for limit in self._segments.values():
+            limit.grow(now, share, self.segment_floor, self.rules)
+            recovered &= now >= limit.bad_until and limit.rate >= share
+        if recovered:
+            # All back at their shares: the run's rate governs them again, together (one alone
+            # would take from the run's bucket what the slowed ones leave).
+            self._segments.clear()
 
     def run_rate(self) -> float:
         with self._lock:
@@ -301,11 +327,17 @@ class Pacer:
             return self._run.rate
 
     def segment_rate(self, segment: int) -> float | None:
-        """The segment's own lower rate while a key range slows it (None: the run's)."""
+        """The segment's own lower rate while a key range slows it; while a key range slows
+        others, theirs (their mean: the key they found full is likely its too); None: the
+        run's rate governs it."""
         with self._lock:
             self._advance(self._clock())
+            if not self._segments:
+                return None
             limit = self._segments.get(segment)
-            return None if limit is None else min(limit.rate, self._run.rate)
+            if limit is not None:
+                return limit.rate
+            return sum(lim.rate for lim in self._segments.values()) / len(self._segments)
 
     def paused(self) -> bool:
         with self._lock:
@@ -328,36 +360,43 @@ class Pacer:
 
     def snapshot(self) -> dict[str, Any]:
         """The run-wide state, its times as ages (seconds before now), for the next invocation:
-        the two invocations' clocks need not share an origin."""
+        the two invocations' clocks need not share an origin. The keys of the first version
+        (Vitess' rules) keep their meaning; curveFrom and curveAge are the curve's start."""
         with self._lock:
             now = self._clock()
+            self._advance(now)
             run = self._run
             return {
                 "rate": run.rate,
                 "reason": run.reason,
-                "sinceIncrease": _age(now, run.last_increase),
+                "sinceIncrease": None,
                 "sinceDecrease": _age(now, run.last_decrease),
                 "badRate": run.bad_rate,
                 "badFor": max(0.0, run.bad_until - now) if run.bad_rate is not None else None,
                 "pausedFor": max(0.0, self._paused_until - now),
                 "pauseReason": self._pause_reason,
+                "curveFrom": run.base,
+                "curveAge": now - run.base_at if math.isfinite(run.base_at) else None,
             }
 
     def restore(self, saved: Mapping[str, Any]) -> None:
-        """Go on from `snapshot()`'s state (taken by an earlier invocation), within this cap."""
+        """Go on from `snapshot()`'s state (taken by an earlier invocation), within this cap. A
+        snapshot without the curve (the first version's) goes on from its rate, held."""
         with self._lock:
             now = self._clock()
             run = self._run
-            run.rate = min(self.cap, max(self.floor, float(saved["rate"])))
+            rate = min(self.cap, max(self.floor, float(saved["rate"])))
             run.reason = str(saved.get("reason", "cap"))
-            run.last_increase = _when(now, saved.get("sinceIncrease"))
             run.last_decrease = _when(now, saved.get("sinceDecrease"))
             bad, bad_for = saved.get("badRate"), saved.get("badFor")
             if bad is not None and bad_for is not None:
                 run.bad_rate, run.bad_until = float(bad), now + float(bad_for)
+            run.base = float(saved.get("curveFrom") or rate)
+            run.base_at = _when(now, saved.get("curveAge", 0.0))
             paused_for = float(saved.get("pausedFor") or 0.0)
             self._paused_until = now + paused_for if paused_for > 0 else -math.inf
             self._pause_reason = str(saved.get("pauseReason", ""))
+            self._advance(now)
             self.lowest_rate = min(self.lowest_rate, run.rate)
 
 

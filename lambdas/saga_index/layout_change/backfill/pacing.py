@@ -165,9 +165,10 @@ class TokenBucket:
         if self._tokens >= 1.0 - 1e-9:
             self._tokens = max(0.0, self._tokens - 1.0)
             if own is not None and segment is not None:
-                self._segment_next[segment] = max(now, self._segment_next.get(segment, now)) + (
-                    1.0 / own
-                )
+                # A token taken late keeps up to burst_seconds of its lateness, as the run's
+                # bucket banks tokens: a late wake-up does not cost the segment its rate.
+                due = max(now - self.burst_seconds, self._segment_next.get(segment, now))
+                self._segment_next[segment] = due + 1.0 / own
             elif segment is not None:
                 self._segment_next.pop(segment, None)
             return None
