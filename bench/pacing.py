@@ -193,9 +193,9 @@ def run(
     whose throttled second no pace can avoid), paced and at the fixed cap."""
     # One warning per decrease would bury the table: the counts below say it.
     logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
-    scenarios = []
+    scenarios: list[dict[str, Any]] = []
     for index, loads in enumerate(steps):
-        runs = []
+        runs: list[dict[str, Any]] = []
         for paced in (True, False):
             label = f"{'paced' if paced else 'fixed-cap'} run, load {_loads(loads)}"
             progress(f"pacing: {label}, {seconds:g} virtual s")
