@@ -233,15 +233,6 @@ def test_given_a_key_range_reason_then_the_slowed_segments_pace_and_the_run_does
     assert pacer.segment_rate(3) is None  # recovered together: the run's rate governs again
 
 
-def test_given_one_segment_then_a_key_range_reason_slows_its_run() -> None:
-    # A Step Functions worker's pacer: its snapshot carries the slowed pace.
-    clock = Clock()
-    pacer = Pacer(100, clock=clock, segments=1)
-    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=7)
-    assert (pacer.run_rate(), pacer.segment_rate(7)) == (50, None)
-    assert pacer.snapshot()["badRate"] == 100
-
-
 @pytest.mark.parametrize(
     ("reason", "scope"),
     [

@@ -16,7 +16,7 @@ LimitType` (Table|Index, Read|Write, and one of four limits); each limit asks fo
                                  (progress line, status, the PacePausedSeconds metric)
 
 A throttle with no reason (an older server, a cancelled transaction's ThrottlingError) slows
-the run, as a table limit would. A pacer of one segment (a Step Functions worker) slows its run.
+the run, as a table limit would.
 
 A throttle lowers the rate at most once per `decrease_interval` (1 s: DynamoDB meters a key per
 second, so the throttles of one second count once). Throttled while rising (the rate grew within
@@ -293,9 +293,7 @@ class Pacer:
             self._paused_until = resume
             self._pause_reason = name
             return
-        # A pacer of one segment (a Step Functions worker's) slows its run: its whole pace,
-        # the one its snapshot carries to the next invocation.
-        if scope is Scope.SEGMENT and segment is not None and self.segments > 1:
+        if scope is Scope.SEGMENT and segment is not None:
             share = run.rate / self.segments
             limit = self._segments.setdefault(segment, _Limit(share, now))
             bounds = (self.segment_floor, share)
