@@ -1,38 +1,33 @@
-"""The backfill's pace, chosen from DynamoDB's own throttling signals (pure: no AWS call, the
-clock injected). The token bucket (pacing.TokenBucket) meters writes at the rate chosen here;
-local runs and Step Functions workers both pace through it.
+"""The backfill's pace, chosen from DynamoDB's throttling signals (pure, the clock injected); the
+token bucket (pacing.TokenBucket) of local runs and Step Functions workers meters it.
 
-DynamoDB names why it throttled in ThrottlingReasons, `ResourceType + OperationType +
-LimitType` (Table|Index, Read|Write, and one of four limits); each limit asks for its own answer:
+DynamoDB's ThrottlingReasons name Table|Index, Read|Write and one of four limits, each its answer:
 
   KeyRangeThroughputExceeded     one partition key is past its ceiling (the hot legacy GSI key,
-                                 a sweep or list page sharing it): slow only the segment whose
-                                 request hit it; the other segments' keys are not the problem
+                                 a sweep or list page sharing it): slow the segment whose
+                                 request hit it and those slowed on a key range before (every
+                                 re-stamp deletes from the legacy key); a segment not slowed
+                                 paces as the slowed ones do; the run's rate stays
   ProvisionedThroughputExceeded  the table's or an index's capacity: slow the whole run
   AccountLimitExceeded           the account's per-table quota or the table's on-demand
   MaxOnDemandThroughputExceeded  maximum: pausing is the only pace that does not take capacity
-                                 from the application; paused for `pause_seconds`, then resumed
-                                 at half the rate the run had, and the pause is reported
-                                 (progress line, status, the PacePausedSeconds metric)
+                                 from the application; paused for `pause_seconds`, resumed at half
+                                 the rate, reported (progress, status, PacePausedSeconds metric)
+A throttle with no reason (an older server, a cancelled transaction's) slows the run.
 
-A throttle with no reason (an older server, a cancelled transaction's ThrottlingError) slows
-the run, as a table limit would.
+A throttle lowers a rate at most once per `decrease_interval` (1 s: DynamoDB meters a key per
+second). Throttled while rising (more than `CLIMB` within the last second), the rise overshot:
+back to the rate a second ago, at most `approach` (90 %) of the throttled one; throttled at a
+steady rate, the load under it changed: halve (Vitess' emergency decrease). The throttled rate is
+remembered for `bad_rate_seconds` (30 s): the pace recovers toward `approach` of it, fast far
+from it and gentle near it (95 % of the way within `increase_interval`, 24 s), and holds there;
+then the memory decays and the pace probes upward on a cubic (botocore's adaptive retry's CUBIC
+shape: gentle near the old rate, +50 % within `increase_interval`): a load that fell is used
+again within a minute, one that did not costs a second of throttles barely over the old rate.
 
-A throttle lowers the rate at most once per `decrease_interval` (1 s: DynamoDB meters a key per
-second, so the throttles of one second count once). Throttled while rising (the rate grew within
-the last second), the rise overshot: back to the rate a second ago, at most `approach` (90 %) of
-the throttled one; throttled at a steady rate, the load under it changed: halve (Vitess'
-emergency decrease). The throttled rate is remembered as bad: for `bad_rate_seconds` (30 s) the
-pace recovers toward `approach` of it and holds there (concave, botocore's adaptive retry's
-CUBIC shape: fast far from it, gentle near it; 95 % of the way within `increase_interval`);
-then the memory decays and the pace probes upward on a cubic (gentle near the bad rate, +50 %
-within `increase_interval`, 24 s), so a load that fell is used again within a minute, and a load
-that did not costs one throttled second at a rate barely over the bad one.
-
-Bounds: the rate is never above the cap (the operator's --max-writes-per-second or the record's
-throttle, whichever is lower) and never below `floor_fraction` of it except while paused (a
-slowed segment: never below its share of that floor). The floor wins over a remembered bad rate:
-a run always makes progress.
+Bounds: never above the cap (--max-writes-per-second or the record's throttle, the lower; a
+slowed segment: its share of the run's rate), never below `floor_fraction` of it but while paused
+(a slowed segment: its share of that), even under a remembered bad rate: a run always progresses.
 """
 
 from __future__ import annotations
@@ -160,8 +155,7 @@ class _Limit:
 
     def curve(self, t: float, rules: PaceRules) -> float:
         """The rate at time `t`, unclamped: under a held memory, closing the gap to `approach`
-        of the bad rate (concave: fast far from it); once it decayed, a probe upward from
-        there (convex: gentle near it, faster far above it)."""
+        of the bad rate (concave); once it decayed, a probe upward from there (convex)."""
         since = max(0.0, t - self.base_at)
         start = self.base
         if self.bad_rate is not None:
@@ -192,11 +186,8 @@ class _Limit:
         *,
         resume: float | None = None,
     ) -> bool:
-        """A throttle at the rate now (`bounds`: floor, ceiling): remembered as bad, held under
-        for `bad_rate_seconds`. Rising within the last second (DynamoDB meters a key per
-        second), the rise overshot: back to the rate a second ago, at most `approach` of this
-        one. Steady, the load under it changed: halve. At most once per decrease interval,
-        except a pause (`resume`: when the pace starts again, at half). False: not lowered."""
+        """A throttle at the rate now (`bounds`: floor, ceiling), by the module's rules; a pause
+        (`resume`: when the pace starts again) halves whenever. False: not lowered."""
         if resume is None and now - self.last_decrease < rules.decrease_interval:
             return False
         floor, ceiling = bounds
@@ -325,9 +316,8 @@ class Pacer:
             return self._run.rate
 
     def segment_rate(self, segment: int) -> float | None:
-        """The segment's own lower rate while a key range slows it; while a key range slows
-        others, theirs (their mean: the key they found full is likely its too); None: the
-        run's rate governs it."""
+        """The segment's rate while a key range slows it, the slowed ones' mean while it slows
+        others (the key they found full is likely its too); None: the run's rate governs it."""
         with self._lock:
             self._advance(self._clock())
             if not self._segments:
@@ -357,9 +347,9 @@ class Pacer:
     # ---- across invocations (a Step Functions segment's next invocation goes on from here) --
 
     def snapshot(self) -> dict[str, Any]:
-        """The run-wide state, its times as ages (seconds before now), for the next invocation:
-        the two invocations' clocks need not share an origin. The keys of the first version
-        (Vitess' rules) keep their meaning; curveFrom and curveAge are the curve's start."""
+        """The run-wide state, its times as ages (seconds before now: the invocations' clocks
+        need not share an origin). The first version's keys keep their meaning (a worker of
+        either version goes on from the other's); curveFrom and curveAge: the curve's start."""
         with self._lock:
             now = self._clock()
             self._advance(now)
@@ -367,7 +357,6 @@ class Pacer:
             return {
                 "rate": run.rate,
                 "reason": run.reason,
-                "sinceIncrease": None,
                 "sinceDecrease": _age(now, run.last_decrease),
                 "badRate": run.bad_rate,
                 "badFor": max(0.0, run.bad_until - now) if run.bad_rate is not None else None,
