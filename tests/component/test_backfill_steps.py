@@ -4,6 +4,7 @@ run's lease."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -212,10 +213,12 @@ def test_given_a_throttled_invocation_then_the_next_one_goes_on_at_its_pace_and_
         segment(request, run),
         remaining_seconds=lambda: 300.0 if next(calls) < 8 else 0.0,
     ).unwrap()
-    # Then it returns its cursor with the pace it ended at (the run's rate halved, and why)
+    # Then it returns its cursor with the pace it ended at (the run's rate halved, recovering
+    # from there in real time, held under 90 % of the cap it was throttled at, and why)
     assert not first.done
     assert first.pace is not None
-    assert first.pace["rate"] == 500.0
+    assert 500.0 <= first.pace["rate"] < 900.0
+    assert first.pace["badRate"] == 1000.0
     assert first.pace["reason"] == "TableWriteProvisionedThroughputExceeded"
     # When the state machine hands its result to the next invocation (through JSON)
     carried = SegmentResult.model_validate(first.to_json())
@@ -230,4 +233,7 @@ def test_given_a_throttled_invocation_then_the_next_one_goes_on_at_its_pace_and_
     assert second.pace is None  # a finished segment carries none to the verification
     lease = operator(dynamo).read().lease
     assert lease is not None
-    assert lease.pace == "segment 0: 500/s of 1e+03/s (TableWriteProvisionedThroughputExceeded)"
+    assert re.fullmatch(
+        r"segment 0: [5-8]\d\d/s of 1e\+03/s \(TableWriteProvisionedThroughputExceeded\)",
+        lease.pace or "",
+    ), lease.pace
