@@ -123,7 +123,7 @@ def simulate(
     ) | {"paced": paced, "lowest_rate": bucket.lowest_rate, "decreases": bucket.decreases}
 
 
-def _settle(written: Counter[int], start: int, end: int, budget: float) -> int:
+def settled_after(written: Counter[int], start: int, end: int, budget: float) -> int:
     """Seconds from `start` until every later second of [start, end) wrote within the band."""
     low, high = BAND[0] * budget, BAND[1] * budget
     out = [s for s in range(start, end) if not low <= written[s] <= high]
@@ -153,7 +153,7 @@ def _measure(
             "traffic_throttled": sum(throttled[s] for s in range(start, end)),
         }
         if index:
-            phase["settle_seconds"] = _settle(written, start, end, budget)
+            phase["settle_seconds"] = settled_after(written, start, end, budget)
             # The last second the traffic was throttled in this load (a probe's, or the step's).
             hit = [s for s in range(start, end) if throttled[s]]
             phase["last_traffic_throttle"] = (max(hit) + 1 - start) if hit else 0
