@@ -20,6 +20,7 @@ from unittest import mock
 
 from moto import mock_aws
 
+from tests.sim import moto_direct
 from tests.support import moto_responses, moto_values
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def simulated_aws() -> Iterator[None]:
         mock_aws(),
         mock.patch("saga_index.store.partitions.ThreadPoolExecutor", SerialExecutor),
         mock.patch("saga_index.store.dynamo.scan.ThreadPoolExecutor", SerialExecutor),
+        moto_direct.listed_once(),
     ):
         # The code under test logs every fault it meets; the trace says what happened.
         logging.disable(logging.CRITICAL)

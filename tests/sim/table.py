@@ -46,6 +46,7 @@ from botocore.exceptions import ClientError
 from devkit.semantics.model import DEFAULT_IN_FLIGHT_SECONDS, Refusal
 from devkit.semantics.wire import answer as refused
 from saga_index.index import names
+from tests.sim import moto_direct
 from tests.sim.clock import VirtualTime
 from tests.sim.requests import TABLE
 from tests.sim.requests import describe as _describe
@@ -130,10 +131,17 @@ class SimTable:
     def __post_init__(self) -> None:
         self.judge = SimSemantics(self.time, in_flight=self.in_flight)
         self.semantics = self.judge.model
-        self.raw = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+        # The table's own client: moto's handler answers it directly (tests/sim/moto_direct.py).
+        # Its requests are the simulator's own or a simulated process's (which that process's
+        # client validated already): botocore does not validate them again.
+        self.raw = moto_direct.attach(
+            boto3.client(
+                "dynamodb",
+                region_name="us-east-1",
+                config=Config(
+                    retries={"max_attempts": 1, "mode": "standard"}, parameter_validation=False
+                ),
+            )
         )
         # The base table has both indexes (DescribeTable shows the open one ACTIVE, as the open
         # index's readiness check wants); each shadow table has the one whose entries it holds.

@@ -1,6 +1,6 @@
-"""tests/support/moto_values.py compares moto's attribute values as moto's own methods do: the
-same cast values, equalities and orders on generated pairs (drawn from a few values, so equal
-pairs are common)."""
+"""tests/support/moto_values.py compares and measures moto's attribute values as moto's own
+methods do: the same cast values, equalities, orders and sizes on generated pairs (drawn from a
+few values, so equal pairs are common)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 
 from tests.support import moto_values
 
-_text = st.sampled_from(["", "a", "b", "RenewalSaga#3"])
+_text = st.sampled_from(["", "a", "b", "RenewalSaga#3", "é"])
 _number = st.sampled_from(["0", "1", "1.0", "-2", "10"])
 _leaf = st.one_of(
     _text.map(lambda v: {"S": v}),
@@ -43,6 +43,7 @@ def _moto_own() -> Iterator[None]:
         mock.patch.object(DynamoType, "cast_value", cast),
         mock.patch.object(DynamoType, "__eq__", eq),
         mock.patch.object(DynamoType, "__ne__", ne),
+        mock.patch.object(DynamoType, "size", moto_values.moto_own_size()),
     ):
         yield
 
@@ -52,7 +53,7 @@ def _compare(left: dict[str, Any], right: dict[str, Any]) -> tuple[Any, ...]:
     order: Any = None
     if a.type == b.type and a.type in {"S", "N", "B"}:
         order = (a < b, a <= b, a > b, a >= b)
-    return (a.cast_value, b.cast_value, a == b, a != b, b == a, order)
+    return (a.cast_value, b.cast_value, a == b, a != b, b == a, order, a.size(), b.size())
 
 
 @settings(max_examples=300, deadline=None)
