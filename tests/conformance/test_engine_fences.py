@@ -33,12 +33,15 @@ ROWS = 160
 SEGMENTS = 8
 
 
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
-    with Engine() as running:
-        yield running
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    """One engine for the module's runs (seconds to start): each run has a table of its own,
+    and the proxy counts what it refused per table."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ACCESS_KEY_ID", "local")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+        with Engine() as running:
+            yield running
 
 
 @pytest.fixture

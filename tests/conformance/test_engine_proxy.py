@@ -3,8 +3,8 @@ conflict rules, the per-key ceilings and transactions, each answered with the ex
 DynamoDB sends (HTTP 400, x-amzn-ErrorType, the JSON body botocore parses into
 CancellationReasons / throttlingReasons / ThrottlingReasons).
 
-Each engine is a real pair of processes; a test that needs other figures (a long in-flight time,
-a small ceiling) starts its own."""
+Each engine is a real pair of processes, started once for the tests of the same figures (the
+defaults, a long in-flight time, a small ceiling), each of which gets its table afresh."""
 
 from __future__ import annotations
 
@@ -59,12 +59,35 @@ def _key(pk: str) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": "META"}}
 
 
+# The figures a test's engine runs with. Tests of the same figures share one engine (seconds to
+# start): each gets the table afresh, and with it the proxy's model and counts of the table.
+DEFAULT = ProxyOptions()
+LONG_IN_FLIGHT = ProxyOptions(in_flight=1.5)
+SMALL_CEILING = ProxyOptions(wcu_ceiling=3)
+SMALL_PROVISIONED_CEILING = ProxyOptions(
+    wcu_ceiling=3, throttle_code="ProvisionedThroughputExceededException"
+)
+
+
+@pytest.fixture(scope="module")
+def shared_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    options = getattr(request, "param", DEFAULT)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ACCESS_KEY_ID", "local")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+        with Engine(options=options) as running:
+            yield running
+
+
 @pytest.fixture
-def engine(request: pytest.FixtureRequest, local_aws_env: None) -> Iterator[Engine]:
-    options = getattr(request, "param", ProxyOptions())
-    with Engine(options=options) as running:
-        _create(_client(running.endpoint_url))
-        yield running
+def engine(shared_engine: Engine, local_aws_env: None) -> Engine:
+    """The engine with the test's table created afresh (deleting a table drops the proxy's
+    model of it, its counts included)."""
+    client = _client(shared_engine.endpoint_url)
+    if TABLE in client.list_tables()["TableNames"]:
+        client.delete_table(TableName=TABLE)
+    _create(client)
+    return shared_engine
 
 
 @pytest.fixture
@@ -234,7 +257,7 @@ def test_concurrent_transactions_keep_two_items_equal(engine: Engine) -> None:
 # ---- the conflict rules ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", [ProxyOptions(in_flight=1.5)], indirect=True)
+@pytest.mark.parametrize("shared_engine", [LONG_IN_FLIGHT], indirect=True)
 def test_writes_meet_an_ongoing_transaction_as_on_dynamodb(engine: Engine) -> None:
     client = _client(engine.endpoint_url)
     client.put_item(TableName=TABLE, Item={**_key("held"), "n": {"N": "0"}})
@@ -291,7 +314,7 @@ def _hammer(client: Any, item: Callable[[int], dict[str, Any]], times: int = 20)
     raise AssertionError(f"{times} writes were never throttled")
 
 
-@pytest.mark.parametrize("engine", [ProxyOptions(wcu_ceiling=3)], indirect=True)
+@pytest.mark.parametrize("shared_engine", [SMALL_CEILING], indirect=True)
 def test_a_key_past_its_write_ceiling_is_throttled_with_its_reason(engine: Engine) -> None:
     client = _client(engine.endpoint_url)
     pad = {"pad": {"S": "x" * 900}}  # 1 WCU an item
@@ -312,11 +335,7 @@ def test_a_key_past_its_write_ceiling_is_throttled_with_its_reason(engine: Engin
     assert engine.stats()["throttledKeys"][0]["refused"] >= 1
 
 
-@pytest.mark.parametrize(
-    "engine",
-    [ProxyOptions(wcu_ceiling=3, throttle_code="ProvisionedThroughputExceededException")],
-    indirect=True,
-)
+@pytest.mark.parametrize("shared_engine", [SMALL_PROVISIONED_CEILING], indirect=True)
 def test_a_provisioned_table_is_throttled_with_its_own_error(engine: Engine) -> None:
     client = _client(engine.endpoint_url)
     error = _hammer(client, lambda n: {"PK": {"S": "hot"}, "pad": {"S": "x" * 900}}).response
@@ -326,7 +345,7 @@ def test_a_provisioned_table_is_throttled_with_its_own_error(engine: Engine) -> 
     ]
 
 
-@pytest.mark.parametrize("engine", [ProxyOptions(wcu_ceiling=3)], indirect=True)
+@pytest.mark.parametrize("shared_engine", [SMALL_CEILING], indirect=True)
 def test_a_transaction_past_a_ceiling_is_cancelled_with_throttling_error(engine: Engine) -> None:
     client = _client(engine.endpoint_url)
     pad = {"pad": {"S": "x" * 900}}
