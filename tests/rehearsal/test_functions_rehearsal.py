@@ -52,22 +52,28 @@ def test_given_each_function_then_its_handler_resolves_to_a_file_inside_its_own_
 def test_given_a_function_process_then_nothing_of_the_project_venv_is_importable(
     rehearsal: Rehearsal, dependency_paths: tuple[Path, Path]
 ) -> None:
-    allowed = [f.asset for f in rehearsal.functions.values()] + list(dependency_paths)
+    # Resolved once: every invocation loads the same thousand-odd modules from the same places,
+    # and resolving each root again for each of them was most of this test's time.
+    allowed = {
+        root.resolve()
+        for root in [f.asset for f in rehearsal.functions.values()] + list(dependency_paths)
+    }
     # The standard library of the interpreter the functions ran under (Python 3.13 when present).
     stdlib = layer.lambda_python().stdlib.resolve()
+    judged: set[str] = set()
     for logical_id, probe in rehearsal.probes.items():
         assert probe == dict.fromkeys(DEV_ONLY_MODULES), f"{logical_id} imported {probe}"
         for invocation in rehearsal.invocations[logical_id]:
             for module, location in invocation.modules.items():
-                if module in (
-                    "__main__",
-                    "__mp_main__",
-                ):  # bootstrap.py, the stand-in for Lambda's runtime
+                # __main__: bootstrap.py, the stand-in for Lambda's runtime; a location already
+                # judged for another module or invocation is judged the same again.
+                if module in ("__main__", "__mp_main__") or location in judged:
                     continue
                 path = Path(location).resolve()
-                inside = [root for root in allowed if path.is_relative_to(root.resolve())]
+                inside = [root for root in allowed if path.is_relative_to(root)]
                 if inside or path.is_relative_to(stdlib):
                     assert "site-packages" not in path.parts or inside, (module, location)
+                    judged.add(location)
                     continue
                 raise AssertionError(f"{logical_id}: {module} came from {location}")
 
