@@ -12,16 +12,19 @@ alarm's period spans two scan intervals (infra/observability/alarms.py). So do
 OpenIndexMissingRows and OpenIndexStrayRows: while the record's open index is `open`, the open
 index compared with the scan's rows (two reads a GSI lag apart), else 0: no reader reads it.
 
-A read of the index that cannot reach every key's end within one run (its keys paced) finishes
-across runs: the run saves where each read stopped in the drift cursor item and publishes only
-DriftReadIncomplete = 1 and DriftReadPercent (of the last complete read, when there is one),
-never a partial count as a verdict; the run that completes it publishes the verdict and
+A read of the index that cannot reach every key's end within one run (its keys paced), or a
+base-table scan that cannot reach every segment's end, finishes across runs: the run saves where
+each read and each scan segment stopped in the drift cursor item and publishes only
+DriftReadIncomplete = 1 and DriftReadPercent (of the last complete read and scan, when there
+are), never a partial count as a verdict; the runs after it go on with the scan whether or not
+one is due, and the run that completes it publishes the verdict, the scan's counts and
 DriftReadIncomplete = 0. Every run publishes DriftReadIncomplete, so "no data" still means the
 guard did not run.
 
-A read that fails after botocore's retries, a scan or an open-index read that runs out of time,
-or a control record that cannot be read (beyond the provider's stale grace) fails the
-invocation: no partial numbers are published as if they were the truth.
+A read that fails after botocore's retries, an open-index read that runs out of time, or a
+control record that cannot be read (beyond the provider's stale grace) fails the invocation
+(the cursor keeps what the last run saved): no partial numbers are published as if they were
+the truth.
 """
 
 from __future__ import annotations

@@ -50,7 +50,13 @@ from saga_index.store.dynamo.retry import (
     botocore_resent,
     retry_transient,
 )
-from saga_index.store.dynamo.scan import PageListener, PageRead, SagaTableScanner, ScanOptions
+from saga_index.store.dynamo.scan import (
+    PageListener,
+    PageRead,
+    SagaTableScanner,
+    ScanIncompleteError,
+    ScanOptions,
+)
 from saga_index.store.dynamo.sizing import item_size, raw_bytes
 from saga_index.store.dynamo.target import IndexTarget
 
@@ -70,6 +76,7 @@ __all__ = [
     "PageRead",
     "RetryPolicy",
     "SagaTableScanner",
+    "ScanIncompleteError",
     "ScanOptions",
     "ThrottleCounter",
     "all_conditions",

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -47,9 +47,17 @@ _SAGA_PROJECTION = ("PK", "SK", "sagaId", "personId", "state", "GSI4PK", "GSI4SK
 class ScanIncompleteError(SagaIndexError):
     """The base-table scan ran out of time: no partial count is ever reported as a result."""
 
-    def __init__(self, unfinished: list[str], rows_read: int, budget_seconds: float) -> None:
+    def __init__(
+        self,
+        unfinished: list[str],
+        rows_read: int,
+        budget_seconds: float,
+        read_units: float = 0.0,
+    ) -> None:
         self.unfinished = list(unfinished)
         self.rows_read = rows_read
+        # What the pages read before the deadline cost: a scan that resumes counts them.
+        self.read_units = read_units
         super().__init__(
             f"base-table scan did not finish within {budget_seconds:.0f} s: "
             f"{len(self.unfinished)} segment(s) unfinished ({', '.join(self.unfinished)}) after "
@@ -138,6 +146,20 @@ class PageRead:
 PageListener = Callable[[PageRead], None]
 
 
+class SegmentPositions(Protocol):
+    """Where each segment of a scan that spans runs stands (the drift guard's cursor keeps it):
+    a segment at its end is not read again, another starts after its last key. `advanced`
+    hears of each page after its rows were visited, under the same lock as the visitor, so
+    what the visitor counted and where each segment stands always agree at a page's end,
+    which is the only place a scan stops."""
+
+    def segment_done(self, segment: int) -> bool: ...
+
+    def start_key(self, segment: int) -> Mapping[str, Any] | None: ...
+
+    def advanced(self, segment: int, last_key: Mapping[str, Any] | None) -> None: ...
+
+
 @dataclass(frozen=True)
 class ScanStats:
     """What a scan read and what it cost."""
@@ -210,11 +232,14 @@ class SagaTableScanner:
         *,
         deadline: float | None = None,
         on_page: PageListener | None = None,
+        positions: SegmentPositions | None = None,
     ) -> ScanStats:
         """Hand every saga row (deserialised) to `visit`, one call at a time (calls never
         overlap, in no particular order), keeping none. Errors as `scan`'s; rows already
         visited when one is raised are no result. `on_page`, when given, hears of each page
-        after its rows were visited (calls never overlap either)."""
+        after its rows were visited (calls never overlap either). With `positions`, each
+        segment resumes where they say and they hear of every page: what was visited before
+        ScanIncompleteError is then the part of a scan the next run does not read again."""
         options = self.options
         limiter = ReadRateLimiter(
             options.read_units_per_second, clock=self._clock, sleep=self._sleep
@@ -239,8 +264,10 @@ class SagaTableScanner:
                     visiting,
                     reads[n],
                     listener,
+                    positions,
                 )
                 for n in range(total)
+                if positions is None or not positions.segment_done(n)
             }
             for n, future in futures.items():
                 name = f"segment {n} of {total}"
@@ -263,7 +290,9 @@ class SagaTableScanner:
             raise EnumerationError(failures)
         rows = sum(r.rows for r in reads)
         if unfinished:
-            raise ScanIncompleteError(unfinished, rows, (deadline or started) - started)
+            raise ScanIncompleteError(
+                unfinished, rows, (deadline or started) - started, limiter.units_spent
+            )
         return ScanStats(
             rows=rows,
             requests=sum(r.requests for r in reads),
@@ -305,6 +334,7 @@ class SagaTableScanner:
         visiting: threading.Lock,
         read: _SegmentRead,
         listener: _Serialised | None = None,
+        positions: SegmentPositions | None = None,
     ) -> None:
         def before_each_page() -> None:
             if stop.is_set():
@@ -313,9 +343,11 @@ class SagaTableScanner:
                 raise _DeadlinePassed
             limiter.wait()
 
-        for response in paced_pages(
-            self.client.scan, self._request(segment), before_each=before_each_page
-        ):
+        request = self._request(segment)
+        start_key = None if positions is None else positions.start_key(segment)
+        if start_key:
+            request["ExclusiveStartKey"] = dict(start_key)
+        for response in paced_pages(self.client.scan, request, before_each=before_each_page):
             read.requests += 1
             raw_items = response.get("Items", [])
             scanned = int(response.get("ScannedCount", len(raw_items)))
@@ -330,6 +362,9 @@ class SagaTableScanner:
                     rows += 1
                     with visiting:
                         visit(item)
+            if positions is not None:
+                with visiting:
+                    positions.advanced(segment, response.get("LastEvaluatedKey"))
             if listener is not None:
                 listener(PageRead(scanned=scanned, rows=rows, read_units=units))
 

@@ -31,12 +31,7 @@ from saga_index.index import (
     keys,
     names,
 )
-from saga_index.layout_change.checks import (
-    Expectations,
-    ReadCounter,
-    ReadsDone,
-    Verdict,
-)
+from saga_index.layout_change.checks import Expectations, ReadCounter, ReadsDone, Verdict
 from saga_index.layout_change.checks.drift._beyond import read_beyond
 from saga_index.layout_change.checks.drift._cursor import DriftCursor, KeyProgress, ReadTracker
 from saga_index.layout_change.checks.drift._open_check import (
@@ -44,12 +39,8 @@ from saga_index.layout_change.checks.drift._open_check import (
     OPEN_CHECK_ATTRIBUTES,
     open_watch,
 )
-from saga_index.layout_change.checks.drift._report import (
-    SAMPLE_LIMIT,
-    DriftReport,
-    ReadTally,
-)
-from saga_index.layout_change.checks.drift._scan_check import with_scan
+from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, ReadTally
+from saga_index.layout_change.checks.drift._scan_check import ScanStopped, take_up_scan, with_scan
 from saga_index.layout_change.record import (
     ControlState,
     Phase,
@@ -169,14 +160,17 @@ class DriftChecker:
         COUNT and after each partition's read; the number to read is known after that COUNT
         (whether the legacy key is read too). `on_scan_page` hears of every page of the scan.
 
-        With a `cursor` (the guard's, across runs), each index read resumes where the cursor
-        says it stopped, and a read that meets `deadline` stops at its last page and raises
+        With a `cursor` (the guard's, across runs), each index read and the scan resume where
+        the cursor says they stopped, a scan under way is read on whether or not one is due,
+        and a read or scan that meets `deadline` stops at its last page and raises
         DriftReadIncomplete (what was read is in the cursor); the counts of a report then
         include what earlier runs of the same read counted.
         """
         expect = self.expect
         pacer = KeyReadPacer(self.index_pace, clock=self._clock, sleep=self._sleep)
         track = ReadTracker(cursor, pacer)
+        segments = self.scanner.options.segments
+        scan = take_up_scan(cursor, scan_unindexed, segments, self.routing.open_reads)
         legacy_rows, requests = self.count_legacy_rows(
             pacer, deadline, track.progress("count:" + keys.LEGACY_GSI4PK)
         )
@@ -200,7 +194,8 @@ class DriftChecker:
         for number, gsi4pk in enumerate(shard_keys):
             rows_per_shard[number] = per_key[gsi4pk].rows
             tally.merge(per_key[gsi4pk])
-        tally.merge(read_beyond(self, shard_count, pacer, deadline))
+        tally.merge(read_beyond(self, shard_count, pacer, deadline, track))
+        track.stop_unless_done()
         report = DriftReport(
             table_name=self.table_name,
             index_name=self.index_name,
@@ -220,10 +215,14 @@ class DriftChecker:
             requests=requests + tally.requests,
             index_read_units=pacer.units_spent,
         )
-        if not scan_unindexed:
+        if not scan_unindexed and scan is None:
             return report
         watch = open_watch(self, pacer, deadline, self._sleep, SAMPLE_LIMIT)
-        return with_scan(self.scanner, report, deadline, on_scan_page, watch)
+        try:
+            return with_scan(self.scanner, report, deadline, on_scan_page, watch, scan, self._clock)
+        except ScanStopped:
+            track.stop()
+            raise
 
     def _read_partitions(
         self,

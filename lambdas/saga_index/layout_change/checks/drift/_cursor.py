@@ -8,9 +8,11 @@ Attributes: `entityType`, `format` (CURSOR_FORMAT), `recordVersion` (the control
 the read was taken under; -1 when the record has none), `layout` (the routing it judges by),
 `takenAt`, `progress` (a JSON string: per read, the Query's LastEvaluatedKey, whether the read
 reached its end, and what it counted so far) and `lastReadUnits` (what the last complete read
-cost, the measure of "N % read"). A cursor taken under another record version or layout is
-discarded; one that does not parse is discarded with an error in the log; either way the read
-starts over, and nothing but this item is written.
+cost, the measure of "N % read"); while a base-table scan is under way, `scan` (a JSON string:
+per segment its LastEvaluatedKey, and what the scan counted so far: _scan_cursor), and
+`lastScanUnits` (what the last complete scan cost). A cursor taken under another record version
+or layout is discarded; one that does not parse is discarded with an error in the log; either
+way the read starts over, and nothing but this item is written.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from saga_index.index import SagaIndexError, names
 from saga_index.layout_change.checks import Verdict
 from saga_index.layout_change.checks.drift._report import ReadTally
+from saga_index.layout_change.checks.drift._scan_cursor import ScanCursorError, ScanProgress
 from saga_index.store.dynamo import deserialize, serialize, to_plain_json
 
 if TYPE_CHECKING:
@@ -101,40 +104,52 @@ class KeyProgress:
 
 @dataclass
 class DriftCursor:
-    """The read in progress (`reads`, by "count:<key>" / "read:<key>") under one record
-    version and layout, and what the last complete read cost."""
+    """The read in progress (`reads`, by "count:<key>" / "read:<key>", and `scan` when it
+    scans the base table) under one record version and layout, and what the last complete
+    read (and scan) cost."""
 
     record_version: int
     layout: str
     reads: dict[str, KeyProgress] = field(default_factory=dict)
     last_read_units: float | None = None
-    # What the runs of this read spent so far (their paced index reads).
+    # What the runs of this read spent so far (their paced index reads; the scan's own apart).
     units_read: float = 0.0
+    scan: ScanProgress | None = None
+    last_scan_units: float | None = None
 
     def progress(self, read: str) -> KeyProgress:
         return self.reads.setdefault(read, KeyProgress())
 
     def stopped(self, units: float) -> None:
-        """A run ended with the read unfinished, having spent `units`."""
+        """A run ended with the read unfinished, having spent `units` on the index."""
         self.units_read += units
 
     def completed(self, units: float) -> None:
-        """A run finished the read, having spent `units`: the next read starts over, measured
-        against this one."""
+        """A run finished the read, having spent `units` on the index: the next read starts
+        over, measured against this one (and against this scan, when it scanned)."""
         self.last_read_units = self.units_read + units
         self.units_read = 0.0
         self.reads = {}
+        if self.scan is not None:
+            self.last_scan_units = self.scan.units
+            self.scan = None
 
     @property
     def reads_done(self) -> int:
         return sum(p.done for p in self.reads.values())
 
     def percent_read(self) -> float | None:
-        """Of the last complete read's units (capped below 100 while incomplete); None before
-        any read has completed."""
+        """Of the last complete read's units, and while a scan is under way the last complete
+        scan's too (capped below 100 while incomplete); None before any read, or while
+        scanning any scan, has completed: no measure."""
         if not self.last_read_units:
             return None
-        return min(99.0, 100.0 * self.units_read / self.last_read_units)
+        whole, spent = self.last_read_units, self.units_read
+        if self.scan is not None:
+            if not self.last_scan_units:
+                return None
+            whole, spent = whole + self.last_scan_units, spent + self.scan.units
+        return min(99.0, 100.0 * spent / whole)
 
 
 def parse_cursor(item: dict[str, Any]) -> DriftCursor:
@@ -146,6 +161,7 @@ def parse_cursor(item: dict[str, Any]) -> DriftCursor:
         )
     version, layout = item.get("recordVersion"), item.get("layout")
     last, spent = item.get("lastReadUnits"), item.get("unitsRead", 0)
+    last_scan = item.get("lastScanUnits")
     if isinstance(version, bool) or not isinstance(version, int):
         raise CursorError(f"recordVersion must be an integer, got {version!r}")
     if not isinstance(layout, str) or not layout:
@@ -154,6 +170,10 @@ def parse_cursor(item: dict[str, Any]) -> DriftCursor:
         raise CursorError(f"lastReadUnits must be a number, got {last!r}")
     if isinstance(spent, bool) or not isinstance(spent, int | float) or spent < 0:
         raise CursorError(f"unitsRead must be a number >= 0, got {spent!r}")
+    if last_scan is not None and (
+        isinstance(last_scan, bool) or not isinstance(last_scan, int | float)
+    ):
+        raise CursorError(f"lastScanUnits must be a number, got {last_scan!r}")
     try:
         raw = json.loads(item.get("progress", ""))
     except (TypeError, ValueError) as err:
@@ -161,8 +181,22 @@ def parse_cursor(item: dict[str, Any]) -> DriftCursor:
     if not isinstance(raw, dict):
         raise CursorError(f"progress must be an object, got {raw!r}")
     reads = {str(name): KeyProgress.from_json(value) for name, value in raw.items()}
+    scan = None
+    if item.get("scan") is not None:
+        try:
+            scan = ScanProgress.from_json(json.loads(item["scan"]))
+        except (TypeError, ValueError) as err:
+            raise CursorError(f"scan is not JSON: {err}") from err
+        except ScanCursorError as err:
+            raise CursorError(f"scan: {err}") from err
     return DriftCursor(
-        version, layout, reads, float(last) if last is not None else None, float(spent)
+        version,
+        layout,
+        reads,
+        float(last) if last is not None else None,
+        float(spent),
+        scan,
+        float(last_scan) if last_scan is not None else None,
     )
 
 
@@ -193,7 +227,7 @@ class CursorStore:
             log.error("drift cursor discarded, the read starts over: it does not parse: %s", err)
             return DriftCursor(record_version, layout)
         if (cursor.record_version, cursor.layout) != (record_version, layout):
-            if cursor.reads:
+            if cursor.reads or cursor.scan is not None:
                 log.warning(
                     "drift cursor discarded, the read starts over: taken under record version "
                     "%s, layout %s; now version %s, layout %s",
@@ -202,7 +236,12 @@ class CursorStore:
                     record_version,
                     layout,
                 )
-            return DriftCursor(record_version, layout, last_read_units=cursor.last_read_units)
+            return DriftCursor(
+                record_version,
+                layout,
+                last_read_units=cursor.last_read_units,
+                last_scan_units=cursor.last_scan_units,
+            )
         return cursor
 
     def save(self, cursor: DriftCursor, taken_at: str) -> None:
@@ -220,6 +259,10 @@ class CursorStore:
         }
         if cursor.last_read_units is not None:
             item["lastReadUnits"] = Decimal(str(round(cursor.last_read_units, 1)))
+        if cursor.last_scan_units is not None:
+            item["lastScanUnits"] = Decimal(str(round(cursor.last_scan_units, 1)))
+        if cursor.scan is not None:
+            item["scan"] = json.dumps(cursor.scan.to_json(), sort_keys=True)
         self.client.put_item(TableName=self.table_name, Item=serialize(item))
 
 
@@ -231,9 +274,15 @@ class DriftReadIncomplete(Exception):
         self.cursor = cursor
         percent = cursor.percent_read()
         said = f"{percent:.0f} % read" if percent is not None else "percent unknown"
+        scan = cursor.scan
+        scanned = (
+            ""
+            if scan is None
+            else f"; the base-table scan: {sum(scan.done)} of {scan.segments} segments done"
+        )
         super().__init__(
             f"the drift read is incomplete ({said}; {cursor.reads_done} of "
-            f"{len(cursor.reads)} reads begun are done): the next run resumes it"
+            f"{len(cursor.reads)} reads begun are done{scanned}): the next run resumes it"
         )
 
 
@@ -255,7 +304,12 @@ class ReadTracker:
     def stop_unless_done(self) -> None:
         """DriftReadIncomplete when a read this run took up is not at its end (the run's units
         counted)."""
+        if not all(p.done for p in self._this_run):
+            self.stop()
+
+    def stop(self) -> None:
+        """DriftReadIncomplete (the run's index units counted); only with a cursor."""
         cursor = self.cursor
-        if cursor is not None and not all(p.done for p in self._this_run):
+        if cursor is not None:
             cursor.stopped(self.pacer.units_spent)
             raise DriftReadIncomplete(cursor)

@@ -109,14 +109,25 @@ class OpenIndexWatch:
         self._entries = self._reader().entries(self.index.partitions())
         self._listed = {pk for pks in self._entries.values() for pk in pks}
 
+    @property
+    def listed(self) -> set[str]:
+        """The table PKs the open index held on its first read."""
+        return self._listed
+
     def visit(self, row: dict[str, Any]) -> None:
         """Step 2, for each saga row the scan reads (one call at a time)."""
         if concerns_open_index(row, self._listed):
             self._rows[str(row["PK"])] = row
 
-    def findings(self) -> OpenIndexFindings:
-        """Step 3: what still differs after the re-check."""
-        differences = compare_open_index(self._rows.values(), self._entries, self.index)
+    def findings(self, *, whole_scan: bool = True) -> OpenIndexFindings:
+        """Step 3: what still differs after the re-check. `whole_scan` False: this run scanned
+        only part of the table (a scan across runs), so an entry whose row it did not see may
+        be a row an earlier run judged: only the entries of rows this run saw are compared."""
+        entries = self._entries
+        if not whole_scan:
+            seen = set(self._rows)
+            entries = {key: pks & seen for key, pks in entries.items()}
+        differences = compare_open_index(self._rows.values(), entries, self.index)
         if differences:
             reader = self._reader()
             if self.recheck_delay_seconds > 0:

@@ -251,9 +251,10 @@ class ScanFinding:
     """A scan finding: its exact count and its first rows by table key (at most SAMPLE_LIMIT,
     so the sample does not depend on the order the segments arrive in)."""
 
-    def __init__(self) -> None:
-        self.count = 0
-        self._rows: list[RowRef] = []
+    def __init__(self, count: int = 0, rows: tuple[RowRef, ...] = ()) -> None:
+        """Empty, or carrying what earlier runs of the same scan found (a scan across runs)."""
+        self.count = count
+        self._rows: list[RowRef] = list(rows)
 
     def add(self, item: Mapping[str, Any]) -> None:
         self.count += 1
