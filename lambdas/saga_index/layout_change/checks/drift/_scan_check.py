@@ -137,6 +137,11 @@ def _carry(
     only after their re-check: none of its rows is kept across runs)."""
     progress.rows += rows
     progress.units += units
+    if watch is not None:
+        # Its re-check was reserved before the scan (as long as the first read took, and the
+        # GSI lag); the scan may pass its own deadline by one page's wait for the scan's pace,
+        # which the handler's margin absorbs: the re-check is not refused for that.
+        watch.deadline = None
     for name, finding in (("unindexed", unindexed), ("stray", stray)):
         progress.found[name] = Found(finding.count, list(finding.sample()[:CURSOR_SAMPLE_LIMIT]))
     if watch is not None:
