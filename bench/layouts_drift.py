@@ -7,6 +7,14 @@ in any second (saga_index.store.dynamo.key_pace), 16 keys at a time, it must fin
 read budget: the Lambda timeout (one minute less than the 5-minute period) less the handler's
 20 s margin. The personId-keyed layout has no key set to read (its guard would be the base-table
 scan): no figures.
+
+A scanning read (every K-th run) adds the base-table scan, paced at its own rate over the whole
+table, after the index reads; both resume from the drift cursor across runs. `scanning_read_runs`
+plays it run by run (each run stops at a page's end, past its budget by at most one page's wait)
+and sets the runs it takes beside what the paced budget implies, ceil(units needed / units a run
+reads at the paces), with the verdict: whether it takes no more, and whether it completes before
+the guard's alarms would page on it (DriftReadIncomplete after DRIFT_READ_RUNS runs, the scan's
+counts after two scan intervals).
 """
 
 from __future__ import annotations
@@ -21,8 +29,10 @@ from bench.layouts_keys import LabLayout
 from bench.layouts_model import Aggregates, KeySpace, query_cost, row_keys
 from bench.output import emit, num
 from handlers.drift_guard import SAFETY_MARGIN_SECONDS
+from infra.observability.alarms import DRIFT_READ_RUNS
 from saga_index.index import DRIFT_GUARD
-from saga_index.store.dynamo import KeyReadPace
+from saga_index.layout_change.checks.drift import DEFAULT_SCAN_EVERY
+from saga_index.store.dynamo import KeyReadPace, ScanOptions
 
 GUARD_WORKERS = 16  # DriftChecker's max_workers: keys read at once
 # infra/drift.py: the timeout is one minute less than the period.
@@ -69,6 +79,46 @@ def drift_guard_figures(
         "driftRunSeconds": round(seconds, 1),
         "driftFitsRun": seconds <= RUN_READ_SECONDS,
         "driftRuns": max(1, math.ceil(seconds / RUN_READ_SECONDS)),
+        **scanning_read_runs(seconds, agg),
+    }
+
+
+def scanning_read_runs(
+    index_seconds: float, agg: Aggregates, scan_rate: float | None = None
+) -> dict[str, Any]:
+    """A scanning read (the index reads taking `index_seconds`, then the whole table scanned at
+    `scan_rate`, the guard's default 400 units a second) run by run: `driftScanRcu`, the runs it
+    takes (`driftScanReadRuns`), those the paced budget implies (`driftScanReadRunsImplied`),
+    and the verdict (`driftScanReadVerdict`): "as budgeted" when it takes no more, and whether
+    it completes before DriftReadIncomplete pages (its alarm: DRIFT_READ_RUNS runs)."""
+    rate = scan_rate or ScanOptions().read_units_per_second
+    units, pages = query_cost(
+        np.array([agg.saga_bytes + agg.other_bytes]), np.array([agg.saga_rows + agg.other_rows])
+    )
+    scan_units, page_count = float(units[0]), int(pages[0])
+    page_seconds = scan_units / page_count / rate
+    implied = max(1, math.ceil((index_seconds + scan_units / rate) / RUN_READ_SECONDS))
+    runs, index_left, pages_left = 0, index_seconds, page_count
+    while index_left > 0 or pages_left > 0:
+        runs += 1
+        spent = min(index_left, RUN_READ_SECONDS)
+        index_left -= spent
+        if index_left <= 0:
+            # The scanner checks its deadline before each page: it reads while time is left.
+            fit = math.ceil(max(0.0, RUN_READ_SECONDS - spent) / page_seconds)
+            pages_left -= min(pages_left, fit)
+    verdict = "as budgeted" if runs <= implied else f"{runs - implied} run(s) over budget"
+    scan_interval_runs = DEFAULT_SCAN_EVERY
+    # Every run but the last publishes DriftReadIncomplete = 1: DRIFT_READ_RUNS of them page.
+    if runs - 1 >= DRIFT_READ_RUNS:
+        verdict += f"; DriftReadIncomplete pages ({runs - 1} runs without a verdict)"
+    if runs > 2 * scan_interval_runs:
+        verdict += "; the scan alarms page on missing data"
+    return {
+        "driftScanRcu": round(scan_units, 1),
+        "driftScanReadRuns": runs,
+        "driftScanReadRunsImplied": implied,
+        "driftScanReadVerdict": verdict,
     }
 
 
@@ -83,6 +133,9 @@ def render_drift(rows: Sequence[Mapping[str, Any]]) -> None:
             num(row["driftKeyRcu"], 0),
             num(row["driftRunSeconds"], 0, " s"),
             "yes" if row["driftFitsRun"] else f"NO: {row['driftRuns']} runs",
+            num(row["driftScanRcu"], 0),
+            f"{row['driftScanReadRuns']} / {row['driftScanReadRunsImplied']}",
+            row["driftScanReadVerdict"],
         ]
         for row in rows
         if row.get("driftRunRcu") is not None
@@ -92,6 +145,17 @@ def render_drift(rows: Sequence[Mapping[str, Any]]) -> None:
         f"The drift guard's run: every GSI4 key read in full, at most {pace.units_per_key:.0f} "
         f"RCU per key in any second, {GUARD_WORKERS} keys at a time, within "
         f"{RUN_READ_SECONDS:.0f} s",
-        ["scale", "history", "layout", "run RCU", "largest key RCU", "paced time", "fits a run"],
+        [
+            "scale",
+            "history",
+            "layout",
+            "run RCU",
+            "largest key RCU",
+            "paced time",
+            "fits a run",
+            "scan RCU",
+            "scanning read: runs / budget implies",
+            "verdict",
+        ],
         table,
     )

@@ -209,10 +209,10 @@ def alarm_descriptions(
         query=queries.failures_query_name(JOB_DRIFT_GUARD),
     )
     texts[DRIFT_READ_INCOMPLETE] = runbook.describe(
-        "No run of the drift guard completed its read of the index for an hour (each run "
-        "reads on from where the last stopped; DriftReadPercent says how far it is), or the "
-        "guard published nothing: there is no drift verdict for that hour. This is not drift "
-        "found.",
+        "No run of the drift guard completed its read of the index (and, on a scanning read, of "
+        "the base table) for 90 minutes (each run reads on from where the last stopped; "
+        "DriftReadPercent says how far it is), or the guard published nothing: there is no "
+        "drift verdict for that time. This is not drift found.",
         anchor="driftreadincomplete",
         first=runbook.cli("drift --json"),
         note="the whole read from your shell, without the guard's time limit",

@@ -215,11 +215,11 @@ def test_an_incomplete_drift_read_has_its_own_alarm_apart_from_drift_found(
     alarm = alarm_for(template, "DriftReadIncomplete")
     assert alarm["AlarmName"] == "RenewalSagaIndex-DriftReadIncomplete"
     assert alarm["Namespace"] == "RenewalSagaIndex"
-    # Minimum over 5 minutes: one run that completed the read in the period makes it 0; an
-    # hour of incomplete runs (or of no data: a stopped guard) pages.
+    # Minimum over 5 minutes: one run that completed the read in the period makes it 0; 90
+    # minutes of incomplete runs (or of no data: a stopped guard) pages.
     assert (alarm["Statistic"], alarm["Period"]) == ("Minimum", 300)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
-    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (12, 12)
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (18, 18)
     assert alarm["TreatMissingData"] == "breaching"
     pages(template, alarm)
     description = alarm["AlarmDescription"]
