@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from handlers import drift_guard
 from handlers.drift_guard import handler
-from saga_index.index import Layout, Person, names
+from saga_index.index import Layout, Person, keys, names
 from saga_index.layout_change.checks.drift import (
     CursorStore,
     DriftChecker,
@@ -27,7 +27,7 @@ from saga_index.layout_change.checks.drift import (
 )
 from saga_index.layout_change.checks.drift._cursor import CURSOR_KEY
 from saga_index.layout_change.record import ControlStore
-from saga_index.store.dynamo import ScanOptions
+from saga_index.store.dynamo import KeyReadPace, ScanOptions
 from tests.support.backends import Backend, make_backend
 from tests.support.control_seed import seed_open_index, seed_state
 from tests.support.lambda_harness import FakeLambdaContext, as_function, emf_datapoints
@@ -38,6 +38,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 N = 4  # few keys: each run's index reads are few requests
 SERVICE = "drift-guard"
 HEALTHY, UNINDEXED, STRAY = 8, 3, 2  # 13 saga rows
+BEYOND_ROWS = 30
 SCAN_RATE = 0.5  # read units a second: a one-row page (estimated at half a unit) a second
 MARGIN_MS = 20_000  # what the handler keeps of a run's time
 RUN_BUDGET_MS = 30_000  # 10 s of scan a run: less than the whole scan
@@ -257,3 +258,41 @@ def test_an_open_index_difference_is_counted_once_across_the_runs_of_a_scan(
     assert report.open_index_stray_rows == 0
     assert report.unindexed_rows == UNINDEXED
     assert report.scanned_saga_rows == HEALTHY + UNINDEXED + STRAY
+
+
+def test_a_key_above_n_that_needs_more_than_a_run_is_read_across_runs_counted_once(
+    dynamo: Backend,
+) -> None:
+    # Given 30 rows on shard key N+1, which no reader of sharded(4) reads (the probes find it)
+    beyond = keys.sharded_gsi4pk(N + 1)
+    for n in range(BEYOND_ROWS):
+        dynamo.put_saga(f"s-by-{n:02d}", f"p-{n:02d}", gsi4pk=beyond)
+    clock = FakeClock()
+    checker = DriftChecker(
+        dynamo.client,
+        dynamo.table_name,
+        phase="sharded",
+        shard_count=N,
+        page_size=1,
+        # One read unit a second on each key once a page's worth is spent: a page a second.
+        index_pace=KeyReadPace(units_per_key=129),
+        max_workers=1,
+        clock=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    store = CursorStore(dynamo.client, dynamo.table_name)
+    cursor = store.resume(1, cursor_layout(checker.routing))
+    # When each run has 25 s, less than the key's 30 pages
+    runs = 0
+    while True:
+        runs += 1
+        try:
+            report = checker.check(scan_unindexed=False, deadline=clock.now + 25, cursor=cursor)
+            break
+        except DriftReadIncomplete:
+            assert runs < 5
+            store.save(cursor, "2026-07-10T10:05:00Z")
+            cursor = store.resume(1, cursor.layout)
+    # Then it took more than one run, and every row on it is counted once
+    assert runs >= 2
+    assert report.unexpected_sharded_rows == BEYOND_ROWS
