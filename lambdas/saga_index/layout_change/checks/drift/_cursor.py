@@ -130,9 +130,10 @@ class DriftCursor:
         self.last_read_units = self.units_read + units
         self.units_read = 0.0
         self.reads = {}
-        if self.scan is not None:
-            self.last_scan_units = self.scan.units
-            self.scan = None
+        scan = self.scan
+        if scan is not None:
+            self.last_scan_units = scan.units
+            self.scan = ScanProgress.fresh(scan.segments, scan.open_index) if scan.again else None
 
     @property
     def reads_done(self) -> int:
@@ -236,10 +237,14 @@ class CursorStore:
                     record_version,
                     layout,
                 )
+            # A scan under way starts over at once, not at the next due run: what it read
+            # was judged by another state, and the hour it was due for is not over.
+            scan = cursor.scan
             return DriftCursor(
                 record_version,
                 layout,
                 last_read_units=cursor.last_read_units,
+                scan=None if scan is None else ScanProgress.fresh(scan.segments, scan.open_index),
                 last_scan_units=cursor.last_scan_units,
             )
         return cursor

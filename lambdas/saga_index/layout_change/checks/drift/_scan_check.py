@@ -170,7 +170,9 @@ def take_up_scan(
     """The scan this run reads with the guard's cursor: the one under way (when it was taken
     with these segments and this open index; else it starts over, saying so), or a new one
     when a scan is due (kept in the cursor from the start, so a run that does not reach the
-    scan still leaves it for the next); None without a cursor or a scan to read."""
+    scan still leaves it for the next); None without a cursor or a scan to read. A scan due
+    while one that earlier runs began is under way starts when that one completes: a scan
+    longer than the interval is followed by the next at once, not at the next due run."""
     if cursor is None:
         return None
     judged_by = None if open_index is None else str(open_index)
@@ -187,5 +189,7 @@ def take_up_scan(
         scan = None
     if scan is None and (due or cursor.scan is not None):
         scan = ScanProgress.fresh(segments, judged_by)
+    elif scan is not None and due and scan.begun:
+        scan.again = True
     cursor.scan = scan
     return scan

@@ -62,6 +62,8 @@ class ScanProgress:
     rows: int = 0
     found: dict[str, Found] = field(default_factory=lambda: {name: Found() for name in FINDINGS})
     units: float = 0.0
+    # A scan fell due while this one was under way: the next starts as soon as this completes.
+    again: bool = False
 
     @classmethod
     def fresh(cls, segments: int, open_index: str | None) -> ScanProgress:
@@ -95,6 +97,7 @@ class ScanProgress:
             "done": self.done,
             "rows": self.rows,
             "units": round(self.units, 1),
+            "again": self.again,
             **{
                 name: {"count": f.count, "rows": [_row_json(row) for row in f.rows]}
                 for name, f in self.found.items()
@@ -126,6 +129,10 @@ class ScanProgress:
         if isinstance(units, bool) or not isinstance(units, int | float) or units < 0:
             raise ScanCursorError(f"units must be a number >= 0, got {units!r}")
         progress.units = float(units)
+        again = raw.get("again", False)
+        if not isinstance(again, bool):
+            raise ScanCursorError(f"again must be a boolean, got {again!r}")
+        progress.again = again
         for name in FINDINGS:
             progress.found[name] = _found(raw.get(name), name)
         return progress
