@@ -319,12 +319,36 @@ def test_the_assembly_is_stale_when_the_functions_asset_or_the_pager_changes() -
     assert not [path for path in asset if path.suffix == ".pyc" or "__pycache__" in path.parts]
 
 
-def test_given_no_template_when_loading_then_app_py_synthesises_it(
-    tmp_path: Path, owned_synth: Synthesised
+def test_given_no_template_when_loading_then_it_is_synthesised_there_and_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owned_synth: Synthesised
 ) -> None:
-    # Runs `python app.py` in a subprocess (~10 s): the path the demo and component tests take.
+    # What `python app.py` writes is the next test's; here, where it writes and what is read.
+    synthesised: list[Path] = []
+
+    def synthesise(outdir: Path) -> None:
+        synthesised.append(outdir)
+        (outdir / f"{STACK_NAME}.template.json").write_text(
+            owned_synth.template_path.read_text(encoding="utf-8"), encoding="utf-8"
+        )
+
+    monkeypatch.setattr(schema, "_synthesise", synthesise)
+    path = tmp_path / "out" / f"{STACK_NAME}.template.json"
+    path.parent.mkdir()
+
+    assert schema.load_template(path) == owned_synth.template_json
+    assert synthesised == [path.parent]
+    # Fresh now: read again without synthesising.
+    assert schema.load_template(path) == owned_synth.template_json
+    assert synthesised == [path.parent]
+
+
+def test_the_local_tables_template_is_app_py_synthesised_with_an_owned_table(
+    owned_synth: Synthesised,
+) -> None:
+    # `python app.py` in a subprocess (~18 s of CPU, once a session: the demo, the component
+    # and conformance tests and the deploy rehearsal share it in build/owned-table-synth).
     # cdk.json commits import mode; devkit passes the owned-table context itself.
-    loaded = schema.load_template(tmp_path / f"{STACK_NAME}.template.json")
+    loaded = schema.load_template()
 
     expected = owned_synth.template_json
     assert resources(loaded, TABLE) == resources(expected, TABLE)
