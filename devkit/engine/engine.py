@@ -69,6 +69,8 @@ class Engine:
         self._proxy: subprocess.Popen[bytes] | None = None
         self._log: Any = None
         self.endpoint_url = ""
+        # How the proxy's process ended once stopped (0: it shut down cleanly on SIGTERM).
+        self.proxy_exit_code: int | None = None
 
     def start(self, timeout: float = 30.0) -> Engine:
         if self.port and port_in_use(self.port):
@@ -166,6 +168,8 @@ class Engine:
     def stop(self) -> None:
         proxy, self._proxy = self._proxy, None
         stop_process(proxy)
+        if proxy is not None:
+            self.proxy_exit_code = proxy.returncode
         if proxy is not None and proxy.stdin is not None:
             with contextlib.suppress(OSError):
                 proxy.stdin.close()

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import os
 import signal
 import sys
 import threading
@@ -106,8 +107,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exit_with_stdin:
 
             def watch() -> None:
+                # The descriptor, not sys.stdin.buffer: a read of the buffered reader holds its
+                # lock, and a proxy stopped by SIGTERM while this thread waits there would wait
+                # a second for that lock at exit, then abort ("could not acquire lock for
+                # <stdin> at interpreter shutdown").
                 with contextlib.suppress(OSError, ValueError):
-                    sys.stdin.buffer.read()
+                    while os.read(sys.stdin.fileno(), 65536):
+                        pass
                 loop.call_soon_threadsafe(stop.set)
 
             threading.Thread(target=watch, name="stdin-watch", daemon=True).start()

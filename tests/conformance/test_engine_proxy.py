@@ -77,6 +77,9 @@ def shared_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
         patch.setenv("AWS_SECRET_ACCESS_KEY", "local")
         with Engine(options=options) as running:
             yield running
+    # Stopped (SIGTERM), the proxy shuts down cleanly: not an abort a second later for want of
+    # the stdin lock its exit-with-stdin watch held.
+    assert running.proxy_exit_code == 0
 
 
 @pytest.fixture
