@@ -6,6 +6,7 @@ the other client's requests are made inside it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,9 @@ from moto import mock_aws
 from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DynamoSemantics
+from saga_index.index import Layout
+from saga_index.store import SagaWriter
+from saga_index.store.dynamo import RetryPolicy
 from tests.support.backends import Backend, make_backend
 
 STATE = {"PK": {"S": "RSAGA_INDEX#CONTROL"}, "SK": {"S": "STATE"}}
@@ -103,6 +107,58 @@ def test_requests_during_a_transaction_meet_its_items(
     assert dynamo.get("RSAGA#b", "META") is None
     other.update_item(**_set(dynamo, STATE, "3"))
     assert dynamo.get(STATE["PK"]["S"], "STATE")["v"] == {"N": "3"}
+
+
+def test_a_saga_write_that_meets_a_backfills_transaction_is_sent_again_once_it_ends(
+    dynamo: Backend, synthesized_template: dict[str, Any]
+) -> None:
+    """A re-stamp's transaction holds the saga row; the writer's transition is refused with
+    TransactionConflictException (botocore does not resend it), waits, and lands once the
+    transaction has ended, on top of what the transaction wrote."""
+    semantics = DynamoSemantics(dynamo.table_name, clock=lambda: 5.0)
+    schema = _schema(dynamo, synthesized_template)
+    dynamo.put_saga("a", "p-1", state="OPENED")
+    in_flight, release = threading.Event(), threading.Event()
+
+    def hold(_seconds: float) -> None:
+        in_flight.set()
+        release.wait(10)
+
+    fenced = SemanticsHooks(semantics, schema, reader=dynamo.new_client(), sleep=hold).attach(
+        dynamo.new_client(max_attempts=1)
+    )
+    restamp = threading.Thread(
+        target=lambda: fenced.transact_write_items(
+            TransactItems=[{"Update": _set(dynamo, ROW, "2")}]
+        )
+    )
+    restamp.start()
+    assert in_flight.wait(10)
+    waits: list[float] = []
+
+    def back_off(seconds: float) -> None:
+        # The first attempt was refused: let the transaction end before the second.
+        waits.append(seconds)
+        release.set()
+        restamp.join(10)
+
+    other = SemanticsHooks(semantics, schema, reader=dynamo.new_client()).attach(
+        dynamo.new_client()
+    )
+    writer = SagaWriter(
+        other, dynamo.table_name, plan=Layout.sharded(16), retry=RetryPolicy(), sleep=back_off
+    )
+    try:
+        row = writer.transition(
+            saga_id="a", person_id="p-1", to_state="SIGNED", updated_at="2026-01-02T00:00:00Z"
+        )
+    finally:
+        release.set()
+        restamp.join(10)
+
+    assert len(waits) == 1, "one refusal, then the write landed"
+    assert row["state"] == "SIGNED"
+    assert row["v"] == 2, "on top of the transaction's write"
 
 
 @pytest.mark.parametrize(

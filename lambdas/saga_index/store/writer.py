@@ -7,11 +7,18 @@ The plan is fixed (`plan`), or followed (`follow`, called on every write: a Cont
 the record cannot be read the provider serves its last state for at most T + grace after reading
 it, then fails the write). A transition re-stamps GSI4PK too, so while rows move every touched
 row reaches the plan's key on its own.
+
+A write that meets a backfill's re-stamp of the same row is refused by DynamoDB while that
+transaction is in flight (TransactionConflictException: a single write never waits for a
+transaction, and botocore's retry modes do not resend it); the refused write changed nothing, so
+it is sent again with back-off (store.dynamo.retry_transient, as the control record's writes
+are), and only a write refused on every attempt fails, with RetryLaterError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +35,14 @@ from saga_index.index import (
     validate_state,
 )
 from saga_index.store.dynamo import (
+    DEFAULT_POLICY,
     Expression,
+    RetryPolicy,
     all_of,
     deserialize,
     is_condition_failed,
     request_expressions,
+    retry_transient,
     serialize,
     unchanged_since_read,
 )
@@ -115,9 +125,15 @@ class SagaWriter:
         *,
         plan: KeyPlan | None = None,
         follow: PlanSource | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.client = client
         self.table_name = table_name
+        # A write refused for now (a transaction on the row, a throttle past botocore's own
+        # retries) is sent again after these waits.
+        self.retry = retry
+        self._sleep = sleep
         if follow is not None and plan is None:
             self._follow: PlanSource = follow
         elif plan is not None and follow is None:
@@ -177,11 +193,17 @@ class SagaWriter:
         item["GSI4PK"] = gsi4pk
         if open_key:
             item[names.OPEN_INDEX_PARTITION_KEY] = open_key
+        request = {
+            "TableName": self.table_name,
+            "Item": serialize(item),
+            **request_expressions(condition=ROW_IS_NEW),
+        }
         try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=serialize(item),
-                **request_expressions(condition=ROW_IS_NEW),
+            retry_transient(
+                lambda: self.client.put_item(**request),
+                what=f"saga {saga_id!r}'s creation",
+                policy=self.retry,
+                sleep=self._sleep,
             )
         except ClientError as err:
             if is_condition_failed(err):
@@ -214,12 +236,18 @@ class SagaWriter:
         if expected_state is not None:
             state = serialize({":expected": validate_state(expected_state)})
             condition = all_of(condition, STILL_IN_EXPECTED_STATE.given(state))
+        request = {
+            "TableName": self.table_name,
+            "Key": serialize(keys.saga_table_key(saga_id)),
+            **request_expressions(update=change, condition=condition),
+            "ReturnValues": "ALL_NEW",
+        }
         try:
-            response = self.client.update_item(
-                TableName=self.table_name,
-                Key=serialize(keys.saga_table_key(saga_id)),
-                **request_expressions(update=change, condition=condition),
-                ReturnValues="ALL_NEW",
+            response = retry_transient(
+                lambda: self.client.update_item(**request),
+                what=f"saga {saga_id!r}'s transition to {to_state}",
+                policy=self.retry,
+                sleep=self._sleep,
             )
         except ClientError as err:
             if is_condition_failed(err):
