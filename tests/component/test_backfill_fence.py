@@ -58,6 +58,11 @@ def restamp_request(dynamo: Backend, saga_id: str) -> dict[str, Any]:
 
 
 def leased_fence(dynamo: Backend, clock: Clock, **kw: Any) -> tuple[LeaseFence, str]:
+    """A fence of a run that holds the lease and armed its slots. Unless a test gives its own,
+    its monotonic clock stands still and its sleeps pass at once: no heartbeat grows old and no
+    slot's pace waits while a loaded machine runs the test slowly."""
+    kw.setdefault("monotonic", lambda: 0.0)
+    kw.setdefault("sleep", lambda _seconds: None)
     plant(dynamo, "migrating")
     store = ControlStore(dynamo.client, dynamo.table_name)
     token = new_lease_token()
