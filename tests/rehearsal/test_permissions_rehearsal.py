@@ -49,8 +49,18 @@ JUSTIFIED_FOR: dict[tuple[str, str], tuple[frozenset[str], str]] = {
         "missing; a backfill then refuses to run, so the rehearsal (which restores the record "
         "before the backfill) exercises it through the drift guard and the sweeps instead",
     ),
+    ("dynamodb:Scan", "table"): (
+        frozenset({BACKFILL_HANDLERS["verify"]}),
+        "the verify step's projected Scan of the saga rows, made only for an open-index run (the "
+        "table compared with the open index); the rehearsal's record never starts the open "
+        "index's move (JUSTIFIED_INDEX), and the worker's Scan exercises the same action on the "
+        "table; tests/infra/test_read_requests_fit_policy.py drives that Scan against the grant",
+    ),
     ("dynamodb:GetItem", "table"): (
-        frozenset({BACKFILL_HANDLERS["worker"]}),
+        frozenset({BACKFILL_HANDLERS["worker"], "handlers.drift_guard.handler"}),
+        "the drift guard's re-read of a saga row the open index gets wrong, made only while the "
+        "open index is open (the rehearsal's record never starts its move: JUSTIFIED_INDEX; "
+        "tests/infra/test_read_requests_fit_policy.py drives it against the grant); and "
         "the fence's read of its segment's slot, made only when a re-stamp is refused (to say "
         "which epoch armed it); the rehearsal's run is never refused at a slot, and the plan "
         "step's arming exercises the same read of a slot",
