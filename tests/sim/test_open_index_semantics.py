@@ -13,6 +13,9 @@ it but assert the protocol only):
   next second's resend lands with its stamp. Spread over N = 16 keys, the same writes pass.
 
 Each fails if the layer did not see those writes: no conflict, no throttle on the open index.
+The writers here send each write once (`SagaWriter(retry=ONCE)`), so that what the layer answers
+one request is what the test sees; a SagaWriter sends a refused write again on its own
+(tests/component/test_dynamo_semantics_hooks.py shows a transition landing after a re-stamp).
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from saga_index.index import Layout, Person, names
+from saga_index.index import Layout, Person, RetryLaterError, names
 from saga_index.layout_change.backfill.open_row import STAMP, unchanged_since_read
 from saga_index.layout_change.record import OpenIndex, Routing
-from saga_index.store.dynamo import request_expressions, serialize
+from saga_index.store.dynamo import RetryPolicy, request_expressions, serialize
 from saga_index.store.writer import SagaWriter
 from tests.sim.clock import VirtualTime
 from tests.sim.harness import simulated_aws
@@ -41,6 +44,14 @@ N = 16
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
 OPENED_AT = "2026-01-01T00:00:00.000Z"
 SLOT = {"PK": {"S": "RSAGA_INDEX#FENCE#0"}, "SK": {"S": "SLOT"}}
+ONCE = RetryPolicy(attempts=1)
+
+
+def _refusal(err: ClientError | RetryLaterError) -> dict[str, Any]:
+    """DynamoDB's answer to the refused request (a SagaWriter's RetryLaterError chains it)."""
+    cause = err if isinstance(err, ClientError) else err.__cause__
+    assert isinstance(cause, ClientError), err
+    return dict(cause.response)
 
 
 def plan(open_shards: int) -> Routing:
@@ -63,8 +74,8 @@ def _task(table: SimTable, name: str, call: Any, seen: dict[str, Any]) -> Task:
         try:
             call(client)
             seen[name] = "ok"
-        except ClientError as err:
-            seen[name] = err.response["Error"]["Code"]
+        except (ClientError, RetryLaterError) as err:
+            seen[name] = _refusal(err)["Error"]["Code"]
 
     task = Task(name, body, table.time)
     task.start()
@@ -118,7 +129,7 @@ def test_a_close_meets_the_open_index_runs_stamp_in_flight_and_the_protocol_hold
     }
 
     def close(client: Any) -> None:
-        SagaWriter(client, TABLE, plan=plan(N)).transition(
+        SagaWriter(client, TABLE, plan=plan(N), retry=ONCE).transition(
             saga_id="r", person_id=person, to_state="SIGNED", updated_at=OPENED_AT
         )
 
@@ -155,7 +166,9 @@ def test_a_close_meets_the_open_index_runs_stamp_in_flight_and_the_protocol_hold
 def _create_until_throttled(table: SimTable, open_shards: int, count: int) -> list[str]:
     """`count` writers' creates of 40 KB open sagas in one second; the ones refused, each
     throttled on the open index."""
-    writer = SagaWriter(table.client_for("writers", faulty=False), TABLE, plan=plan(open_shards))
+    writer = SagaWriter(
+        table.client_for("writers", faulty=False), TABLE, plan=plan(open_shards), retry=ONCE
+    )
     refused: dict[str, dict[str, Any]] = {}
     for n in range(count):
         try:
@@ -166,8 +179,8 @@ def _create_until_throttled(table: SimTable, open_shards: int, count: int) -> li
                 opened_at=OPENED_AT,
                 extra={"payload": "x" * 40_000},
             )
-        except ClientError as err:
-            refused[f"s{n}"] = err.response
+        except RetryLaterError as err:
+            refused[f"s{n}"] = _refusal(err)
     for response in refused.values():
         assert response["Error"]["Code"] == "ThrottlingException"
         [reason] = response["throttlingReasons"]
@@ -187,7 +200,7 @@ def test_writers_stamping_one_open_index_key_meet_its_ceiling_and_a_resend_lands
     assert _row(table, "s25") is None, "a throttled create wrote nothing"
     # And the next second the resend lands, stamped
     table.time.advance(1.0)
-    writer = SagaWriter(table.client_for("writers", faulty=False), TABLE, plan=plan(1))
+    writer = SagaWriter(table.client_for("writers", faulty=False), TABLE, plan=plan(1), retry=ONCE)
     writer.create_saga(saga_id="s25", person_id="p-25", lease_id="l-25", opened_at=OPENED_AT)
     assert (_row(table, "s25") or {})[OPEN_KEY] == {"S": "RenewalSagaOpen#0"}
 

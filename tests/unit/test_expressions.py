@@ -208,8 +208,8 @@ def test_given_no_attribute_then_the_row_only_has_to_exist() -> None:
 
 
 def test_given_an_attribute_no_read_condition_holds_then_it_is_refused() -> None:
-    with pytest.raises(ValueError, match="state"):
-        unchanged_since_read({"state": {"S": "OPENED"}}, ("state",))
+    with pytest.raises(ValueError, match="updatedAt"):
+        unchanged_since_read({"updatedAt": {"S": "2026-01-01T00:00:00Z"}}, ("updatedAt",))
 
 
 # ---- what the builder refuses ------------------------------------------------------------------
