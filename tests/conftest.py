@@ -122,21 +122,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # --dist loadgroup would say the same, but pytest-xdist 3.8.0 writes the group into
 # `item._nodeid`, which pytest 9 no longer reads, so under pytest 9.2 the marks are ignored.
 _LAYER_GROUPS = {"infra", "rehearsal"}
-# The scopes handed out first, longest first (seconds summed on a 2-core machine, a fresh clone:
-# infra ~58, the simulator ~50, then 20-40 each): the run's wall time is its busiest worker's,
-# and a long scope started last keeps one worker busy after the other has run out of work.
-# The rest follow by number of tests, pytest-xdist's own order. Order only: what runs where
-# changes nothing a test sees.
+# The scopes handed out first, longest first (seconds summed on a 2-core machine, a fresh clone
+# of 2026-12-07: infra ~41, the simulator's protocol ~35, make local's rehearsal ~33, the
+# restore-from-rows safety ~32, the demo ~31, the benches ~27, then 15-22 each): the run's wall
+# time is its busiest worker's, and a long scope started last keeps one worker busy after the
+# other has run out of work. The rest follow by number of tests, pytest-xdist's own order.
+# Order only: what runs where changes nothing a test sees.
 _LONGEST_FIRST = (
     "tests/infra/",
     "tests/sim/test_protocol.py",
-    "tests/component/test_phase_cli.py",
-    "tests/component/test_backfill_state_machine.py",
-    "tests/component/test_cli_install.py",
-    "tests/rehearsal/",
-    "tests/component/test_backfill_cli.py",
+    "tests/conformance/test_local_rehearsal.py",
     "tests/component/test_phase_record_safety.py",
     "tests/component/test_demo_pipeline.py",
+    "tests/component/test_benches.py",
+    "tests/component/test_backfill_state_machine.py",
+    "tests/component/test_phase_cli.py",
+    "tests/conformance/test_engine_fences.py",
+    "tests/conformance/test_typescript_client.py",
+    "tests/component/test_fence_under_dynamodb_semantics.py",
+    "tests/component/test_layouts_bench.py",
+    "tests/conformance/test_backfill_dynalite.py",
+    "tests/conformance/test_drift_dynalite.py",
+    "tests/sim/test_open_index.py",
 )
 
 
