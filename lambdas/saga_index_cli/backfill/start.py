@@ -11,15 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from saga_index.index import SagaIndexError
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.lease import check_startable
 from saga_index_cli.backfill.advice import move_for, refusals_explained
 from saga_index_cli.backfill.follow import follow_to_end, report_followed, run_label
 from saga_index_cli.backfill.output import RunProgress
-from saga_index_cli.backfill.stop import stop_execution
+from saga_index_cli.backfill.stop import StopOnInterrupt
 from saga_index_cli.context import CliContext
 
 log = logging.getLogger("saga_index.cli.backfill")
@@ -52,22 +49,7 @@ def run_state_machine(
     )["executionArn"]
     log.info("started %s: %s", execution_arn, move.describe())
 
-    def stop() -> None:
-        # No new invocation starts; one already running stops at its next heartbeat once the
-        # lease is released. The next run skips what was moved.
-        try:
-            stop_execution(
-                cli, sfn, execution_arn, cause="Ctrl-C or SIGTERM", dry_run=request.dry_run
-            )
-        except (SagaIndexError, ClientError, BotoCoreError) as err:
-            log.error(
-                "could not stop %s or release its lease (%s): stop it with `saga-index "
-                "backfill --stop %s`",
-                execution_arn,
-                err,
-                execution_arn,
-            )
-
+    stop = StopOnInterrupt(cli, sfn, execution_arn, dry_run=request.dry_run)
     progress = RunProgress(label=run_label(request), total=request.total_segments, unit="segments")
     followed = follow_to_end(sfn, execution_arn, progress, poll_interval, on_interrupt=stop)
     return report_followed(

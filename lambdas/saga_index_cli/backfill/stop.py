@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+from botocore.exceptions import BotoCoreError, ClientError
 
+from saga_index.index import SagaIndexError
 from saga_index.layout_change.backfill import token_for_execution
 from saga_index.layout_change.lease import release_lease
 from saga_index_cli.backfill.executions import describe, request_of
@@ -88,6 +90,36 @@ def stop_execution(
             release_lease(store, token=token, clock=cli.hooks.clock)
             released = True
     return StopOutcome(execution_arn, status, stopped, released, dry_run, who)
+
+
+class StopOnInterrupt:
+    """What a followed execution does on Ctrl-C or SIGTERM (follow_to_end's on_interrupt): stop
+    it and release its lease. No new invocation starts; one already running stops at its next
+    heartbeat once the lease is released, and the next run skips what was moved. A stop that
+    fails is logged with the command that finishes it; `stopped` says whether one landed."""
+
+    def __init__(self, cli: CliContext, sfn: Any, execution_arn: str, *, dry_run: bool) -> None:
+        self.cli, self.sfn, self.execution_arn, self.dry_run = cli, sfn, execution_arn, dry_run
+        self.stopped = False
+
+    def __call__(self) -> None:
+        try:
+            stop_execution(
+                self.cli,
+                self.sfn,
+                self.execution_arn,
+                cause="Ctrl-C or SIGTERM",
+                dry_run=self.dry_run,
+            )
+            self.stopped = True
+        except (SagaIndexError, ClientError, BotoCoreError) as err:
+            log.error(
+                "could not stop %s or release its lease (%s): stop it with `saga-index "
+                "backfill --stop %s`",
+                self.execution_arn,
+                err,
+                self.execution_arn,
+            )
 
 
 def stop_command(cli: CliContext, sfn: Any, execution_arn: str, as_json: bool) -> int:

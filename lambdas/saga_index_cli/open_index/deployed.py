@@ -16,9 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from botocore.exceptions import BotoCoreError, ClientError
 
-from saga_index.index import InvalidInputError, SagaIndexError
+from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill import (
     BackfillRequest,
     BackfillSummary,
@@ -30,7 +29,7 @@ from saga_index.layout_change.record import BackfillDirection, BackfillKind, Con
 from saga_index_cli.backfill.executions import describe, request_of
 from saga_index_cli.backfill.follow import Followed, failure_message, follow_to_end
 from saga_index_cli.backfill.output import RunProgress
-from saga_index_cli.backfill.stop import STOPPED_BY_OPERATOR, stop_execution
+from saga_index_cli.backfill.stop import STOPPED_BY_OPERATOR, StopOnInterrupt
 from saga_index_cli.context import CliContext
 
 log = logging.getLogger("saga_index.cli.open_index")
@@ -77,26 +76,10 @@ def start_deployed(
         stateMachineArn=machine, name=name, input=json.dumps(request.to_json())
     )["executionArn"]
     log.info("started %s: the open index's backfill (%s)", execution_arn, verb)
-    stopped: list[bool] = []
-
-    def stop() -> None:
-        try:
-            stop_execution(
-                cli, sfn, execution_arn, cause="Ctrl-C or SIGTERM", dry_run=request.dry_run
-            )
-            stopped.append(True)
-        except (SagaIndexError, ClientError, BotoCoreError) as err:
-            log.error(
-                "could not stop %s or release its lease (%s): stop it with `saga-index "
-                "backfill --stop %s`",
-                execution_arn,
-                err,
-                execution_arn,
-            )
-
+    stop = StopOnInterrupt(cli, sfn, execution_arn, dry_run=request.dry_run)
     progress = RunProgress(label=_label(request), total=request.total_segments, unit="segments")
     followed = follow_to_end(sfn, execution_arn, progress, poll_interval, on_interrupt=stop)
-    return _outcome(followed, request, state, execution_arn, interrupted=bool(stopped))
+    return _outcome(followed, request, state, execution_arn, interrupted=stop.stopped)
 
 
 def follow_deployed(
