@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from saga_index.layout_change.backfill import (
     VerifyRequest,
 )
 from saga_index.layout_change.backfill.keeper import token_for_execution
+from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.lease import LeaseLostError
@@ -237,3 +239,81 @@ def test_given_a_throttled_invocation_then_the_next_one_goes_on_at_its_pace_and_
         r"segment 0: [5-8]\d\d/s of 1e\+03/s \(TableWriteProvisionedThroughputExceeded\)",
         lease.pace or "",
     ), lease.pace
+
+
+class VirtualTime:
+    """An invocation's own clock: it moves only when its bucket waits."""
+
+    def __init__(self, origin: float) -> None:
+        self.now = origin
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_given_a_segment_slowed_by_a_key_range_then_its_next_invocation_starts_slowed(
+    dynamo: Backend,
+) -> None:
+    # Given a leased two-segment run at the production cap, and segment 1's first re-stamp
+    # throttled for the hot key's range (botocore's retry lands it)
+    seed(dynamo)
+    plant(dynamo, "migrating")
+    request = BackfillRequest.model_validate(
+        {"direction": "forward", "totalSegments": 2, "maxWritesPerSecond": 1000, "dryRun": False}
+    )
+    run = plan_run(
+        dynamo.client, dynamo.table_name, PlanRequest(request=request, holder=EXECUTION)
+    ).run
+    worker = request.segment_requests(run)[1]
+    share = worker.max_writes_per_second  # 500/s: the segment's share of the run's cap
+    ThrottleInjector(
+        dynamo.client,
+        "TransactWriteItems",
+        times=1,
+        reasons=[{"reason": "IndexWriteKeyRangeThroughputExceeded", "resource": "index"}],
+    )
+
+    def invocation(
+        clock: VirtualTime, rows: int, **update: Any
+    ) -> tuple[SegmentResult, list[float]]:
+        """One worker invocation on `clock`, out of time after `rows` re-stamps; the virtual
+        times they were sent at."""
+        sent: list[float] = []
+        handler = lambda **_: sent.append(clock.now)  # noqa: E731
+        dynamo.client.meta.events.register("before-call.dynamodb.TransactWriteItems", handler)
+        bucket = TokenBucket(share, clock=clock, sleep=clock.sleep, rules=worker.pace_rules())
+        try:
+            result = run_leased_segment(
+                dynamo.client,
+                dynamo.table_name,
+                worker.model_copy(update=update),
+                remaining_seconds=lambda: 300.0 if len(sent) < rows else 0.0,
+                bucket=bucket,
+            ).unwrap()
+        finally:
+            dynamo.client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", handler)
+        return result, sent
+
+    # When its first invocation returns
+    first, _ = invocation(VirtualTime(1_000.0), 2)
+    # Then the pace it hands on carries the segment's slowdown: halved, the run's rate not
+    assert not first.done
+    assert first.pace is not None
+    assert (first.pace["slowedSegment"], first.pace["rate"]) == (1, share)
+    assert first.pace["segmentRate"] == pytest.approx(share / 2, rel=0.01)
+    assert first.pace["segmentReason"] == "IndexWriteKeyRangeThroughputExceeded"
+
+    # When the state machine hands it (through JSON) to the next invocation, on another clock
+    carried = SegmentResult.model_validate(first.to_json())
+    second, sent = invocation(VirtualTime(7.0), 100, cursor=carried.cursor, totals=carried)
+    # Then that invocation's re-stamps start at the slowed rate (one every 1/250 s, not the
+    # run bucket's burst at 500/s) and speed up gradually, held under 90 % of the throttled rate
+    assert second.done
+    rates = [1 / (later - earlier) for earlier, later in pairwise(sent)]
+    assert len(rates) >= 3
+    assert rates[0] == pytest.approx(share / 2, rel=0.01)
+    assert rates == sorted(rates)
+    assert rates[-1] < 0.9 * share

@@ -10,9 +10,14 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.pacer import Pacer, PaceRules, Scope, reasons_of, scope_of
+from saga_index.layout_change.backfill.wire import SegmentCounts
+
+# What a Step Functions worker accepts as the carried pace (wire.SegmentCounts.pace).
+WIRE: TypeAdapter[object] = TypeAdapter(SegmentCounts.model_fields["pace"].annotation)
 
 REASONS = [
     "TableWriteKeyRangeThroughputExceeded",
@@ -295,6 +300,50 @@ def test_given_a_snapshot_of_the_first_version_then_it_goes_on_from_its_rate() -
     assert pacer.pace().reason == "IndexWriteProvisionedThroughputExceeded"
     clock.now += 60  # the memory decayed: probing above it again
     assert pacer.run_rate() > 50
+
+
+def test_given_a_key_range_slowdown_then_the_segments_next_invocation_starts_slowed() -> None:
+    # A Step Functions worker's pacer: one segment (3), its share the whole cap.
+    first, second = Clock(), Clock()
+    second.now = 10.0  # another invocation's clock, another origin
+    pacer = Pacer(100, clock=first)
+    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=3)
+    first.now += 2
+    carried = WIRE.validate_python(pacer.snapshot(3))  # as the state machine carries it
+    later = Pacer(100, clock=second)
+    later.restore(carried)
+    assert later.run_rate() == 100  # the run is not slowed, in either invocation
+    # the segment starts its next invocation slowed, then recovers on the curve it was on
+    assert later.segment_rate(3) == pytest.approx(90 - 40 * math.exp(-2 / 8))
+    for _ in range(40):
+        assert later.segment_rate(3) == pytest.approx(pacer.segment_rate(3))
+        assert later.snapshot(3) == pytest.approx(pacer.snapshot(3))
+        first.now += 1
+        second.now += 1
+    first.now += 600
+    second.now += 600
+    # recovered: the run's rate governs it again, and nothing of it is carried on
+    assert later.segment_rate(3) is pacer.segment_rate(3) is None
+    assert "slowedSegment" not in later.snapshot(3)
+
+
+def test_given_a_snapshot_with_or_without_the_slowed_segment_then_either_worker_goes_on() -> None:
+    clock = Clock()
+    pacer = Pacer(100, clock=clock)
+    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=3)
+    newer, run_only = pacer.snapshot(3), pacer.snapshot()
+    # the first version's keys mean what they meant: an older worker restoring the newer
+    # snapshot (reading only those) goes on at the run's pace as it did
+    assert {k: v for k, v in newer.items() if k in run_only} == run_only
+    assert newer["slowedSegment"] == 3
+    # every added value is one the worker's `pace` accepts (an older worker's too)
+    assert WIRE.validate_python(newer) == newer
+    # a snapshot without them (an older worker's) starts the segment at the run's rate
+    older = Pacer(100, clock=clock)
+    older.restore(run_only)
+    assert older.segment_rate(3) is None
+    # another segment's invocation is not slowed by this one's carried state
+    assert pacer.snapshot(2) == run_only
 
 
 @pytest.mark.parametrize("floor", [0.0, -0.5, 1.5])

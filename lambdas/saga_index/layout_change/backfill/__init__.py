@@ -69,7 +69,8 @@ from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, token
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.open_readback import OpenVerify
-from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules, reasons_of
+from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, PaceRules
+from saga_index.layout_change.backfill.pacer import reasons_of
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import (
     count_source_rows,

@@ -30,7 +30,7 @@ from saga_index.layout_change.backfill.caps import (
     applied_cap_limit,
 )
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacer import DEFAULT_FLOOR_FRACTION, PaceRules
+from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, PaceRules
 from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,

@@ -28,6 +28,12 @@ again within a minute, one that did not costs a second of throttles barely over 
 Bounds: never above the cap (--max-writes-per-second or the record's throttle, the lower; a
 slowed segment: its share of the run's rate), never below `floor_fraction` of it but while paused
 (a slowed segment: its share of that), even under a remembered bad rate: a run always progresses.
+
+One pacer for a local run's whole life; in Step Functions one per worker invocation, which goes
+on from the previous invocation's `snapshot()` of that segment: the run's rate and memory, the
+pause, and the segment's own key-range slowdown while it lasts (its rate, curve and memory), so
+a segment that found the key full starts its next invocation slowed and recovers on the curve
+it was on. The arithmetic of one rate (its curve, its state as carried) is pace_curve's.
 """
 
 from __future__ import annotations
@@ -40,15 +46,11 @@ from enum import StrEnum
 from typing import Any, Final
 
 from saga_index.index import InvalidInputError
-
-# The least fraction of the cap the pace falls to (a run always makes progress), by default.
-DEFAULT_FLOOR_FRACTION: Final = 1 / 64
-# A probe rises by this share of where it started within `increase_interval` (on a cubic).
-PROBE_GAIN: Final = 0.5
-# A recovery closes all but e**-3 (5 %) of its gap to the hold within `increase_interval`.
-RECOVERY_SPEED: Final = 3.0
-# A rate this much above the rate a second ago is rising: a throttle then is the rise's.
-CLIMB: Final = 0.005
+from saga_index.layout_change.backfill.pace_curve import (
+    LimitState,
+    PaceLimit,
+    PaceRules,
+)
 
 
 class Scope(StrEnum):
@@ -87,29 +89,6 @@ def reasons_of(response: Mapping[str, Any] | None) -> list[str]:
 
 
 @dataclass(frozen=True)
-class PaceRules:
-    """The timings of the pace and its floor (module docstring: what each one does)."""
-
-    increase_interval: float = 24.0
-    decrease_interval: float = 1.0
-    bad_rate_seconds: float = 30.0
-    approach: float = 0.9
-    pause_seconds: float = 60.0
-    floor_fraction: float = DEFAULT_FLOOR_FRACTION
-
-    def __post_init__(self) -> None:
-        if not 0 < self.floor_fraction <= 1:
-            raise InvalidInputError(
-                f"pace floor must be a fraction of the cap in (0, 1], got {self.floor_fraction!r}"
-            )
-        for name in ("increase_interval", "decrease_interval", "bad_rate_seconds"):
-            if not getattr(self, name) > 0:
-                raise InvalidInputError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if not 0 < self.approach < 1 or not self.pause_seconds >= 0:
-            raise InvalidInputError("approach must be in (0, 1) and pause_seconds >= 0")
-
-
-@dataclass(frozen=True)
 class Pace:
     """The pace chosen, and why: what the progress line, status and the report show."""
 
@@ -137,72 +116,6 @@ class Pace:
         }
 
 
-@dataclass
-class _Limit:
-    """One adaptive rate (the run's, or one segment's) and its memory: the rate follows a curve
-    from `base` (set at `base_at`, a throttle or a pause's end), clamped by its caller."""
-
-    base: float
-    base_at: float = -math.inf
-    bad_rate: float | None = None
-    bad_until: float = -math.inf
-    last_decrease: float = -math.inf
-    reason: str = "cap"
-    rate: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.rate = self.base
-
-    def curve(self, t: float, rules: PaceRules) -> float:
-        """The rate at time `t`, unclamped: under a held memory, closing the gap to `approach`
-        of the bad rate (concave); once it decayed, a probe upward from there (convex)."""
-        since = max(0.0, t - self.base_at)
-        start = self.base
-        if self.bad_rate is not None:
-            hold = self.bad_rate * rules.approach
-            tau = rules.increase_interval / RECOVERY_SPEED
-            if t < self.bad_until:
-                return hold - max(0.0, hold - self.base) * math.exp(-since / tau)
-            held = max(0.0, self.bad_until - self.base_at)
-            start = hold - max(0.0, hold - self.base) * math.exp(-held / tau)
-            since = max(0.0, t - max(self.bad_until, self.base_at))
-        return start * (1 + PROBE_GAIN * (since / rules.increase_interval) ** 3)
-
-    def grow(self, now: float, ceiling: float, floor: float, rules: PaceRules) -> float:
-        """The rate now, within [floor, ceiling]; back at the ceiling with no memory holding,
-        it follows the ceiling from there (a probe's curve ends)."""
-        rate = self.curve(now, rules)
-        if rate >= ceiling and now >= self.bad_until:
-            self.base, self.base_at, self.bad_rate, self.reason = ceiling, now, None, "cap"
-        self.rate = max(floor, min(rate, ceiling))
-        return self.rate
-
-    def throttled(
-        self,
-        now: float,
-        bounds: tuple[float, float],
-        reason: str,
-        rules: PaceRules,
-        *,
-        resume: float | None = None,
-    ) -> bool:
-        """A throttle at the rate now (`bounds`: floor, ceiling), by the module's rules; a pause
-        (`resume`: when the pace starts again) halves whenever. False: not lowered."""
-        if resume is None and now - self.last_decrease < rules.decrease_interval:
-            return False
-        floor, ceiling = bounds
-        rate = self.grow(now, ceiling, floor, rules)
-        before = max(floor, min(self.curve(now - 1.0, rules), ceiling))
-        climbing = resume is None and rate > before * (1 + CLIMB)
-        start = now if resume is None else resume
-        lowered = max(floor, min(rate * rules.approach, before) if climbing else rate / 2)
-        self.bad_rate, self.bad_until = rate, start + rules.bad_rate_seconds
-        self.base, self.base_at = lowered, start
-        self.last_decrease, self.reason = now, reason
-        self.rate = lowered
-        return lowered < rate
-
-
 class Pacer:
     """The one pace of a backfill run (or of one Step Functions worker invocation).
 
@@ -227,8 +140,8 @@ class Pacer:
         # The segments sharing this pace: a segment slowed by a key range starts from its share.
         self.segments = segments
         self._clock = clock
-        self._run = _Limit(self.cap)
-        self._segments: dict[int, _Limit] = {}
+        self._run = PaceLimit(self.cap)
+        self._segments: dict[int, PaceLimit] = {}
         self._paused_until = -math.inf
         self._pause_reason = ""
         self._lock = threading.Lock()
@@ -286,7 +199,7 @@ class Pacer:
             return
         if scope is Scope.SEGMENT and segment is not None:
             share = run.rate / self.segments
-            limit = self._segments.setdefault(segment, _Limit(share, now))
+            limit = self._segments.setdefault(segment, PaceLimit(share, now))
             bounds = (self.segment_floor, share)
             if limit.throttled(now, bounds, name, self.rules):
                 self.decreases += 1
@@ -346,55 +259,72 @@ class Pacer:
 
     # ---- across invocations (a Step Functions segment's next invocation goes on from here) --
 
-    def snapshot(self) -> dict[str, Any]:
-        """The run-wide state, its times as ages (seconds before now: the invocations' clocks
-        need not share an origin). The first version's keys keep their meaning (a worker of
-        either version goes on from the other's); curveFrom and curveAge: the curve's start."""
+    def snapshot(self, segment: int | None = None) -> LimitState:
+        """The pace's state for the next invocation, its times as ages (seconds before now: the
+        invocations' clocks need not share an origin): the run's rate and memory under the
+        first version's keys (a worker of either version goes on from the other's; curveFrom
+        and curveAge: the curve's start), and, while a key range slows `segment` (the one the
+        next invocation runs), that segment's own under the same keys prefixed `segment` with
+        `slowedSegment` naming it. Every value is a number, a string or null: the worker's
+        `pace` (wire.SegmentCounts) accepts nothing else, an older worker's included."""
         with self._lock:
             now = self._clock()
             self._advance(now)
-            run = self._run
-            return {
-                "rate": run.rate,
-                "reason": run.reason,
-                "sinceDecrease": _age(now, run.last_decrease),
-                "badRate": run.bad_rate,
-                "badFor": max(0.0, run.bad_until - now) if run.bad_rate is not None else None,
-                "pausedFor": max(0.0, self._paused_until - now),
-                "pauseReason": self._pause_reason,
-                "curveFrom": run.base,
-                "curveAge": now - run.base_at if math.isfinite(run.base_at) else None,
-            }
+            saved = self._run.saved(now)
+            saved["pausedFor"] = max(0.0, self._paused_until - now)
+            saved["pauseReason"] = self._pause_reason
+            slowed = self._segments.get(segment) if segment is not None else None
+            if slowed is not None and segment is not None:
+                saved[SLOWED_SEGMENT] = float(segment)  # a JSON number, as the wire holds it
+                for name, value in slowed.saved(now).items():
+                    saved[_segment_key(name)] = value
+            return saved
 
     def restore(self, saved: Mapping[str, Any]) -> None:
         """Go on from `snapshot()`'s state (taken by an earlier invocation), within this cap. A
-        snapshot without the curve (the first version's) goes on from its rate, held."""
+        snapshot without the curve (the first version's) goes on from its rate, held; one
+        without a slowed segment (an older worker's, or none slowed) starts every segment at
+        the run's rate."""
         with self._lock:
             now = self._clock()
             run = self._run
-            rate = min(self.cap, max(self.floor, float(saved["rate"])))
-            run.reason = str(saved.get("reason", "cap"))
-            run.last_decrease = _when(now, saved.get("sinceDecrease"))
-            bad, bad_for = saved.get("badRate"), saved.get("badFor")
-            if bad is not None and bad_for is not None:
-                run.bad_rate, run.bad_until = float(bad), now + float(bad_for)
-            run.base = float(saved.get("curveFrom") or rate)
-            run.base_at = _when(now, saved.get("curveAge", 0.0))
+            run.restore(saved, now, min(self.cap, max(self.floor, float(saved["rate"]))))
             paused_for = float(saved.get("pausedFor") or 0.0)
             self._paused_until = now + paused_for if paused_for > 0 else -math.inf
             self._pause_reason = str(saved.get("pauseReason", ""))
             self._advance(now)
+            segment = saved.get(SLOWED_SEGMENT)
+            if segment is not None and saved.get(_segment_key("rate")) is not None:
+                # The slowdown goes on as it was (its own curve and memory), within its share of
+                # the run's rate now: the key it found full is likely full still.
+                state = {name: saved.get(_segment_key(name)) for name in SEGMENT_STATE_KEYS}
+                share = run.rate / self.segments
+                rate = min(share, max(self.segment_floor, float(state["rate"] or share)))
+                limit = PaceLimit(rate)
+                limit.restore(state, now, rate)
+                self._segments = {int(float(segment)): limit}
+                self._advance(now)
             self.lowest_rate = min(self.lowest_rate, run.rate)
+
+
+# The snapshot's key naming the segment whose key-range slowdown it carries.
+SLOWED_SEGMENT: Final = "slowedSegment"
+# A limit's keys (PaceLimit.saved); a slowed segment's are these prefixed `segment`.
+SEGMENT_STATE_KEYS: Final = (
+    "rate",
+    "reason",
+    "sinceDecrease",
+    "badRate",
+    "badFor",
+    "curveFrom",
+    "curveAge",
+)
+
+
+def _segment_key(name: str) -> str:
+    return "segment" + name[0].upper() + name[1:]
 
 
 def _check_rate(rate: float) -> None:
     if not rate > 0 or math.isinf(rate):
         raise InvalidInputError(f"rate must be a positive number of writes/s, got {rate!r}")
-
-
-def _age(now: float, then: float) -> float | None:
-    return None if math.isinf(then) else max(0.0, now - then)
-
-
-def _when(now: float, age: object) -> float:
-    return -math.inf if age is None else now - float(age)  # type: ignore[arg-type]

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from saga_index.index import SagaIndexError
-from saga_index.layout_change.backfill.pacer import Pace, Pacer, PaceRules
+from saga_index.layout_change.backfill.pace_curve import PaceRules
+from saga_index.layout_change.backfill.pacer import Pace, Pacer
 from saga_index.store.dynamo import ThrottleCounter
 
 log = logging.getLogger(__name__)

@@ -96,6 +96,7 @@ def run_leased_segment(
     *,
     remaining_seconds: Callable[[], float],
     safety_margin_seconds: float = DEFAULT_SAFETY_MARGIN_SECONDS,
+    bucket: TokenBucket | None = None,
 ) -> SegmentOutcome:
     """Re-stamp one segment from request.cursor until it is done or the deadline is near
     (segment.run_segment), under the run's lease (not for a dry run, which holds none).
@@ -107,13 +108,18 @@ def run_leased_segment(
     re-stamp is fenced (fence.py: a transaction that condition-checks this segment's fence slot
     for the run's lease epoch): a lease lost while it runs stops it before its next write: the
     outcome then carries the error.
-    remaining_seconds: the Lambda's remaining time.
+    remaining_seconds: the Lambda's remaining time. bucket: the invocation's token bucket, by
+    default one at the segment's rate whose waits end when the lease is lost (a test's: on
+    its own clock); the carried pace is restored into it either way.
     """
     stop = threading.Event()
-    bucket = TokenBucket(request.max_writes_per_second, sleep=stop.wait, rules=request.pace_rules())
+    bucket = bucket or TokenBucket(
+        request.max_writes_per_second, sleep=stop.wait, rules=request.pace_rules()
+    )
     carried_pace = request.totals.pace if request.totals is not None else None
     if carried_pace is not None:
-        # The pace and its memory go on from the segment's previous invocation.
+        # The pace and its memory go on from the segment's previous invocation, the segment's
+        # own key-range slowdown included.
         bucket.pacer.restore(carried_pace)
     token = request.run.lease_token
     # DynamoDB on AWS has transactions: every re-stamp proves the lease at write time.
@@ -148,7 +154,7 @@ def run_leased_segment(
         )
     # Only for the segment's next invocation: a finished segment's result (one of up to 1,000
     # the Map hands the verification) carries none.
-    result.pace = None if result.done else bucket.pacer.snapshot()
+    result.pace = None if result.done else bucket.pacer.snapshot(request.segment)
     # The pauses are this invocation's own (its metric) and the segment's running count.
     result.pace_pauses += bucket.pacer.pauses
     if result.invocation is not None:

@@ -1,0 +1,151 @@
+"""One adaptive rate of the backfill's pace (the run's, or one segment's slowed by a key range)
+and its timings: the curve it follows from a throttle, and its state as an invocation hands it
+to the next one (pacer.Pacer.snapshot). The rules themselves are in pacer's docstring; this is
+their arithmetic, pure, on the times the pacer passes in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from saga_index.index import InvalidInputError
+
+# The least fraction of the cap the pace falls to (a run always makes progress), by default.
+DEFAULT_FLOOR_FRACTION: Final = 1 / 64
+# A probe rises by this share of where it started within `increase_interval` (on a cubic).
+PROBE_GAIN: Final = 0.5
+# A recovery closes all but e**-3 (5 %) of its gap to the hold within `increase_interval`.
+RECOVERY_SPEED: Final = 3.0
+# A rate this much above the rate a second ago is rising: a throttle then is the rise's.
+CLIMB: Final = 0.005
+
+# A limit's state as a snapshot carries it: name -> a JSON number, string or null, which is all
+# a Step Functions worker's `pace` accepts (wire.SegmentCounts.pace).
+LimitState = dict[str, float | str | None]
+
+
+@dataclass(frozen=True)
+class PaceRules:
+    """The timings of the pace and its floor (pacer's docstring: what each one does)."""
+
+    increase_interval: float = 24.0
+    decrease_interval: float = 1.0
+    bad_rate_seconds: float = 30.0
+    approach: float = 0.9
+    pause_seconds: float = 60.0
+    floor_fraction: float = DEFAULT_FLOOR_FRACTION
+
+    def __post_init__(self) -> None:
+        if not 0 < self.floor_fraction <= 1:
+            raise InvalidInputError(
+                f"pace floor must be a fraction of the cap in (0, 1], got {self.floor_fraction!r}"
+            )
+        for name in ("increase_interval", "decrease_interval", "bad_rate_seconds"):
+            if not getattr(self, name) > 0:
+                raise InvalidInputError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not 0 < self.approach < 1 or not self.pause_seconds >= 0:
+            raise InvalidInputError("approach must be in (0, 1) and pause_seconds >= 0")
+
+
+@dataclass
+class PaceLimit:
+    """One adaptive rate (the run's, or one segment's) and its memory: the rate follows a curve
+    from `base` (set at `base_at`, a throttle or a pause's end), clamped by its caller."""
+
+    base: float
+    base_at: float = -math.inf
+    bad_rate: float | None = None
+    bad_until: float = -math.inf
+    last_decrease: float = -math.inf
+    reason: str = "cap"
+    rate: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rate = self.base
+
+    def curve(self, t: float, rules: PaceRules) -> float:
+        """The rate at time `t`, unclamped: under a held memory, closing the gap to `approach`
+        of the bad rate (concave); once it decayed, a probe upward from there (convex)."""
+        since = max(0.0, t - self.base_at)
+        start = self.base
+        if self.bad_rate is not None:
+            hold = self.bad_rate * rules.approach
+            tau = rules.increase_interval / RECOVERY_SPEED
+            if t < self.bad_until:
+                return hold - max(0.0, hold - self.base) * math.exp(-since / tau)
+            held = max(0.0, self.bad_until - self.base_at)
+            start = hold - max(0.0, hold - self.base) * math.exp(-held / tau)
+            since = max(0.0, t - max(self.bad_until, self.base_at))
+        return start * (1 + PROBE_GAIN * (since / rules.increase_interval) ** 3)
+
+    def grow(self, now: float, ceiling: float, floor: float, rules: PaceRules) -> float:
+        """The rate now, within [floor, ceiling]; back at the ceiling with no memory holding,
+        it follows the ceiling from there (a probe's curve ends)."""
+        rate = self.curve(now, rules)
+        if rate >= ceiling and now >= self.bad_until:
+            self.base, self.base_at, self.bad_rate, self.reason = ceiling, now, None, "cap"
+        self.rate = max(floor, min(rate, ceiling))
+        return self.rate
+
+    def throttled(
+        self,
+        now: float,
+        bounds: tuple[float, float],
+        reason: str,
+        rules: PaceRules,
+        *,
+        resume: float | None = None,
+    ) -> bool:
+        """A throttle at the rate now (`bounds`: floor, ceiling), by pacer's rules; a pause
+        (`resume`: when the pace starts again) halves whenever. False: not lowered."""
+        if resume is None and now - self.last_decrease < rules.decrease_interval:
+            return False
+        floor, ceiling = bounds
+        rate = self.grow(now, ceiling, floor, rules)
+        before = max(floor, min(self.curve(now - 1.0, rules), ceiling))
+        climbing = resume is None and rate > before * (1 + CLIMB)
+        start = now if resume is None else resume
+        lowered = max(floor, min(rate * rules.approach, before) if climbing else rate / 2)
+        self.bad_rate, self.bad_until = rate, start + rules.bad_rate_seconds
+        self.base, self.base_at = lowered, start
+        self.last_decrease, self.reason = now, reason
+        self.rate = lowered
+        return lowered < rate
+
+    # ---- across invocations: its times as ages (the invocations' clocks need not share an
+    # origin), under the names of the snapshot's first version
+
+    def saved(self, now: float) -> LimitState:
+        """This limit's state at `now` (grown to it by the caller)."""
+        return {
+            "rate": self.rate,
+            "reason": self.reason,
+            "sinceDecrease": _age(now, self.last_decrease),
+            "badRate": self.bad_rate,
+            "badFor": max(0.0, self.bad_until - now) if self.bad_rate is not None else None,
+            "curveFrom": self.base,
+            "curveAge": now - self.base_at if math.isfinite(self.base_at) else None,
+        }
+
+    def restore(self, saved: Mapping[str, Any], now: float, rate: float) -> None:
+        """Go on from `saved()`'s state; `rate`: its rate within the caller's bounds. A state
+        without the curve (the snapshot's first version) goes on from its rate, held."""
+        self.reason = str(saved.get("reason") or "cap")
+        self.last_decrease = _when(now, saved.get("sinceDecrease"))
+        bad, bad_for = saved.get("badRate"), saved.get("badFor")
+        if bad is not None and bad_for is not None:
+            self.bad_rate, self.bad_until = float(bad), now + float(bad_for)
+        self.base = float(saved.get("curveFrom") or rate)
+        self.base_at = _when(now, saved.get("curveAge", 0.0))
+        self.rate = rate
+
+
+def _age(now: float, then: float) -> float | None:
+    return None if math.isinf(then) else max(0.0, now - then)
+
+
+def _when(now: float, age: object) -> float:
+    return -math.inf if age is None else now - float(age)  # type: ignore[arg-type]
