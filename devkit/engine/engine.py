@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from devkit.dynalite import REPO_ROOT, DynaliteServer, log_tail, stop_process
 from devkit.engine.proxy import STATS_PATH, ProxyOptions
 from devkit.engine.serve import SERVING_LINE, PortInUseError
+from devkit.semantics.dilation import describe_time_scale
 from devkit.semantics.model import Stats
 
 RAW_NOTE = (
@@ -48,8 +50,9 @@ class Engine:
     """`with Engine() as engine: engine.endpoint_url`: dynalite behind the semantics proxy.
 
     `port`: the port clients connect to (the proxy's; dynalite's when `raw`), 0 for any free
-    one. `raw`: dynalite alone, no proxy. A port in use raises PortInUseError before anything
-    starts."""
+    one. `raw`: dynalite alone, no proxy. `time_scale`: the proxy's engine seconds per real
+    second (devkit.semantics.dilation; None: the options', real time by default; the raw engine
+    has no clock of its own). A port in use raises PortInUseError before anything starts."""
 
     def __init__(
         self,
@@ -59,9 +62,15 @@ class Engine:
         raw: bool = False,
         data_dir: Path | None = None,
         server_factory: Callable[..., DynaliteServer] = DynaliteServer,
+        time_scale: float | None = None,
     ) -> None:
         self.port = port
-        self.options = (options or ProxyOptions()).validate()
+        options = options or ProxyOptions()
+        if time_scale is not None:
+            options = replace(options, time_scale=time_scale)
+        self.options = options.validate()
+        if raw and self.options.time_scale != 1:
+            raise ValueError("the raw engine (dynalite alone) has no clock to dilate: no --raw")
         self.raw = raw
         self.server = server_factory(port=port or None, data_dir=data_dir) if raw else None
         self._data_dir = data_dir
@@ -96,6 +105,7 @@ class Engine:
         args += ["--throttle-code", options.throttle_code, "--in-flight", repr(options.in_flight)]
         args += ["--rcu-ceiling", repr(options.rcu_ceiling)]
         args += ["--wcu-ceiling", repr(options.wcu_ceiling)]
+        args += ["--time-scale", repr(options.time_scale)]
         args += [] if options.conflicts else ["--no-conflicts"]
         args += [] if options.ceilings else ["--no-ceilings"]
         paths = [str(REPO_ROOT), str(REPO_ROOT / "lambdas"), os.environ.get("PYTHONPATH", "")]
@@ -136,7 +146,8 @@ class Engine:
             f"the semantics proxy on {self.endpoint_url} (DynamoDB's transaction conflicts and "
             f"per-key ceilings, {self.options.rcu_ceiling:,.0f} RCU / "
             f"{self.options.wcu_ceiling:,.0f} WCU per key per second; transactions served "
-            f"by the proxy) in front of dynalite on {upstream}"
+            f"by the proxy; {describe_time_scale(self.options.time_scale)}) in front of "
+            f"dynalite on {upstream}"
         )
 
     def stats(self) -> dict[str, Any]:

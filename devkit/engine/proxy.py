@@ -17,7 +17,10 @@ A request is judged by its `X-Amz-Target` and JSON body, as DynamoDB judges it:
 
 A refusal is answered as DynamoDB answers it: HTTP 400, `x-amzn-ErrorType`, a JSON body whose
 `__type` is `com.amazonaws.dynamodb.v20120810#<code>` with the modelled fields (devkit.semantics
-.wire). The model's clock is this process's monotonic clock: a key's budget is per real second.
+.wire). The model's clock is this process's monotonic clock, slowed by the options' `time_scale`
+(devkit.semantics.dilation: engine seconds per real second, 1 by default): a key's budget is
+per whole engine second, and a transaction holds its items for its in-flight time in engine
+seconds (at 0.01 the 10 ms hold lasts a real second).
 
 Atomic as seen through the proxy: every write of an item (single or in a transaction) holds
 that item's lock for as long as it runs, so a transaction's condition checks, writes and
@@ -49,6 +52,7 @@ from devkit.capacity.units import PARTITION_RCU_CEILING, PARTITION_WCU_CEILING
 from devkit.engine.items import ItemLocks, TableModel
 from devkit.engine.transact import TokenMemory, transact_write
 from devkit.engine.upstream import Reply, Upstream, UpstreamError, json_reply, refusal_reply
+from devkit.semantics.dilation import REAL_TIME, check_time_scale, describe_time_scale, dilated
 from devkit.semantics.model import (
     DEFAULT_IN_FLIGHT_SECONDS,
     THROTTLE_CODES,
@@ -74,6 +78,8 @@ class ProxyOptions:
     in_flight: float = DEFAULT_IN_FLIGHT_SECONDS
     rcu_ceiling: float = PARTITION_RCU_CEILING
     wcu_ceiling: float = PARTITION_WCU_CEILING
+    # Engine seconds per real second (devkit.semantics.dilation): below 1, time is dilated.
+    time_scale: float = REAL_TIME
 
     def validate(self) -> ProxyOptions:
         if self.throttle_code not in THROTTLE_CODES:
@@ -82,6 +88,7 @@ class ProxyOptions:
             raise ValueError(f"in-flight must be zero or more seconds, got {self.in_flight!r}")
         if not (self.rcu_ceiling > 0 and self.wcu_ceiling > 0):
             raise ValueError("the per-key ceilings must be positive")
+        check_time_scale(self.time_scale)
         return self
 
     def semantics(self, table_name: str, clock: Callable[[], float]) -> DynamoSemantics:
@@ -104,6 +111,8 @@ class ProxyOptions:
             "inFlightSeconds": self.in_flight,
             "rcuCeiling": self.rcu_ceiling,
             "wcuCeiling": self.wcu_ceiling,
+            "timeScale": self.time_scale,
+            "time": describe_time_scale(self.time_scale),
         }
 
 
@@ -119,7 +128,8 @@ class SemanticsProxy:
     ) -> None:
         self.upstream = Upstream(upstream_url)
         self.options = options.validate()
-        self.clock = clock
+        # The model's clock: engine seconds (real ones unless the options dilate time).
+        self.clock = dilated(clock, self.options.time_scale)
         self.locks = ItemLocks()
         self.tables: dict[str, TableModel] = {}
         self.requests: Counter[str] = Counter()
@@ -215,6 +225,10 @@ class SemanticsProxy:
         schema = TableSchema.from_create_kwargs(reply.json()["Table"])
         model = TableModel(schema, self.options.semantics(table_name, self.clock))
         return self.tables.setdefault(table_name, model)
+
+    def real_seconds(self, engine_seconds: float) -> float:
+        """How long a wait of `engine_seconds` on the model's clock lasts in real seconds."""
+        return engine_seconds / self.options.time_scale
 
     def refuse(self, refusal: Refusal) -> Reply:
         if refusal.over is not None:

@@ -2,7 +2,12 @@
 
     python -m devkit.engine --upstream http://127.0.0.1:PORT [--port 0] [--no-conflicts]
         [--no-ceilings] [--throttle-code ProvisionedThroughputExceededException]
-        [--in-flight 0.01] [--rcu-ceiling 3000] [--wcu-ceiling 1000] [--exit-with-stdin]
+        [--in-flight 0.01] [--rcu-ceiling 3000] [--wcu-ceiling 1000] [--time-scale 1]
+        [--exit-with-stdin]
+
+--time-scale X: engine seconds per real second, in (0, 1] (devkit.semantics.dilation): the
+per-key ceilings are judged per engine second and a transaction's in-flight hold lasts its
+engine seconds (at 0.01, one engine second lasts 100 real seconds). 1, the default: real time.
 
 Prints `SERVING_LINE http://127.0.0.1:PORT` on stdout once it listens (PORT the one bound when
 --port 0). Exit 0 when stopped (SIGTERM, SIGINT, or its standard input closed with
@@ -25,6 +30,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from devkit.engine.proxy import ProxyOptions, SemanticsProxy
+from devkit.semantics.dilation import time_scale_argument
 from devkit.semantics.model import THROTTLE_CODES
 
 SERVING_LINE = "devkit.engine: serving"
@@ -52,6 +58,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[str, int, ProxyOptions, bool
     parser.add_argument("--in-flight", type=float, default=ProxyOptions.in_flight)
     parser.add_argument("--rcu-ceiling", type=float, default=ProxyOptions.rcu_ceiling)
     parser.add_argument("--wcu-ceiling", type=float, default=ProxyOptions.wcu_ceiling)
+    parser.add_argument(
+        "--time-scale",
+        type=time_scale_argument,
+        default=ProxyOptions.time_scale,
+        help="engine seconds per real second, in (0, 1] (default 1: real time)",
+    )
     parser.add_argument("--exit-with-stdin", action="store_true", help="stop when stdin closes")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
@@ -63,6 +75,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[str, int, ProxyOptions, bool
         in_flight=args.in_flight,
         rcu_ceiling=args.rcu_ceiling,
         wcu_ceiling=args.wcu_ceiling,
+        time_scale=args.time_scale,
     )
     try:
         options.validate()

@@ -67,6 +67,8 @@ class ProxyState(Protocol):
 
     async def model(self, table_name: Any) -> TableModel | None: ...
 
+    def real_seconds(self, engine_seconds: float) -> float: ...
+
     def refuse(self, refusal: Refusal) -> Reply: ...
 
 
@@ -176,10 +178,11 @@ async def transact_write(proxy: ProxyState, params: Mapping[str, Any]) -> Reply:
     try:
         async with proxy.locks.hold(step.ref for step in steps):
             reply = await _run(proxy, steps)
-        # An ongoing transaction holds its items at least for the model's in-flight time.
+        # An ongoing transaction holds its items at least for the model's in-flight time, in
+        # the model's (engine) seconds: a dilated clock makes the hold longer in real ones.
         left = max(transaction.until for transaction in begun.values()) - proxy.clock()
         if left > 0:
-            await asyncio.sleep(left)
+            await asyncio.sleep(proxy.real_seconds(left))
     finally:
         for table, transaction in begun.items():
             _model_of(steps, table).semantics.finish(transaction)

@@ -13,7 +13,10 @@ Every client of the run (its re-stamps, its heartbeats, the operator's commands)
 ONE model: in this process (`semantics`: botocore hooks on each client), or by the server the
 clients talk to (`semantics=None`, `server_stats`: the semantics proxy of devkit.engine, which
 judges every client at HTTP level). The outcome counts what each of them saw and, in this
-process only, what the re-stamps consumed.
+process only, what the re-stamps consumed. `time_scale` (devkit.semantics.dilation) runs the
+run's clocks (wall, monotonic) and waits (pacing, heartbeats, the fence's backoffs, the
+operator's turns) in engine seconds, as a dilated engine judges them; `poll_seconds` and
+`operator_every` are engine seconds then.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from devkit.capacity.pricing import Charge
 from devkit.capacity.table_schema import TableSchema
+from devkit.semantics.dilation import REAL_TIME, TimeScale
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DynamoSemantics, Stats
 from saga_index.index import CONTROL_PK, FENCE_PK_PREFIX, SagaIndexError
@@ -167,7 +171,12 @@ class _RunCharges:
 
 
 def _operator_loop(
-    store: ControlStore, stop: threading.Event, failures: list[str], every: float, rate: float
+    store: ControlStore,
+    stop: threading.Event,
+    failures: list[str],
+    every: float,
+    rate: float,
+    time_scale: TimeScale,
 ) -> None:
     """The operator's commands while the run runs, one every `every` seconds: mostly
     `backfill throttle` to the run's own cap (it changes nothing the run does), now and then a
@@ -179,7 +188,7 @@ def _operator_loop(
         lambda: resume_backfill(store, changed_by="ops", reason="off-peak"),
     ]
     turn = 0
-    while not stop.wait(every):
+    while not time_scale.wait(stop, every):
         try:
             commands[turn % len(commands)]()
         except (ClientError, BotoCoreError, SagaIndexError) as err:
@@ -205,6 +214,7 @@ def run_contended(
     operator_every: float | None = 0.03,
     clock: WallClock = utc_now,
     on_progress: Callable[[SegmentCounts], None] | None = None,
+    time_scale: TimeScale | None = None,
 ) -> Contended:
     """A forward backfill of the record's move (the caller seeded the rows and the record) in
     `segments` segments at `rate` writes/s, every client under `semantics` (None: the server
@@ -228,6 +238,14 @@ def run_contended(
         operator_client = operator.watch(new_client())
     stop_operator = threading.Event()
     failures: list[str] = []
+    scale = time_scale or TimeScale()
+    # Dilated: the run's clocks and waits are the engine's; else the caller's wall clock and
+    # the run's own real-time defaults.
+    clocks: dict[str, Any] = (
+        {"clock": scale.wall, "monotonic": scale.monotonic, "wait": scale.wait}
+        if scale.scale != REAL_TIME
+        else {"clock": clock}
+    )
     ops = threading.Thread(
         target=_operator_loop,
         args=(
@@ -236,6 +254,7 @@ def run_contended(
             failures,
             operator_every or 0.0,
             rate,
+            scale,
         ),
         name="contended-operator",
     )
@@ -255,11 +274,11 @@ def run_contended(
             request,
             holder="contended@host/1",
             store=ControlStore(keeper_client, table_name),
-            clock=clock,
             poll_seconds=poll_seconds,
             transactional_fence=fence.transactional,
             fence_check=fence.check,
             on_progress=on_progress,
+            **clocks,
         )
     finally:
         stop_operator.set()

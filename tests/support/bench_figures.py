@@ -30,6 +30,31 @@ def fence_figures(result: dict[str, Any]) -> None:
         assert wcu["rows"] == pytest.approx(2.0)
         assert wcu["index"] == pytest.approx(4.0)
         assert wcu["control"] >= 2.0
+    engine_fence_figures(result["on_engine"])
+
+
+def engine_fence_figures(result: dict[str, Any]) -> None:
+    """bench.fence's engine runs, their time dilated: the result says the scale, each run has
+    its rates per engine second beside the real one, and every row moved with the lease held."""
+    tiny = fence.ENGINE_TINY
+    assert result["time_scale"] == tiny["time_scale"]
+    assert result["time"] == ("engine time at 0.1x real time: 1 engine second = 10 real seconds")
+    assert [(r["fence"], r["segments"]) for r in result["runs"]] == [
+        (name, segments) for segments in tiny["segments"] for name in fence.ENGINE_FENCES
+    ]
+    for run in result["runs"]:
+        assert run["restamped"] == run["rows"]
+        assert run["lease_lost"] is None
+        # Engine seconds are the real ones times the scale, and the rates follow.
+        assert run["seconds"] == pytest.approx(run["real_seconds"] * tiny["time_scale"], abs=1e-3)
+        assert run["achieved_per_second"] == pytest.approx(
+            run["achieved_per_real_second"] / tiny["time_scale"]
+        )
+        for column in ("arming_seconds", "steady_per_second", "steady_over_cap"):
+            assert column in run
+        # The run paced on the engine's clock: its cap holds per engine second (on real
+        # seconds it would run as fast as this machine serves it, several times the cap).
+        assert run["achieved_over_cap"] <= 1.25
 
 
 def backfill_rate_figures(result: dict[str, Any]) -> None:

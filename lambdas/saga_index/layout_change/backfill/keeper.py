@@ -38,7 +38,7 @@ from saga_index.index import RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import BackfillRequest
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.pacing import TokenBucket, Wait, event_wait
 from saga_index.layout_change.backfill.slots import arm_fence
 from saga_index.layout_change.backfill.summary import BackfillSummary
 from saga_index.layout_change.backfill.wire import RunTicket
@@ -234,6 +234,7 @@ class LeaseKeeper:
     which segment's, in Step Functions, where each worker invocation paces its own segment.
     fence: the run's lease fence: every good heartbeat marks it (with the clocks' readings
     taken when the heartbeat was sent), and a lost lease closes it (and the bucket).
+    wait: how the thread waits poll_seconds of `monotonic`'s time between heartbeats.
     """
 
     def __init__(
@@ -253,6 +254,7 @@ class LeaseKeeper:
         fence: LeaseFence | None = None,
         on_apply: Callable[[ControlState], None] | None = None,
         pace_label: str = "",
+        wait: Wait = event_wait,
     ) -> None:
         self.store = store
         self.pace_label = pace_label
@@ -266,10 +268,8 @@ class LeaseKeeper:
         self.run_rate = own_rate if run_rate is None else run_rate
         self.share = share
         self.stop = stop or threading.Event()
-        self.clock = clock
-        self.ttl_seconds = ttl_seconds
-        self.poll_seconds = poll_seconds
-        self._monotonic = monotonic
+        self.clock, self.ttl_seconds, self.poll_seconds = clock, ttl_seconds, poll_seconds
+        self._monotonic, self._wait = monotonic, wait
         self.lost: LeaseLostError | None = None
         self.state: ControlState | None = None
         # Every cap applied, in the run's total units (the run's report), and every pause flag,
@@ -366,7 +366,7 @@ class LeaseKeeper:
                 log.warning("final backfill heartbeat failed: %s", err)
 
     def _beat(self) -> None:
-        while not self._done.wait(self.poll_seconds):
+        while not self._wait(self._done, self.poll_seconds):
             try:
                 self.heartbeat()
             except LeaseLostError as err:

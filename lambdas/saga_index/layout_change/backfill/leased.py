@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from saga_index.layout_change.backfill.fence import SLOT_CHECK, FenceCheck, LeaseFence
 from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, LeaseKeeper
-from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.pacing import TokenBucket, Wait, event_wait, sleeper
 from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.lease import LEASE_TTL_SECONDS, LeaseLostError
 from saga_index.layout_change.record import ControlState, ControlStore, WallClock, utc_now
@@ -52,6 +52,7 @@ def leased_run(
     on_control: Callable[[ControlState], None] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
     pace_label: str = "",
+    wait: Wait = event_wait,
 ) -> LeasedRun | None:
     """The fence and keeper of the run `ticket` names: the fence judges the re-stamps sent on
     `client`, the keeper heartbeats through `store` (the same table; its own client where the
@@ -59,8 +60,9 @@ def leased_run(
     nothing). `own_rate`, `share` and `run_rate`
     say how the record's throttle reaches this bucket (the keeper); `stop` is set when the
     lease is lost; `check` is what each fenced re-stamp condition-checks; `monotonic` is the
-    clock heartbeat ages are measured on; `pace_label` goes before the pace each heartbeat
-    reports (which segment's, in Step Functions)."""
+    clock heartbeat ages are measured on, and `wait` how both wait on it (the keeper's period,
+    the fence's backoffs and pace); `pace_label` goes before the pace each heartbeat reports
+    (which segment's, in Step Functions)."""
     token = ticket.lease_token
     if token is None:
         return None
@@ -75,6 +77,7 @@ def leased_run(
         transactional=transactional,
         clock=clock,
         monotonic=monotonic,
+        sleep=sleeper(wait),
         check=check,
     )
     keeper = LeaseKeeper(
@@ -92,6 +95,7 @@ def leased_run(
         on_apply=on_control,
         monotonic=monotonic,
         pace_label=pace_label,
+        wait=wait,
     )
     return LeasedRun(fence, keeper)
 

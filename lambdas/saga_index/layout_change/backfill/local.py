@@ -37,7 +37,7 @@ from saga_index.layout_change.backfill.open_readback import (
     finish_open_index,
     release_run,
 )
-from saga_index.layout_change.backfill.pacing import TokenBucket, throttle_count
+from saga_index.layout_change.backfill.pacing import TokenBucket, Wait, event_wait, throttle_count
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
@@ -78,11 +78,19 @@ class LocalRun(BaseModel):
         return not self.failures and not self.interrupted
 
 
-def paced_bucket(request: BackfillRequest, stop: threading.Event) -> TokenBucket:
-    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer."""
+def paced_bucket(
+    request: BackfillRequest,
+    stop: threading.Event,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    wait: Wait = event_wait,
+) -> TokenBucket:
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer,
+    on `clock` (its waits cut short by `stop`)."""
     return TokenBucket(
         request.max_writes_per_second,
-        sleep=stop.wait,
+        clock=clock,
+        sleep=lambda seconds: wait(stop, seconds),
         rules=request.pace_rules(),
         segments=request.total_segments,
     )
@@ -228,6 +236,7 @@ def backfill_locally(
     timing: ControlTiming = DEFAULT_TIMING,
     open_verify: OpenVerify = DEFAULT_OPEN_VERIFY,
     bucket: TokenBucket | None = None,
+    wait: Wait = event_wait,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
     Refused before anything runs: a direction the record's writers would undo (LeaseDirectionError),
@@ -238,7 +247,8 @@ def backfill_locally(
     (finish_backfill; open-index: open_readback, as `open_verify` says), an incomplete one only
     summarised; then the lease is released (release_run: a layout run's with its completion).
     on_start gets the ticket and state first; on_progress the live totals; on_control every state
-    the keeper applied. `monotonic`: the clock fence's clock. while_running wraps the segments' run
+    the keeper applied. `monotonic`: the run's clock (the clock fence's, the default bucket's), and
+    `wait` how the run waits on it (real seconds by default). while_running wraps the segments' run
     only (a progress display, handlers that set `stop`). Every write goes through the run's lease
     fence (transactional unless `transactional_fence` is False or the server has none; checking
     `fence_check`). `timing`: the margin an open-index run waits for.
@@ -255,7 +265,7 @@ def backfill_locally(
         arm=transactional_fence,
         timing=timing,
     )
-    bucket = bucket or paced_bucket(request, stop)
+    bucket = bucket or paced_bucket(request, stop, clock=monotonic, wait=wait)
     leased = leased_run(
         client,
         store,
@@ -270,6 +280,7 @@ def backfill_locally(
         transactional=transactional_fence,
         check=fence_check or SLOT_CHECK,
         on_control=on_control,
+        wait=wait,
     )
     fence, keeper = (leased.fence, leased.keeper) if leased is not None else (None, None)
     try:

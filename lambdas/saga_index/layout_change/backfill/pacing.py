@@ -18,6 +18,23 @@ from saga_index.store.dynamo import ThrottleCounter
 
 log = logging.getLogger(__name__)
 
+# How a run waits up to `seconds` of its monotonic clock for an event (True: it was set). Real
+# seconds by default; a harness whose clock runs slower than real time (devkit's dilation) waits
+# longer in real ones.
+Wait = Callable[[threading.Event, float], bool]
+
+
+def event_wait(event: threading.Event, seconds: float) -> bool:
+    return event.wait(seconds)
+
+
+def sleeper(wait: Wait) -> Callable[[float], object]:
+    """A sleep of `seconds` on `wait`'s clock: time.sleep for real seconds."""
+    if wait is event_wait:
+        return time.sleep
+    never = threading.Event()
+    return lambda seconds: wait(never, seconds)
+
 
 class SegmentThrottledError(SagaIndexError):
     """DynamoDB kept throttling after botocore's retries: the segment stops where it is.
