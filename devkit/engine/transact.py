@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from devkit.engine.items import ItemLocks, TableModel
 from devkit.engine.upstream import Reply, Upstream, UpstreamError, json_reply, refusal_reply
 from devkit.semantics.model import CANCELED, ItemRef, Refusal, Transaction
-from devkit.semantics.requests import Action, Touch, item_ref, write_cost
+from devkit.semantics.requests import Action, Touch, assigns_of, item_ref, write_cost
 
 KINDS = ("ConditionCheck", "Put", "Update", "Delete")
 MAX_ACTIONS = 100
@@ -270,10 +270,13 @@ async def _read(upstream: Upstream, steps: Sequence[_Step]) -> dict[ItemRef, Any
 
 
 def _touch(steps: Sequence[_Step], table: str) -> Touch:
+    # An Update's plain assignments go with it, as devkit.semantics.requests.touched gives them:
+    # without them its estimate could not see a GSI key it moves, and the index key it leaves
+    # would be charged after the fact but never refused.
     return Touch(
         "TransactWriteItems",
         tuple(
-            Action(step.kind, step.ref, step.key, step.body.get("Item"))
+            Action(step.kind, step.ref, step.key, step.body.get("Item"), assigns_of(step.body))
             for step in steps
             if step.table == table
         ),

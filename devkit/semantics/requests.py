@@ -81,14 +81,14 @@ def touched(schema: TableSchema, operation: str, params: Mapping[str, Any]) -> T
 def _action(schema: TableSchema, kind: str, body: Mapping[str, Any]) -> Action:
     item = body.get("Item")
     key = schema.key_of(item) if item is not None else dict(body["Key"])
-    return Action(kind, item_ref(schema, body["TableName"], key), key, item, _assigns(body))
+    return Action(kind, item_ref(schema, body["TableName"], key), key, item, assigns_of(body))
 
 
 _SET_CLAUSE = re.compile(r"\bSET\b(.*?)(?=\b(?:REMOVE|ADD|DELETE)\b|$)", re.IGNORECASE | re.DOTALL)
 _ASSIGNMENT = re.compile(r"^\s*(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)\s*$")
 
 
-def _assigns(body: Mapping[str, Any]) -> dict[str, Any]:
+def assigns_of(body: Mapping[str, Any]) -> dict[str, Any]:
     """The `SET name = :value` assignments of an update (others, e.g. if_not_exists or
     arithmetic, are left to the after-the-fact charge)."""
     expression = body.get("UpdateExpression")

@@ -338,6 +338,41 @@ def test_a_key_past_its_write_ceiling_is_throttled_with_its_reason(engine: Engin
     assert engine.stats()["throttledKeys"][0]["refused"] >= 1
 
 
+@pytest.mark.parametrize("shared_engine", [SMALL_CEILING], indirect=True)
+def test_a_transaction_moving_items_off_an_index_key_is_throttled_on_that_key(
+    engine: Engine,
+) -> None:
+    # A GSI key change is a delete under the old key: the transaction's estimate must see it
+    # (the update's SET of the index key), as a single UpdateItem's does, or the old key's
+    # ceiling would be charged but never enforced.
+    client = _client(engine.endpoint_url)
+    client.batch_write_item(
+        RequestItems={
+            TABLE: [
+                {"PutRequest": {"Item": {**_key(f"m{n}"), "GPK": {"S": "leaving"}}}}
+                for n in range(10)
+            ]
+        }
+    )
+    cancelled = []
+    for n in range(10):
+        move = {
+            "TableName": TABLE,
+            "Key": _key(f"m{n}"),
+            "UpdateExpression": "SET GPK = :new",
+            "ExpressionAttributeValues": {":new": {"S": f"arrived{n}"}},
+        }
+        try:
+            client.transact_write_items(TransactItems=[{"Update": move}])
+        except client.exceptions.TransactionCanceledException as err:
+            cancelled.append(err.response)
+    assert cancelled, "the old index key's ceiling was never enforced"
+    assert [r["Code"] for r in cancelled[0]["CancellationReasons"]] == ["ThrottlingError"]
+    assert {"target": "GSI", "key": "leaving", "refused": len(cancelled)} in (
+        engine.stats()["throttledKeys"]
+    )
+
+
 @pytest.mark.parametrize("shared_engine", [SMALL_PROVISIONED_CEILING], indirect=True)
 def test_a_provisioned_table_is_throttled_with_its_own_error(engine: Engine) -> None:
     client = _client(engine.endpoint_url)
