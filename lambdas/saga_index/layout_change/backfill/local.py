@@ -247,14 +247,11 @@ def backfill_locally(
     (finish_backfill; open-index: open_readback, as `open_verify` says), an incomplete one only
     summarised; then the lease is released (release_run: a layout run's with its completion).
     on_start gets the ticket and state first; on_progress the live totals; on_control every state
-    the keeper applied. `monotonic`: the run's clock (the clock fence's, the default bucket's), and
-    `wait` how the run waits on it (real seconds by default). while_running wraps the segments' run
-    only (a progress display, handlers that set `stop`). Every write goes through the run's lease
-    fence (transactional unless `transactional_fence` is False or the server has none; checking
-    `fence_check`). `timing`: the margin an open-index run waits for.
-    """
-    store = store or ControlStore(client, table_name)
-    stop = stop or threading.Event()
+    the keeper applied. `monotonic`: the run's clock, `wait` its waits (real seconds by default).
+    while_running wraps the segments' run only (a progress display, handlers that set `stop`). Every
+    write goes through the run's lease fence (transactional unless `transactional_fence` is False or
+    the server has none; checking `fence_check`). `timing`: the margin an open-index run awaits."""
+    store, stop = store or ControlStore(client, table_name), stop or threading.Event()
     ticket, state = take_run(
         store,
         request,
