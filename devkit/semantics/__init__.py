@@ -40,6 +40,8 @@ whole second).
   lost      lost answers: a request applied, its answer lost, its resends throttled (per
             attempt, below botocore's retry handler)
   contended a local backfill under the layer with an operator at work; the fences it may use
+  dilation  time dilation: an engine clock at a fraction of real time, and the waits on it (the
+            fast engine's --time-scale, bench.fence --engine)
   moto_harness  in-process moto for threads: requests served in turn, cheap transaction rollback
 The simulator's adapter lives with the simulator (tests/sim/table.py): it runs on virtual time.
 """
