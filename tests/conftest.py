@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from moto.core.botocore_stubber import BotocoreStubber
 
-from tests.support import moto_responses, moto_values
+from tests.support import moto_dispatch, moto_responses, moto_values
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_SESSION_TOKEN"):
@@ -50,6 +50,9 @@ _moto_request_lock = threading.RLock()
 
 def _one_request_at_a_time(self: BotocoreStubber, request: Any) -> Any:
     with _moto_request_lock:
+        answered = moto_dispatch.direct_answer(request)
+        if answered is not None:
+            return answered
         return _moto_process_request(self, request)
 
 
@@ -63,6 +66,10 @@ BotocoreStubber.process_request = _one_request_at_a_time  # type: ignore[method-
 # tests/unit/test_moto_responses.py and test_moto_values.py check both against moto's own.
 moto_responses.install()
 moto_values.install()
+# A DynamoDB request goes to moto's handler without being rebuilt as a web request, and each
+# handler's methods are listed once (tests/support/moto_dispatch.py; tests/unit/
+# test_moto_dispatch.py checks the answers against moto's own path).
+moto_dispatch.install()
 
 # Hypothesis times each example (a 200 ms deadline) and its input generation (the too_slow
 # health check) by the wall clock. On a shared 2-core machine a worker can wait seconds for a

@@ -20,8 +20,7 @@ from unittest import mock
 
 from moto import mock_aws
 
-from tests.sim import moto_direct
-from tests.support import moto_responses, moto_values
+from tests.support import moto_dispatch, moto_responses, moto_values
 
 if TYPE_CHECKING:
     from tests.sim.outcome import Outcome
@@ -57,6 +56,7 @@ def simulated_aws() -> Iterator[None]:
     # `python -m tests.sim` runs without tests/conftest.py, which installs these for pytest.
     moto_responses.install()
     moto_values.install()
+    moto_dispatch.install()
     env = {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -68,7 +68,6 @@ def simulated_aws() -> Iterator[None]:
         mock_aws(),
         mock.patch("saga_index.store.partitions.ThreadPoolExecutor", SerialExecutor),
         mock.patch("saga_index.store.dynamo.scan.ThreadPoolExecutor", SerialExecutor),
-        moto_direct.listed_once(),
     ):
         # The code under test logs every fault it meets; the trace says what happened.
         logging.disable(logging.CRITICAL)

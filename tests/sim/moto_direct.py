@@ -19,15 +19,10 @@ answers and errors are the same both ways and that the parser reads as botocore'
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
 from botocore.awsrequest import AWSResponse
 from botocore.parsers import JSONParser
-from moto.core import responses as moto_responses
 from moto.core.parse import PROTOCOL_PARSERS
 from moto.dynamodb.responses import DynamoHandler
 
@@ -144,12 +139,3 @@ def attach(client: Any) -> Any:
 
     client.meta.events.register("before-call.dynamodb", before_call)
     return client
-
-
-@contextmanager
-def listed_once() -> Iterator[None]:
-    """moto lists a handler's methods (inspect.getmembers) on every request to find the action;
-    a class's methods do not change while it runs, so each class is listed once."""
-    cached = functools.cache(moto_responses.method_names_from_class)
-    with mock.patch.object(moto_responses, "method_names_from_class", cached):
-        yield
