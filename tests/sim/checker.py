@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from saga_index.index import OPEN_STATES, InvalidKeyError, keys, names
-from saga_index.layout_change.record import ControlState, routing_for
+from saga_index.layout_change.record import ControlState, Routing, routing_for
 from saga_index.store.dynamo import deserialize
 from tests.sim.processes import ReadSeen
 from tests.sim.table import SimTable, TableKey, WriteRecord
@@ -144,8 +144,13 @@ class Checker:
         which every write's answer keeps current); with `scan`, also a consistent Scan of the
         base table itself: no row lost."""
         if state is not None:
+            # One routing for the whole pass: a row's verdict depends only on the state, its
+            # person and its GSI4PK.
+            routing = routing_for(state, None)
+            enumerated = set(routing.enumeration_keys())
+            read_keys: dict[str, tuple[str, ...] | None] = {}
             for key, row in self.rows.items():
-                self._check_read_key(state, key, row.item)
+                self._check_read_key(state, routing, enumerated, read_keys, key, row.item)
         if not scan:
             return
         seen: set[TableKey] = set()
@@ -158,15 +163,30 @@ class Checker:
         for key in seen - self.rows.keys():
             self.fail("resurrected", f"{key} is in the base table, written by no one")
 
-    def _check_read_key(self, state: ControlState, key: TableKey, item: dict[str, Any]) -> None:
-        routing = routing_for(state, None)
+    def _check_read_key(
+        self,
+        state: ControlState,
+        routing: Routing,
+        enumerated: set[str],
+        read_keys: dict[str, tuple[str, ...] | None],
+        key: TableKey,
+        item: dict[str, Any],
+    ) -> None:
         person = item.get("personId")
         gsi4pk = item.get("GSI4PK")
-        try:
-            read = routing.read_keys(person) if isinstance(person, str) else ()
-        except InvalidKeyError:
+        if not isinstance(person, str):
+            read: tuple[str, ...] | None = ()
+        elif person in read_keys:
+            read = read_keys[person]
+        else:
+            try:
+                read = tuple(routing.read_keys(person))
+            except InvalidKeyError:
+                read = None  # not a person any layout reads: nothing to check
+            read_keys[person] = read
+        if read is None:
             return
-        if gsi4pk not in read or gsi4pk not in routing.enumeration_keys():
+        if gsi4pk not in read or gsi4pk not in enumerated:
             message = (
                 f"{key[0]} (person {person}) is on {gsi4pk}, which state v{state.version} "
                 f"({state.phase.value}) does not read (it reads {', '.join(read)})"

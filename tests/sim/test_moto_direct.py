@@ -190,3 +190,58 @@ def test_the_parser_reads_answers_as_botocores_own(items: list[dict[str, Any]]) 
     body = json.dumps({"Items": items, "Count": len(items)}).encode()
     response = {"headers": {}, "status_code": 200, "body": body}
     assert moto_direct.parse(response, _QUERY) == _BOTOCORE.parse(response, _QUERY)
+
+
+@pytest.mark.parametrize(
+    ("checked", "refusal"),
+    [("c", "TransactionCanceled"), ("a", "multiple operations on one item")],
+)
+def test_a_refused_transaction_leaves_the_table_as_it_was_with_the_keyed_rollback(
+    clients: tuple[Any, Any], checked: str, refusal: str
+) -> None:
+    # moto_rollback backs up only the items a transaction names: moto runs its actions in
+    # order and rolls back when one failed (a condition: after the rest ran; a second action
+    # on one item: at once), so what it wrote must come back and what it created must go.
+    _, direct = clients
+    for sk in ("a", "b", "c"):
+        item = {"PK": {"S": "p"}, "SK": {"S": sk}, "v": {"N": "1"}}
+        direct.put_item(TableName="t-direct", Item=item)
+
+    def table() -> list[dict[str, Any]]:
+        return sorted(direct.scan(TableName="t-direct")["Items"], key=json.dumps)
+
+    def key(sk: str) -> dict[str, Any]:
+        return {"PK": {"S": "p"}, "SK": {"S": sk}}
+
+    before = table()
+    update = {
+        "TableName": "t-direct",
+        "Key": key("a"),
+        "UpdateExpression": "SET v = :two",
+        "ExpressionAttributeValues": {":two": {"N": "2"}},
+    }
+    with pytest.raises(ClientError, match=refusal):
+        direct.transact_write_items(
+            TransactItems=[
+                {"Update": update},
+                {"Put": {"TableName": "t-direct", "Item": key("new")}},
+                {"Delete": {"TableName": "t-direct", "Key": key("b")}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "t-direct",
+                        "Key": key(checked),
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                    }
+                },
+            ]
+        )
+    assert table() == before
+    direct.transact_write_items(
+        TransactItems=[
+            {"Update": update},
+            {"Put": {"TableName": "t-direct", "Item": key("new")}},
+            {"Delete": {"TableName": "t-direct", "Key": key("b")}},
+        ]
+    )
+    after = {item["SK"]["S"]: item.get("v") for item in table()}
+    assert after == {"a": {"N": "2"}, "c": {"N": "1"}, "new": None}
