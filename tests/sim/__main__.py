@@ -1,5 +1,7 @@
-"""`python -m tests.sim --seeds N [--start S] [--plan P]`: run more seeds (`make simulate`).
-Exit 1 on the first violation, printing its seed and trace."""
+"""`python -m tests.sim --seeds N [--start S] [--plan P | --schedule S]`: run more seeds (`make
+simulate`), each seed under the next schedule in turn (each plan's default world, then the
+backfill at production rate: tests/sim/schedules.py). Exit 1 on the first violation, printing
+its seed and trace."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 
 from tests.sim.harness import simulated_aws
 from tests.sim.runbook import ALL_PLANS
+from tests.sim.schedules import SCHEDULES
 from tests.sim.world import Scenario, simulate
 
 
@@ -20,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plan", choices=sorted(ALL_PLANS), help="one plan (default: each in turn)"
     )
+    parser.add_argument(
+        "--schedule",
+        choices=sorted(SCHEDULES),
+        help="one schedule (default: each in turn; a plan's name is its default world)",
+    )
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     args = parser.parse_args(argv)
     if args.seeds < 1:
@@ -27,15 +35,24 @@ def main(argv: list[str] | None = None) -> int:
     seeds = (
         [args.seed] if args.seed is not None else list(range(args.start, args.start + args.seeds))
     )
-    plans = [args.plan] if args.plan else sorted(ALL_PLANS)
+    if args.plan and args.schedule:
+        parser.error("--plan and --schedule name the world twice: give one")
+    if args.plan:
+        worlds = [Scenario(plan=args.plan)]
+    elif args.schedule:
+        worlds = [SCHEDULES[args.schedule]]
+    else:
+        worlds = list(SCHEDULES.values())
     started = time.monotonic()
     for n, seed in enumerate(seeds):
-        plan = plans[n % len(plans)]
+        scenario = worlds[n % len(worlds)]
         with simulated_aws():
-            outcome = simulate(seed, Scenario(plan=plan))
+            outcome = simulate(seed, scenario)
         print(
-            f"seed {seed} ({plan}): {'ok' if outcome.ok else 'VIOLATION'} "
-            f"({outcome.steps} steps, {outcome.reads_checked} reads; "
+            f"seed {seed} ({scenario.schedule or scenario.plan}): "
+            f"{'ok' if outcome.ok else 'VIOLATION'} "
+            f"({outcome.steps} steps, {outcome.reads_checked} reads, "
+            f"{outcome.conflicts} conflicts, {outcome.key_throttles} key throttles; "
             f"{' -> '.join(outcome.phases)})",
             flush=True,
         )

@@ -52,6 +52,7 @@ from saga_index.layout_change.record import (
     ControlStore,
 )
 from saga_index.store import SagaRepository, SagaWriter, utc_iso
+from saga_index.store.dynamo import RetryPolicy
 from saga_index.store.plan import KEEP_OPEN_KEY
 from tests.sim.clock import ProcessClock
 from tests.sim.scheduler import Task
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 
 # What a process may see go wrong and carry on from (a real service logs it and retries later).
 EXPECTED_ERRORS = (SagaIndexError, ClientError, BotoCoreError)
+# The page sizes by default (Scenario.read_page_size, scan_page_size): small, so that reads
+# and scans interleave with everything else.
 READ_PAGE_SIZE = 3
 SCAN_PAGE_SIZE = 2
 # The open-index run's verification: the CLI's re-check delay (waited on the process's virtual
@@ -127,7 +130,11 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             try:
                 routing = provider.routing()
                 repository = SagaRepository(
-                    client, TABLE, plan=routing, max_workers=1, page_size=READ_PAGE_SIZE
+                    client,
+                    TABLE,
+                    plan=routing,
+                    max_workers=1,
+                    page_size=sim.scenario.read_page_size,
                 )
                 if person is not None:
                     result = repository.get_sagas_by_person(person)
@@ -156,6 +163,18 @@ def reader(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
     return body
 
 
+@dataclass(frozen=True)
+class _SeededBackoff(RetryPolicy):
+    """The writers' back-off (the default policy), its jitter drawn from the process's own
+    random stream: a wait that passes on the virtual clock must replay with the seed."""
+
+    draw: Callable[[], float] = field(default=random.random, compare=False)
+
+    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
+        del rng  # retry_transient's default, the process-wide stream: not the seed's
+        return super().delay(attempt, self.draw)
+
+
 class KeepsOpenKeyOnClose(SagaWriter):
     """The known-bad writer (Scenario.close_removes_open_key False): a saga it closes keeps
     its OpenSagaPK, so the closed saga stays in the open index."""
@@ -170,7 +189,10 @@ def writer(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
         client = sim.table.client_for(process.name)
         provider = provider_for(sim, client, process)
         kind = SagaWriter if sim.scenario.close_removes_open_key else KeepsOpenKeyOnClose
-        saga_writer = kind(client, TABLE, follow=provider.routing)
+        backoff: dict[str, Any] = {}
+        if sim.scenario.virtual_backoff:
+            backoff = {"sleep": task.sleep, "retry": _SeededBackoff(draw=process.rng.random)}
+        saga_writer = kind(client, TABLE, follow=provider.routing, **backoff)
         task.sleep(process.rng.uniform(0.0, sim.timing.cache_seconds))
         while True:
             now = utc_iso(process.clock.wall())
@@ -190,7 +212,11 @@ def writer(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                     )
             except EXPECTED_ERRORS as err:
                 sim.note(process.name, f"write failed: {type(err).__name__}")
-            task.sleep(process.rng.uniform(2.0, 8.0))
+            burst = process.settings.get("burst", 0)
+            if burst:
+                process.settings["burst"] = burst - 1
+            think = sim.scenario.burst_think if burst else sim.scenario.writer_think
+            task.sleep(process.rng.uniform(*think))
 
     return body
 
@@ -261,7 +287,10 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
                 task.sleep(3.0)
         sim.note(process.name, f"lease taken: {ticket.move().describe()} v{state.version}")
         stop = threading.Event()
-        bucket = TokenBucket(rate, clock=process.clock.monotonic, sleep=task.sleep)
+        # Side by side, a key range slows a segment to its share of the run's rate, as in a
+        # local run's bucket (local.paced_bucket).
+        shares = {"segments": request.total_segments} if sim.scenario.concurrent_segments else {}
+        bucket = TokenBucket(rate, clock=process.clock.monotonic, sleep=_sleep_here, **shares)
         try:
             fence = _fence(sim, process, task, client, token, state.version)
         except EXPECTED_ERRORS as err:
@@ -295,10 +324,16 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             process.settings["run_not_started"] = True
             return
         process.settings["keeper"] = keeper
-        results = [
-            _segment(sim, process, task, client, segment, stop, bucket, fence)
-            for segment in request.segment_requests(ticket)
-        ]
+        if kind is BackfillKind.LAYOUT:
+            sim.burst_writers()
+        segments = request.segment_requests(ticket)
+        if sim.scenario.concurrent_segments:
+            results = _side_by_side(sim, process, task, client, segments, stop, bucket, fence)
+        else:
+            results = [
+                _segment(sim, process, task, client, segment, stop, bucket, fence)
+                for segment in segments
+            ]
         keeper._done.set()
         if keeper.lost is not None or any(r is None or not r.done for r in results):
             sim.note(process.name, f"run stopped: {keeper.lost}")
@@ -334,6 +369,41 @@ def worker(sim: Simulation, process: Process, task: Task) -> Callable[[], None]:
             return
 
     return body
+
+
+def _sleep_here(seconds: float) -> None:
+    """A virtual sleep of whichever task is calling (a run's segments share its bucket)."""
+    task = Task.current()
+    if task is None:
+        raise RuntimeError("a simulated process slept outside its tasks")
+    task.sleep(seconds)
+
+
+def _side_by_side(
+    sim: Simulation,
+    process: Process,
+    task: Task,
+    client: Any,
+    segments: list[Any],
+    stop: threading.Event,
+    bucket: TokenBucket,
+    fence: Any,
+) -> list[Any]:
+    """Every segment on a task of its own, as run_backfill's threads: the run's one bucket and
+    fence shared, the main task waiting for them all (a crash or pause of the process stops
+    them all alike). A failed segment stops the others, as run_backfill's first failure does."""
+    results: dict[int, Any] = {}
+
+    def one(segment: Any) -> None:
+        result = _segment(sim, process, task, client, segment, stop, bucket, fence)
+        results[segment.segment] = result
+        if result is None:
+            stop.set()
+
+    runs = [sim.add_task(process, f"segment{s.segment}", lambda _t, s=s: one(s)) for s in segments]
+    while not all(run.done for run in runs):
+        task.sleep(0.1)
+    return [results.get(s.segment) for s in segments]
 
 
 def _open_direction(
@@ -405,7 +475,7 @@ def _fence(
         transactional=sim.scenario.fence == "transactional",
         clock=process.clock.wall,
         monotonic=process.clock.monotonic,
-        sleep=task.sleep,
+        sleep=_sleep_here,
     )
 
 
@@ -431,12 +501,12 @@ def _segment(
                 segment,
                 stop=stop,
                 bucket=bucket,
-                page_size=SCAN_PAGE_SIZE,
+                page_size=sim.scenario.scan_page_size,
                 **({} if fence is None else {"fence": fence}),
             )
         except EXPECTED_ERRORS as err:
             sim.note(process.name, f"segment {segment.segment} failed: {type(err).__name__}")
-            task.sleep(5.0)
+            _sleep_here(5.0)
     return None
 
 
@@ -464,7 +534,7 @@ def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], N
                     TABLE,
                     state=store.read(),
                     max_workers=1,
-                    page_size=SCAN_PAGE_SIZE,
+                    page_size=sim.scenario.scan_page_size,
                     open_recheck_seconds=0,
                 ).check(scan_unindexed=True)
             except EXPECTED_ERRORS as err:

@@ -105,6 +105,40 @@ class Scenario:
     max_steps: int = 60000
     max_seconds: float = 2400.0
     quiet_seconds: float = 150.0
+    # A step's latency: exponential with this mean, plus `request_floor` (a request's least).
+    # The whole world runs one request at a time, so these bound its requests per virtual
+    # second: at the defaults ~95, under the backfill's rate in the schedules at production
+    # rate, which shorten them.
+    request_seconds: float = REQUEST_SECONDS
+    request_floor: float = 0.0005
+    # The worker runs its segments side by side (a task each, sharing the run's bucket, as a
+    # local run's threads do), not one after the other: one segment's fenced re-stamps wait for
+    # each transaction's in-flight time, so only side by side do they reach 1,000 writes/s.
+    concurrent_segments: bool = False
+    # A service writer's think time between writes (uniform, seconds).
+    writer_think: tuple[float, float] = (2.0, 8.0)
+    # When a layout run starts writing, every writer wakes and writes this many times back to
+    # back, `burst_think` apart (a sweep claiming its sagas). Why: a run's re-stamp holds its
+    # row for the transaction's in-flight time (10 ms), so the conflicts a run meets come to
+    # about the writers' writes per second x 10 ms, however many rows and whatever its rate:
+    # ~0.05 a run at the ADR's ~5 saga writes/s. A burst on the run meets them within a seed
+    # without the writers writing that fast all along (each write is a step).
+    writer_burst: int = 0
+    burst_think: tuple[float, float] = (0.005, 0.02)
+    # The readers' Query page and the backfill's and drift guard's Scan page (small by
+    # default, so that they interleave with everything else; a table of hundreds of rows
+    # takes larger ones for its reads to stay affordable).
+    read_page_size: int = processes.READ_PAGE_SIZE
+    scan_page_size: int = processes.SCAN_PAGE_SIZE
+    # A service writer's back-off after a refused write (a conflict, a throttle) waits on the
+    # virtual clock. Off by default: the seeds pinned before it replay as they were (their
+    # writers' back-off passed no virtual time).
+    virtual_backoff: bool = False
+    # Bytes of payload on each seeded saga (production rows are 1-2 KB: each re-stamp then
+    # costs the hot legacy key 2 WCU of its 1,000 a second).
+    saga_payload: int = 0
+    # The schedule's name, when it is not its plan's default (`python -m tests.sim --schedule`).
+    schedule: str = ""
 
 
 @dataclass
@@ -162,6 +196,8 @@ class Simulation:
                     "GSI4SK": keys.gsi4sk(person, opened.replace("+00:00", "Z")),
                 }
             )
+            if self.scenario.saga_payload:
+                item["payload"] = {"S": "x" * self.scenario.saga_payload}
             self.table.seed(item)
             self.checker.seed(item)
             self.sagas.append((saga_id, person))
@@ -204,6 +240,18 @@ class Simulation:
 
     def start_stamper(self) -> processes.Process:
         return self.spawn("stamper")
+
+    def burst_writers(self) -> None:
+        """A layout run starts writing: every writer cuts its think short and writes
+        `writer_burst` times back to back (nothing when the scenario has no burst)."""
+        if not self.scenario.writer_burst:
+            return
+        for process in self.processes:
+            if process.role == "writer" and not process.done and not process.crashed:
+                process.settings["burst"] = self.scenario.writer_burst
+                for task in process.tasks:
+                    if task.label.startswith("sleep"):
+                        task.wake_at = min(task.wake_at, self.time.now)
 
     def run_finished(self, worker: processes.Process) -> bool:
         """The operator's view of a run: its process ended (released, lost or refused), and a
@@ -263,11 +311,13 @@ class Simulation:
             self.checker.reads_checked,
             self.phases,
             self.checker.open_index_reads,
+            self.table.semantics.stats,
         )
 
     def _step(self, *, faults: bool) -> None:
         # A step is one request: its latency passes (think time is each process's own sleep).
-        elapsed = self.rng.expovariate(1 / REQUEST_SECONDS) + 0.0005
+        scenario = self.scenario
+        elapsed = self.rng.expovariate(1 / scenario.request_seconds) + scenario.request_floor
         self.time.advance(elapsed)
         self.table.propagate()
         live = [p for p in self.processes if not p.crashed and not p.done]
