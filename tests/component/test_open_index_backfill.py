@@ -21,6 +21,7 @@ from saga_index.layout_change.backfill import (
     OpenVerify,
     PlanRequest,
     SegmentRequest,
+    TokenBucket,
     VerifyRequest,
     backfill_locally,
     run_leased_segment,
@@ -282,7 +283,10 @@ def test_a_paused_stale_run_writes_nothing_after_a_newer_run_armed_the_fence(
             client=stale_client,
             holder="stale@host/1",
             run_store=ControlStore(stale_client, store.table_name),
+            # The clock fence's ages stand still (the fence under test refuses, not the
+            # clock); the run's pace stays on real time, or its bucket would never refill.
             monotonic=lambda: 100.0,
+            bucket=TokenBucket(1000.0),
             transactional_fence=transactional,
         )
 

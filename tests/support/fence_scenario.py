@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from saga_index.index import keys, names
-from saga_index.layout_change.backfill import BackfillRequest
+from saga_index.layout_change.backfill import BackfillRequest, TokenBucket
 from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally
 from saga_index.layout_change.record.state import BackfillDirection
 from saga_index.layout_change.record.store import ControlStore
@@ -160,6 +160,8 @@ def run_paused_worker_scenario(
             # Heartbeat ages on a clock that stands still: however slow the loaded machine's
             # heartbeat thread, the refusal comes from the fence under test, not the clock.
             monotonic=lambda: 100.0,
+            # The run's pace on real time: a bucket on the frozen clock would never refill.
+            bucket=TokenBucket(request.max_writes_per_second),
             stop=stop,
             transactional_fence=transactional,
         )
