@@ -27,15 +27,18 @@ from typing import Any
 
 from devkit.capacity.errors import MeterError
 from devkit.capacity.ledger import LoadLedger, LoadSummary
+from devkit.capacity.pricing import TRANSACTIONAL_FACTOR as TRANSACTIONAL_FACTOR
 from devkit.capacity.pricing import (
     Charge,
+    condition_check_charges,
     query_charge,
     query_partition_key,
     scan_charges,
+    transactional,
     write_charges,
 )
 from devkit.capacity.table_schema import TableSchema, key_text
-from devkit.capacity.units import read_units, write_units
+from devkit.capacity.units import read_units
 from saga_index.store.dynamo import CONDITION_FAILED, item_size
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,6 @@ READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
 WRITE_OPERATIONS = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 )
-# Each item of a transaction is charged twice (prepare and commit), a ConditionCheck's too.
-TRANSACTIONAL_FACTOR = 2
 # Data-plane operations the meter cannot price only once the server accepted them.
 REFUSED_ONLY_OPERATIONS: frozenset[str] = frozenset()
 # Data-plane operations the meter cannot price: refused loudly rather than silently uncounted.
@@ -301,8 +302,9 @@ class CapacityMeter:
         return charges
 
     def _price_transaction(self, pending: _Pending) -> list[Charge] | None:
-        """Every action on this table, each item charged twice; a ConditionCheck costs the
-        write units of the item it checked."""
+        """Every action on this table: each item charged twice (prepare and commit), its GSI
+        writes once (pricing.transactional); a ConditionCheck costs twice the write units of
+        the item it checked."""
         charges: list[Charge] = []
         for kind, body in _transact_actions(pending.params):
             if body.get("TableName") != self.schema.name:
@@ -310,9 +312,7 @@ class CapacityMeter:
             key = self.schema.key_of(self._key_item(body))
             old = pending.old_items.get(_key_tuple(self.schema, key))
             if kind == "ConditionCheck":
-                units = write_units(item_size(old)) if old else 1
-                pk = key_text(key[self.schema.hash_key])
-                charges.append(Charge(self.schema.name, pk, wcu=units * TRANSACTIONAL_FACTOR))
+                charges.extend(condition_check_charges(self.schema, old, key))
                 continue
             new: dict[str, Any] | None
             if kind == "Put":
@@ -321,13 +321,8 @@ class CapacityMeter:
                 new = None
             else:
                 new = self._get(key)
-            for charge in write_charges(self.schema, old, new, key=key):
-                charges.append(
-                    Charge(
-                        charge.target, charge.partition_key, wcu=charge.wcu * TRANSACTIONAL_FACTOR
-                    )
-                )
-        return charges or None
+            charges.extend(write_charges(self.schema, old, new, key=key))
+        return transactional(self.schema, charges) or None
 
     # ---- items -------------------------------------------------------------------------
 

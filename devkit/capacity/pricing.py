@@ -9,7 +9,10 @@
   the old key, the put under the new one), one write when only projected attributes change,
   nothing when the item is in the index neither before nor after;
 - a failed conditional write costs the base table the size of the existing item (one unit when
-  there is none) and touches no index.
+  there is none) and touches no index;
+- a TransactWriteItems is priced from its actions as single writes (a ConditionCheck as a
+  failed conditional write of the item it checks), then its base-table charges are doubled
+  (prepare and commit) and its GSI writes are not (`transactional`).
 
 Charges are attributed to (table or index name, partition key value).
 """
@@ -19,13 +22,18 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from devkit.capacity.errors import MeterError
 from devkit.capacity.table_schema import IndexSchema, TableSchema, key_text
 from devkit.capacity.units import read_units, write_units
 from saga_index.store.dynamo import item_size
+
+# DynamoDB performs two underlying writes of every item in a transaction, one to prepare it and
+# one to commit it (developerguide/transaction-apis.html#transaction-capacity-handling); a
+# ConditionCheck's item included.
+TRANSACTIONAL_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,31 @@ def write_charges(
                     Charge(index.name, key_text(after[index.hash_key]), wcu=write_units(size))
                 )
     return charges
+
+
+def condition_check_charges(
+    schema: TableSchema, item: Mapping[str, Any] | None, key: Mapping[str, Any]
+) -> list[Charge]:
+    """One ConditionCheck of a transaction, before the transaction's factor: the write units of
+    the item it checks (one when there is none), on its partition, no index touched."""
+    return write_charges(schema, item, None, condition_failed=True, key=key)
+
+
+def transactional(schema: TableSchema, charges: Iterable[Charge]) -> list[Charge]:
+    """A transaction's charges, from its actions priced as single writes: the table's items
+    twice (prepare and commit), their GSI writes once.
+
+    The documentation counts the two underlying writes per ITEM and says nothing of the
+    indexes; it says a transaction's changes propagate to its GSIs after it completes, which is
+    the path a single write's index updates take, so they are priced as a single write's: an
+    assumption, the one docs/control-contract.md ("Cost") makes.
+    """
+    return [
+        replace(charge, wcu=charge.wcu * TRANSACTIONAL_FACTOR)
+        if charge.target == schema.name
+        else charge
+        for charge in charges
+    ]
 
 
 def _index_write(index: IndexSchema, entry: Mapping[str, Any]) -> Charge:

@@ -10,8 +10,8 @@ One transaction, as DynamoDB runs it and as clients through the proxy see it:
      one of its items; else its items are ongoing until it ends, and at least for the model's
      in-flight time, so a plain write of one of them meets TransactionConflictException;
   4  under the locks of its items: the items are read (one strongly consistent BatchGetItem),
-     priced (each item twice, a ConditionCheck included) and admitted, or cancelled with
-     ThrottlingError for the actions on a key past its ceiling;
+     priced (each item twice, a ConditionCheck included, its GSI writes once) and admitted,
+     or cancelled with ThrottlingError for the actions on a key past its ceiling;
   5  each ConditionCheck is evaluated by the server itself, with a write that changes nothing
      (an UpdateItem that removes an attribute no item has, conditioned on the item existing AND
      the check; when that fails, a DeleteItem conditioned on the item NOT existing AND the

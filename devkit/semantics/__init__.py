@@ -15,12 +15,16 @@ Two rules, answered as DynamoDB answers them:
              https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-conflict-handling
   ceilings   per partition key, per second: 3,000 RCU and 1,000 WCU, for the base table (by its
              partition key) and for each GSI (by the index's partition key); an item in a
-             transaction costs twice its units (prepare and commit), a ConditionCheck included;
-             units are sized by devkit.capacity (4 KB reads, halved when eventually consistent
-             and on every GSI read; 1 KB writes; a GSI key change costs a delete under the old
-             key and a put under the new one). Past a key's ceiling in the current second the
-             request is refused before it runs: ThrottlingException (on-demand) or, as an
-             option, ProvisionedThroughputExceededException, with ThrottlingReasons naming the
+             transaction costs twice its units (prepare and commit), a ConditionCheck included,
+             and the GSI writes it causes once, as a single write's (DynamoDB propagates a
+             transaction's changes to its GSIs after it completes; the documentation prices the
+             two writes per item and says nothing of the index: an assumption, the one
+             docs/control-contract.md makes); units are sized by devkit.capacity (4 KB reads,
+             halved when eventually consistent and on every GSI read; 1 KB writes; a GSI key
+             change costs a delete under the old key and a put under the new one). Past a
+             key's ceiling in the current second the request is refused before it runs:
+             ThrottlingException (on-demand) or, as an option,
+             ProvisionedThroughputExceededException, with ThrottlingReasons naming the
              key-range limit and the table's or index's ARN.
              https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html
              https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/throttling-key-range-limit-exceeded-mitigation.html

@@ -5,8 +5,9 @@ A write is priced twice: before it runs, from the item as it is and the request 
 result is not known yet: its plain `SET name = :value` assignments are applied, the rest assumed
 unchanged in size: an estimate the ceilings admit on; a GSI key it sets is the index write
 DynamoDB throttles it for), and after it ran, from the item before and after (what it really
-consumed). An item in a transaction costs twice; a ConditionCheck costs the write units of the
-item it checks.
+consumed). A transaction's items cost twice (prepare and commit), their GSI writes once, as a
+single write's; a ConditionCheck costs twice the write units of the item it checks
+(devkit.capacity.pricing.transactional, which the capacity meter applies too).
 """
 
 from __future__ import annotations
@@ -16,21 +17,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkit.capacity.pricing import TRANSACTIONAL_FACTOR as TRANSACTIONAL_FACTOR
 from devkit.capacity.pricing import (
     Charge,
+    condition_check_charges,
     query_charge,
     query_partition_key,
     scan_charges,
+    transactional,
     write_charges,
 )
 from devkit.capacity.table_schema import TableSchema, key_text
-from devkit.capacity.units import read_units, write_units
+from devkit.capacity.units import read_units
 from devkit.semantics.model import ItemRef
 from saga_index.store.dynamo import item_size
 
 SINGLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 READS = frozenset({"GetItem", "Query", "Scan"})
-TRANSACTIONAL_FACTOR = 2  # prepare and commit: each item in a transaction is charged twice
 Items = Mapping[ItemRef, Mapping[str, Any] | None]
 
 
@@ -110,17 +113,15 @@ def write_cost(
     schema: TableSchema, touch: Touch, before: Items, after: Items | None = None
 ) -> list[Charge]:
     """The write units of `touch`'s writes: estimated from `before` alone (after None), or
-    what they consumed given the items `after`."""
-    factor = 1 if touch.operation in SINGLE_WRITES else TRANSACTIONAL_FACTOR
+    what they consumed given the items `after`. A transaction's table items are charged twice,
+    its GSI writes once (devkit.capacity.pricing.transactional)."""
     charges: list[Charge] = []
     for action in touch.actions:
         if action.ref is None or action.kind == "Get":
             continue
         old = before.get(action.ref)
         if action.kind == "ConditionCheck":
-            units = write_units(item_size(old)) if old else 1
-            pk = key_text(action.key[schema.hash_key])
-            charges.append(Charge(schema.name, pk, wcu=units * factor))
+            charges.extend(condition_check_charges(schema, old, action.key))
             continue
         if after is not None:
             new = after.get(action.ref)
@@ -131,9 +132,8 @@ def write_cost(
         else:
             # An update, before it ran: its plain assignments applied, else assumed unchanged.
             new = {**old, **action.assigns} if old is not None else None
-        for charge in write_charges(schema, old, new, key=action.key):
-            charges.append(Charge(charge.target, charge.partition_key, wcu=charge.wcu * factor))
-    return charges
+        charges.extend(write_charges(schema, old, new, key=action.key))
+    return charges if touch.operation in SINGLE_WRITES else transactional(schema, charges)
 
 
 def read_cost(

@@ -440,6 +440,7 @@ def test_hook_refuses_operations_it_cannot_price() -> None:
 
 
 def test_hook_prices_an_accepted_transaction_twice_per_item_and_a_refused_one_not_at_all() -> None:
+    # The table's items twice; the GSI put the transaction caused once, as a single write's.
     checked = saga(1500)  # 2 WCU as an item
     meter = CapacityMeter(SCHEMA, reader=FakeReader({"RSAGA#1": checked}, []), clock=lambda: 0.0)
     client, stub = stubbed(meter)
@@ -465,4 +466,56 @@ def test_hook_prices_an_accepted_transaction_twice_per_item_and_a_refused_one_no
     table = {p.partition_key: p.total_wcu for p in meter.summary("sagas").partitions}
     assert table == {"RSAGA#1": 2 * 2, "RSAGA#2": 1 * 2}
     index = {p.partition_key: p.total_wcu for p in meter.summary(INDEX).partitions}
-    assert index == {"RenewalSaga#3": 1 * 2}
+    assert index == {"RenewalSaga#3": 1}
+
+
+class ChangingReader(FakeReader):
+    """A reader that answers each key's reads in turn: the item before the write, then after."""
+
+    def __init__(self, answers: dict[str, list[dict[str, Any] | None]]):
+        super().__init__({}, [])
+        self.answers = answers
+
+    def get_item(self, *, TableName: str, Key: dict[str, Any], ConsistentRead: bool) -> Any:
+        assert ConsistentRead
+        item = self.answers[Key["PK"]["S"]].pop(0)
+        return {"Item": item} if item else {}
+
+
+def test_hook_prices_a_fenced_restamp_from_index_key_a_to_b_as_one_wcu_on_each() -> None:
+    # The backfill's fenced re-stamp: a ConditionCheck of its fence slot and the row's Update
+    # moving it from index key A to B (docs/control-contract.md, "Cost"): the row's partition 2
+    # WCU, the slot's 2, A and B 1 each (the index's delete and put as a single write's).
+    row = saga(500, gsi4pk="A")
+    slot = {"PK": {"S": "RSAGA_INDEX#FENCE#0"}, "SK": {"S": "SLOT"}, "epoch": {"N": "1"}}
+    reader = ChangingReader(
+        {"RSAGA#1": [row, dict(row, GSI4PK={"S": "B"})], "RSAGA_INDEX#FENCE#0": [slot]}
+    )
+    meter = CapacityMeter(SCHEMA, reader=reader, clock=lambda: 0.0)
+    client, stub = stubbed(meter)
+    stub.add_response("transact_write_items", {})
+    with stub:
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "ConditionCheck": {
+                        "TableName": "sagas",
+                        "Key": {"PK": slot["PK"], "SK": slot["SK"]},
+                        "ConditionExpression": "epoch = :e",
+                        "ExpressionAttributeValues": {":e": {"N": "1"}},
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": "sagas",
+                        "Key": {"PK": {"S": "RSAGA#1"}, "SK": {"S": "META"}},
+                        "UpdateExpression": "SET GSI4PK = :b",
+                        "ExpressionAttributeValues": {":b": {"S": "B"}},
+                    }
+                },
+            ]
+        )
+    table = {p.partition_key: p.total_wcu for p in meter.summary("sagas").partitions}
+    assert table == {"RSAGA#1": 2, "RSAGA_INDEX#FENCE#0": 2}
+    index = {p.partition_key: p.total_wcu for p in meter.summary(INDEX).partitions}
+    assert index == {"A": 1, "B": 1}
