@@ -105,3 +105,5 @@ def test_the_product_fence_holds_under_dynamodb_conflicts(
     restamped = outcome.run.summary.restamped
     assert restamped == ROWS, report
     assert outcome.restamp_wcu["slots"] == pytest.approx(2.0 * restamped), report
+    # ...and the index its delete and put, 1 WCU each, as a single write's (a row under 1 KB)
+    assert outcome.restamp_wcu["index"] == pytest.approx(2.0 * restamped), report
