@@ -59,10 +59,14 @@ writes in its own process), rates per ENGINE second:
   steady/s          re-stamps per engine second while the run moved from 10 % to 90 % of its rows
   steady/cap        that rate over the cap: the steady-state figure, arming reported apart
 
+and in the JSON only, where the rest of the run's time went: `head_seconds` (from its first
+re-stamp to 10 % of its rows) and `tail_seconds` (from 90 % to its last row).
+
 The table's title and the JSON (`time_scale`, `time`) say the scale; --time-scale 1 runs on real
-time, as before dilation. The figures measured, and what they depend on (how the model prices a
-transaction's GSI writes), are in docs/demo.md, "How fast". --tiny (the runner's tiny run, what
-`make test` makes) runs moto's tiny configurations, then the engine's (ENGINE_TINY, at 0.1).
+time, as before dilation. The figures measured (a transaction's table items priced twice, the
+GSI writes it causes once), and what they depend on, are in docs/demo.md, "How fast". --tiny
+(the runner's tiny run, what `make test` makes) runs moto's tiny configurations, then the
+engine's (ENGINE_TINY, at 0.1).
 """
 
 from __future__ import annotations
@@ -246,6 +250,7 @@ class _Pace:
         first = next((t for t, handled in self.samples if handled > 0), None)
         low = next((s for s in self.samples if s[1] >= STEADY_FROM * self.rows), None)
         high = next((s for s in self.samples if s[1] >= STEADY_TO * self.rows), None)
+        done = next((t for t, handled in self.samples if handled >= self.rows), None)
         steady = window = None
         if low is not None and high is not None and high[0] > low[0]:
             window = high[0] - low[0]
@@ -255,6 +260,10 @@ class _Pace:
             "steady_per_second": steady,
             "steady_over_cap": None if steady is None else steady / cap,
             "steady_seconds": window,
+            # Where a run's time beyond arming and the steady state went: its first tenth of
+            # the rows (from the first re-stamp), its last tenth (to the last row handled).
+            "head_seconds": None if first is None or low is None else low[0] - first,
+            "tail_seconds": None if high is None or done is None else done - high[0],
         }
 
 
