@@ -27,7 +27,6 @@ from saga_index.layout_change.backfill import (
     run_leased_segment,
     verify_run,
 )
-from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.steps import plan_run
 from saga_index.layout_change.lease import (
     LeaseHeldError,
