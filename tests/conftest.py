@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from moto.core.botocore_stubber import BotocoreStubber
 
+from devkit.semantics.moto_harness import cheap_transactions
 from tests.support import moto_dispatch, moto_responses, moto_values
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
@@ -70,6 +72,13 @@ moto_values.install()
 # handler's methods are listed once (tests/support/moto_dispatch.py; tests/unit/
 # test_moto_dispatch.py checks the answers against moto's own path).
 moto_dispatch.install()
+# moto backs up every table a TransactWriteItems names by deep-copying it (40 ms a transaction at
+# 200 rows), and every fenced re-stamp of a backfill is a transaction: the backup holds the items
+# the transaction names instead (devkit.semantics.moto_harness.cheap_transactions, which the
+# benches use; tests/unit/test_cheap_transactions.py checks a cancelled one leaves the table as
+# it was). For the whole session: entered once, never left.
+_SESSION_HARNESS = contextlib.ExitStack()
+_SESSION_HARNESS.enter_context(cheap_transactions())
 
 # Hypothesis times each example (a 200 ms deadline) and its input generation (the too_slow
 # health check) by the wall clock. On a shared 2-core machine a worker can wait seconds for a
