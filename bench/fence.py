@@ -65,8 +65,8 @@ re-stamp to 10 % of its rows) and `tail_seconds` (from 90 % to its last row).
 The table's title and the JSON (`time_scale`, `time`) say the scale; --time-scale 1 runs on real
 time, as before dilation. The figures measured (a transaction's table items priced twice, the
 GSI writes it causes once), and what they depend on, are in docs/demo.md, "How fast". --tiny
-(the runner's tiny run, what `make test` makes) runs moto's tiny configurations, then the
-engine's (ENGINE_TINY, at 0.1).
+runs moto's tiny configurations, --engine --tiny the engine's (ENGINE_TINY, at 0.1); `make bench`
+and `make test` run the engine's as bench.fence_engine, which judges the figure.
 """
 
 from __future__ import annotations
@@ -149,14 +149,13 @@ ENGINE_TINY: dict[str, Any] = {
     "max_rows": 40,
     "time_scale": 0.1,
 }
-# The scale `make test` runs it at (tests/component/test_benches.py): seconds, on moto, then on
-# the engine with its time dilated (ENGINE_TINY).
+# The scale `make test` runs it at (tests/component/test_benches.py): seconds, on moto (the
+# engine's tiny run, ENGINE_TINY, is bench.fence_engine's).
 TINY: dict[str, Any] = {
     "segments": [2, 4],
     "caps": [25.0],
     "seconds": 1.0,
     "max_rows": 40,
-    "also_on_engine": ENGINE_TINY,
 }
 # The steady state: while the run moved from this share of its rows to the next.
 STEADY_FROM, STEADY_TO = 0.1, 0.9
@@ -349,12 +348,10 @@ def run(
     fences: Sequence[str] | None = None,
     on_engine: bool = False,
     time_scale: float | None = None,
-    also_on_engine: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every fence at every (segments, cap), in-process on moto or on the fast engine; the
     result is JSON-serialisable. `time_scale`: the engine's (default ENGINE_TIME_SCALE; moto
-    runs on real time only). `also_on_engine`: run's arguments for engine runs made after these
-    ones, their result under "on_engine" (the tiny run covers both modes so)."""
+    runs on real time only). bench.fence_engine runs the engine's with a verdict."""
     if time_scale is not None and not on_engine:
         raise ValueError("a time scale is the engine's: on moto the runs take real time")
     scale = check_time_scale(ENGINE_TIME_SCALE if time_scale is None else time_scale)
@@ -401,8 +398,6 @@ def run(
         "heartbeat_every_seconds": POLL_SECONDS,
         "runs": results,
     }
-    if also_on_engine is not None:
-        result["on_engine"] = run(**{**also_on_engine, "on_engine": True})
     return result
 
 
@@ -458,8 +453,6 @@ def render(result: dict[str, Any]) -> None:
         tuple(columns),
         rows,
     )
-    if "on_engine" in result:
-        render(result["on_engine"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -521,9 +514,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.seconds, args.max_rows = tiny["seconds"], tiny["max_rows"]
         if args.engine and args.time_scale is None:
             extra["time_scale"] = tiny["time_scale"]
-        if not args.engine:
-            # The runner's tiny run: moto's, then the engine's.
-            extra["also_on_engine"] = tiny["also_on_engine"]
     result = run(
         segments,
         caps,

@@ -40,7 +40,6 @@ def test_tiny_runs_the_tiny_scale_renders_and_saves_it(monkeypatch: pytest.Monke
                 "max_rows": tiny["max_rows"],
                 "fences": None,
                 "on_engine": False,
-                "also_on_engine": fence.ENGINE_TINY,
             },
         ),
         ("render", result),
