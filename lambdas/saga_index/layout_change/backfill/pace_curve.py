@@ -109,7 +109,11 @@ class PaceLimit:
         climbing = resume is None and rate > before * (1 + CLIMB)
         start = now if resume is None else resume
         lowered = max(floor, min(rate * rules.approach, before) if climbing else rate / 2)
-        self.bad_rate, self.bad_until = rate, start + rules.bad_rate_seconds
+        # A lower bad rate still remembered stays the one held under (a throttle at the floor of
+        # a raised cap is no news that a faster rate is safe).
+        held = self.bad_rate is not None and now < self.bad_until
+        bad = min(rate, self.bad_rate) if held and self.bad_rate is not None else rate
+        self.bad_rate, self.bad_until = bad, start + rules.bad_rate_seconds
         self.base, self.base_at = lowered, start
         self.last_decrease, self.reason = now, reason
         self.rate = lowered
