@@ -70,7 +70,10 @@ class Engine:
             options = replace(options, time_scale=time_scale)
         self.options = options.validate()
         if raw and self.options.time_scale != 1:
-            raise ValueError("the raw engine (dynalite alone) has no clock to dilate: no --raw")
+            raise ValueError(
+                "the raw engine (dynalite alone) has no clock to dilate: run it at time "
+                "scale 1, or the proxy (not raw) at this scale"
+            )
         self.raw = raw
         self.server = server_factory(port=port or None, data_dir=data_dir) if raw else None
         self._data_dir = data_dir
