@@ -1,17 +1,15 @@
-"""bench.fence: its command line, and the moto transaction copy it relies on. The figures of its
-tiny run (tests/support/bench_figures.py) are asserted on the runner's tiny run in
-test_benches.py, so the run is made once."""
+"""bench.fence: its command line (the moto transaction copy it relies on is tested in
+tests/unit/test_cheap_transactions.py). The figures of its tiny run
+(tests/support/bench_figures.py) are asserted on the runner's tiny run in test_benches.py, so
+the run is made once."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from bench import fence
-from devkit.semantics.moto_harness import cheap_transactions
-from saga_index.store.dynamo.client import make_client
 
 
 def test_tiny_runs_the_tiny_scale_renders_and_saves_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,57 +52,3 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown fence(s) ['per-row']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         fence.main(["--caps", "fast"])
-
-
-def test_the_cheap_transaction_copy_still_rolls_a_cancelled_transaction_back() -> None:
-    key = {"PK": {"S": "row"}, "SK": {"S": "META"}}
-    with mock_aws(), cheap_transactions():
-        client = make_client(region="us-east-1", endpoint_url=None, max_attempts=1)
-        client.create_table(
-            TableName="t",
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "PK", "AttributeType": "S"},
-                {"AttributeName": "SK", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "PK", "KeyType": "HASH"},
-                {"AttributeName": "SK", "KeyType": "RANGE"},
-            ],
-        )
-        client.put_item(TableName="t", Item={**key, "n": {"N": "1"}})
-        client.put_item(TableName="t", Item={"PK": {"S": "state"}, "SK": {"S": "S"}})
-        with pytest.raises(client.exceptions.TransactionCanceledException):
-            client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": "t",
-                            "Key": key,
-                            "UpdateExpression": "SET n = :v",
-                            "ExpressionAttributeValues": {":v": {"N": "2"}},
-                        }
-                    },
-                    {
-                        "ConditionCheck": {
-                            "TableName": "t",
-                            "Key": {"PK": {"S": "state"}, "SK": {"S": "S"}},
-                            "ConditionExpression": "attribute_exists(lease)",
-                        }
-                    },
-                ]
-            )
-        assert client.get_item(TableName="t", Key=key)["Item"]["n"] == {"N": "1"}
-        client.transact_write_items(
-            TransactItems=[
-                {
-                    "Update": {
-                        "TableName": "t",
-                        "Key": key,
-                        "UpdateExpression": "SET n = :v",
-                        "ExpressionAttributeValues": {":v": {"N": "3"}},
-                    }
-                }
-            ]
-        )
-        assert client.get_item(TableName="t", Key=key)["Item"]["n"] == {"N": "3"}
