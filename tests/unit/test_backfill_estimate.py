@@ -61,10 +61,12 @@ def test_forward_deletes_the_entry_from_the_legacy_key_and_puts_it_on_the_shard(
     # When its re-stamp is priced
     units = restamp_units(raw, FORWARD)
     # Then the legacy key pays the delete of a 2 KB entry; the shard's entry is 3 bytes longer
-    # ("RenewalSaga#N"), still 2 KB; the table write is the larger item's
-    assert (units.source_index, units.target_index, units.table) == (2, 2, 2)
+    # ("RenewalSaga#N"), still 2 KB; the table write is the larger item's, twice in the fence's
+    # transaction, and the fence slot's check adds 2
+    assert (units.source_index, units.target_index, units.table) == (2, 2, 4)
     assert units.legacy_key == units.source_index == 2
-    assert units.total == 6
+    assert units.fence_slot == 2
+    assert units.total == 10
 
 
 def test_rollback_puts_the_entry_onto_the_legacy_key_sized_as_it_will_be_there() -> None:
@@ -76,7 +78,7 @@ def test_rollback_puts_the_entry_onto_the_legacy_key_sized_as_it_will_be_there()
     units = restamp_units(raw, ROLLBACK)
     # Then the legacy key pays the put of the entry as it will be there (under 1 KB again)
     assert (units.source_index, units.target_index, units.legacy_key) == (2, 1, 1)
-    assert units.table == 2
+    assert units.table == 4
 
 
 def test_a_reshard_does_not_touch_the_legacy_key() -> None:
@@ -118,9 +120,10 @@ def test_the_estimate_of_1800_rows_of_2_kb_at_50_writes_per_second() -> None:
     assert doc["legacyKeyShareOfPartitionLimit"] == pytest.approx(0.1125)
     assert doc["legacyKeyWcu"] == 4050.0
     assert doc["partitionWcuPerSecondLimit"] == PARTITION_WCU_PER_SECOND
-    # each row: table 2.25 + source entry 2.25 + target entry 2.25 (sizes +3 bytes stay below)
-    assert doc["wcuPerRow"] == 6.75
-    assert doc["totalWcu"] == 1800 * 6.75
+    # each row: table 2.25 twice (the fence's transaction) + the fence slot's check 2 + source
+    # entry 2.25 + target entry 2.25 (sizes +3 bytes stay below)
+    assert doc["wcuPerRow"] == 11.0
+    assert doc["totalWcu"] == 1800 * 11.0
     assert (doc["rowsToMove"], doc["maxWritesPerSecond"], doc["sampledRows"]) == (1800, 50.0, 4)
     assert doc["averageItemBytes"] == 2250.0
     text = "\n".join(estimate_lines(estimate))

@@ -165,8 +165,9 @@ def estimate_lines(estimate: BackfillEstimate, source: str = CAP_FROM_OPTION) ->
     )
     if estimate.wcu_per_row is not None:
         lines.append(
-            f"  all writes       {estimate.wcu_per_row:.2f} WCU per row (the table and both "
-            f"index entries): {_number(estimate.total_wcu or 0)} WCU in all"
+            f"  all writes       {estimate.wcu_per_row:.2f} WCU per row (the fenced re-stamp: "
+            "the table write twice, the fence slot's check, both index entries): "
+            f"{_number(estimate.total_wcu or 0)} WCU in all"
         )
     return lines
 

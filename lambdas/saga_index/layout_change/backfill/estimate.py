@@ -4,7 +4,12 @@ capacity it consumes on the hot legacy index key.
 A re-stamp changes a row's GSI4PK, which DynamoDB writes to the index as two entries: a delete
 under the old key and a put under the new one, each 1 WCU per started 1 KB of the index entry
 (the index projects ALL, so an entry is the whole item), plus the base-table write (1 WCU per
-started 1 KB of the larger of the item before and after). A forward move (legacy -> sharded)
+started 1 KB of the larger of the item before and after). On DynamoDB the re-stamp is fenced
+(fence.LeaseFence): a TransactWriteItems of the row's Update and a ConditionCheck on the
+segment's fence slot, and a transaction's items are billed twice (prepare and commit), so the
+table write counts twice and the slot's check adds 2 WCU on the slot's own partition; the
+index entries are priced as a single write's (the assumption docs/control-contract.md, "Cost",
+states). A server without transactions (dynalite) bills neither. A forward move (legacy -> sharded)
 therefore deletes one entry from the legacy key per row; a rollback (sharded -> legacy) puts one
 onto it; a re-shard (sharded -> sharded) does not touch it. One partition serves at most 1,000
 WCU/s, shared with production traffic: the share of that ceiling the run takes at its cap is
@@ -34,6 +39,10 @@ PARTITION_WCU_PER_SECOND = 1000.0
 WRITE_UNIT_BYTES = 1024
 # Rows whose sizes are sampled: ~25 eventually consistent read units for 2 KB rows, once.
 DEFAULT_SAMPLE_ROWS = 100
+# An item in a transaction is billed as two writes (AWS documentation: prepare and commit).
+TRANSACTION_WRITES = 2
+# The fence slot's ConditionCheck: a slot item is far under 1 KB, billed as a transaction's item.
+FENCE_SLOT_WCU = 1 * TRANSACTION_WRITES
 
 
 class LegacyKeyEffect(StrEnum):
@@ -63,18 +72,20 @@ def write_units(size_bytes: int) -> int:
 class RestampUnits:
     """The write units one row's re-stamp consumes."""
 
-    table: int  # the base-table UpdateItem: the larger of the item before and after
+    table: int  # the base-table Update, in its transaction: the larger item's units, twice
     source_index: int  # the index entry deleted under the source key
     target_index: int  # the index entry put under the target key
     legacy_key: int  # of those two, the one on the legacy key (0 when neither is)
+    fence_slot: int = FENCE_SLOT_WCU  # the slot's ConditionCheck, on the slot's partition
 
     @property
     def total(self) -> int:
-        return self.table + self.source_index + self.target_index
+        return self.table + self.source_index + self.target_index + self.fence_slot
 
 
 def restamp_units(raw: Mapping[str, Any], move: Move) -> RestampUnits:
-    """The write units of re-stamping one saga row (wire shape, as read) that `move` moves."""
+    """The write units of re-stamping one saga row (wire shape, as read) that `move` moves, as
+    DynamoDB bills the fenced re-stamp."""
     target = move.target_key_of(deserialize(raw))
     if target is None:
         raise InvalidInputError(f"{move.describe()} cannot move a row whose personId is unusable")
@@ -88,7 +99,7 @@ def restamp_units(raw: Mapping[str, Any], move: Move) -> RestampUnits:
         LegacyKeyEffect.NONE: 0,
     }[effect]
     return RestampUnits(
-        table=write_units(max(before, after)),
+        table=write_units(max(before, after)) * TRANSACTION_WRITES,
         source_index=source_index,
         target_index=target_index,
         legacy_key=legacy,
@@ -230,7 +241,8 @@ class BackfillEstimate:
 
     @property
     def total_wcu(self) -> float | None:
-        """WCU over the whole run: table writes and both index writes of every row."""
+        """WCU over the whole run: every row's fenced re-stamp (the table write twice, the fence
+        slot's check, both index entries)."""
         per_row = self._per_row(self.wcu_per_row)
         return None if per_row is None else per_row * self.rows_to_move
 
