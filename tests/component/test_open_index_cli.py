@@ -10,6 +10,7 @@ import getpass
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,14 @@ from saga_index_cli.context import CliHooks
 from saga_index_cli.main import main
 from tests.support.backends import Backend
 from tests.support.control_fixtures import Clock, moto_backend, probe_64_shard_keys
-from tests.support.open_index import add_open_index, drop_open_index
+from tests.support.open_index import (
+    BUILDING,
+    MISSING,
+    Verdict,
+    add_open_index,
+    drop_open_index,
+    readiness_of,
+)
 
 
 @pytest.fixture
@@ -99,6 +107,79 @@ def test_given_bad_input_then_exit_2_before_any_call_and_nothing_written(
     assert store.read().version == 0
 
 
+def _saga_ids(result: tuple[int, str, str]) -> list[str]:
+    code, out, err = result
+    assert code == 0, err
+    return sorted(json.loads(line)["sagaId"] for line in out.splitlines())
+
+
+def _history_items(dynamo: Backend) -> int:
+    return sum(1 for i in dynamo.scan_all() if i["SK"]["S"].startswith("HISTORY#"))
+
+
+def test_another_n_is_refused_naming_the_way_to_it_and_the_way_works(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    add_open_index(dynamo.client, dynamo.table_name)
+    assert cli("open-index", "set", "adding", "--reason", "add", "--shards", "8")[0] == 0
+    before, items = store.read(), _history_items(dynamo)
+    for target in ("adding", "open", "removing"):
+        code, _, err = cli("open-index", "set", target, "--reason", "r", "--shards", "16")
+        assert code == 2, err
+        assert "shard count is 8 and --shards 16 disagrees; nothing was written" in err
+        assert (
+            "`saga-index open-index set removing --reason ...`, then `saga-index open-index "
+            "backfill` (in removing it removes every stamp), then `saga-index open-index set off "
+            "--reason ...`, then `saga-index open-index set adding --shards 16 --reason ...`"
+        ) in err
+    assert (store.read(), _history_items(dynamo)) == (before, items)
+
+    # In removing the way starts at its backfill; followed as printed, it reaches N = 16.
+    assert cli("open-index", "set", "removing", "--reason", "back")[0] == 0
+    code, _, err = cli("open-index", "set", "adding", "--reason", "r", "--shards", "16")
+    assert code == 2
+    assert "(before `open`): `saga-index open-index backfill`" in err
+    cli.settle(store)
+    assert cli("open-index", "backfill", "--rate", "1000")[0] == 0
+    assert cli("open-index", "set", "off", "--reason", "gone")[0] == 0
+    code, doc, _ = cli.json("open-index", "set", "adding", "--reason", "again", "--shards", "16")
+    assert (code, doc["openIndexShardCount"]) == (0, 16)
+
+    # Once open, its N is fixed for good.
+    cli.settle(store)
+    assert cli("open-index", "set", "open", "--reason", "read it")[0] == 0
+    before, items = store.read(), _history_items(dynamo)
+    code, _, err = cli("open-index", "set", "open", "--reason", "r", "--shards", "32")
+    assert code == 2
+    assert "Its N is fixed once it is open: `open` is the end" in err
+    assert (store.read(), _history_items(dynamo)) == (before, items)
+
+
+def test_an_index_not_ready_refuses_adding_and_open_and_writes_nothing(
+    cli: Cli, store: ControlStore, dynamo: Backend
+) -> None:
+    """DescribeTable's answers moto never gives (an index CREATING, Backfilling) stand in through
+    the CLI's readiness hook; the real one reads moto's table between them."""
+    add_open_index(dynamo.client, dynamo.table_name)
+    ready = cli.hooks.open_index_readiness
+
+    def refused(target: str, verdict: Verdict, code: int, words: str) -> None:
+        cli.hooks = replace(cli.hooks, open_index_readiness=readiness_of(verdict))
+        before, items = store.read(), _history_items(dynamo)
+        exited, _, err = cli("open-index", "set", target, "--reason", "r")
+        assert (exited, words in err, "Nothing written" in err) == (code, True, True), err
+        assert (store.read(), _history_items(dynamo)) == (before, items)
+        cli.hooks = replace(cli.hooks, open_index_readiness=ready)
+
+    refused("adding", BUILDING, 5, "is CREATING (Backfilling)")
+    refused("adding", MISSING, 2, "add it")
+    assert cli("open-index", "set", "adding", "--reason", "add")[0] == 0
+    cli.settle(store)
+    refused("open", BUILDING, 5, "is CREATING (Backfilling)")
+    refused("open", MISSING, 2, "add it")
+    assert cli("open-index", "set", "open", "--reason", "read it")[0] == 0
+
+
 def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backend) -> None:
     add_open_index(dynamo.client, dynamo.table_name)
     dynamo.put_saga("old", "p-1")  # an open saga no writer has stamped yet
@@ -126,6 +207,8 @@ def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backe
     assert doc["failed"][0]["name"] == "open-index-parity"
     assert "RSAGA#old" in doc["failed"][0]["detail"]
     version = store.read().version
+    # Adding: `sagas open` enumerates over GSI4, the unstamped saga included.
+    assert _saga_ids(cli("sagas", "open")) == ["old"]
 
     code, doc, _ = cli.json("open-index", "backfill", "--dry-run")
     assert (code, doc["stamped"], doc["dryRun"], doc["holder"]) == (0, 1, True, None)
@@ -151,6 +234,12 @@ def test_the_ladder_through_the_cli(cli: Cli, store: ControlStore, dynamo: Backe
     assert code == 2
     assert "`open` is the end" in err
     assert store.read().version == version + 1
+
+    # Open: a new process's `sagas open` reads the open index (an open saga a writer left
+    # unstamped is not in it), while `sagas by-person` stays one Query on GSI4.
+    dynamo.put_saga("unstamped", "p-2")  # the layout is legacy: GSI4's one partition
+    assert _saga_ids(cli("sagas", "open")) == ["old"]
+    assert _saga_ids(cli("sagas", "by-person", "p-2")) == ["unstamped"]
 
     code, doc, _ = cli.json("status", "--no-counts")
     assert doc["openIndex"] == {

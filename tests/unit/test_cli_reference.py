@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from devkit import cli_reference
+from devkit.contract_states import path_through
 from saga_index.index import SagaIndexError
 from saga_index.index.layout import LEGACY, Layout
 from saga_index.layout_change.backfill.slots import refused_by_slot
@@ -26,6 +27,7 @@ from saga_index.layout_change.transitions import (
     PreconditionFailedError,
     PreconditionResult,
     plan_move,
+    plan_open_index_move,
 )
 from saga_index.layout_change.transitions.executor import _require_settled_switch
 from saga_index_cli.backfill.output import EXIT_ANOMALIES, exit_code
@@ -108,6 +110,9 @@ def test_given_a_doc_without_the_markers_then_the_check_fails_naming_the_section
 # ---- the runbook's "When something fails" ------------------------------------------------------
 
 MIGRATING = ControlState(transition=transition(LEGACY, Layout.sharded(16)))
+OPEN_INDEX_ADDING = path_through(
+    ("migrating", 0, 16), ("sharded", 3600.0, None), ("open-index:adding", 7200.0, None)
+)
 LEGACY_AFTER = ControlState(
     transition=transition(LEGACY, None, previous=(Layout.sharded(16), LEGACY))
 )
@@ -173,6 +178,9 @@ def _outcomes(
             _raised(
                 lambda: CliContext("t", None, None, None, 32, 1).require_overrides_agree(MIGRATING)
             )
+        ),
+        "the open index's shard count is": lambda: _code(
+            _raised(lambda: plan_open_index_move(OPEN_INDEX_ADDING, "open", shard_count=32))
         ),
         "another backfill run holds the lease": lambda: _code(
             LeaseHeldError("me@host/1", "2026-03-01T09:02:00.000Z", retry_at=CHANGED_AT)

@@ -150,7 +150,8 @@ def show_command(cli: CliContext, as_json: bool) -> None:
     default=None,
     callback=shards_option,
     help="The open index's own N on off -> adding (default: the layout's N, else 16), a power "
-    "of two 1..1024; elsewhere it must agree with the record's.",
+    "of two 1..1024; elsewhere it must agree with the record's (another N: back to off, then "
+    "adding --shards M; once open, never).",
 )
 @click.option("--force", is_flag=True, help="Skip a completing move's checks (recorded).")
 @click.option("--wait", is_flag=True, help=WAIT_HELP)

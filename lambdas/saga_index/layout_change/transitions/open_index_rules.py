@@ -109,6 +109,8 @@ def plan_open_index_move(
 
     if shard_count is not None:
         validate_shard_count(shard_count)
+        if current.state is not OFF and shard_count != current.shard_count:
+            raise refuse(another_shard_count(current, shard_count))
     if current.state is OPEN:
         raise refuse(
             "`open` is the end of the open index's move: enumerations read it, and it has no "
@@ -129,11 +131,28 @@ def plan_open_index_move(
         default = state.layout.shard_count or DEFAULT_SHARD_COUNT
         n = validate_shard_count(default if shard_count is None else shard_count)
         return PlannedOpenIndexMove(state, OpenIndex(target, n))
-    if shard_count is not None and shard_count != current.shard_count:
-        raise refuse(
-            f"the open index's shard count is {current.shard_count}; --shards {shard_count} "
-            "disagrees (another N needs the open index removed and added again)"
-        )
     if target is OFF:
         return PlannedOpenIndexMove(state, OpenIndex.off())
     return PlannedOpenIndexMove(state, OpenIndex(target, current.shard_count))
+
+
+def another_shard_count(current: OpenIndex, requested: int) -> str:
+    """Why `--shards` cannot change the open index's N here, and the way to another N: its N is
+    in every stamp the writers and the backfill made, so it changes only by removing the index's
+    stamps (back to `off`) and adding it again; once `open`, never (`open` is the end)."""
+    said = (
+        f"the open index's shard count is {current.shard_count} and --shards {requested} "
+        "disagrees; nothing was written"
+    )
+    if current.state is OPEN:
+        return f"{said}. Its N is fixed once it is open: `open` is the end, it has no rollback"
+    steps = ["`saga-index open-index set removing --reason ...`"] if current.state is ADDING else []
+    steps += [
+        "`saga-index open-index backfill` (in removing it removes every stamp)",
+        "`saga-index open-index set off --reason ...`",
+        f"`saga-index open-index set adding --shards {requested} --reason ...`",
+    ]
+    return (
+        f"{said}. The open index's N changes only by taking it back to off and adding it again "
+        f"(before `open`): {', then '.join(steps)}"
+    )
