@@ -376,3 +376,25 @@ def test_the_guard_follows_a_record_change_within_t(
     assert after["phase"] == "rolling-back"
     assert after["unexpectedLegacyRows"] == 0
     capsys.readouterr()
+
+
+def test_the_guard_compares_the_open_index_from_t_after_it_opens(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a warm execution environment whose provider read sharded(16), open index off, and an
+    # open saga no writer stamped (out of an open index, were the sweeps reading one)
+    monkeypatch.setenv("DRIFT_OPEN_INDEX_RECHECK_SECONDS", "0")
+    ticks = Ticks()
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    runtime.control.use(ControlProvider(store, timing=ControlTiming(cache_seconds=30), clock=ticks))
+    add_open_index(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("unstamped", "p-2", gsi4pk="shard")
+    assert invoke(SCAN_TIME)["openIndexMissingRows"] == 0  # off: nobody reads it
+    # When an operator opens the open index
+    seed_open_index(dynamo.client, dynamo.table_name, Layout.sharded(N), N, version=2)
+    # Then within T the guard may still judge the state before, and from T on it compares
+    ticks.now += 29
+    assert invoke(SCAN_TIME)["openIndexMissingRows"] == 0
+    ticks.now += 1
+    assert invoke(SCAN_TIME)["openIndexMissingRows"] == 1
+    capsys.readouterr()

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from handlers import runtime, sweep_jobs
 from handlers import sweeps as handlers
+from saga_index.index import Person, names
 from saga_index.index.errors import InvalidInputError
 from saga_index.index.layout import Layout
 from saga_index.layout_change.record.errors import ControlRecordUnavailableError
@@ -25,7 +26,7 @@ from tests.component.sweeps_support import (
     payload,
     world,
 )
-from tests.support.control_seed import delete_state, seed_state
+from tests.support.control_seed import delete_state, seed_open_index, seed_state
 from tests.support.lambda_harness import (
     FakeLambdaContext,
     dimension_sets,
@@ -246,6 +247,36 @@ def test_given_a_record_change_when_t_has_passed_then_the_sweep_reads_the_new_st
         handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 2
     )
     # And from T on it reads the shards only, without a redeploy or a cold start
+    ticks.now += 1
+    assert (
+        handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 1
+    )
+    capsys.readouterr()
+
+
+def test_given_the_open_index_opened_when_t_has_passed_then_the_sweep_reads_it(
+    world: SweepWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a warm environment whose provider read `migrating` (open index off: GSI4's keys)
+    b = world.backend
+    ticks = Ticks()
+    runtime.control.use(
+        ControlProvider(ControlStore(b.client, b.table_name), timing=ControlTiming(), clock=ticks)
+    )
+    open_key = {names.OPEN_INDEX_PARTITION_KEY: Person.of("p-1").open_index_pk(SHARDS)}
+    b.put_saga("stamped", "p-1", gsi4pk="shard", **open_key)
+    # An open saga only GSI4 holds: which index the sweep read is plain from whether it counts.
+    b.put_saga("unstamped", "p-2", gsi4pk="shard")
+    snapshot = handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)
+    assert snapshot["sagasRead"] == 2
+    # When the record's open index moves to `open` (its parity check skipped by the plant)
+    seed_open_index(b.client, b.table_name, Layout.sharded(SHARDS), SHARDS, version=2)
+    # Then within T the environment still enumerates over GSI4, one record read per T
+    ticks.now += ControlTiming().cache_seconds - 1
+    assert (
+        handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 2
+    )
+    # And from T on it reads the open index's keys, without a redeploy or a cold start
     ticks.now += 1
     assert (
         handlers.agent_metrics_snapshot(payload("agent-metrics-snapshot", T), CTX)["sagasRead"] == 1
