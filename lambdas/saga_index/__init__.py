@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from saga_index.api import PersonKeys, SagaIndex, WriteKeys
+    from saga_index.api import KeyUpdate, PersonKeys, SagaIndex, WriteKeys
     from saga_index.index import (
         DEFAULT_SHARD_COUNT,
         INDEX_NAME,
@@ -59,6 +59,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidKeyError",
     "InvalidPersonIdError",
+    "KeyUpdate",
     "PagingDuringMoveError",
     "PersonKeys",
     "SagaIndex",
@@ -90,6 +91,7 @@ _HOMES = {
     "InvalidCursorError": "saga_index.store",
     "PagingDuringMoveError": "saga_index.store",
     "SagaPage": "saga_index.store",
+    "KeyUpdate": "saga_index.api",
     "PersonKeys": "saga_index.api",
     "SagaIndex": "saga_index.api",
     "WriteKeys": "saga_index.api",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from saga_index.index import Person, keys, names
+from saga_index.index import OPEN_STATES, InvalidInputError, Person, keys, names
 from saga_index.layout_change.record import (
     ControlProvider,
     ControlState,
@@ -43,26 +43,47 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class WriteKeys:
-    """The index keys a writer adds to its PutItem / UpdateItem of a saga row now."""
+    """The index keys a writer adds to its PutItem / UpdateItem of a saga row now.
+
+    `open_saga_pk` is the sparse open-saga index's key (OpenSagaPK), present only when the row
+    gets one: its saga is open and the record says writers stamp it now. A row written without
+    it must not keep one: a PutItem of `as_item()` leaves it out; an UpdateItem REMOVEs it
+    (`SagaIndex.key_update` says so)."""
 
     gsi4pk: str
     gsi4sk: str
+    open_saga_pk: str | None = None
 
     def as_item(self) -> dict[str, dict[str, str]]:
-        """The two attributes as DynamoDB JSON, to merge into a low-level client's Item or
-        ExpressionAttributeValues."""
-        return {
+        """The attributes to SET as DynamoDB JSON (GSI4PK, GSI4SK, and OpenSagaPK when the row
+        gets one), to merge into a low-level client's PutItem Item."""
+        item = {
             names.INDEX_PARTITION_KEY: {"S": self.gsi4pk},
             names.INDEX_SORT_KEY: {"S": self.gsi4sk},
         }
+        if self.open_saga_pk is not None:
+            item[names.OPEN_INDEX_PARTITION_KEY] = {"S": self.open_saga_pk}
+        return item
+
+
+@dataclass(frozen=True)
+class KeyUpdate:
+    """What an UpdateItem of a saga row does with the index keys: SET `set` (as_item()), REMOVE
+    the attributes of `remove` (OpenSagaPK when `set` carries none: a saga closing, or no open
+    index being stamped, leaves the open index by losing it)."""
+
+    set: WriteKeys
+    remove: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class PersonKeys:
-    """One person's keys now: the GSI4PK a writer stamps, the GSI4PKs a read queries in order."""
+    """One person's keys now: the GSI4PK a writer stamps, the GSI4PKs a read queries in order,
+    the OpenSagaPK a writer stamps on an OPEN saga of theirs (None: none, and it removes any)."""
 
     write_key: str
     read_keys: tuple[str, ...]
+    open_write_key: str | None = None
 
 
 class SagaIndex:
@@ -110,16 +131,41 @@ class SagaIndex:
 
     # ---- keys -----------------------------------------------------------------------------
 
-    def write_keys(self, person_id: str, opened_at: str) -> WriteKeys:
-        """The keys a writer stamps on a saga row of `person_id` opened at `opened_at`
-        (InvalidPersonIdError / InvalidKeyError before any request)."""
+    def write_keys(
+        self, person_id: str, opened_at: str, *, saga_state: str | None = None
+    ) -> WriteKeys:
+        """The keys a writer stamps on a saga row of `person_id` opened at `opened_at` that the
+        write leaves in `saga_state` (None: a new saga, open). A closed state (not in
+        OPEN_STATES) gets no OpenSagaPK whatever the record says, so a writer that closes a
+        saga must pass it (or use `key_update`). InvalidPersonIdError / InvalidKeyError /
+        InvalidInputError before any request."""
         sort_key = keys.gsi4sk(person_id, opened_at)
-        return WriteKeys(gsi4pk=self.routing().write_key(person_id), gsi4sk=sort_key)
+        is_open = _saga_is_open(saga_state)
+        person = Person.of(person_id)
+        routing = self.routing()
+        return WriteKeys(
+            gsi4pk=routing.write_key(person),
+            gsi4sk=sort_key,
+            open_saga_pk=routing.open_write_key(person) if is_open else None,
+        )
+
+    def key_update(
+        self, person_id: str, opened_at: str, *, saga_state: str | None = None
+    ) -> KeyUpdate:
+        """write_keys as an UpdateItem applies them: the attributes to SET, and OpenSagaPK to
+        REMOVE when the row gets none (a saga closing leaves the open index by losing it)."""
+        written = self.write_keys(person_id, opened_at, saga_state=saga_state)
+        remove = () if written.open_saga_pk is not None else (names.OPEN_INDEX_PARTITION_KEY,)
+        return KeyUpdate(set=written, remove=remove)
 
     def keys_for(self, person_id: str) -> PersonKeys:
         person = Person.of(person_id)
         routing = self.routing()
-        return PersonKeys(write_key=routing.write_key(person), read_keys=routing.read_keys(person))
+        return PersonKeys(
+            write_key=routing.write_key(person),
+            read_keys=routing.read_keys(person),
+            open_write_key=routing.open_write_key(person),
+        )
 
     def enumeration_stages(self) -> tuple[tuple[str, ...], ...]:
         """The GSI4PKs an enumeration reads now, stage by stage."""
@@ -210,6 +256,15 @@ class SagaIndex:
             index_name=self.index_name,
             max_workers=self.max_workers,
         )
+
+
+def _saga_is_open(saga_state: str | None) -> bool:
+    """Whether a saga written in `saga_state` counts as open (None: a new saga, open)."""
+    if saga_state is None:
+        return True
+    if not isinstance(saga_state, str) or not saga_state:
+        raise InvalidInputError(f"saga_state must be a non-empty string, got {saga_state!r}")
+    return saga_state in OPEN_STATES
 
 
 def _check_page(limit: int, cursor: str | None) -> None:

@@ -12,7 +12,10 @@ import pytest
 
 from devkit import contract_vectors
 from devkit.vectors_file import render
+from saga_index import SagaIndex
+from saga_index.index import InvalidInputError
 from saga_index.index.model import OPEN_STATES
+from saga_index.layout_change.record import ControlState, Routing
 from saga_index.layout_change.record.errors import (
     ControlItemInvalidError,
     ControlRecordLostError,
@@ -229,3 +232,55 @@ def test_given_the_missing_record_cases_then_each_status_of_a_history_item_is_co
     assert any(c["state"] is None and not c["history"] for c in cases)
     assert any(c["state"] is not None and not c["history"] for c in cases)
     assert any(c["state"] is None and c["history"] for c in cases)
+
+
+class _Followed:
+    """The state a case's stored items read as, routed at the case's wall clock: what a
+    SagaIndex's provider serves a process whose clock reads `now`."""
+
+    def __init__(self, case: dict[str, Any]) -> None:
+        self._state = ControlStore(_StoredItems(case["state"], case["history"]), "t").read()  # type: ignore[arg-type]
+        self._now = parse_time(case["now"])
+
+    def state(self) -> ControlState:
+        return self._state
+
+    def routing(self) -> Routing:
+        return routing_for(self._state, self._now)
+
+
+@pytest.mark.parametrize("case", _load()["openIndex"], ids=lambda case: str(case["name"]))
+def test_given_an_open_index_case_then_the_python_library_keys_a_write_as_the_vectors_say(
+    case: dict[str, Any],
+) -> None:
+    # The public SagaIndex a Python service writes with, as the TypeScript writeKeys is held to
+    # the same cases: OpenSagaPK on an open saga's write as `openWriteKey` says, never on a
+    # closed one's, and an UpdateItem told to REMOVE it whenever the write carries none.
+    index = SagaIndex(_StoredItems(None, []), "t", provider=_Followed(case))  # type: ignore[arg-type]
+    opened_at = "2026-07-10T12:00:00.000Z"
+    for person in case["expect"]["persons"]:
+        person_id, expected = person["personId"], person["openWriteKey"]
+        assert index.keys_for(person_id).open_write_key == expected
+        for state in (None, "OPENED", "NEGOTIATING"):
+            written = index.write_keys(person_id, opened_at, saga_state=state)
+            assert written.open_saga_pk == expected
+            assert written.as_item().get("OpenSagaPK") == (
+                None if expected is None else {"S": expected}
+            )
+            update = index.key_update(person_id, opened_at, saga_state=state)
+            assert update.remove == (() if expected is not None else ("OpenSagaPK",))
+        for closed in ("SIGNED", "DECLINED", "EXPIRED"):
+            written = index.write_keys(person_id, opened_at, saga_state=closed)
+            assert written.open_saga_pk is None
+            assert "OpenSagaPK" not in written.as_item()
+            assert index.key_update(person_id, opened_at, saga_state=closed).remove == (
+                "OpenSagaPK",
+            )
+
+
+def test_given_a_saga_state_that_is_not_a_string_then_write_keys_refuses_it() -> None:
+    case = _load()["openIndex"][0]
+    index = SagaIndex(_StoredItems(None, []), "t", provider=_Followed(case))  # type: ignore[arg-type]
+    for bad in (7, ""):
+        with pytest.raises(InvalidInputError, match="saga_state"):
+            index.write_keys("p-1", "2026-07-10T12:00:00.000Z", saga_state=bad)  # type: ignore[arg-type]
