@@ -10,6 +10,7 @@ import {
   shardOf,
   type Item,
   type SagaRow,
+  type StateChange,
 } from '../src/internal.js';
 import { docsJson } from './vectors.js';
 import { FakeDynamo, OPEN_INDEX, sagaRow } from './fake.js';
@@ -191,6 +192,39 @@ describe('open sagas: the open index while the record says open, GSI4 otherwise'
     assert.equal((await sagas.state()).condition, 'missing');
     assert.equal((await sagas.getAllOpenSagas()).length, 40);
     assert.deepEqual(indexNames(fake), new Set([OPEN_INDEX]));
+  });
+});
+
+describe('a running process follows the open index within T, with no deploy', () => {
+  test('adding -> open: GSI4 until the cached state is T old, the open index from then on', async () => {
+    const fake = table(ADDING, rows());
+    let monotonic = 0;
+    const changes: StateChange[] = [];
+    const sagas = new SagaIndex({
+      client: fake,
+      tableName: 'sagas',
+      cacheSeconds: 30,
+      monotonicClock: () => monotonic,
+      wallClock: () => effectiveAt(OPEN) + 1,
+      onStateChange: (change) => changes.push(change),
+    });
+    // The unstamped open saga is only on GSI4: whether it comes back says which index was read.
+    assert.ok(ids(await sagas.getAllOpenSagas()).includes('open-unstamped'));
+    assert.ok(OPEN.state !== null);
+    fake.put(OPEN.state); // an operator's `open-index set open`
+    monotonic += 29_999;
+    assert.equal((await sagas.getAllOpenSagas()).length, 41);
+    assert.equal(await sagas.openEnumerationKeys(), null);
+    monotonic += 1;
+    const found = await sagas.getAllOpenSagas();
+    assert.equal(found.length, 40);
+    assert.ok(!ids(found).includes('open-unstamped'));
+    assert.deepEqual(await sagas.openEnumerationKeys(), OPEN_KEYS);
+    // Only the open index changed (the layout stayed sharded(16)), and the listener hears it.
+    assert.equal(changes.length, 2);
+    assert.equal(changes[1]?.previous?.openIndex.state, 'adding');
+    assert.equal(changes[1]?.current.openIndex.state, 'open');
+    assert.equal(changes[1]?.current.phase, changes[1]?.previous?.phase);
   });
 });
 
