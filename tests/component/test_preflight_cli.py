@@ -389,6 +389,48 @@ def test_an_open_index_still_backfilling_warns_with_the_command_that_shows_its_p
     )
 
 
+def test_before_the_open_index_move_a_missing_or_building_open_index_fails_with_exit_1(
+    aws: Aws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--open-index` (runbook O0): what is a WARN for the layout's runbook refuses the open
+    index's own move, as `open-index set adding` does, with the same fix; once ready, it passes."""
+    aws.ready()
+    answer = boto3.client("dynamodb").describe_table(TableName=aws.table_name)
+    code, doc = run_json(capsys, "--open-index")
+    assert (code, doc["failed"], doc["warnings"]) == (0, [], [])
+    assert checks_of(doc)["open-index"]["verdict"] == "pass"
+
+    for index in answer["Table"]["GlobalSecondaryIndexes"]:
+        if index["IndexName"] == OPEN_INDEX_NAME:
+            index.update(IndexStatus="ACTIVE", Backfilling=True)
+    aws.table_answer = answer
+    code, doc = run_json(capsys, "--open-index")
+    assert (code, doc["ok"], doc["failed"], doc["warnings"]) == (1, False, ["open-index"], [])
+    check = checks_of(doc)["open-index"]
+    assert check["verdict"] == "fail"
+    assert check["detail"] == (
+        f"index {OPEN_INDEX_NAME!r} is ACTIVE (Backfilling: true): `saga-index open-index set "
+        "adding` refuses until it is ACTIVE and not backfilling"
+    )
+    assert "wait until IndexStatus is ACTIVE and Backfilling is not true" in check["fix"]
+
+    aws.table_answer = None
+    boto3.client("dynamodb").delete_table(TableName=aws.table_name)
+    aws.create_table(open_index=False)
+    code, out, _ = run(capsys, "--open-index")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[CHECKS.index("open-index")].startswith(
+        f"FAIL  open-index: index {OPEN_INDEX_NAME!r} does not exist: "
+    )
+    assert lines[-1] == f"1 of {len(CHECKS)} checks failed"
+    assert any(
+        line.startswith("  open-index: before `saga-index open-index set adding`: ")
+        and "aws dynamodb update-table" in line
+        for line in lines
+    )
+
+
 def test_an_open_index_built_otherwise_fails_with_how_to_replace_it(
     aws: Aws, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -187,8 +187,21 @@ def _open_sagas(exports: dict[str, str]) -> int:
 
 
 def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
-    """docs/runbook.md "Add the open-saga index" on `make local`'s table: O1, O2, the way back
-    before the end (removing, its backfill, off), then O1-O3 again and the end's refusal."""
+    """docs/runbook.md "Add the open-saga index" on `make local`'s table: O0, O1, O2, the way
+    back before the end (removing, its backfill, off), then O1-O3 again and the end's refusal."""
+    # O0: preflight before the move judges the open index alone as required (ready: it passes)
+    preflight = saga_index(
+        exports,
+        "preflight",
+        "--open-index",
+        "--json",
+        "--cloudformation-endpoint-url",
+        "http://127.0.0.1:9",
+    )
+    assert preflight.returncode == 4, preflight.stderr  # as above: only what dynalite lacks
+    report = json.loads(preflight.stdout)
+    assert (report["failed"], report["warnings"]) == ([], [])
+    assert next(c for c in report["checks"] if c["name"] == "open-index")["verdict"] == "pass"
     shown = json.loads(saga_index(exports, "open-index", "show", "--json").stdout)
     assert (shown["openIndex"], shown["routing"]["enumerations"]) == ("off", "gsi4")
     reason = ("--reason", "make local: rehearse the runbook")

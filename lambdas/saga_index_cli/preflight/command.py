@@ -9,7 +9,8 @@ Checks, each reported PASS or FAIL with what to do when it fails:
   backfill finished, keyed OpenSagaPK/GSI4SK and projects ALL (the same DescribeTable). The
   layout's runbook does not need it, so missing or still building it is a WARN (exit
   unchanged) whose fix says how to add it and that `saga-index open-index set adding` needs
-  it; an index of that name built otherwise is a FAIL;
+  it, and a FAIL with `--open-index` (preflight before that move: runbook O0); an index of
+  that name built otherwise is a FAIL;
 - `point-in-time-recovery`: ON (DescribeContinuousBackups);
 - `contributor-insights-table`, `contributor-insights-index`: ENABLED for the table and for the
   index (DescribeContributorInsights, with IndexName for the index). In import mode
@@ -124,8 +125,11 @@ class PreflightReport:
         }
 
 
-def run_preflight(clients: Clients, table: str, stack_name: str) -> PreflightReport:
-    """Every check, in the runbook's order; none is skipped because another failed."""
+def run_preflight(
+    clients: Clients, table: str, stack_name: str, *, open_index: bool = False
+) -> PreflightReport:
+    """Every check, in the runbook's order; none is skipped because another failed.
+    `open_index`: before the open-saga index's move, which needs that index ready."""
     region = clients.dynamodb.meta.region_name
     described = describe_table(clients.dynamodb, table)
     stack = StackReport(name=stack_name)
@@ -142,7 +146,9 @@ def run_preflight(clients: Clients, table: str, stack_name: str) -> PreflightRep
     checks = (
         check_table(described, table),
         check_index(described, table),
-        check_open_index(described, region, clients.dynamodb.meta.endpoint_url),
+        check_open_index(
+            described, region, clients.dynamodb.meta.endpoint_url, required=open_index
+        ),
         check_point_in_time_recovery(clients.dynamodb, table, region),
         check_contributor_insights(clients.dynamodb, table, region, index=None),
         check_contributor_insights(clients.dynamodb, table, region, index=names.INDEX_NAME),
@@ -194,6 +200,13 @@ def render(report: PreflightReport) -> str:
 @service_endpoint_option("cloudformation", "CLOUDFORMATION", "CloudFormation")
 @service_endpoint_option("lambda", "LAMBDA", "Lambda")
 @service_endpoint_option("stepfunctions", "SFN", "Step Functions")
+@click.option(
+    "--open-index",
+    "open_index",
+    is_flag=True,
+    help="Before the open-saga index's move (runbook O0): the open-index check FAILs (exit 1) "
+    "instead of warning while that index is missing or still being built.",
+)
 @pass_cli
 def preflight_command(
     cli: CliContext,
@@ -202,6 +215,7 @@ def preflight_command(
     cloudformation_endpoint_url: str | None,
     lambda_endpoint_url: str | None,
     stepfunctions_endpoint_url: str | None,
+    open_index: bool,
 ) -> None:
     """Check what the runbook assumes before its step 1 (read-only).
 
@@ -211,7 +225,8 @@ def preflight_command(
                                 GSI4PK/GSI4SK, projects ALL
     open-index                  renewal-saga-open-index exists, is ACTIVE, not backfilling,
                                 keyed OpenSagaPK/GSI4SK, projects ALL (WARN while missing or
-                                building: `open-index set adding` needs it, step 1 does not)
+                                building: `open-index set adding` needs it, step 1 does not;
+                                FAIL with --open-index)
     point-in-time-recovery      ENABLED on the table
     contributor-insights-table  ENABLED on the table
     contributor-insights-index  ENABLED on the index
@@ -255,7 +270,7 @@ def preflight_command(
         lambda_=cli.aws_client("lambda", endpoint_url=lambda_endpoint_url),
         stepfunctions=cli.aws_client("stepfunctions", endpoint_url=stepfunctions_endpoint_url),
     )
-    report = run_preflight(clients, table, stack_name)
+    report = run_preflight(clients, table, stack_name, open_index=open_index)
     if as_json:
         emit(report.to_json())
     else:

@@ -143,13 +143,14 @@ OPEN_INDEX_MOVE = "saga-index open-index set adding"
 
 
 def check_open_index(
-    described: _Table, region: str | None, endpoint_url: str | None
+    described: _Table, region: str | None, endpoint_url: str | None, *, required: bool = False
 ) -> PreflightCheck:
     """PASS when the open-saga index is ready for its move (store.open_index_readiness's
     decision, on the same DescribeTable answer); WARN while it is missing or still being built
     (the layout's runbook does not need it, its own move does: the fix says so, with the
-    commands); FAIL when an index of that name is keyed or projected otherwise (DynamoDB cannot
-    change that: it must be removed and added again)."""
+    commands), a FAIL instead when `required` (preflight before that move, runbook O0); FAIL
+    when an index of that name is keyed or projected otherwise (DynamoDB cannot change that: it
+    must be removed and added again)."""
     name, index = "open-index", names.OPEN_INDEX_NAME
     if described.description is None:
         return PreflightCheck(
@@ -175,6 +176,14 @@ def check_open_index(
         if readiness.exists
         else "does not exist"
     )
+    if required:
+        return PreflightCheck(
+            name,
+            False,
+            f"index {index!r} {state}: `{OPEN_INDEX_MOVE}` refuses until it is ACTIVE and not "
+            "backfilling",
+            f"before `{OPEN_INDEX_MOVE}`: {readiness.problem}",
+        )
     return PreflightCheck(
         name,
         True,
