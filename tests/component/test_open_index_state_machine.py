@@ -8,6 +8,7 @@ open-index backfill --state-machine-arn` reports as the local run does."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,6 +27,11 @@ from tests.support.open_index import add_open_index
 world = state_machine.world
 OPEN_KEY = names.OPEN_INDEX_PARTITION_KEY
 OPEN_SAGAS = [f"open{n}" for n in range(3)]
+PRODUCT_ATTRIBUTES: dict[str, Any] = {
+    "rentCents": Decimal("125075"),
+    "offer": {"term": "12 months", "channels": ["email", "sms"], "accepted": False},
+    "attempts": {1, 2},
+}
 
 
 def open_run(direction: str = "forward", *, dry_run: bool = False) -> dict[str, Any]:
@@ -44,7 +50,8 @@ def adding(world: StateMachineWorld) -> ControlStore:
     added to the table and the record moved to `adding`, settled."""
     add_open_index(world.dynamo.client, world.dynamo.table_name)
     for n, saga_id in enumerate(OPEN_SAGAS):
-        world.dynamo.put_saga(saga_id, f"p-{n}")
+        # Attributes of the product's own beside the index's: a move must keep every one.
+        world.dynamo.put_saga(saga_id, f"p-{n}", **PRODUCT_ATTRIBUTES)
     world.dynamo.put_saga("closed", "p-9", state="SIGNED")
     world.dynamo.client.put_item(
         TableName=world.dynamo.table_name,
@@ -76,6 +83,9 @@ def test_given_adding_when_the_open_index_run_executes_and_rolls_back_then_the_t
     assert summary["restamped"] == len(OPEN_SAGAS)
     assert summary["verification"]["ok"] is True, summary["verification"]
     assert stamped(world) == OPEN_SAGAS
+    # Nothing is lost: each row keeps every attribute it had, the run added OpenSagaPK alone
+    without_key = [{k: v for k, v in r.items() if k != OPEN_KEY} for r in data_rows(world.dynamo)]
+    assert without_key == before
     # under the execution's lease, of kind open-index, released with no layout completion
     state = store.read()
     assert (state.lease, state.last_backfill) == (None, None)
