@@ -3,6 +3,7 @@
 // told apart from the transient failures (IncompleteEnumerationError, retried by the caller) so
 // that a wrong `indexName` or a missing IAM grant pages someone instead of being retried forever.
 import { describeError, SagaIndexError } from './errors.js';
+import { OPEN_INDEX_NAME, OPEN_INDEX_PARTITION_KEY } from './keys.js';
 
 /** What was misconfigured, and what to change; `cause` is the SDK's error. */
 export class SagaIndexConfigurationError extends SagaIndexError {
@@ -18,6 +19,21 @@ export class SagaIndexConfigurationError extends SagaIndexError {
 export interface Resource {
   readonly tableName: string;
   readonly indexName?: string;
+  /** The index's partition key attribute: GSI4PK when absent, OpenSagaPK for the open index. */
+  readonly partitionKey?: string | undefined;
+}
+
+/** What to check when the table refused a Query of `r`'s index: the option that names it. */
+function indexFix(r: Resource & { readonly indexName: string }): string {
+  const open = r.partitionKey === OPEN_INDEX_PARTITION_KEY;
+  const option = open
+    ? `openIndexName (default ${OPEN_INDEX_NAME})`
+    : 'indexName (default renewal-saga-person-index)';
+  const keys = open ? `${OPEN_INDEX_PARTITION_KEY} / GSI4SK` : 'GSI4PK / GSI4SK';
+  return (
+    `table ${JSON.stringify(r.tableName)} refused the query of index ${JSON.stringify(r.indexName)}: ` +
+    `check ${option} and that the table has that index, keyed ${keys}`
+  );
 }
 
 // The SDK's error names (the service's error codes, or the SDK's own for credentials) that mean
@@ -35,9 +51,7 @@ const FIXES: ReadonlyMap<string, (r: Resource) => string> = new Map([
       r.indexName === undefined
         ? `table ${JSON.stringify(r.tableName)} refused the request: check tableName (the ` +
           'table must have the string keys PK and SK)'
-        : `table ${JSON.stringify(r.tableName)} refused the query of index ` +
-          `${JSON.stringify(r.indexName)}: check indexName (default renewal-saga-person-index) ` +
-          'and that the table has that index, keyed GSI4PK / GSI4SK',
+        : indexFix({ ...r, indexName: r.indexName }),
   ],
   [
     'AccessDeniedException',

@@ -41,6 +41,26 @@ describe('configuration errors', () => {
     }
   });
 
+  test('a missing open index names openIndexName and its keys, not GSI4\'s', async () => {
+    const fake = new FakeDynamo();
+    const open = docsJson<{ openIndex: { name: string; state: Item | null }[] }>('contract-vectors.json').openIndex.find(
+      (v) => v.name === 'sharded(16), open index open(16): from effectiveAt',
+    )?.state;
+    assert.ok(open !== undefined && open !== null);
+    fake.put(open);
+    const missing = serviceError('ValidationException', 'The table does not have the specified index: gone');
+    for (let s = 0; s < 16; s++) fake.failQueryOf.set(`RenewalSagaOpen#${s}`, missing);
+    const reader = new SagaIndex({ client: fake, tableName: 'sagas', openIndexName: 'gone', cacheSeconds: 30 });
+    await assert.rejects(reader.getAllOpenSagas(), (err: unknown) => {
+      assert.ok(err instanceof SagaIndexConfigurationError);
+      assert.match(err.message, /refused the query of index "gone": check openIndexName \(default renewal-saga-open-index\)/);
+      assert.match(err.message, /keyed OpenSagaPK \/ GSI4SK/);
+      return true;
+    });
+    // By-person reads stay on GSI4, which is there.
+    assert.deepEqual(await reader.getSagasByPerson('p-1'), []);
+  });
+
   test('a missing table or a denied record read is a configuration error', async () => {
     for (const [name, fix] of [
       ['ResourceNotFoundException', /table "sagas" does not exist where the client looks/],
