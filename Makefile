@@ -28,12 +28,13 @@ PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # Each step of `make test` appends "<step> <milliseconds>" here (wall time); tests/conftest.py
 # prints the table again at the end of pytest's summary, above its closing line.
 STEP_TIMES := build/.test-steps
+TS_CLIENT := clients/typescript
 TIMED = timed() { local step=$$1 rc=0 start end; shift; start=$$(date +%s%N); "$$@" || rc=$$?; \
 	end=$$(date +%s%N); echo "$$step $$(( (end - start) / 1000000 ))" >> $(STEP_TIMES); \
 	return $$rc; }; timed
 SHOW_STEPS = awk '$$1 != "start" { printf "  %-28s %7.1f s\n", $$1, $$2 / 1000 }' $(STEP_TIMES)
 
-.PHONY: help deps demo local simulate test static-checks ts-client ts-build lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
+.PHONY: help deps demo local simulate test static-checks ts-client ts-deps ts-suite ts-package ts-build lint typecheck importlint synth cfn-lint unit component infra conformance rehearsal layer bench lock clean
 
 help:
 	@echo "make demo   start a local DynamoDB-compatible server and show the migration end to end"
@@ -85,22 +86,40 @@ importlint: deps
 cfn-lint: synth
 	$(VENV)/bin/cfn-lint $(TEMPLATE) --ignore-checks W3005
 
-# The steps in order, each timed. The static checks run two at a time (make -j2): the TypeScript
-# package's lane on one core, mypy (one process, about a minute cold), synth + cfn-lint, ruff, the
-# import contracts and the layer build one after another on the other. Then pytest on both cores.
+# The steps in order, each timed. The installs run side by side (-j3). The TypeScript package's
+# install test (ts-package, ~70 s of CPU and as long again waiting on npm and its scratch
+# projects) then starts in the background and runs beside everything else; its output goes to
+# build/ts-package.log, shown at the end (all of it when it failed). The static checks run two at
+# a time (make -j2, longest first: mypy, synth + cdk-nag + cfn-lint, the TypeScript package's
+# build, type-check and node:test suites, the layer, ruff, the import contracts), then pytest on
+# both cores. make test fails when any of them failed.
+TS_PACKAGE_LOG := build/ts-package.log
 test:
 	@mkdir -p build && echo "start $$(date +%s%3N)" > $(STEP_TIMES)
-	@$(TIMED) install $(MAKE) --no-print-directory deps
-	@$(TIMED) static-checks/2-lanes $(MAKE) --no-print-directory -j2 --output-sync=target \
-		static-checks
-	@echo "make test, wall time per step:" && $(SHOW_STEPS)
-	MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) -m "not simulation_long and not long" \
-		$(PYTEST_ARGS)
+	@$(TIMED) install $(MAKE) --no-print-directory -j3 --output-sync=target deps ts-deps
+	@$(TIMED) ts-package $(MAKE) --no-print-directory ts-package > $(TS_PACKAGE_LOG) 2>&1 & \
+	package=$$!; status=0; \
+	$(TIMED) static-checks/2-lanes $(MAKE) --no-print-directory -j2 --output-sync=target \
+		static-checks || status=$$?; \
+	if [ $$status -eq 0 ]; then \
+		echo "make test, wall time per step:" && $(SHOW_STEPS); \
+		MAKE_TEST_STEPS=$(STEP_TIMES) $(VENV)/bin/pytest $(PYTEST_PARALLEL) \
+			-m "not simulation_long and not long" $(PYTEST_ARGS) || status=$$?; \
+	fi; \
+	package_status=0; wait $$package || package_status=$$?; \
+	if [ $$package_status -eq 0 ]; then \
+		grep -E '^(✔|ℹ (tests|pass|fail) )' $(TS_PACKAGE_LOG) || true; \
+	else \
+		cat $(TS_PACKAGE_LOG); \
+		echo "the TypeScript package-install test (make ts-package) failed: its output above"; \
+	fi; \
+	awk '$$1 == "ts-package" { printf "ts-package (in the background) %.1f s\n", $$2 / 1000 }' \
+		$(STEP_TIMES); \
+	[ $$status -eq 0 ] && [ $$package_status -eq 0 ]
 
-# make starts them left to right as a slot frees: the TypeScript package's lane (~85 s) first,
-# so it runs beside everything else (mypy ~42 s, synth + cdk-nag + cfn-lint ~38 s, the rest a few
-# seconds) instead of starting when mypy ends, which made the lanes ~40 s longer.
-static-checks: step-ts-client step-typecheck step-cfn-lint step-lint step-importlint step-layer
+# make starts them left to right as a slot frees, longest first, so no long step starts when the
+# other lane is about to run out of work.
+static-checks: step-typecheck step-cfn-lint step-ts-suite step-layer step-lint step-importlint
 
 step-%: deps
 	@$(TIMED) $(if $(filter cfn-lint,$*),synth+nag+cfn-lint,$*) $(MAKE) --no-print-directory $*
@@ -109,24 +128,31 @@ unit component infra conformance: deps
 	$(VENV)/bin/pytest tests/$@ $(PYTEST_ARGS)
 
 # The TypeScript client package (clients/typescript): its own locked install (the build tools;
-# it has no install scripts), the build (dist/, which tests/conformance/test_typescript_client.py
-# imports) and the strict type-check of sources and tests (`npm test`'s pretest: the build, then
-# `tsc -p tsconfig.test.json`, the project `npm run typecheck` checks with --noEmit: a type error
-# fails it the same way, so the check is not run a second time), its node:test suite, then the
-# package-install test (a clean copy packed, the tarball checked with publint and
-# @arethetypeswrong/cli, the README's install lines run in scratch projects on Node 20 and on the
-# Node 22 and 24 builds its package-test/node-versions lock pins, the README's TypeScript and a
-# consumer compiled and run with an empty stderr; ~85 s of CPU on a fresh clone, its installs
-# read the npm cache first and reach only the npm registry). `make test` runs it among the static checks, so dist/
-# exists before pytest.
-TS_CLIENT := clients/typescript
+# it has no install scripts), then ts-suite: the build (dist/, which
+# tests/conformance/test_typescript_client.py imports) and the strict type-check of sources and
+# tests (`npm test`'s pretest: the build, then `tsc -p tsconfig.test.json`, the project `npm run
+# typecheck` checks with --noEmit: a type error fails it the same way, so the check is not run a
+# second time) and its node:test suite; and ts-package, the package-install test (a clean copy
+# packed, the tarball checked with publint and @arethetypeswrong/cli, the README's install lines
+# run in scratch projects on Node 20 and on the Node 22 and 24 builds its package-test/
+# node-versions lock pins, the README's TypeScript and a consumer compiled and run with an empty
+# stderr; ~70 s of CPU, its installs read the npm cache first and reach only the npm registry).
+# ts-client is both. `make test` runs ts-suite among the static checks, so dist/ exists before
+# pytest, and ts-package beside everything (it packs its own copy, never this folder's dist/).
 $(TS_CLIENT)/node_modules/.installed: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	@command -v node >/dev/null || { echo "Node.js 20 is required on PATH"; exit 1; }
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-ts-client: $(TS_CLIENT)/node_modules/.installed
-	cd $(TS_CLIENT) && npm test --silent && npm run --silent test:package
+ts-deps: $(TS_CLIENT)/node_modules/.installed
+
+ts-suite: ts-deps
+	cd $(TS_CLIENT) && npm test --silent
+
+ts-package: ts-deps
+	cd $(TS_CLIENT) && npm run --silent test:package
+
+ts-client: ts-suite ts-package
 
 conformance: ts-client
 
@@ -143,7 +169,7 @@ local: deps
 	$(PY) -m devkit.local $(LOCAL_ARGS)
 
 # The TypeScript package built from its sources (bench.ts_vs_python runs it beside Python).
-ts-build: $(TS_CLIENT)/node_modules/.installed
+ts-build: ts-deps
 	cd $(TS_CLIENT) && npm run --silent build
 
 bench: deps synth ts-build
