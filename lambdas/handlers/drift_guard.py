@@ -9,8 +9,11 @@ STATE item is gone but history exists: the routing then spans every layout that 
 plus AnomalousRows, zeros included. UnindexedRows, StrayRows and ScannedSagaRows come only from
 the runs that scan the base table (every K-th run, decided from the scheduled time); their
 alarm's period spans two scan intervals (infra/observability/alarms.py). So do
-OpenIndexMissingRows and OpenIndexStrayRows: while the record's open index is `open`, the open
-index compared with the scan's rows (two reads a GSI lag apart), else 0: no reader reads it.
+OpenIndexMissingRows and OpenIndexStrayRows (both page) and OpenIndexUnstampedRows (no alarm):
+while the record's open index is `open`, or `adding` once its writers' switch has settled
+(effectiveAt plus the in-flight margin of the provider's timing), the open index compared with
+the scan's rows (two reads a GSI lag apart); in `adding` an open saga not stamped yet is
+unstamped, the backfill's work left, not missing; else all three 0 (checks/drift/_open_check).
 
 A read of the index that cannot reach every key's end within one run (its keys paced), or a
 base-table scan that cannot reach every segment's end, finishes across runs: the run saves where
@@ -66,7 +69,8 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
     client = clients.dynamodb(settings.max_attempts)
     # The plain read: a record lost after a migration is drift this guard reports (rows on
     # shard keys under "never migrated"), not a read to refuse.
-    state = control_provider(settings, refuse_lost=False).state()
+    provider = control_provider(settings, refuse_lost=False)
+    state = provider.state()
     checker = DriftChecker(
         client,
         settings.table_name,
@@ -80,6 +84,7 @@ def handler(event: DriftGuardEvent, context: LambdaContext) -> dict[str, Any]:
         clock=time.monotonic,
         sleep=time.sleep,
         open_recheck_seconds=settings.open_recheck_seconds,
+        timing=provider.timing,
     )
     store = CursorStore(client, settings.table_name)
     cursor = store.resume(state.version, cursor_layout(checker.routing))

@@ -45,6 +45,7 @@ class DriftGuardResult(BaseModel):
     stray_rows: int | None = Field(alias="strayRows")
     open_index_missing_rows: int | None = Field(alias="openIndexMissingRows")
     open_index_stray_rows: int | None = Field(alias="openIndexStrayRows")
+    open_index_unstamped_rows: int | None = Field(alias="openIndexUnstampedRows")
     rows_per_shard: dict[str, int] = Field(alias="rowsPerShard")
     shard_skew: float = Field(alias="shardSkew")
 
@@ -67,6 +68,7 @@ class DriftGuardResult(BaseModel):
             stray_rows=report.stray_rows,
             open_index_missing_rows=report.open_index_missing_rows,
             open_index_stray_rows=report.open_index_stray_rows,
+            open_index_unstamped_rows=report.open_index_unstamped_rows,
             rows_per_shard=summary["rowsPerShard"],
             shard_skew=summary["shardSkew"],
         )
@@ -114,6 +116,11 @@ def publish(report: DriftReport, settings: HandlerSettings) -> None:
             name=names.METRIC_OPEN_INDEX_STRAY_ROWS,
             unit=count,
             value=report.open_index_stray_rows or 0,
+        )
+        metrics.add_metric(
+            name=names.METRIC_OPEN_INDEX_UNSTAMPED_ROWS,
+            unit=count,
+            value=report.open_index_unstamped_rows or 0,
         )
     for shard_number, rows in sorted(report.rows_per_shard.items()):
         publish_apart(

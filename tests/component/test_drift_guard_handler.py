@@ -17,6 +17,7 @@ from handlers.drift_guard import handler
 from saga_index.index import Person, keys, names
 from saga_index.index.errors import EnumerationError
 from saga_index.index.layout import LEGACY, Layout
+from saga_index.layout_change.record.open_index import OpenIndexState
 from saga_index.layout_change.record.provider import ControlProvider
 from saga_index.layout_change.record.store import ControlStore
 from saga_index.layout_change.record.timing import ControlTiming
@@ -55,6 +56,7 @@ SCAN_ONLY = (
     "ScannedSagaRows",
     "OpenIndexMissingRows",
     "OpenIndexStrayRows",
+    "OpenIndexUnstampedRows",
 )
 # With K = 12 and the 5-minute schedule, the top of the hour scans and 10:05 does not.
 SCAN_TIME = "2026-07-10T10:00:00Z"
@@ -397,4 +399,53 @@ def test_the_guard_compares_the_open_index_from_t_after_it_opens(
     assert invoke(SCAN_TIME)["openIndexMissingRows"] == 0
     ticks.now += 1
     assert invoke(SCAN_TIME)["openIndexMissingRows"] == 1
+    capsys.readouterr()
+
+
+def test_the_guard_compares_the_open_index_in_adding_from_t_after_it_says_so(
+    dynamo: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given a warm execution environment whose provider read sharded(16), open index off; an
+    # open saga from before `adding` (no OpenSagaPK) and a closed one a writer left stamped
+    monkeypatch.setenv("DRIFT_OPEN_INDEX_RECHECK_SECONDS", "0")
+    ticks = Ticks()
+    store = ControlStore(dynamo.client, dynamo.table_name)
+    runtime.control.use(ControlProvider(store, timing=ControlTiming(cache_seconds=30), clock=ticks))
+    add_open_index(dynamo.client, dynamo.table_name)
+    dynamo.put_saga("unstamped", "p-2", gsi4pk="shard")
+    stamp = {names.OPEN_INDEX_PARTITION_KEY: Person.of("p-3").open_index_pk(N)}
+    dynamo.put_saga("kept", "p-3", gsi4pk="shard", state="SIGNED", **stamp)
+    assert invoke(SCAN_TIME)["openIndexStrayRows"] == 0  # off: not compared
+    # When an operator sets the open index `adding` (the record's switch long settled)
+    seed_open_index(
+        dynamo.client, dynamo.table_name, Layout.sharded(N), N, state=OpenIndexState.ADDING
+    )
+    # Then within T the guard may still judge the state before
+    ticks.now += 29
+    assert invoke(SCAN_TIME)["openIndexStrayRows"] == 0
+    capsys.readouterr()
+    # And from T on it compares: the closed saga pages (OpenIndexStrayRows, as in `open`), the
+    # open saga not stamped yet is counted apart (OpenIndexUnstampedRows) and is not missing
+    ticks.now += 1
+    result = invoke(SCAN_TIME)
+    metrics = by_name(emf_datapoints(capsys.readouterr().out))
+    assert metrics["OpenIndexStrayRows"].value == 1
+    assert result["healthy"] is False
+    assert metrics["OpenIndexMissingRows"].value == 0
+    assert metrics["OpenIndexUnstampedRows"].value == 1
+    counts = ("openIndexUnstampedRows", "openIndexMissingRows", "openIndexStrayRows")
+    assert tuple(result[key] for key in counts) == (1, 0, 1)
+    (record,) = [r for r in caplog.records if r.getMessage() == "drift report: DRIFT"]
+    report = record.__dict__["report"]
+    assert report["openIndex"] == f"adding({N})"
+    assert [row["pk"] for row in report["openIndexStray"]] == ["RSAGA#kept"]
+    assert [row["pk"] for row in report["openIndexUnstamped"]] == ["RSAGA#unstamped"]
+    # And once the closed saga is repaired, the run is healthy with the unstamped still counted
+    dynamo.put_saga("kept", "p-3", gsi4pk="shard", state="SIGNED")
+    healed = invoke(SCAN_TIME)
+    assert healed["healthy"] is True
+    assert (healed["openIndexUnstampedRows"], healed["openIndexStrayRows"]) == (1, 0)
     capsys.readouterr()

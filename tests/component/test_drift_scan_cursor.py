@@ -26,7 +26,7 @@ from saga_index.layout_change.checks.drift import (
     cursor_layout,
 )
 from saga_index.layout_change.checks.drift._cursor import CURSOR_KEY
-from saga_index.layout_change.record import ControlStore
+from saga_index.layout_change.record import ControlStore, OpenIndexState
 from saga_index.store.dynamo import KeyReadPace, ScanOptions
 from tests.support.backends import Backend, make_backend
 from tests.support.control_seed import seed_open_index, seed_state
@@ -211,14 +211,22 @@ def test_a_scan_taken_under_another_record_version_or_open_index_starts_over(
     assert report.scanned_saga_rows == HEALTHY + UNINDEXED + STRAY
 
 
+@pytest.mark.parametrize(
+    ("open_state", "counted"),
+    [
+        (OpenIndexState.OPEN, "open_index_missing_rows"),
+        # In `adding` the same rows are the backfill's work left: unstamped, not missing.
+        (OpenIndexState.ADDING, "open_index_unstamped_rows"),
+    ],
+)
 def test_an_open_index_difference_is_counted_once_across_the_runs_of_a_scan(
-    dynamo: Backend,
+    dynamo: Backend, open_state: OpenIndexState, counted: str
 ) -> None:
-    # Given the open index `open`, and the open sagas it misses (no OpenSagaPK), found by a
-    # whole scan (the measure of a run's time)
+    # Given the open index `open` (or `adding`, settled), and the open sagas it misses (no
+    # OpenSagaPK), found by a whole scan (the measure of a run's time)
     add_open_index(dynamo.client, dynamo.table_name)
     seed_state(dynamo.client, dynamo.table_name, Layout.sharded(N))
-    seed_open_index(dynamo.client, dynamo.table_name, Layout.sharded(N), N)
+    seed_open_index(dynamo.client, dynamo.table_name, Layout.sharded(N), N, state=open_state)
     for n in range(HEALTHY):
         person = f"p-{n:02d}"
         stamp = {names.OPEN_INDEX_PARTITION_KEY: Person.of(person).open_index_pk(N)}
@@ -238,7 +246,7 @@ def test_an_open_index_difference_is_counted_once_across_the_runs_of_a_scan(
     cursor = DriftCursor(state.version, cursor_layout(checker.routing))
     whole = checker.check(scan_unindexed=True, cursor=cursor)
     cursor.completed(whole.index_read_units)
-    assert whole.open_index_missing_rows == UNINDEXED + STRAY
+    assert getattr(whole, counted) == UNINDEXED + STRAY
     # When each run gets 35 % of the whole scan's time
     budget = 0.35 * (cursor.last_scan_units or 0) / SCAN_RATE
     runs = 0
@@ -256,7 +264,10 @@ def test_an_open_index_difference_is_counted_once_across_the_runs_of_a_scan(
             cursor = store.resume(cursor.record_version, cursor.layout)
     # Then it took three runs, and the open sagas the index misses are each counted once
     assert runs == 3
-    assert report.open_index_missing_rows == UNINDEXED + STRAY
+    assert getattr(report, counted) == UNINDEXED + STRAY
+    assert (report.open_index_missing_rows, report.open_index_unstamped_rows) == (
+        (UNINDEXED + STRAY, 0) if open_state is OpenIndexState.OPEN else (0, UNINDEXED + STRAY)
+    )
     assert report.open_index_stray_rows == 0
     assert report.unindexed_rows == UNINDEXED
     assert report.scanned_saga_rows == HEALTHY + UNINDEXED + STRAY

@@ -68,20 +68,37 @@ def seed_state(
     return state
 
 
+# The open index state each seeded one comes from (open_index_rules' allowed moves).
+_OPEN_INDEX_FROM = {
+    OpenIndexState.OPEN: OpenIndexState.ADDING,
+    OpenIndexState.ADDING: OpenIndexState.OFF,
+    OpenIndexState.REMOVING: OpenIndexState.ADDING,
+}
+
+
 def seed_open_index(
-    client: Any, table_name: str, layout: Layout, shard_count: int, *, version: int = 2
+    client: Any,
+    table_name: str,
+    layout: Layout,
+    shard_count: int,
+    *,
+    version: int = 2,
+    state: OpenIndexState = OpenIndexState.OPEN,
 ) -> ControlState:
-    """Write the STATE item and its HISTORY item of `open-index set open` on a settled
-    `layout`: the open index is `open` with N = `shard_count` (from `adding`)."""
+    """Write the STATE item and its HISTORY item of `open-index set <state>` on a settled
+    `layout` (effectiveAt long past: settled): the open index is `state` (default `open`, from
+    `adding`) with N = `shard_count`."""
+    before = _OPEN_INDEX_FROM[state]
+    before_n = None if before is OpenIndexState.OFF else shard_count
     change = replace(
         transition(layout, version=version, previous=(layout, None)),
-        open_index=OpenIndex(OpenIndexState.OPEN, shard_count),
-        previous_open_index=OpenIndex(OpenIndexState.ADDING, shard_count),
+        open_index=OpenIndex(state, shard_count),
+        previous_open_index=OpenIndex(before, before_n),
     )
-    state = ControlState(transition=change)
-    client.put_item(TableName=table_name, Item=serialize(state_item(state)))
+    seeded = ControlState(transition=change)
+    client.put_item(TableName=table_name, Item=serialize(state_item(seeded)))
     ControlStore(client, table_name).put_history(change)
-    return state
+    return seeded
 
 
 def delete_state(client: Any, table_name: str) -> None:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from saga_index.layout_change.checks import OpenIndexDifference
 from saga_index.layout_change.checks.drift._cursor import CursorError, DriftCursor, parse_cursor
 from saga_index.layout_change.checks.drift._scan_check import take_up_scan
 from saga_index.layout_change.checks.drift._scan_cursor import ScanProgress
@@ -66,3 +67,26 @@ def test_the_scan_part_round_trips_and_what_does_not_parse_is_named() -> None:
         parse_cursor(item(bad))
     with pytest.raises(CursorError, match="unindexed must be an object"):
         parse_cursor(item({**scan.to_json(), "unindexed": 3}))
+
+
+def test_the_unstamped_open_sagas_of_an_adding_scan_round_trip_and_an_older_cursor_parses() -> None:
+    # Given a scan under way in `adding` that has counted unstamped open sagas
+    scan = ScanProgress.fresh(2, "adding(16)")
+    difference = OpenIndexDifference(
+        "RSAGA#s-1", "an open saga with OpenSagaPK = None", open_saga=True, person_id="p-1"
+    )
+    scan.found["openUnstamped"].add(3, [difference])
+    # Then the next run reads them back
+    parsed = parse_cursor(item(scan.to_json())).scan
+    assert parsed is not None
+    assert parsed.found["openUnstamped"].count == 3
+    assert parsed.found["openUnstamped"].rows == [difference]
+    # And a scan part saved before the unstamped count existed resumes with none counted
+    older = scan.to_json()
+    del older["openUnstamped"]
+    resumed = parse_cursor(item(older)).scan
+    assert resumed is not None
+    assert resumed.found["openUnstamped"].count == 0
+    # While a present one that does not parse is named
+    with pytest.raises(CursorError, match="openUnstamped must be an object"):
+        parse_cursor(item({**scan.to_json(), "openUnstamped": 3}))

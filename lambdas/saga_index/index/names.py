@@ -78,11 +78,15 @@ METRIC_SHARD_SKEW: Final = "ShardSkew"
 METRIC_UNINDEXED_ROWS: Final = "UnindexedRows"
 METRIC_STRAY_ROWS: Final = "StrayRows"
 METRIC_SCANNED_SAGA_ROWS: Final = "ScannedSagaRows"
-# The open-saga index against the base table (scanning runs; 0 while no reader reads the open
-# index): open sagas it does not hold under their person's key (the sweeps miss them), and
-# entries or stamps it must not have (closed sagas).
+# The open-saga index against the base table (scanning runs, while it is `open`, or `adding`
+# once its writers' switch settled; 0 in other states): open sagas it does not hold under their
+# person's key (in `open` the sweeps miss them; in `adding` a stamp that is wrong), and entries
+# or stamps it must not have (closed sagas). Both page.
 METRIC_OPEN_INDEX_MISSING_ROWS: Final = "OpenIndexMissingRows"
 METRIC_OPEN_INDEX_STRAY_ROWS: Final = "OpenIndexStrayRows"
+# In `adding`: open sagas that carry no OpenSagaPK yet, the open-index backfill's work left
+# (expected until it has run: it does not page); 0 in other states.
+METRIC_OPEN_INDEX_UNSTAMPED_ROWS: Final = "OpenIndexUnstampedRows"
 
 # The backfill worker's metrics (this invocation's own counts, never the carried totals).
 METRIC_SCANNED: Final = "Scanned"

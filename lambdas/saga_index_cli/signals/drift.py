@@ -46,10 +46,15 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
       unindexed rows           no GSI4PK or GSI4SK: in no index partition
       stray rows               a GSI4PK that is neither the legacy key nor any shard key
       control record missing   the STATE item is gone while history exists (no override)
-      open index missing/stray while the record's open index is `open` (the sweeps read it):
-                               open sagas it does not hold under their person's OpenSagaPK,
-                               and rows in it (or stamped) that are no open saga, on two
-                               reads a GSI lag apart; each named with its repairCommand
+      open index missing/stray while the record's open index is `open` (the sweeps read it),
+                               or `adding` once its writers' switch has settled
+                               (effectiveAt plus the in-flight margin): open sagas it does
+                               not hold under their person's OpenSagaPK, and rows in it (or
+                               stamped) that are no open saga, on two reads a GSI lag apart;
+                               each named with its repairCommand
+      open index unstamped     in `adding` only: open sagas that carry no OpenSagaPK yet, the
+                               open-index backfill's work left; counted, not drift (0 before
+                               `open-index set open`, runbook O3)
 
     Rows whose personId cannot be routed (anomalous) on a key the state reads are counted but
     are not drift (readers return them; repair-anomaly fixes them); on a key no reader reads
@@ -60,8 +65,10 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     legacyRows, shardedRows (raw), unexpectedLegacyRows, unexpectedShardedRows, misroutedRows,
     anomalousRows, unindexedRows, strayRows, rowsPerShard ({"<shard>": rows}), shardSkew
     (max / mean, 0 when no row is sharded), and up to 100 example rows per kind; openIndex
-    (null unless `open`), openIndexEntries, openIndexMissingRows, openIndexStrayRows,
-    openIndexMissing and openIndexStray ({pk, reason, personId, repairCommand} each).
+    (the open index compared, e.g. "adding(16)" or "open(16)"; null when none is),
+    openIndexEntries, openIndexMissingRows, openIndexStrayRows, openIndexUnstampedRows,
+    openIndexMissing, openIndexStray and openIndexUnstamped ({pk, reason, personId,
+    repairCommand} each).
 
     Progress goes to stderr (stdout stays the report): the index reads (partitions read), then
     the scan (rows scanned, rows/s, an ETA); a live bar on a terminal, else a log line every
@@ -78,7 +85,14 @@ def drift_command(cli: CliContext, as_json: bool, scan_rate: float, segments: in
     if cli.overridden:
         checker = DriftChecker(cli.client, table, routing=cli.routing(), scan_options=options)
     else:
-        checker = DriftChecker(cli.client, table, state=cli.read_state(), scan_options=options)
+        checker = DriftChecker(
+            cli.client,
+            table,
+            state=cli.read_state(),
+            scan_options=options,
+            now=cli.now(),
+            timing=cli.hooks.timing,
+        )
     total = table_item_count(cli, table)
     with LiveProgress() as display:
         scan = ScanProgress(display, "base-table scan", total=total, cap=scan_rate)
@@ -109,8 +123,9 @@ def _print_drift(report: DriftReport) -> None:
         f"  stray rows (GSI4PK not a key):      {report.stray_rows}",
         f"  anomalous on read keys (not drift): {report.anomalous_rows}",
         f"  saga rows in the base table:        {report.scanned_saga_rows}",
-        f"  open index ({report.open_index.index if report.open_index else 'not read'}): "
-        f"{report.open_index_missing_rows} missing, {report.open_index_stray_rows} stray",
+        f"  open index ({report.open_index.index if report.open_index else 'not compared'}): "
+        f"{report.open_index_missing_rows} missing, {report.open_index_stray_rows} stray, "
+        f"{report.open_index_unstamped_rows} unstamped (adding: not drift)",
         f"  shard skew (max / mean):            {report.shard_skew:.2f}",
         "  rows per shard: "
         + " ".join(f"{n}:{count}" for n, count in sorted(report.rows_per_shard.items())),
@@ -118,7 +133,7 @@ def _print_drift(report: DriftReport) -> None:
     if report.control_record_missing:
         lines.append(f"  control record: MISSING (history ends at version {report.record_version})")
     summary = report.to_dict()
-    for title in ("openIndexMissing", "openIndexStray"):
+    for title in ("openIndexMissing", "openIndexStray"):  # unstamped: the backfill stamps them
         for row in summary[title]:
             lines.append(f"  {title}: {row['pk']}: {row['reason']}")
             if row["repairCommand"]:

@@ -9,9 +9,9 @@ else 16), judging each row by `Expectations`, and one Limit-1 Query per shard ke
 (the keys of the next two splits, where a lost record's rows sit), where any row is unexpected
 (no reader of the state reads it). Every K-th run (`scan_due`) also scans the BASE table for
 saga rows with no index key (unindexed) or with a GSI4PK that is no key at all or a shard key
-at or above 4N (stray), and compares the open-saga index with it while that is `open`
-(_open_check). Anomalous rows (a personId that cannot be routed) on a key that IS read are
-reported, not drift: a human repairs them; on a key no reader reads they are drift.
+at or above 4N (stray), and compares the open-saga index with it while that is `open`, or
+`adding` once settled (_open_check). Anomalous rows (a personId that cannot be routed) on a read
+key are reported, not drift (a human repairs them); on a key no reader reads they are drift.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -38,16 +39,20 @@ from saga_index.layout_change.checks.drift._open_check import (
     DEFAULT_OPEN_RECHECK_SECONDS,
     OPEN_CHECK_ATTRIBUTES,
     open_watch,
+    watched_open_index,
 )
 from saga_index.layout_change.checks.drift._report import SAMPLE_LIMIT, DriftReport, ReadTally
 from saga_index.layout_change.checks.drift._scan_check import ScanStopped, take_up_scan, with_scan
 from saga_index.layout_change.record import (
+    DEFAULT_TIMING,
     ControlState,
+    ControlTiming,
     Phase,
     RecordCondition,
     Routing,
     resolve_routing,
     routing_for,
+    utc_now,
 )
 from saga_index.store import count_partition, read_partitions
 from saga_index.store.dynamo import (
@@ -74,11 +79,11 @@ _JUDGED_ATTRIBUTES = ("PK", "SK", "sagaId", "personId", "GSI4PK", "GSI4SK")
 
 
 class DriftChecker:
-    """Runs the drift checks against one table. The client is injected (thread-safe).
-
-    Judged against `state` (the control record's: its routing, and whether the STATE item is
-    missing), a `routing`, or `phase` + `shard_count` (what a reader in that phase follows);
-    exactly one of the three.
+    """Runs the drift checks against one table (the client injected: thread-safe), judged
+    against `state` (the control record's: its routing, and whether the STATE item is missing),
+    a `routing`, or `phase` + `shard_count` (what a reader in that phase follows): exactly one.
+    `now` (None: this process's wall clock) and `timing`'s in-flight margin say whether an
+    `adding` open index's switch has settled (_open_check).
     """
 
     def __init__(
@@ -98,16 +103,20 @@ class DriftChecker:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         open_recheck_seconds: float = DEFAULT_OPEN_RECHECK_SECONDS,
+        now: datetime | None = None,
+        timing: ControlTiming = DEFAULT_TIMING,
     ) -> None:
         if not table_name:
             raise InvalidInputError("table_name is required")
         if page_size is not None and page_size < 1:
             raise InvalidInputError(f"page_size must be >= 1, got {page_size}")
+        at = utc_now() if now is None else now
         if state is not None:
             if routing is not None or phase is not None:
                 raise InvalidInputError("give exactly one of state, routing or phase")
-            routing = routing_for(state)
+            routing = routing_for(state, at)
         self.expect = Expectations(resolve_routing(routing, phase, shard_count))
+        self.open_watched = watched_open_index(state, self.routing, at, timing)
         self.record_missing = state is not None and state.condition is RecordCondition.MISSING
         self.record_version = state.version if state is not None else None
         self.client = client
@@ -144,21 +153,19 @@ class DriftChecker:
         """The every-run checks, plus the base-table scan when `scan_unindexed`.
 
         Memory does not grow with the table: every read goes page by page, projected to what
-        the judgement reads (or COUNT only where only a count is needed), keeping exact counts
-        and at most SAMPLE_LIMIT rows per finding. A row the index shows under two keys at once
-        (a re-stamp between its two index writes) is counted under both.
+        the judgement reads (or COUNT only), keeping exact counts and at most SAMPLE_LIMIT rows
+        per finding. A row the index shows under two keys at once (a re-stamp between its two
+        index writes) is counted under both.
 
         Every index read is paced per key (`index_pace`: at most its units_per_key in any
-        second on any one key, saga_index.store.dynamo.key_pace), the keys read in parallel on
-        at most max_workers threads.
+        second on any one key, store.dynamo.key_pace), keys in parallel on max_workers threads.
 
         Raises EnumerationError (naming the partitions or segments) when any read fails after
         botocore's retries, KeyReadIncompleteError when an index key's paced read cannot finish
         before `deadline`, and ScanIncompleteError when the scan passes it.
 
-        `on_index_read` hears (partitions read, partitions to read) after the legacy key's
-        COUNT and after each partition's read; the number to read is known after that COUNT
-        (whether the legacy key is read too). `on_scan_page` hears of every page of the scan.
+        `on_index_read` hears (partitions read, to read) after the legacy key's COUNT and after
+        each partition's read; `on_scan_page` hears of every page of the scan.
 
         With a `cursor` (the guard's, across runs), each index read and the scan resume where
         the cursor says they stopped, a scan under way is read on whether or not one is due,
@@ -170,7 +177,7 @@ class DriftChecker:
         pacer = KeyReadPacer(self.index_pace, clock=self._clock, sleep=self._sleep)
         track = ReadTracker(cursor, pacer)
         segments = self.scanner.options.segments
-        scan = take_up_scan(cursor, scan_unindexed, segments, self.routing.open_reads)
+        scan = take_up_scan(cursor, scan_unindexed, segments, self.open_watched)
         legacy_rows, requests = self.count_legacy_rows(
             pacer, deadline, track.progress("count:" + keys.LEGACY_GSI4PK)
         )

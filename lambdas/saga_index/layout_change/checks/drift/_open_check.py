@@ -1,7 +1,9 @@
 """The drift guard's watch of the open-saga index (docs/observability.md, "The open index"):
-while the record's open index is `open` (enumerations of open sagas read it, not GSI4), every
-scanning run compares it with the base table by the completing move's own rule
-(checks/open_index.py: `compare`, `row_difference`, `OpenIndexReader.recheck`).
+while the record's open index is `open` (enumerations of open sagas read it, not GSI4), or
+`adding` once its writers' switch has settled (effectiveAt plus the in-flight margin: from then
+on every writer stamps OpenSagaPK on the open sagas it writes), every scanning run compares it
+with the base table by the completing move's own rule (checks/open_index.py: `compare`,
+`row_difference`, `OpenIndexReader.recheck`).
 
   1. the open index's N keys, each Query paced like the guard's GSI4 reads (its KeyReadPacer),
      stopped at the run's deadline (KeyReadIncompleteError: the run fails, no count published);
@@ -13,9 +15,25 @@ scanning run compares it with the base table by the completing move's own rule
      counted, as missing (an open saga the index does not hold under its person's key) or
      stray (an entry or a stamp that must not be there).
 
-Why not in other states: while `adding` and `removing` every enumeration of open sagas still
-reads GSI4, so a row the open index gets wrong hides no saga from anyone, and `open-index set
-open` runs the same comparison before any reader switches (docs/control-contract.md).
+In `adding` the same comparison runs, judged so that only a bug pages:
+  - stray rows page as in `open`: writers remove the key from every saga they close, in every
+    state, and the backfill's re-stamp is conditional on the open state it read, so a closed
+    saga in the index (or stamped) comes only from a writer that kept the key or a wrong
+    re-stamp;
+  - an open saga whose row carries no OpenSagaPK and which the index does not hold is
+    `unstamped`: expected until the open-index backfill (runbook O2) reaches it, so it is
+    counted apart (OpenIndexUnstampedRows, no alarm) and is not re-read (no GetItem per row
+    the backfill has yet to stamp; the count is as the scan read it). The operator reads
+    "unstamped 0, stray 0" before `open-index set open` (runbook O3);
+  - any other open saga the index gets wrong (stamped with another key, stamped and still not
+    in the index after the re-check) is missing and pages as in `open`: neither the backfill
+    nor a writer that follows the record leaves one.
+
+Why not before the switch settles, nor in `removing` or `off`: until then a writer may still
+follow the state before (stamping nothing, or removing stamps), so what the index holds proves
+nothing and a difference is no bug; no enumeration reads the open index in those states either.
+`open-index set open` runs the parity check itself before any reader switches
+(docs/control-contract.md).
 """
 
 from __future__ import annotations
@@ -23,6 +41,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from saga_index.index import keys, names
@@ -32,7 +51,13 @@ from saga_index.layout_change.checks import (
     compare_open_index,
     concerns_open_index,
 )
-from saga_index.layout_change.record import OpenIndex, Routing
+from saga_index.layout_change.record import (
+    ControlState,
+    ControlTiming,
+    OpenIndex,
+    OpenIndexState,
+    Routing,
+)
 from saga_index.store.dynamo import KeyReadPacer, ScanOptions
 
 if TYPE_CHECKING:
@@ -55,6 +80,13 @@ class OpenIndexFindings:
     stray_rows: int
     missing: tuple[OpenIndexDifference, ...] = ()
     stray: tuple[OpenIndexDifference, ...] = ()
+    # `adding` only: open sagas the backfill has yet to stamp (as the scan read them; no page).
+    unstamped_rows: int = 0
+    unstamped: tuple[OpenIndexDifference, ...] = ()
+
+    @property
+    def adding(self) -> bool:
+        return self.index.state is OpenIndexState.ADDING
 
 
 def repair_command(table_name: str, difference: OpenIndexDifference) -> str | None:
@@ -128,6 +160,8 @@ class OpenIndexWatch:
             seen = set(self._rows)
             entries = {key: pks & seen for key, pks in entries.items()}
         differences = compare_open_index(self._rows.values(), entries, self.index)
+        unstamped = [d for d in differences if self._unstamped(d)]
+        differences = [d for d in differences if not self._unstamped(d)]
         if differences:
             reader = self._reader()
             if self.recheck_delay_seconds > 0:
@@ -142,6 +176,20 @@ class OpenIndexWatch:
             stray_rows=len(stray),
             missing=tuple(missing[: self.limit]),
             stray=tuple(stray[: self.limit]),
+            unstamped_rows=len(unstamped),
+            unstamped=tuple(unstamped[: self.limit]),
+        )
+
+    def _unstamped(self, difference: OpenIndexDifference) -> bool:
+        """In `adding`: an open saga the scan read without OpenSagaPK and the index does not
+        list, what the backfill has yet to stamp (in `open` the same row is missing)."""
+        if self.index.state is not OpenIndexState.ADDING or not difference.open_saga:
+            return False
+        row = self._rows.get(difference.pk)
+        return (
+            row is not None
+            and row.get(names.OPEN_INDEX_PARTITION_KEY) is None
+            and difference.pk not in self._listed
         )
 
 
@@ -154,15 +202,32 @@ def difference_to_dict(table_name: str, difference: OpenIndexDifference) -> dict
     }
 
 
+def watched_open_index(
+    state: ControlState | None, routing: Routing, now: datetime, timing: ControlTiming
+) -> OpenIndex | None:
+    """The open index a scanning run compares with the table: the one enumerations read
+    (`open`), else one being added once its writers' switch has settled (`now` at or past its
+    effectiveAt plus `timing`'s in-flight margin: the instant a completing move may be judged,
+    transitions.settled_at); None otherwise. Judged by a routing alone (the CLI's
+    --phase overrides) only `open` is compared: a routing does not say when a state settled."""
+    if routing.open_reads is not None:
+        return routing.open_reads
+    if state is None or state.open_index.state is not OpenIndexState.ADDING:
+        return None
+    effective_at = state.effective_at
+    margin = timedelta(seconds=timing.in_flight_margin_seconds)
+    if effective_at is None or now < effective_at + margin:
+        return None
+    return state.open_index
+
+
 class OpenWatchSource(Protocol):
     """What the watch needs of the checker (DriftChecker is one)."""
 
     client: DynamoDBClient
     table_name: str
     open_recheck_seconds: float
-
-    @property
-    def routing(self) -> Routing: ...
+    open_watched: OpenIndex | None
 
 
 def open_watch(
@@ -172,8 +237,8 @@ def open_watch(
     sleep: Callable[[float], None],
     limit: int,
 ) -> OpenIndexWatch | None:
-    """The watch of a scanning run, when the checker's routing reads the open index."""
-    index = checker.routing.open_reads
+    """The watch of a scanning run, when the checker compares an open index (watched_open_index)."""
+    index = checker.open_watched
     if index is None:
         return None
     return OpenIndexWatch(

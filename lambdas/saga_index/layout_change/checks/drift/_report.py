@@ -50,7 +50,8 @@ class DriftReport:
     # above N (0.5 read units each) aside.
     index_read_units: float = 0.0
     # The open-saga index against the base table (_open_check): a scanning run's, while the
-    # record's open index is `open`; None otherwise (no reader reads it: nothing to miss).
+    # record's open index is `open`, or `adding` once its writers' switch settled; None otherwise
+    # (before that a difference proves nothing).
     open_index: OpenIndexFindings | None = None
 
     @property
@@ -63,11 +64,20 @@ class DriftReport:
 
     @property
     def open_index_missing_rows(self) -> int | None:
-        """Open sagas the open index does not hold under their person's key: a scanning run's
-        count (0 while no reader reads the open index); None when the run did not scan."""
+        """Open sagas the open index does not hold under their person's key (in `adding`, only
+        those the backfill does not explain: not the unstamped): a scanning run's count (0
+        while it is not compared); None when the run did not scan."""
         if not self.scanned:
             return None
         return 0 if self.open_index is None else self.open_index.missing_rows
+
+    @property
+    def open_index_unstamped_rows(self) -> int | None:
+        """In `adding`: open sagas without OpenSagaPK the index does not hold, the backfill's
+        work left (expected, not drift); 0 in other states; None when the run did not scan."""
+        if not self.scanned:
+            return None
+        return 0 if self.open_index is None else self.open_index.unstamped_rows
 
     @property
     def open_index_stray_rows(self) -> int | None:
@@ -134,16 +144,22 @@ class DriftReport:
             return []
         out: list[str] = []
         repair = "repair each row with its repairCommand (saga-index ... repair-anomaly ...)"
+        # In `adding` the sweeps still read GSI4: these rows would be wrong once they switch.
+        miss, read = (
+            ("would miss them once they read it", "would read them once they read it")
+            if found.adding
+            else ("miss them", "read them")
+        )
         if found.missing_rows:
             out.append(
                 f"{found.missing_rows} open saga(s) are not in the open index {found.index} "
                 "under their person's OpenSagaPK, on two reads a GSI lag apart: the sweeps' "
-                f"open-saga reads (getAllOpenSagas) miss them; {repair}"
+                f"open-saga reads (getAllOpenSagas) {miss}; {repair}"
             )
         if found.stray_rows:
             out.append(
                 f"{found.stray_rows} row(s) are in the open index {found.index} or carry "
-                f"OpenSagaPK though they are no open saga: the sweeps read them; {repair}"
+                f"OpenSagaPK though they are no open saga: the sweeps {read}; {repair}"
             )
         return out
 
@@ -187,20 +203,21 @@ class DriftReport:
 
     def _open_index_dict(self) -> dict[str, Any]:
         found = self.open_index
-        rows = (
-            {
-                "openIndexMissing": [difference_to_dict(self.table_name, d) for d in found.missing],
-                "openIndexStray": [difference_to_dict(self.table_name, d) for d in found.stray],
-            }
-            if found is not None
-            else {"openIndexMissing": [], "openIndexStray": []}
-        )
+        named = {
+            "openIndexMissing": () if found is None else found.missing,
+            "openIndexStray": () if found is None else found.stray,
+            "openIndexUnstamped": () if found is None else found.unstamped,
+        }
         return {
             "openIndex": None if found is None else str(found.index),
             "openIndexEntries": None if found is None else found.entries,
             "openIndexMissingRows": self.open_index_missing_rows,
             "openIndexStrayRows": self.open_index_stray_rows,
-            **rows,
+            "openIndexUnstampedRows": self.open_index_unstamped_rows,
+            **{
+                key: [difference_to_dict(self.table_name, d) for d in rows]
+                for key, rows in named.items()
+            },
         }
 
 

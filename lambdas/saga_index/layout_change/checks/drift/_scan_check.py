@@ -1,7 +1,7 @@
 """The drift guard's base-table scan (every K-th run): saga rows no index read sees, either with
 no index key (unindexed) or under a GSI4PK that is no key at all or a shard key no every-run read
-reaches (stray); and, while the open-saga index is `open`, the rows its comparison needs
-(_open_check).
+reaches (stray); and, while the open-saga index is compared (`open`, or `adding` once settled),
+the rows its comparison needs (_open_check).
 
 With the guard's cursor (`progress`), a scan that does not fit one run stops at its deadline at
 a page's end, the cursor holding where each segment stopped and what was counted before, and the
@@ -148,12 +148,14 @@ def _carry(
         found = watch.findings(whole_scan=whole)
         progress.found["openMissing"].add(found.missing_rows, list(found.missing))
         progress.found["openStray"].add(found.stray_rows, list(found.stray))
+        progress.found["openUnstamped"].add(found.unstamped_rows, list(found.unstamped))
 
 
 def _open_findings(watch: OpenIndexWatch, progress: ScanProgress) -> OpenIndexFindings:
     """The comparison's findings over every run of the scan (exact counts, the rows the cursor
     kept and this run's, in key order)."""
     missing, stray = progress.found["openMissing"], progress.found["openStray"]
+    unstamped = progress.found["openUnstamped"]
     return OpenIndexFindings(
         index=watch.index,
         entries=len(watch.listed),
@@ -161,6 +163,8 @@ def _open_findings(watch: OpenIndexWatch, progress: ScanProgress) -> OpenIndexFi
         stray_rows=stray.count,
         missing=tuple(missing.rows[: watch.limit]),
         stray=tuple(stray.rows[: watch.limit]),
+        unstamped_rows=unstamped.count,
+        unstamped=tuple(unstamped.rows[: watch.limit]),
     )
 
 

@@ -5,11 +5,12 @@ publishes the scan's counts, each row counted once.
 
 Held in the cursor item's `scan` attribute (a JSON string). Its size is bounded whatever the
 table: one LastEvaluatedKey per segment (at most 64, a saga row's table key each, ~100 bytes),
-five counts, and at most CURSOR_SAMPLE_LIMIT named rows per finding (four findings, each row a
-table key, its saga, person and index key, or a reason: ~400 bytes at most); about 50 KB in all,
+six counts, and at most CURSOR_SAMPLE_LIMIT named rows per finding (five findings, each row a
+table key, its saga, person and index key, or a reason: ~400 bytes at most); about 60 KB in all,
 far under DynamoDB's 400 KB item limit. The open-saga index's comparison keeps no rows across
 runs: each run compares the rows it scanned with the index as it read it, and only the differences
-that survive their re-check are added here (_scan_check).
+that survive their re-check (and, in `adding`, the unstamped open sagas) are added here
+(_scan_check).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from saga_index.layout_change.checks import OpenIndexDifference, RowRef
 # Named rows per finding a scan carries from run to run (the counts are exact); a scan that
 # completes within one run names up to the report's SAMPLE_LIMIT.
 CURSOR_SAMPLE_LIMIT = 25
-FINDINGS = ("unindexed", "stray", "openMissing", "openStray")
+FINDINGS = ("unindexed", "stray", "openMissing", "openStray", "openUnstamped")
+# Findings a cursor saved before they existed may lack: they start empty.
+_LATER_FINDINGS = ("openUnstamped",)
 
 
 class ScanCursorError(SagaIndexError):
@@ -134,7 +137,8 @@ class ScanProgress:
             raise ScanCursorError(f"again must be a boolean, got {again!r}")
         progress.again = again
         for name in FINDINGS:
-            progress.found[name] = _found(raw.get(name), name)
+            absent = name in _LATER_FINDINGS and name not in raw
+            progress.found[name] = Found() if absent else _found(raw.get(name), name)
         return progress
 
 
