@@ -19,10 +19,13 @@ deploy, and changes no alarm.
   MisroutedRows                           rows on a readable shard key that is not theirs
   UnindexedRows                           saga rows without GSI4PK/GSI4SK (the scan)
   StrayRows                               rows under a GSI4PK that is no legacy or shard key
-  OpenIndexMissingRows                    open sagas the open index misses while it is `open`
-                                          (the scan's comparison)
+  OpenIndexMissingRows                    open sagas the open index misses while it is `open`;
+                                          in `adding` (settled) only a wrong stamp (the scan's
+                                          comparison)
   OpenIndexStrayRows                      rows in the open index (or stamped) that are no open
-                                          saga, while it is `open` (the scan's comparison)
+                                          saga, while it is `open` or `adding` (settled)
+  (no alarm: OpenIndexUnstampedRows, the open sagas the open-index backfill has yet to stamp
+  while it is `adding`: expected until it has run; on the dashboard's raw counts)
   ControlRecordMissing                    the STATE item is gone while its history exists
   DriftReadIncomplete                     no run of the guard completed its read for 90 minutes
                                           (or the guard published nothing): no verdict
@@ -42,7 +45,8 @@ Every run publishes DriftReadIncomplete (1 while the read is unfinished, 0 with 
 alarm (Minimum, 18 periods of 18, missing data BREACHING) pages when no run completed a read for
 90 minutes, or the guard published nothing for 90 minutes; DriftGuardErrors pages a failing guard
 within 15 minutes. UnindexedRows / StrayRows and the OpenIndex* pair come only from the
-every-K-th-run scan (the pair 0 while the open index is not `open`): their period
+every-K-th-run scan (the pair 0 while the open index is neither `open` nor settled
+`adding`): their period
 is TWO scan intervals (Maximum), so every period holds at least one scan even when one is late;
 no scan for two intervals pages. Throttle and error metrics exist only when something happens:
 missing data is NOT breaching for them.

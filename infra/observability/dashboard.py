@@ -37,6 +37,7 @@ from saga_index.index.names import (
     METRIC_MISROUTED_ROWS,
     METRIC_OPEN_INDEX_MISSING_ROWS,
     METRIC_OPEN_INDEX_STRAY_ROWS,
+    METRIC_OPEN_INDEX_UNSTAMPED_ROWS,
     METRIC_RESTAMPED,
     METRIC_ROWS_PER_SHARD,
     METRIC_SAGAS_READ,
@@ -111,11 +112,14 @@ class Dashboard:
                 ],
             ),
             _graph(
-                "Raw counts: rows on the legacy key, on shard keys, without a usable personId",
+                "Raw counts: rows on the legacy key, on shard keys, without a usable personId; "
+                "open sagas not stamped yet while the open index is adding (no page)",
                 [
                     metrics.guard(METRIC_LEGACY_ROWS),
                     metrics.guard(METRIC_SHARDED_ROWS),
                     metrics.guard(METRIC_ANOMALOUS_ROWS),
+                    # The open-index backfill's work left: from the scan, once per interval.
+                    metrics.guard(METRIC_OPEN_INDEX_UNSTAMPED_ROWS, period=cdk.Duration.hours(1)),
                 ],
             ),
         )

@@ -138,10 +138,10 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
         "OpenIndexMissingRows",
         METRIC_OPEN_INDEX_MISSING_ROWS,
         True,
-        "Open sagas are not in the open-saga index under their person's OpenSagaPK while the "
-        "sweeps read it (open index `open`), on two reads a GSI lag apart: getAllOpenSagas "
-        "misses them. A writer does not stamp OpenSagaPK. Repair each row with the "
-        "repairCommand the report names.",
+        "Open sagas are not in the open-saga index under their person's OpenSagaPK (two reads "
+        "a GSI lag apart) while the sweeps read it (`open`: getAllOpenSagas misses them; a "
+        "writer does not stamp), or carry a wrong key while it is `adding` (unstamped ones do "
+        "not page). Repair each row with the repairCommand the report names.",
         "openindexmissingrows",
         "drift --json",
     ),
@@ -150,9 +150,10 @@ GUARD_ALARMS: tuple[GuardAlarm, ...] = (
         "OpenIndexStrayRows",
         METRIC_OPEN_INDEX_STRAY_ROWS,
         True,
-        "Rows that are no open saga are in the open-saga index or carry OpenSagaPK while the "
-        "sweeps read it: a writer closed a saga without removing its key. Repair each row with "
-        "the repairCommand the report names.",
+        "Rows that are no open saga are in the open-saga index or carry OpenSagaPK while it is "
+        "`open` (the sweeps read them) or `adding` (they would, once it opens): a writer closed "
+        "a saga without removing its key, or a wrong re-stamp. Repair each row with the "
+        "repairCommand the report names.",
         "openindexstrayrows",
         "drift --json",
     ),

@@ -88,7 +88,8 @@ ORG_RUNBOOK_BASE_URL = "https://wiki.example.com/renewal-saga-index/docs"
 # The scheduled jobs' failure alarms: one datapoint per firing, the second failure of three pages.
 JOB_M_OF_N = (3, 2)
 # The raw counts: what they should be depends on the migration state, so they are graphed only.
-RAW_COUNTS = ("LegacyRows", "ShardedRows")
+# The open index's unstamped rows are expected while it is `adding` (the backfill's work left).
+RAW_COUNTS = ("LegacyRows", "ShardedRows", "OpenIndexUnstampedRows")
 # 8 guard metrics + the guard's errors + GSI throttles + its incomplete read, then 4 sweep errors
 # + 5 schedule DLQs, 5 failed-invocation queues, 3 backfill execution outcomes and the backfill
 # pausing itself.
@@ -789,6 +790,7 @@ def test_the_dashboard_shows_wrong_now_and_raw_drift_shards_throttles_backfill_a
         ("LegacyRows", "drift-guard"),
         ("ShardedRows", "drift-guard"),
         ("AnomalousRows", "drift-guard"),
+        ("OpenIndexUnstampedRows", "drift-guard"),
     ]
     # Every shard the guard reports, whatever N the control record says: a SEARCH, not N lines.
     (search,) = expressions(widget(body, "Rows per shard"))
