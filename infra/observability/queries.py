@@ -206,6 +206,12 @@ def _drift_reports_query() -> logs.QueryString:
             "report.unindexedRows",
             "report.strayRows",
             "report.scanned",
+            # The open index compared ("adding(16)", "open(16)"; null when none is) and its
+            # counts: what runbook O3 reads before reads switch (unstamped 0, stray 0).
+            "report.openIndex",
+            "report.openIndexUnstampedRows",
+            "report.openIndexStrayRows",
+            "report.openIndexMissingRows",
         ],
         filter_statements=[f"message like /^{DRIFT_REPORT_MESSAGE}/"],
         sort="@timestamp desc",
