@@ -6,8 +6,8 @@ names (docs/observability.md, "The drift guard").
   _cursor   the cursor item that lets a read finish across runs (DriftReadIncomplete)
   _beyond   the probe of the next splits' keys (N .. 4N-1)
   _scan_check the base-table scan
-  _open_check the open-saga index against the scan's rows, while it is `open` (the completing
-            move's rule: checks/open_index.py)
+  _open_check the open-saga index against the scan's rows, while it is `open`, or `adding` once
+            its switch settled (the completing move's rule: checks/open_index.py)
   _schedule which scheduled runs scan the base table: every K-th (scan_due)
   _report   what a run reports (DriftReport), and what it keeps of the rows it reads while it
             reads them (exact counts, at most SAMPLE_LIMIT named rows per finding)
