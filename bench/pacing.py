@@ -33,11 +33,16 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
-from itertools import pairwise
 from typing import Any
 
-from bench.output import emit, num, pct, progress
+from bench.output import emit, progress
+from bench.pace_figures import (
+    TARGETS,
+    comparison_rows,
+    loads_text,
+    measure,
+    verdicts,
+)
 from devkit.capacity.pricing import Charge
 from devkit.semantics.model import DynamoSemantics
 from saga_index.layout_change.backfill import PaceRules, TokenBucket, reasons_of
@@ -46,14 +51,6 @@ NAME = "pacing"
 TABLE = "bench-pacing"
 INDEX = "GSI4"
 LEGACY_KEY = "RenewalSaga#legacy"
-# The figures the paced run must meet (the issue's): of the budget the traffic leaves, at least
-# this share used in each load's steady half; under this share of the traffic's requests
-# throttled; settled within this many seconds of each step of the load.
-BUDGET_TARGET = 0.8
-THROTTLED_TARGET = 0.001
-SETTLE_TARGET = 60.0
-# The pace is settled once every later second's writes lie within this band of the budget.
-BAND = (BUDGET_TARGET, 1.02)
 # The issue's step (30 % of the ceiling, then 60 %), and the step down.
 STEPS: tuple[tuple[float, float], ...] = ((0.3, 0.6), (0.6, 0.3))
 TINY: dict[str, Any] = {"seconds": 20.0, "ceiling": 100.0, "cap": 100.0}
@@ -123,13 +120,6 @@ def simulate(
     ) | {"paced": paced, "lowest_rate": bucket.lowest_rate, "decreases": bucket.decreases}
 
 
-def settled_after(written: Counter[int], start: int, end: int, budget: float) -> int:
-    """Seconds from `start` until every later second of [start, end) wrote within the band."""
-    low, high = BAND[0] * budget, BAND[1] * budget
-    out = [s for s in range(start, end) if not low <= written[s] <= high]
-    return (max(out) + 1 - start) if out else 0
-
-
 def _measure(
     written: Counter[int],
     sent: Counter[int],
@@ -139,46 +129,17 @@ def _measure(
     loads: tuple[float, ...],
     backfill_throttled: int,
 ) -> dict[str, Any]:
-    bounds = [round(seconds * i / len(loads)) for i in range(len(loads) + 1)]
-    phases = []
-    for index, (start, end) in enumerate(pairwise(bounds)):
-        steady = range(start + (end - start) // 2, end)
-        budget = ceiling * (1 - loads[index])
-        rate = sum(written[s] for s in steady) / max(1, len(steady))
-        phase: dict[str, Any] = {
-            "load": loads[index],
-            "budget": budget,
-            "backfill_per_second": rate,
-            "budget_used": rate / budget,
-            "traffic_throttled": sum(throttled[s] for s in range(start, end)),
-        }
-        if index:
-            phase["settle_seconds"] = settled_after(written, start, end, budget)
-            # The last second the traffic was throttled in this load (a probe's, or the step's).
-            hit = [s for s in range(start, end) if throttled[s]]
-            phase["last_traffic_throttle"] = (max(hit) + 1 - start) if hit else 0
-        phases.append(phase)
-    total_sent = sum(sent.values())
-    return {
-        "phases": phases,
-        "traffic_requests": total_sent,
-        "traffic_throttled": sum(throttled.values()) / max(1, total_sent),
-        "backfill_throttled": backfill_throttled,
-        "budget_used": min(p["budget_used"] for p in phases),
-        "settle_seconds": max(p["settle_seconds"] for p in phases[1:]),
-        "per_second": [written[s] for s in range(int(seconds))],
-    }
-
-
-def verdicts(run: dict[str, Any], *, throttles_held: bool) -> dict[str, bool | None]:
-    """Each figure of one run against its target (None: a figure not held to it)."""
-    return {
-        "budget_used": run["budget_used"] >= BUDGET_TARGET,
-        "traffic_throttled": run["traffic_throttled"] < THROTTLED_TARGET
-        if throttles_held
-        else None,
-        "settle_seconds": run["settle_seconds"] <= SETTLE_TARGET,
-    }
+    """The figures (bench.pace_figures), each load's budget what its traffic leaves of the
+    ceiling."""
+    return measure(
+        written,
+        sent,
+        throttled,
+        bounds=[round(seconds * i / len(loads)) for i in range(len(loads) + 1)],
+        loads=loads,
+        budgets=[ceiling * (1 - load) for load in loads],
+        backfill_throttled=backfill_throttled,
+    )
 
 
 def run(
@@ -197,7 +158,7 @@ def run(
     for index, loads in enumerate(steps):
         runs: list[dict[str, Any]] = []
         for paced in (True, False):
-            label = f"{'paced' if paced else 'fixed-cap'} run, load {_loads(loads)}"
+            label = f"{'paced' if paced else 'fixed-cap'} run, load {loads_text(loads)}"
             progress(f"pacing: {label}, {seconds:g} virtual s")
             measured = simulate(
                 paced=paced, seconds=seconds, ceiling=ceiling, cap=cap, loads=loads, tick=tick
@@ -209,12 +170,7 @@ def run(
         "ceiling": ceiling,
         "cap": cap,
         "tick": tick,
-        "targets": {
-            "budget_used": BUDGET_TARGET,
-            "traffic_throttled": THROTTLED_TARGET,
-            "settle_seconds": SETTLE_TARGET,
-            "band": list(BAND),
-        },
+        "targets": TARGETS,
         "scenarios": scenarios,
         # Every figure each paced run is held to meets its target.
         "ok": all(
@@ -225,77 +181,12 @@ def run(
     }
 
 
-def _loads(loads: Sequence[float]) -> str:
-    return " -> ".join(f"{load:.0%}" for load in loads)
-
-
-def _share(value: float) -> str:
-    """A share of requests, to the hundredth of a percent (the target is 0.1 %)."""
-    return f"{value * 100:.3f} %"
-
-
-def _figure(value: str, verdict: bool | None) -> str:
-    return value if verdict is None else f"{value} {'ok' if verdict else 'MISSED'}"
-
-
 def render(result: dict[str, Any]) -> None:
     targets = result["targets"]
     rows = []
     for scenario in result["scenarios"]:
         paced_run, fixed = scenario["runs"]
-        verdict = paced_run["verdicts"]
-        name = _loads(scenario["loads"])
-        budget = [pct(p["budget_used"]) for p in paced_run["phases"]]
-        rows.append(
-            [
-                f"{name}: budget used (least load's)",
-                f">= {pct(targets['budget_used'])}",
-                _figure(
-                    f"{pct(paced_run['budget_used'])} ({' / '.join(budget)})",
-                    verdict["budget_used"],
-                ),
-                pct(fixed["budget_used"]),
-            ]
-        )
-        rows.append(
-            [
-                f"{name}: traffic throttled",
-                f"< {_share(targets['traffic_throttled'])}"
-                if verdict["traffic_throttled"] is not None
-                else "- (starts into it at the cap)",
-                _figure(
-                    f"{_share(paced_run['traffic_throttled'])} of "
-                    f"{paced_run['traffic_requests']:,}",
-                    verdict["traffic_throttled"],
-                ),
-                _share(fixed["traffic_throttled"]),
-            ]
-        )
-        after = paced_run["phases"][1]
-        rows.append(
-            [
-                f"{name}: pace settled after the step",
-                f"<= {targets['settle_seconds']:g} s",
-                _figure(num(paced_run["settle_seconds"], 0, " s"), verdict["settle_seconds"]),
-                num(fixed["settle_seconds"], 0, " s"),
-            ]
-        )
-        rows.append(
-            [
-                f"{name}: last traffic throttle after the step (a probe's)",
-                "-",
-                num(after["last_traffic_throttle"], 0, " s"),
-                num(fixed["phases"][1]["last_traffic_throttle"], 0, " s"),
-            ]
-        )
-        rows.append(
-            [
-                f"{name}: backfill throttles, pace decreases",
-                "-",
-                f"{paced_run['backfill_throttled']:,}, {paced_run['decreases']}",
-                f"{fixed['backfill_throttled']:,}, {fixed['decreases']}",
-            ]
-        )
+        rows += comparison_rows(loads_text(scenario["loads"]), paced_run, fixed)
     low, high = targets["band"]
     emit(
         f"Backfill pace beside traffic on one key: ceiling {result['ceiling']:g} WCU/s, cap "

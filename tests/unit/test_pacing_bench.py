@@ -1,4 +1,5 @@
-"""bench.pacing's verdicts: each figure against its target, on made-up runs (no simulation)."""
+"""bench.pacing's verdicts (bench.pace_figures, which bench.pacing_engine shares): each figure
+against its target, on made-up runs (no simulation)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench import pacing
+from bench import pace_figures, pacing
 
 
 def a_run(budget_used: float, throttled: float, settle: int) -> dict[str, Any]:
@@ -43,6 +44,7 @@ def test_the_pace_is_settled_from_the_last_second_outside_the_band() -> None:
     budget = 400.0
     # 80-102 % of 400: 320-408 writes a second
     written = Counter({100: 500, 101: 200, 102: 330, 103: 409, 104: 400, 105: 320, 106: 408})
-    assert pacing.settled_after(written, 100, 107, budget) == 4
-    assert pacing.settled_after(written, 104, 107, budget) == 0
-    assert pacing.settled_after(Counter(), 0, 10, budget) == 10  # nothing written: never settled
+    assert pace_figures.settled_after(written, 100, 107, budget) == 4
+    assert pace_figures.settled_after(written, 104, 107, budget) == 0
+    # Nothing written: never settled.
+    assert pace_figures.settled_after(Counter(), 0, 10, budget) == 10
