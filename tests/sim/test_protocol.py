@@ -103,10 +103,12 @@ def test_it_finds_case_1_when_writers_switch_at_once() -> None:
 # not (there, tests/component/test_backfill_fence.py keeps the same scenario's unfenced variant
 # failing on moto and dynalite). The seed is pinned: since the lease's acquire reads fence slot 0
 # and lost answers are read back, the interleavings of seeds 1-16 no longer park a worker long
-# enough (each ran clean with the fence off); seed 17 does, in about a minute. A change that
+# enough (each ran clean with the fence off). Seed 17 did, until later changes to the processes
+# shifted the interleavings: now 17-19 run clean with the fence off, 20-23 each find the
+# violation, and with the fence on 20 and 21 run clean. Seed 21 finds it in seconds. A change that
 # shifts the interleavings may need a new seed: `python -m tests.sim` runs more, and this test's
 # scenario is CASE_2 with fence "none".
-CASE_2_SEED = 17
+CASE_2_SEED = 21
 
 
 @pytest.mark.simulation_long
