@@ -48,3 +48,32 @@ def test_the_pace_is_settled_from_the_last_second_outside_the_band() -> None:
     assert pace_figures.settled_after(written, 104, 107, budget) == 0
     # Nothing written: never settled.
     assert pace_figures.settled_after(Counter(), 0, 10, budget) == 10
+
+
+def test_a_step_still_outside_the_band_when_its_phase_ends_never_settled() -> None:
+    # Phases of 20 s, the step at 10 s; budget 40 then 10 writes a second (ceiling 50).
+    settling = Counter({s: 40 for s in range(20)} | {s: 10 for s in range(13, 20)})
+    unsettled = Counter({s: 40 for s in range(20)} | {s: 10 for s in range(13, 19)})
+    figures = {
+        name: pace_figures.measure(
+            written,
+            Counter(),
+            Counter(),
+            bounds=[0, 10, 20],
+            loads=[0.2, 0.8],
+            budgets=[40.0, 10.0],
+            backfill_throttled=0,
+        )
+        for name, written in (("settling", settling), ("unsettled", unsettled))
+    }
+    assert (figures["settling"]["settle_seconds"], figures["settling"]["settled"]) == (3, True)
+    # Its last second wrote 40, four times the budget: 10 s, under the target, but no settling.
+    assert (figures["unsettled"]["settle_seconds"], figures["unsettled"]["settled"]) == (10, False)
+    assert pace_figures.verdicts(figures["settling"], throttles_held=True)["settle_seconds"]
+    assert not pace_figures.verdicts(figures["unsettled"], throttles_held=True)["settle_seconds"]
+
+
+def test_at_a_small_budget_one_write_over_it_is_within_the_band() -> None:
+    # 2 % of 40 is under one write: 41 is as close to the budget as a whole count gets.
+    assert pace_figures.settled_after(Counter({0: 41, 1: 32}), 0, 2, 40.0) == 0
+    assert pace_figures.settled_after(Counter({0: 42, 1: 40}), 0, 2, 40.0) == 1
