@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench import backfill_rate, fence, fence_engine
+from bench import backfill_rate, fence, fence_engine, pacing_engine
 
 
 def fence_figures(result: dict[str, Any]) -> None:
@@ -80,8 +80,37 @@ def backfill_rate_figures(result: dict[str, Any]) -> None:
     assert set(backfill_rate.TOLERANCES) == set(backfill_rate.KINDS)
 
 
+def pacing_engine_figures(result: dict[str, Any]) -> None:
+    """bench.pacing_engine: the paced run and the fixed-cap one beside the same traffic on the
+    engine, each judged by its own figures: the traffic sent its schedule and met nothing but
+    throttles, the paced run slowed under the key's ceiling and the fixed-cap run never did."""
+    tiny = pacing_engine.TINY
+    assert result["time_scale"] == tiny["time_scale"]
+    assert result["loads"] == list(pacing_engine.LOADS)
+    paced, fixed = result["runs"]
+    assert (paced["paced"], fixed["paced"]) == (True, False)
+    nominal = sum(load * tiny["ceiling"] * tiny["phase_seconds"] for load in result["loads"])
+    for run in (paced, fixed):
+        assert run["traffic_errors"] == {}
+        assert run["traffic_requests"] >= 0.9 * nominal
+        assert len(run["phases"]) == len(result["loads"])
+        assert set(run["verdicts"]) == {"budget_used", "traffic_throttled", "settle_seconds"}
+        # Every re-stamp counted in a second was one the backfill reported.
+        assert 0 < sum(run["per_second"]) <= run["restamped"]
+    # The traffic plus the cap overrun the key's ceiling from the first second: the pacer
+    # slowed the paced run below its cap; the fixed cap's floor held it there.
+    assert paced["decreases"] >= 1
+    assert paced["lowest_rate"] < result["cap"]
+    assert (fixed["decreases"], fixed["lowest_rate"]) == (0, result["cap"])
+    assert fixed["backfill_throttled"] > 0
+    assert result["ok"] == (
+        paced["ran_to_the_end"] and all(v is not False for v in paced["verdicts"].values())
+    )
+
+
 FIGURES: dict[str, Callable[[dict[str, Any]], None]] = {
     "backfill_rate": backfill_rate_figures,
     "fence": fence_figures,
     "fence_engine": engine_fence_figures,
+    "pacing_engine": pacing_engine_figures,
 }
