@@ -126,9 +126,15 @@ def _completes_at_once(*_: object) -> None:
     """The rule before the settled switch: a completing move is judged at once."""
 
 
+# Seed 1 of CASE_3 runs clean even with the completing move judged at once (a whole run, ~10 s
+# of this machine, for nothing); seed 2 finds it. The search starts there and keeps one seed
+# more in case a change shifts the interleavings; should neither find it, widen the range.
+CASE_3_SEEDS = range(2, 4)
+
+
 def test_it_finds_case_3_when_a_completing_move_does_not_wait_for_the_settled_switch() -> None:
     with mock.patch.object(executor, "_require_settled_switch", _completes_at_once):
-        outcome = first_violation(CASE_3, range(1, 4), {"unread-key", "visibility"})
+        outcome = first_violation(CASE_3, CASE_3_SEEDS, {"unread-key", "visibility"})
     assert outcome is not None, "a move completed before the switch settled went unnoticed"
     assert "is on RenewalSaga, which state v2 (sharded) does not read" in str(
         outcome.violations[0]
