@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -25,8 +26,10 @@ from saga_index.layout_change.backfill import (
     BackfillSummary,
     Move,
     SegmentCounts,
+    TokenBucket,
     backfill_locally,
     count_source_rows,
+    paced_bucket,
 )
 from saga_index.layout_change.record import BackfillDirection, ControlStore, Phase
 from saga_index.store import RepairStatus
@@ -193,6 +196,10 @@ def backfill_pass(
             yield
             bar.update(task, completed=total)
 
+    # The run's own bucket (the one backfill_locally would make), kept to say what its pacer
+    # chose.
+    stop = threading.Event()
+    bucket = paced_bucket(request, stop)
     outcome = backfill_locally(
         client,
         config.table_name,
@@ -203,6 +210,8 @@ def backfill_pass(
         index_name=INDEX_NAME,
         on_progress=on_progress,
         while_running=showing_the_bar(),
+        stop=stop,
+        bucket=bucket,
     )
     run, summary, seconds = outcome.run, outcome.summary, outcome.seconds
     if outcome.lease_lost is not None:
@@ -222,21 +231,34 @@ def backfill_pass(
         f"{summary.scanned}, re-stamped {summary.restamped}, skipped {summary.skipped}, "
         f"anomalies {summary.anomalies} ({seconds:.1f} s)"
     )
-    stages.note(pace_line(summary, seconds))
+    stages.note(pace_line(summary, seconds, bucket))
     assert summary.verification is not None
     stages.note(summary.verification.message)
     return summary, seconds, total
 
 
-def pace_line(summary: BackfillSummary, seconds: float) -> str:
-    """The run's pace against its cap, and the throttles its re-stamps met (each retried)."""
+def pace_line(summary: BackfillSummary, seconds: float, bucket: TokenBucket) -> str:
+    """The run's pace against its cap, the throttles its re-stamps met (each retried), and what
+    its pacer chose: the pace at the end and why, and how often a throttle slowed it (each
+    decrease: re-stamps kept off a full key instead of resent at the cap)."""
     throttles = f"{summary.throttles} throttled request(s) met and retried"
+    if bucket.decreases:
+        chosen = (
+            f"the pacer slowed {bucket.decreases} time(s) on DynamoDB's throttles (lowest "
+            f"{bucket.lowest_rate:,.1f}/s) rather than resend at the cap; now "
+            f"{bucket.pace().describe()}"
+        )
+    else:
+        chosen = f"no throttle slowed the pacer: {bucket.pace().describe()}, nothing to avoid"
     if not summary.restamped:
-        return f"pace: nothing to re-stamp (cap {summary.max_writes_per_second:g}/s); {throttles}"
+        return (
+            f"pace: nothing to re-stamp (cap {summary.max_writes_per_second:g}/s); {throttles}; "
+            f"{chosen}"
+        )
     pace = summary.restamped / seconds if seconds > 0 else 0.0
     return (
         f"pace {pace:,.1f} re-stamps/s under a cap of {summary.max_writes_per_second:g}/s; "
-        f"{throttles}"
+        f"{throttles}; {chosen}"
     )
 
 

@@ -66,7 +66,12 @@ from saga_index.layout_change.backfill.inputs import (
     VerifyRequest,
 )
 from saga_index.layout_change.backfill.keeper import CONTROL_POLL_SECONDS, token_for_execution
-from saga_index.layout_change.backfill.local import LocalBackfill, backfill_locally, run_backfill
+from saga_index.layout_change.backfill.local import (
+    LocalBackfill,
+    backfill_locally,
+    paced_bucket,
+    run_backfill,
+)
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.open_readback import OpenVerify
 from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, PaceRules
@@ -122,6 +127,7 @@ __all__ = [
     "count_rows_to_move",
     "count_source_rows",
     "finish_backfill",
+    "paced_bucket",
     "plan_run",
     "reasons_of",
     "run_backfill",
