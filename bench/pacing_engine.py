@@ -13,12 +13,13 @@ saga row is under 1 KB) and both share its ceiling.
 
 Scale: the key's ceiling is CEILING (100 WCU per engine second, a tenth of DynamoDB's 1,000) at
 TIME_SCALE 0.4, so the run asks this machine for about 40 writes per real second, traffic and
-re-stamps together, which it serves with the other jobs it runs; at 1,000 the same phases
-would take hours of real time. The pacer's arithmetic is relative to its rates (halving,
-approaching 90 % of a bad rate, climbing 50 % within its increase interval), so the figures'
-shares carry over; its timings are in seconds of the engine's clock. bench.pacing shows the
-same pacer at 1,000 WCU/s in virtual time. Phases of PHASE_SECONDS (120 engine s: the settling
-target is 60 s, then the steady half is judged).
+re-stamps together, which it serves beside the other jobs it runs, though not always evenly
+(docs/demo.md); at 1,000 the same phases would take hours of real time. The pacer's
+arithmetic is relative to its rates (halving, approaching 90 % of a bad rate, climbing 50 %
+within its increase interval), so the figures' shares carry over; its timings are in seconds
+of the engine's clock. bench.pacing shows the same pacer at 1,000 WCU/s in virtual time.
+Phases of PHASE_SECONDS (120 engine s: the settling target is 60 s, then the steady half is
+judged).
 
 The traffic (bench.pace_traffic) is the demo's traffic mix's writes at LOADS of the ceiling in
 equal phases (30 %, 60 %, 30 %: a step up, then a step down), each request sent once.
