@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, settings
 from moto.core.botocore_stubber import BotocoreStubber
 
 from devkit.semantics.moto_harness import cheap_transactions
-from tests.support import moto_dispatch, moto_responses, moto_values
+from tests.support import (
+    botocore_hooks,
+    moto_dispatch,
+    moto_responses,
+    moto_validators,
+    moto_values,
+)
 
 # boto3 must never find real credentials or a real endpoint from the developer's shell.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_SESSION_TOKEN"):
@@ -39,6 +45,12 @@ os.environ.update(
 # The loader's cache is per instance and holds only what the installed botocore ships: sharing
 # it changes nothing a client does.
 botocore.session.create_loader = functools.cache(botocore.session.create_loader)  # type: ignore[attr-defined]
+# Every session registers botocore's ~130 built-in handlers and every client its own; each
+# registration renames its event by botocore's alias table and asks `inspect` whether the
+# handler takes **kwargs, with a cache that starts empty per session. Both are the same answers
+# every time: worked out once (tests/support/botocore_hooks.py; tests/unit/test_botocore_hooks.py
+# checks them against botocore's own).
+botocore_hooks.install()
 
 # moto in-process answers each request on the calling thread and is not thread-safe: an
 # UpdateItem applies its actions one at a time and a TransactWriteItems deep-copies the tables
@@ -72,6 +84,11 @@ moto_values.install()
 # handler's methods are listed once (tests/support/moto_dispatch.py; tests/unit/
 # test_moto_dispatch.py checks the answers against moto's own path).
 moto_dispatch.install()
+# moto checks an UpdateItem's clause counts and overlapping paths again at every node of the
+# expression, each time collecting every clause below it (about half of the control record's
+# 25-action update): one walk, the same checks and errors (tests/support/moto_validators.py;
+# tests/unit/test_moto_validators.py compares them with moto's own walk).
+moto_validators.install()
 # moto backs up every table a TransactWriteItems names by deep-copying it (40 ms a transaction at
 # 200 rows), and every fenced re-stamp of a backfill is a transaction: the backup holds the items
 # the transaction names instead (devkit.semantics.moto_harness.cheap_transactions, which the
