@@ -8,10 +8,11 @@ then asks `inspect` whether the handler takes **kwargs (`accepts_kwargs`). Both 
 only on their input, yet each session and client starts with an empty alias cache and asks
 `inspect` again: a fifth of the CPU of making a moto table and its client.
 
-Here the aliasers that use botocore's own alias table share one cache (an event name always
-renames to the same name under the same table), and whether a plain function (or a bound
-method's function) takes **kwargs is remembered while the function lives; any other callable is
-asked as before. tests/unit/test_botocore_hooks.py checks both agree with botocore's own.
+Here the aliasers that use botocore's own alias table (or a copy of it: a client's) share one
+cache (an event name always renames to the same name under the same table), and whether a plain
+function (or a bound method's function) takes **kwargs is remembered while the function lives;
+any other callable is asked as before. tests/unit/test_botocore_hooks.py checks both agree with
+botocore's own.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _aliaser_init_sharing(
     self: hooks.EventAliaser, event_emitter: Any, event_aliases: Any = None
 ) -> None:
     _aliaser_init(self, event_emitter, event_aliases)
-    if self._event_aliases is hooks.EVENT_ALIASES:
+    # A client's aliaser is a copy of its session's, with a copy of the table: equal, not the same.
+    if self._event_aliases == hooks.EVENT_ALIASES:
         self._alias_name_cache = _SHARED_ALIAS_NAMES
 
 

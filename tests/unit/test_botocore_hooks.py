@@ -4,6 +4,7 @@ kept apart), and the same verdicts (or errors) for functions, methods and other 
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -48,10 +49,13 @@ def test_every_event_name_is_renamed_as_botocore_renames_it() -> None:
 
     first = hooks.EventAliaser(hooks.HierarchicalEmitter())
     second = hooks.EventAliaser(hooks.HierarchicalEmitter())
+    clients = copy.copy(second)  # as a client copies its session's (and its alias table)
 
     assert _renamed(first, names) == own
     assert _renamed(first, names) == own  # from the cache
     assert _renamed(second, names) == own  # from the cache the first filled
+    assert _renamed(clients, names) == own
+    assert clients._alias_name_cache is first._alias_name_cache
     assert "before-call.api-gateway.AnOperation" in own  # the table was used at all
 
 
