@@ -13,6 +13,13 @@ string, a binary and a boolean are their value, a number its Decimal, and every 
 (sets, lists, maps, null) still goes through moto's property. Equality of two strings compares
 the strings; a string's size is its UTF-8 length, a number's the length of its text.
 tests/unit/test_moto_values.py checks the two agree on generated values.
+
+Every Query and Scan also starts from the whole table in key order (`Table.all_items`), sorted
+by comparing DynamoType keys: each comparison an equality then an order of two DynamoTypes.
+Sorted here by the keys' cast values instead, the same order when every item's keys are of one
+type (a table's key attributes are typed: moto refuses an item whose key has another type); a
+table whose keys are not is sorted by moto's own. tests/unit/test_moto_values.py checks the
+orders agree on generated tables.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 
 _AS_IS = frozenset({"S", "B", "BOOL"})
 
@@ -28,6 +36,7 @@ _cast_value = DynamoType.cast_value
 _eq = DynamoType.__eq__
 _ne = DynamoType.__ne__
 _size = DynamoType.size
+_all_items = Table.all_items
 
 
 def cast_value(self: DynamoType) -> Any:
@@ -64,12 +73,40 @@ def size(self: DynamoType) -> int:
     return int(_size(self))
 
 
+def all_items(self: Table) -> list[Item]:
+    """moto's all_items: every item of the table, in (hash key, range key) order."""
+    items: list[Item] = []
+    if self.range_key_attr:
+        for hash_set in self.items.values():
+            items.extend(hash_set.values())
+    else:
+        items.extend(self.items.values())  # type: ignore[arg-type]
+    kinds = {
+        (item.hash_key.type, None if item.range_key is None else item.range_key.type)
+        for item in items
+    }
+    if len(kinds) > 1:
+        return _all_items(self)
+    if any(item.range_key is not None for item in items):
+        return sorted(
+            items,
+            key=lambda x: (x.hash_key.cast_value, x.range_key.cast_value),  # type: ignore[union-attr]
+        )
+    return sorted(items, key=lambda x: x.hash_key.cast_value)
+
+
 def install() -> None:
     """Use these from now on, in this process (idempotent)."""
     DynamoType.cast_value = property(cast_value)  # type: ignore[method-assign,assignment]
     DynamoType.__eq__ = equal  # type: ignore[method-assign,assignment]
     DynamoType.__ne__ = not_equal  # type: ignore[method-assign,assignment]
     DynamoType.size = size  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
+
+
+def moto_own_all_items() -> Any:
+    """moto's own all_items (for the test that compares)."""
+    return _all_items
 
 
 def moto_own_size() -> Any:
