@@ -72,8 +72,14 @@ def local_table() -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
         yield process, _read_exports(process)
     finally:
         if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+            # SIGTERM stops its server as Ctrl-C does; SIGKILL alone left dynalite (its
+            # grandchild) running, orphaned, after a test that failed mid-way.
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
 
 
 def saga_index(exports: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
