@@ -20,6 +20,7 @@ from devkit.semantics.moto_harness import cheap_transactions
 from tests.support import (
     botocore_hooks,
     moto_dispatch,
+    moto_jsonpath,
     moto_responses,
     moto_validators,
     moto_values,
@@ -89,6 +90,10 @@ moto_dispatch.install()
 # 25-action update): one walk, the same checks and errors (tests/support/moto_validators.py;
 # tests/unit/test_moto_validators.py compares them with moto's own walk).
 moto_validators.install()
+# moto's Step Functions interpreter built a whole jsonpath_ng parser (lexer, LALR tables) for
+# every path of every state it ran: each path string is parsed once (tests/support/
+# moto_jsonpath.py; tests/unit/test_moto_jsonpath.py compares what the paths find).
+moto_jsonpath.install()
 # moto backs up every table a TransactWriteItems names by deep-copying it (40 ms a transaction at
 # 200 rows), and every fenced re-stamp of a backfill is a transaction: the backup holds the items
 # the transaction names instead (devkit.semantics.moto_harness.cheap_transactions, which the
