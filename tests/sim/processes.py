@@ -536,6 +536,9 @@ def drift_guard(sim: Simulation, process: Process, task: Task) -> Callable[[], N
                     max_workers=1,
                     page_size=sim.scenario.scan_page_size,
                     open_recheck_seconds=0,
+                    # The record's switches are judged settled on the simulation's clock, as
+                    # every other process judges them, not on this machine's.
+                    now=process.clock.wall(),
                 ).check(scan_unindexed=True)
             except EXPECTED_ERRORS as err:
                 sim.note(process.name, f"drift run failed: {type(err).__name__}")
