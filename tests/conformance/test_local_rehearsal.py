@@ -194,7 +194,8 @@ def _open_sagas(exports: dict[str, str]) -> int:
 
 def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
     """docs/runbook.md "Add the open-saga index" on `make local`'s table: O0, O1, O2, the way
-    back before the end (removing, its backfill, off), then O1-O3 again and the end's refusal."""
+    back before the end (removing, its backfill, off), then O1, O2, O2b, O3 again and the end's
+    refusal."""
     # O0: preflight before the move judges the open index alone as required (ready: it passes)
     preflight = saga_index(
         exports,
@@ -250,6 +251,13 @@ def _rehearse_adding_the_open_index(exports: dict[str, str]) -> None:
         exports, "open-index", "backfill", "--max-writes-per-second", "500"
     )
     assert (code, stamped["stamped"]) == (0, 179)
+    # O2b: the drift guard's read agrees (every open saga stamped, no closed one)
+    code, drift = fast_saga_index(exports, "drift")
+    assert code == 0, drift
+    # Compared (openIndex is null when the guard did not read the open index): its 179 entries
+    assert (drift["openIndex"][: len("adding(")], drift["openIndexEntries"]) == ("adding(", 179)
+    counts = ("openIndexUnstampedRows", "openIndexStrayRows", "openIndexMissingRows")
+    assert [drift[name] for name in counts] == [0, 0, 0], drift
     code, opened = fast_saga_index(
         exports, "open-index", "set", "open", *reason, "--recheck-delay", "0", "--wait"
     )
