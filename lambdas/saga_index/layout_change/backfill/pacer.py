@@ -148,6 +148,7 @@ class Pacer:
         self.decreases = 0
         self.pauses = 0
         self.paused_seconds = 0.0
+        # The lowest rate the run wrote at: its own, or its slowed segments' summed.
         self.lowest_rate = self.cap
 
     @property
@@ -171,7 +172,7 @@ class Pacer:
             if at_cap and run.bad_rate is None:
                 run.base, run.base_at = self.cap, now
             self._advance(now)
-            self.lowest_rate = min(self.lowest_rate, run.rate)
+            self.lowest_rate = min(self.lowest_rate, self._writing_rate())
 
     def observe(self, reasons: Iterable[str], segment: int | None = None) -> None:
         """One throttled request's reasons (none listed: an unknown reason)."""
@@ -181,7 +182,7 @@ class Pacer:
             self._advance(now)
             for name in names:
                 self._answer(name, scope_of(name), segment, now)
-            self.lowest_rate = min(self.lowest_rate, self._run.rate)
+            self.lowest_rate = min(self.lowest_rate, self._writing_rate())
 
     def _answer(self, name: str, scope: Scope, segment: int | None, now: float) -> None:
         run, bounds = self._run, (self.floor, self.cap)
@@ -222,6 +223,15 @@ class Pacer:
             # All back at their shares: the run's rate governs them again, together (one alone
             # would take from the run's bucket what the slowed ones leave).
             self._segments.clear()
+
+    def _writing_rate(self) -> float:
+        """The rate the run writes at: the run's, or while a key range slows segments, theirs
+        summed (a segment not slowed at the slowed ones' mean), within the run's."""
+        if not self._segments:
+            return self._run.rate
+        rates = [limit.rate for limit in self._segments.values()]
+        followers = max(0, self.segments - len(rates)) * sum(rates) / len(rates)
+        return min(self._run.rate, sum(rates) + followers)
 
     def run_rate(self) -> float:
         with self._lock:
@@ -304,7 +314,7 @@ class Pacer:
                 limit.restore(state, now, rate)
                 self._segments = {int(float(segment)): limit}
                 self._advance(now)
-            self.lowest_rate = min(self.lowest_rate, run.rate)
+            self.lowest_rate = min(self.lowest_rate, self._writing_rate())
 
 
 # The snapshot's key naming the segment whose key-range slowdown it carries.
