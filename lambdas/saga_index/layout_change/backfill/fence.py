@@ -51,6 +51,7 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import SagaIndexError
+from saga_index.layout_change.backfill.pacer import TRANSACTION_ITEM_THROTTLE_CODES
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import (
     SLOT_PARTITION_CAP,
@@ -74,8 +75,11 @@ log = logging.getLogger(__name__)
 # An arming racing a segment's re-stamp on its slot cancels the re-stamp: retried this often.
 CONFLICT_RETRIES: Final = 5
 CONFLICT_BACKOFF_SECONDS: Final = 0.02
-# The cancellation reasons of a transaction that was throttled, not refused.
-TRANSACTION_THROTTLE_REASONS: Final = frozenset({"ThrottlingError", *THROTTLE_CODES})
+# The cancellation reasons of a transaction that was throttled, not refused: DynamoDB's item codes
+# (ThrottlingError on demand, ProvisionedThroughputExceeded provisioned), and the request-level
+# codes as a server might repeat them per item. The pacer reads the first two (pacer.reasons_of):
+# a ThrottlingError slows the segment that sent it, ProvisionedThroughputExceeded the run.
+TRANSACTION_THROTTLE_REASONS: Final = frozenset({*TRANSACTION_ITEM_THROTTLE_CODES, *THROTTLE_CODES})
 
 
 class FenceMode(StrEnum):

@@ -223,10 +223,11 @@ class RowRestamper:
     def _tell_pacer(self, final: ClientError | None = None) -> None:
         """The reasons of this thread's throttled attempts (botocore's retries, seen by the
         client's observer) and of a final throttle no observer saw (one answered before it was
-        sent, as the semantics layer does)."""
+        sent, as the semantics layer does; a cancelled transaction, whose code the observer does
+        not count: its items' codes are its reasons, pacer.reasons_of)."""
         attempts = self.throttles.take_mine() if self.throttles is not None else []
-        if final is not None and not attempts:
-            attempts = [reasons_of(final.response)]
+        if final is not None and (not attempts or is_transaction_throttle(final)):
+            attempts = [*attempts, reasons_of(final.response)]
         for reasons in attempts:
             self.bucket.on_throttle(reasons, segment=self.request.segment)
 
