@@ -170,6 +170,18 @@ def create_table(client: Any, table_name: str, template: Mapping[str, Any] | Non
     )
 
 
+def delete_table(client: Any, table_name: str) -> None:
+    """Delete the table and wait until it is gone. DynamoDB answers DeleteTable with the table
+    DELETING, and so does dynalite even with --deleteTableMs 0 (it removes the table on a later
+    tick): a CreateTable of the same name before then is refused with ResourceInUseException."""
+    client.delete_table(TableName=table_name)
+    # Polled every 50 ms (botocore's waiter sleeps the Delay as given): a local server's table
+    # is gone within a tick or two, and 2,400 polls still cover a real table's two minutes.
+    client.get_waiter("table_not_exists").wait(
+        TableName=table_name, WaiterConfig={"Delay": 0.05, "MaxAttempts": 2400}
+    )
+
+
 def _single_table(template: Mapping[str, Any]) -> Mapping[str, Any]:
     tables = [
         (logical_id, resource)

@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from devkit.engine import Engine, ProxyOptions
+from devkit.schema import delete_table
 from saga_index.store.dynamo import make_client
 
 pytestmark = pytest.mark.conformance
@@ -56,7 +57,7 @@ def engine(shared_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Engine:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
     client = _client(shared_engine)
     if TABLE in client.list_tables()["TableNames"]:
-        client.delete_table(TableName=TABLE)
+        delete_table(client, TABLE)
     client.create_table(
         TableName=TABLE,
         BillingMode="PAY_PER_REQUEST",

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from devkit.dynalite import DynaliteServer
 from devkit.engine import Engine, PortInUseError, ProxyOptions
+from devkit.schema import delete_table
 from saga_index.store.dynamo import make_client
 
 pytestmark = pytest.mark.conformance
@@ -88,7 +89,7 @@ def engine(shared_engine: Engine, local_aws_env: None) -> Engine:
     model of it, its counts included)."""
     client = _client(shared_engine.endpoint_url)
     if TABLE in client.list_tables()["TableNames"]:
-        client.delete_table(TableName=TABLE)
+        delete_table(client, TABLE)
     _create(client)
     return shared_engine
 
