@@ -40,6 +40,7 @@ from typing import Any
 from bench.output import progress, save
 from bench.server import local_server
 from devkit.schema import create_table, load_template
+from devkit.seed import bare_saga_row
 from saga_index.index import LEGACY, keys
 from saga_index.layout_change.backfill import BackfillRequest, Move, RunTicket, run_backfill
 from saga_index.layout_change.record import (
@@ -72,16 +73,8 @@ SHARDS = 16
 def _seed(client: Any, table: str, rows: int) -> None:
     items = [
         {
-            **keys.saga_table_key(f"rate-{n:06}"),
-            "entityType": keys.ENTITY_TYPE,
-            "sagaId": f"rate-{n:06}",
-            "personId": f"person-{n % 997}",
+            **bare_saga_row(f"rate-{n:06}", f"person-{n % 997}", gsi4pk=keys.LEGACY_GSI4PK),
             "leaseId": f"lease-{n}",
-            "openedAt": "2026-01-01T00:00:00.000Z",
-            "state": "OPENED",
-            "updatedAt": "2026-01-01T00:00:00.000Z",
-            "GSI4PK": keys.LEGACY_GSI4PK,
-            "GSI4SK": f"person-{n % 997}#2026-01-01T00:00:00.000Z",
             "payload": "x" * 900,  # a 1 KB row, as production's
         }
         for n in range(rows)

@@ -86,6 +86,7 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.engine import Engine
 from devkit.local_env import local_credentials
 from devkit.schema import create_table, load_template
+from devkit.seed import bare_saga_row
 from devkit.semantics.contended import (
     PRODUCT_FENCE,
     SHARED_STATE_FENCE,
@@ -166,22 +167,9 @@ _tables = itertools.count()
 
 
 def _seed(client: Any, table: str, rows: int) -> None:
-    opened = "2026-01-01T00:00:00.000Z"
     items = []
     for n in range(rows):
-        saga, person = f"f{n:05}", f"person-{n % 211}"
-        row = {
-            **keys.saga_table_key(saga),
-            "entityType": keys.ENTITY_TYPE,
-            "sagaId": saga,
-            "personId": person,
-            "leaseId": f"lease-{saga}",
-            "openedAt": opened,
-            "updatedAt": opened,
-            "state": "OPENED",
-            "GSI4PK": keys.LEGACY_GSI4PK,
-            "GSI4SK": f"{person}#{opened}",
-        }
+        row = bare_saga_row(f"f{n:05}", f"person-{n % 211}", gsi4pk=keys.LEGACY_GSI4PK)
         items.append({"PutRequest": {"Item": serialize(row)}})
     for start in range(0, len(items), 25):
         client.batch_write_item(RequestItems={table: items[start : start + 25]})

@@ -25,8 +25,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from devkit.seed import bare_saga_row
 from devkit.semantics.dilation import TimeScale
-from saga_index.index import LEGACY, Layout, RetryLaterError, SagaIndexError, keys
+from saga_index.index import LEGACY, Layout, RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill import TokenBucket
 from saga_index.layout_change.record import ControlState, Routing, Transition, state_item
 from saga_index.store import SagaWriter, utc_iso
@@ -89,22 +90,6 @@ class Seconds:
         return [None if s not in self.pace else round(self.pace[s], 1) for s in range(seconds)]
 
 
-def _row(saga: str, person: str, gsi4pk: str) -> dict[str, Any]:
-    opened = "2026-01-01T00:00:00.000Z"
-    return {
-        **keys.saga_table_key(saga),
-        "entityType": keys.ENTITY_TYPE,
-        "sagaId": saga,
-        "personId": person,
-        "leaseId": f"lease-{saga}",
-        "openedAt": opened,
-        "updatedAt": opened,
-        "state": _STATES[0],
-        "GSI4PK": gsi4pk,
-        "GSI4SK": keys.gsi4sk(person, opened),
-    }
-
-
 def seed(client: Any, table: str, rows: int, traffic: int) -> list[tuple[str, str]]:
     """`rows` saga rows for the backfill and `traffic` for the traffic, all on their shard
     keys (sharded(16), where the rollback moves them from); the traffic's (saga, person).
@@ -116,7 +101,7 @@ def seed(client: Any, table: str, rows: int, traffic: int) -> list[tuple[str, st
         saga, person = (f"b{n:07}", f"p{n % 997}") if n < rows else (f"t{n:07}", f"q{n}")
         if n >= rows:
             sagas.append((saga, person))
-        row = _row(saga, person, sharded.write_key(person))
+        row = bare_saga_row(saga, person, gsi4pk=sharded.write_key(person), state=_STATES[0])
         items.append({"PutRequest": {"Item": serialize(row)}})
     for start in range(0, len(items), 25):
         batch: dict[str, Any] = {table: items[start : start + 25]}

@@ -280,6 +280,30 @@ def build_dataset(spec: SeedSpec | None = None) -> Dataset:
     )
 
 
+def bare_saga_row(
+    saga_id: str,
+    person_id: str,
+    *,
+    gsi4pk: str,
+    state: str = "OPENED",
+    opened_at: str = "2026-01-01T00:00:00.000Z",
+) -> dict[str, Any]:
+    """A saga row with only what the index and its readers use, as plain values (serialize it
+    for the wire): the benches' rows, whose size and other attributes are theirs to add."""
+    return {
+        **keys.saga_table_key(saga_id),
+        "entityType": keys.ENTITY_TYPE,
+        "sagaId": saga_id,
+        "personId": person_id,
+        "leaseId": f"lease-{saga_id}",
+        "openedAt": opened_at,
+        "updatedAt": opened_at,
+        "state": state,
+        "GSI4PK": gsi4pk,
+        "GSI4SK": keys.gsi4sk(person_id, opened_at),
+    }
+
+
 def saga_item(record: SagaRecord, shard_count: int | None = None) -> dict[str, Any]:
     """One saga row in the wire shape, exactly record.size bytes."""
     plain: dict[str, Any] = {
