@@ -380,16 +380,23 @@ def test_the_guard_follows_a_record_change_within_t(
     capsys.readouterr()
 
 
-def test_the_guard_compares_the_open_index_from_t_after_it_opens(
-    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Given a warm execution environment whose provider read sharded(16), open index off, and an
-    # open saga no writer stamped (out of an open index, were the sweeps reading one)
+def _warm_guard_with_an_open_index(dynamo: Backend, monkeypatch: pytest.MonkeyPatch) -> Ticks:
+    """A warm execution environment whose provider caches the record for 30 s on the returned
+    clock, the open-saga index on the table, the open index re-checked at once."""
     monkeypatch.setenv("DRIFT_OPEN_INDEX_RECHECK_SECONDS", "0")
     ticks = Ticks()
     store = ControlStore(dynamo.client, dynamo.table_name)
     runtime.control.use(ControlProvider(store, timing=ControlTiming(cache_seconds=30), clock=ticks))
     add_open_index(dynamo.client, dynamo.table_name)
+    return ticks
+
+
+def test_the_guard_compares_the_open_index_from_t_after_it_opens(
+    dynamo: Backend, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a warm execution environment whose provider read sharded(16), open index off, and an
+    # open saga no writer stamped (out of an open index, were the sweeps reading one)
+    ticks = _warm_guard_with_an_open_index(dynamo, monkeypatch)
     dynamo.put_saga("unstamped", "p-2", gsi4pk="shard")
     assert invoke(SCAN_TIME)["openIndexMissingRows"] == 0  # off: nobody reads it
     # When an operator opens the open index
@@ -410,11 +417,7 @@ def test_the_guard_compares_the_open_index_in_adding_from_t_after_it_says_so(
 ) -> None:
     # Given a warm execution environment whose provider read sharded(16), open index off; an
     # open saga from before `adding` (no OpenSagaPK) and a closed one a writer left stamped
-    monkeypatch.setenv("DRIFT_OPEN_INDEX_RECHECK_SECONDS", "0")
-    ticks = Ticks()
-    store = ControlStore(dynamo.client, dynamo.table_name)
-    runtime.control.use(ControlProvider(store, timing=ControlTiming(cache_seconds=30), clock=ticks))
-    add_open_index(dynamo.client, dynamo.table_name)
+    ticks = _warm_guard_with_an_open_index(dynamo, monkeypatch)
     dynamo.put_saga("unstamped", "p-2", gsi4pk="shard")
     stamp = {names.OPEN_INDEX_PARTITION_KEY: Person.of("p-3").open_index_pk(N)}
     dynamo.put_saga("kept", "p-3", gsi4pk="shard", state="SIGNED", **stamp)

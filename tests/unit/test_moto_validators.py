@@ -106,18 +106,10 @@ def test_an_update_is_answered_as_moto_s_own_walk_answers_it(
     assert _update(client, expression, names) == own
 
 
-def test_the_invalid_updates_above_are_refused() -> None:
+def test_the_invalid_updates_above_are_refused(client: Any) -> None:
     """The comparison is worth something only if moto refuses some of the updates: it does."""
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        moto_validators.install()
-        verdicts = [_update(dynamodb, expression, names)[0] for expression, names in _UPDATES]
+    moto_validators.install()
+    verdicts = [_update(client, expression, names)[0] for expression, names in _UPDATES]
 
     assert verdicts[:7] == ["ok"] * 7
     assert verdicts[7:] == ["error"] * (len(_UPDATES) - 7)
