@@ -24,7 +24,12 @@ from devkit.capacity.table_schema import TableSchema
 from devkit.semantics.hooks import SemanticsHooks
 from devkit.semantics.model import DynamoSemantics
 from saga_index.index import keys
-from saga_index.layout_change.backfill import PaceRules, TokenBucket, run_backfill
+from saga_index.layout_change.backfill import TokenBucket, run_backfill
+from saga_index.layout_change.backfill.pace_curve import (
+    PACED_START_FRACTION,
+    PACED_START_SECONDS,
+    PaceRules,
+)
 from tests.support.backends import Backend, make_backend
 from tests.support.backfill_contract import request, ticket
 
@@ -32,9 +37,15 @@ CEILING = 5.0  # WCU/s on one key (DynamoDB's is 1,000)
 TRAFFIC = 2.5  # the application's writes/s on the legacy key
 BUDGET = CEILING - TRAFFIC  # what the traffic leaves the backfill
 ROWS = 30
-# Vitess' timings (40 s / 20 s / 180 s / 60 s) divided by 20.
+# Vitess' timings (40 s / 20 s / 180 s / 60 s) divided by 20, and the run's rise from its
+# start too.
 FAST_RULES = PaceRules(
-    increase_interval=2.0, decrease_interval=1.0, bad_rate_seconds=9.0, pause_seconds=3.0
+    increase_interval=2.0,
+    decrease_interval=1.0,
+    bad_rate_seconds=9.0,
+    pause_seconds=3.0,
+    start_fraction=PACED_START_FRACTION,
+    start_seconds=PACED_START_SECONDS / 20,
 )
 
 

@@ -19,6 +19,7 @@ from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.wire import RunTicket, cursor_of
 from saga_index.layout_change.record.state import BackfillDirection
+from tests.support.far_over import far_over
 from tests.unit.test_backfill_token_bucket import FakeClock
 
 MARGIN = 60.0
@@ -62,8 +63,8 @@ def test_given_a_token_slower_than_the_margin_then_the_worker_returns_its_cursor
         sleep=clock.sleep,
         rules=PaceRules(decrease_interval=1.0, increase_interval=10_000.0),
     )
-    for _ in range(6):
-        bucket.on_throttle()
+    for _ in range(6):  # each second the key far over: a step back escalated to halving
+        far_over(bucket.on_throttle, lambda: bucket.decreases)
         clock.now += 1.0
     assert bucket.rate == pytest.approx(1 / 64, rel=1e-2)  # recovery frozen: hours to climb
     clock.now += 64.0

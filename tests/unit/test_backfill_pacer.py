@@ -13,8 +13,21 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from saga_index.index.errors import InvalidInputError
-from saga_index.layout_change.backfill.pacer import Pacer, PaceRules, Scope, reasons_of, scope_of
+from saga_index.layout_change.backfill.pace_curve import (
+    PACED_START_FRACTION,
+    PACED_START_SECONDS,
+    STARTING,
+    paced_rules,
+)
+from saga_index.layout_change.backfill.pacer import (
+    ESCALATE_AFTER,
+    ESCALATE_SHARE,
+    Pacer,
+    PaceRules,
+)
+from saga_index.layout_change.backfill.throttle_reasons import Scope, reasons_of, scope_of
 from saga_index.layout_change.backfill.wire import SegmentCounts
+from tests.support.far_over import far_over as refused_far_over
 
 # What a Step Functions worker accepts as the carried pace (wire.SegmentCounts.pace).
 WIRE: TypeAdapter[object] = TypeAdapter(SegmentCounts.model_fields["pace"].annotation)
@@ -31,6 +44,14 @@ REASONS = [
     "TableReadKeyRangeThroughputExceeded",
     "something DynamoDB adds later",
 ]
+
+
+def far_over(
+    pacer: Pacer,
+    reason: str = "TableWriteProvisionedThroughputExceeded",
+    segment: int | None = None,
+) -> None:
+    refused_far_over(lambda: pacer.observe([reason], segment), lambda: pacer.decreases)
 
 
 class Clock:
@@ -87,6 +108,8 @@ def test_given_any_signals_then_the_pace_keeps_its_invariants(
     rules = PaceRules()
     pacer = Pacer(cap, clock=clock, rules=rules, segments=4)
     last_decrease = -1e18
+    stepped_from = 0.0
+    escalated = False
     held: list[tuple[float, float]] = []  # (rate held under, until)
     for event in events:
         if isinstance(event, Wait):
@@ -95,10 +118,15 @@ def test_given_any_signals_then_the_pace_keeps_its_invariants(
             before, rate_before = pacer.decreases, pacer.run_rate()
             pacer.observe(event.reasons, event.segment)
             if pacer.run_rate() < rate_before and pacer.pauses == 0:
-                # the run's rate falls at most once per decrease interval
-                assert clock.now - last_decrease >= rules.decrease_interval - 1e-9
-                last_decrease = clock.now
-                held.append((rate_before * rules.approach, clock.now + rules.bad_rate_seconds))
+                if clock.now - last_decrease >= rules.decrease_interval - 1e-9:
+                    # a step back: at most one per decrease interval
+                    last_decrease, stepped_from, escalated = clock.now, rate_before, False
+                    held.append((rate_before * rules.approach, clock.now + rules.bad_rate_seconds))
+                else:
+                    # within it, at most one escalation: to half the rate stepped back from
+                    assert not escalated
+                    escalated = True
+                    assert pacer.run_rate() == pytest.approx(max(pacer.floor, stepped_from / 2))
             assert pacer.decreases >= before
         else:
             pacer.set_cap(event.cap)
@@ -117,21 +145,50 @@ def test_given_any_signals_then_the_pace_keeps_its_invariants(
                 assert rate <= under + 1e-9
 
 
-def test_given_a_throttle_at_a_steady_rate_then_it_halves_once_per_decrease_interval() -> None:
+def test_given_a_steady_rate_throttled_then_it_steps_back_and_halves_if_refusals_go_on() -> None:
     clock = Clock()
     pacer = Pacer(800, clock=clock)
     pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
-    clock.now += 0.9
-    pacer.observe(["IndexWriteProvisionedThroughputExceeded"])  # the same second's: counted once
-    assert pacer.decreases == 1
-    assert pacer.run_rate() == pytest.approx(400 + 320 * (1 - math.exp(-0.9 / 8)))
+    assert pacer.run_rate() == pytest.approx(720)  # a step back: 90 % of the rate
+    # refusals within the decrease interval, fewer than enough: the pace barely over the key
+    enough = max(ESCALATE_AFTER, ESCALATE_SHARE * 800)  # 16 at 800/s
+    for _ in range(int(enough) - 1):
+        clock.now += 0.01
+        pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    assert (pacer.decreases, pacer.run_rate()) == (1, pytest.approx(720))
+    # enough of them: it was far over (the load under it rose): half the rate it stepped from
+    pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    assert (pacer.decreases, pacer.run_rate()) == (2, 400)
+    clock.now += 0.5
+    for _ in range(100):  # the same second's: no further decrease
+        pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    assert pacer.decreases == 2
     assert pacer.pace().reason == "IndexWriteProvisionedThroughputExceeded"
+
+
+def test_given_a_step_back_then_refusals_after_its_interval_do_not_escalate_it() -> None:
+    clock = Clock()
+    pacer = Pacer(100, clock=clock)
+    pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    clock.now += 1.0  # the key took the stepped-back pace for a second: a new step, not halving
+    pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    assert pacer.decreases == 2
+    assert pacer.run_rate() == pytest.approx(0.9 * 90)
+
+
+def test_given_a_step_back_then_an_account_limit_still_pauses_the_run() -> None:
+    clock = Clock()
+    pacer = Pacer(100, clock=clock)
+    pacer.observe(["IndexWriteProvisionedThroughputExceeded"])
+    pacer.observe(["TableWriteAccountLimitExceeded"])  # not taken for one more refusal
+    assert pacer.paused()
+    assert pacer.pauses == 1
 
 
 def test_given_a_throttle_then_recovery_is_gradual_toward_90_percent_of_the_bad_rate() -> None:
     clock = Clock()
     pacer = Pacer(1000, clock=clock)
-    pacer.observe(["TableWriteProvisionedThroughputExceeded"])  # 1000 bad, now 500
+    far_over(pacer)  # 1000 bad, now 500
     seen = [pacer.run_rate()]
     for _ in range(29):
         clock.now += 1
@@ -150,9 +207,9 @@ def test_given_a_remembered_bad_rate_then_the_pace_holds_under_it_until_it_decay
     clock = Clock()
     pacer = Pacer(1000, clock=clock)
     clock.now += 1
-    pacer.observe(["TableWriteProvisionedThroughputExceeded"])  # 1000 bad: held under 900
+    far_over(pacer)  # 1000 bad: held under 900
     clock.now += 25
-    pacer.observe(["TableWriteProvisionedThroughputExceeded"])  # 882 steady: halved, bad 882
+    far_over(pacer)  # 882 steady: halved, bad 882
     bad = 900 - 400 * math.exp(-25 / 8)
     assert pacer.run_rate() == pytest.approx(bad / 2)
     held = []
@@ -175,14 +232,14 @@ def test_given_a_remembered_bad_rate_then_the_pace_holds_under_it_until_it_decay
 def test_given_a_throttle_while_rising_then_the_pace_steps_back_under_it() -> None:
     clock = Clock()
     pacer = Pacer(1000, clock=clock)
-    pacer.observe(["TableWriteProvisionedThroughputExceeded"])  # 1000 bad, now 500, rising
+    far_over(pacer)  # 1000 bad, now 500, rising
     clock.now += 3
     rising, a_second_ago = pacer.run_rate(), 900 - 400 * math.exp(-2 / 8)
     pacer.observe(["TableWriteProvisionedThroughputExceeded"])
     # the rise overshot: back to the rate a second ago, not halved
     assert pacer.run_rate() == pytest.approx(min(0.9 * rising, a_second_ago))
     assert pacer.run_rate() > rising / 2
-    assert pacer.decreases == 2
+    assert pacer.decreases == 3  # the first step back, its escalation, this one
 
 
 @pytest.mark.parametrize("rate", [10.0, 1_000.0])
@@ -229,7 +286,7 @@ def test_given_an_account_or_on_demand_maximum_then_the_run_pauses_and_says_so(
 def test_given_a_key_range_reason_then_the_slowed_segments_pace_and_the_run_does_not() -> None:
     clock = Clock()
     pacer = Pacer(400, clock=clock, segments=4)
-    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=3)
+    far_over(pacer, "IndexWriteKeyRangeThroughputExceeded", segment=3)
     assert pacer.run_rate() == 400  # the run is not slowed
     assert pacer.segment_rate(3) == 50  # its 100/s share, halved
     # a segment not slowed paces as the slowed ones do: the key they found full is likely its
@@ -237,9 +294,10 @@ def test_given_a_key_range_reason_then_the_slowed_segments_pace_and_the_run_does
     assert "1 segment(s) slowed" in pacer.pace().describe()
     clock.now += 5
     pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=1)
-    # the key is full: segment 3, slowed on it, falls with segment 1 (rising: a step back)
-    assert pacer.segment_rate(1) == 50
+    # the key is full: segment 1 steps back from the rate it wrote at (segment 3's, which it
+    # paced as), and segment 3, slowed on it, falls with it (rising: to its rate a second ago)
     rising = 90 - 40 * math.exp(-5 / 8)
+    assert pacer.segment_rate(1) == pytest.approx(0.9 * rising)
     assert pacer.segment_rate(3) == pytest.approx(min(0.9 * rising, 90 - 40 * math.exp(-4 / 8)))
     clock.now += 600
     assert pacer.segment_rate(3) is None  # recovered together: the run's rate governs again
@@ -314,7 +372,7 @@ def test_given_a_key_range_slowdown_then_the_segments_next_invocation_starts_slo
     first, second = Clock(), Clock()
     second.now = 10.0  # another invocation's clock, another origin
     pacer = Pacer(100, clock=first)
-    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=3)
+    far_over(pacer, "IndexWriteKeyRangeThroughputExceeded", segment=3)
     first.now += 2
     carried = WIRE.validate_python(pacer.snapshot(3))  # as the state machine carries it
     later = Pacer(100, clock=second)
@@ -357,3 +415,76 @@ def test_given_a_snapshot_with_or_without_the_slowed_segment_then_either_worker_
 def test_given_a_floor_out_of_range_then_it_is_refused(floor: float) -> None:
     with pytest.raises(InvalidInputError, match="pace floor"):
         PaceRules(floor_fraction=floor)
+
+
+def test_given_a_backfills_rules_then_the_run_rises_from_its_start_to_the_cap() -> None:
+    clock = Clock()
+    pacer = Pacer(1000, clock=clock, rules=paced_rules())
+    assert pacer.run_rate() == pytest.approx(1000 * PACED_START_FRACTION)
+    assert pacer.pace().reason == STARTING
+    seen = []
+    for _ in range(int(PACED_START_SECONDS)):
+        clock.now += 1
+        seen.append(pacer.run_rate())
+    # evenly, and at the cap when its start's seconds are up
+    steps = [later - earlier for earlier, later in pairwise(seen)]
+    assert steps == pytest.approx([1000 * (1 - PACED_START_FRACTION) / PACED_START_SECONDS] * 9)
+    assert seen[-1] == pytest.approx(1000)
+    assert pacer.pace().reason == "cap"
+    # a run at a fixed cap (floor 1) starts at it
+    assert Pacer(1000, clock=clock, rules=paced_rules(1.0)).run_rate() == 1000
+
+
+def test_given_a_throttle_while_starting_then_the_rise_ends_under_it() -> None:
+    clock = Clock()
+    pacer = Pacer(1000, clock=clock, rules=paced_rules())
+    clock.now += 5  # 650/s, rising
+    rising = pacer.run_rate()
+    pacer.observe(["TableWriteProvisionedThroughputExceeded"])
+    # back to the rate a second ago (580/s), under the rate refused, and held under it
+    assert pacer.run_rate() == pytest.approx(min(0.9 * rising, rising - 70))
+    clock.now += 20
+    assert pacer.run_rate() < 0.9 * rising
+    assert pacer.pace().reason == "TableWriteProvisionedThroughputExceeded"
+
+
+def test_given_a_snapshot_while_starting_then_the_next_invocation_goes_on_rising() -> None:
+    first, second = Clock(), Clock()
+    second.now = 10.0
+    pacer = Pacer(1000, clock=first, rules=paced_rules())
+    first.now += 4
+    later = Pacer(1000, clock=second, rules=paced_rules())
+    later.restore(WIRE.validate_python(pacer.snapshot()))  # type: ignore[arg-type]
+    for _ in range(12):
+        assert later.run_rate() == pytest.approx(pacer.run_rate())
+        first.now += 1
+        second.now += 1
+    assert later.run_rate() == 1000
+
+
+def test_given_a_snapshot_after_the_start_then_the_next_invocation_does_not_rise_again() -> None:
+    first, second = Clock(), Clock()
+    pacer = Pacer(1000, clock=first, rules=paced_rules())
+    first.now += 30
+    assert pacer.run_rate() == 1000
+    later = Pacer(1000, clock=second, rules=paced_rules())
+    later.restore(pacer.snapshot())
+    assert later.run_rate() == 1000  # at the cap it was at, not at its start's 30 %
+
+
+def test_given_segments_slowed_then_another_segment_slows_from_the_rate_it_wrote_at() -> None:
+    clock = Clock()
+    pacer = Pacer(400, clock=clock, segments=4)
+    far_over(pacer, "IndexWriteKeyRangeThroughputExceeded", segment=3)
+    assert pacer.segment_rate(0) == 50  # segment 0 writes at the slowed one's rate
+    clock.now += 5
+    pacer.observe(["IndexWriteKeyRangeThroughputExceeded"], segment=0)
+    # refused, it steps back from what it wrote at, not from the run's 100/s share: that rate
+    # (90/s, twice what the key took) would flood the key
+    assert pacer.segment_rate(0) == pytest.approx(0.9 * (90 - 40 * math.exp(-5 / 8)))
+
+
+@pytest.mark.parametrize("start", [0.0, -0.1, 1.01])
+def test_given_a_start_out_of_range_then_it_is_refused(start: float) -> None:
+    with pytest.raises(InvalidInputError, match="pace start"):
+        PaceRules(start_fraction=start)

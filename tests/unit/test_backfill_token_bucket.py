@@ -10,6 +10,7 @@ import pytest
 from saga_index.index.errors import InvalidInputError
 from saga_index.layout_change.backfill.pacer import PaceRules
 from saga_index.layout_change.backfill.pacing import TokenBucket
+from tests.support.far_over import far_over as refused_far_over
 
 
 class FakeClock:
@@ -28,6 +29,10 @@ class FakeClock:
 
 def bucket(rate: float, clock: FakeClock, **kwargs: object) -> TokenBucket:
     return TokenBucket(rate, clock=clock, sleep=clock.sleep, **kwargs)  # type: ignore[arg-type]
+
+
+def far_over(b: TokenBucket, reasons: tuple[str, ...] = (), segment: int | None = None) -> None:
+    refused_far_over(lambda: b.on_throttle(reasons, segment=segment), lambda: b.decreases)
 
 
 def take(b: TokenBucket, n: int) -> None:
@@ -78,9 +83,9 @@ FROZEN = PaceRules(increase_interval=10_000.0)
 def test_given_a_throttle_then_the_rate_halves_and_recovers_gradually_to_the_cap() -> None:
     clock = FakeClock()
     b = bucket(100, clock)
-    b.on_throttle(["IndexWriteProvisionedThroughputExceeded"])
+    far_over(b, ("IndexWriteProvisionedThroughputExceeded",))
     assert b.rate == 50
-    assert b.decreases == 1
+    assert b.decreases == 2  # a step back, escalated
     clock.now += 24
     take(b, 1)
     # 95 % of the way to 90 % of the rate remembered as bad (100) within the increase interval
@@ -90,24 +95,27 @@ def test_given_a_throttle_then_the_rate_halves_and_recovers_gradually_to_the_cap
     assert b.pace().reason == "cap"
 
 
-def test_given_a_burst_of_throttles_then_the_rate_falls_once_per_interval() -> None:
+def test_given_a_burst_of_throttles_then_the_rate_steps_back_and_halves_once_per_interval() -> None:
     clock = FakeClock()
     b = bucket(64, clock, rules=PaceRules(decrease_interval=1))
-    for _ in range(5):
+    b.on_throttle()
+    assert (b.rate, b.decreases) == (pytest.approx(0.9 * 64), 1)  # a step back
+    for _ in range(20):  # the key goes on refusing: it was far over, halve (once)
         b.on_throttle()
-    assert (b.rate, b.decreases) == (32, 1)
+    assert (b.rate, b.decreases) == (32, 2)
     clock.now += 1
     rising = b.rate
     b.on_throttle()
     # rising when throttled: back to the rate a second ago (32), not halved
-    assert (b.rate, b.decreases) == (pytest.approx(min(0.9 * rising, 32)), 2)
+    assert (b.rate, b.decreases) == (pytest.approx(min(0.9 * rising, 32)), 3)
 
 
 def test_given_endless_throttles_then_the_rate_stops_at_its_floor() -> None:
     clock = FakeClock()
     b = bucket(64, clock)
     for _ in range(30):
-        b.on_throttle()
+        for _ in range(5):  # each second's refusals: far over
+            b.on_throttle()
         clock.now += 1
     assert b.rate == b.lowest_rate == 1
     at_floor = b.decreases
@@ -122,7 +130,7 @@ def test_given_a_halved_rate_then_tokens_come_at_the_new_rate() -> None:
     clock = FakeClock()
     b = bucket(10, clock, burst_seconds=0, rules=FROZEN)
     take(b, 1)
-    b.on_throttle()
+    far_over(b)
     start = clock.now
     take(b, 10)
     assert clock.now - start == pytest.approx(2.0, rel=1e-3)  # 10 tokens at 5/s
@@ -131,7 +139,7 @@ def test_given_a_halved_rate_then_tokens_come_at_the_new_rate() -> None:
 def test_given_a_key_range_throttle_then_the_segments_wait_for_the_slowed_rate() -> None:
     clock = FakeClock()
     b = bucket(40, clock, segments=4, burst_seconds=0, rules=FROZEN)
-    b.on_throttle(["IndexWriteKeyRangeThroughputExceeded"], segment=2)
+    far_over(b, ("IndexWriteKeyRangeThroughputExceeded",), segment=2)
     assert b.rate == 40  # the run is not slowed
     take(b, 1)
     start = clock.now
@@ -151,7 +159,7 @@ def test_given_a_late_wake_up_then_a_slowed_segment_keeps_its_rate() -> None:
     b = TokenBucket(
         40, clock=clock, sleep=lambda s: clock.sleep(s + 0.01), segments=4, rules=FROZEN
     )
-    b.on_throttle(["IndexWriteKeyRangeThroughputExceeded"], segment=2)
+    far_over(b, ("IndexWriteKeyRangeThroughputExceeded",), segment=2)
     assert b.acquire(segment=2)
     start = clock.now
     for _ in range(50):
@@ -209,7 +217,7 @@ def test_given_a_new_cap_then_tokens_come_at_it() -> None:
 def test_given_a_bucket_backing_off_then_a_new_cap_does_not_end_the_back_off() -> None:
     clock = FakeClock()
     b = bucket(100, clock)
-    b.on_throttle()
+    far_over(b)
     b.set_cap(400)
     assert (b.cap, b.rate) == (400, 50)  # still backing off, recovering toward 400
     b.set_cap(20)

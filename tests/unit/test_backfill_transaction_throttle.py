@@ -15,14 +15,14 @@ from botocore.exceptions import ClientError
 from saga_index.layout_change.backfill import BackfillRequest
 from saga_index.layout_change.backfill.fence import LeaseFence, is_transaction_throttle
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pacer import (
+from saga_index.layout_change.backfill.pacing import TokenBucket
+from saga_index.layout_change.backfill.segment import run_segment
+from saga_index.layout_change.backfill.throttle_reasons import (
     TRANSACTION_ITEM_THROTTLED,
     Scope,
     reasons_of,
     scope_of,
 )
-from saga_index.layout_change.backfill.pacing import TokenBucket
-from saga_index.layout_change.backfill.segment import run_segment
 from saga_index.layout_change.backfill.wire import RunTicket
 from saga_index.layout_change.record.state import BackfillDirection
 from tests.unit.test_backfill_deadline import saga
@@ -115,27 +115,27 @@ def run_one_row(error: ClientError, *, fenced: bool) -> TokenBucket:
 def test_a_cancelled_transactions_throttling_error_slows_its_segment_not_the_run() -> None:
     bucket = run_one_row(cancelled("None", "ThrottlingError"), fenced=True)
     pace = bucket.pace()
-    # the run is not halved
+    # the run is not slowed
     assert pace.reason == "cap"
     assert bucket.pacer.run_rate() == CAP
-    # the segment's share is (halved a moment ago, recovering since), and a segment not slowed
-    # paces as it does
+    # the segment's share is (stepped back to 90 % of it: one refusal, the key barely over),
+    # and a segment not slowed paces as it does
     assert list(pace.slowed_segments) == [SEGMENT]
-    assert pace.slowed_segments[SEGMENT] == pytest.approx(CAP / SEGMENTS / 2, rel=0.01)
-    assert bucket.pacer.segment_rate(0) == pytest.approx(CAP / SEGMENTS / 2, rel=0.01)
+    assert pace.slowed_segments[SEGMENT] == pytest.approx(0.9 * CAP / SEGMENTS, rel=0.01)
+    assert bucket.pacer.segment_rate(0) == pytest.approx(0.9 * CAP / SEGMENTS, rel=0.01)
     # the lowest pace the run wrote at: every segment at the slowed one's
-    assert bucket.lowest_rate == pytest.approx(CAP / 2)
+    assert bucket.lowest_rate == pytest.approx(0.9 * CAP)
 
 
 def test_a_cancelled_transactions_provisioned_throughput_exceeded_slows_the_run() -> None:
     bucket = run_one_row(cancelled("None", "ProvisionedThroughputExceeded"), fenced=True)
-    assert bucket.pacer.run_rate() == pytest.approx(CAP / 2, rel=0.01)
+    assert bucket.pacer.run_rate() == pytest.approx(0.9 * CAP, rel=0.01)
     assert bucket.pace().slowed_segments == {}
 
 
 def test_a_plain_requests_throttle_without_a_reason_still_slows_the_run() -> None:
     bucket = run_one_row(plain_throttle(), fenced=False)
-    assert bucket.pacer.run_rate() == pytest.approx(CAP / 2, rel=0.01)
+    assert bucket.pacer.run_rate() == pytest.approx(0.9 * CAP, rel=0.01)
     assert bucket.pace().reason == "unknown"
     assert bucket.pace().slowed_segments == {}
 

@@ -49,5 +49,5 @@ def test_a_run_a_throttle_slowed_says_how_often_how_low_and_why() -> None:
     bucket.on_throttle(["TableWriteProvisionedThroughputExceeded"])
     line = pace_line(_summary(200, 1), 4.0, bucket)
     assert "1 throttled request(s) met and retried" in line
-    assert "the pacer slowed 1 time(s) on DynamoDB's throttles (lowest 50.0/s)" in line
-    assert line.endswith("now 50/s of 100/s (TableWriteProvisionedThroughputExceeded)")
+    assert "the pacer slowed 1 time(s) on DynamoDB's throttles (lowest 90.0/s)" in line
+    assert line.endswith("now 90/s of 100/s (TableWriteProvisionedThroughputExceeded)")

@@ -74,8 +74,7 @@ from saga_index.layout_change.backfill.local import (
 )
 from saga_index.layout_change.backfill.move import Move
 from saga_index.layout_change.backfill.open_readback import OpenVerify
-from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, PaceRules
-from saga_index.layout_change.backfill.pacer import reasons_of
+from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, paced_rules
 from saga_index.layout_change.backfill.pacing import TokenBucket
 from saga_index.layout_change.backfill.readback import (
     count_source_rows,
@@ -86,6 +85,7 @@ from saga_index.layout_change.backfill.segment import DEFAULT_SAFETY_MARGIN_SECO
 from saga_index.layout_change.backfill.stale_slots import clear_fence
 from saga_index.layout_change.backfill.steps import plan_run, run_leased_segment, verify_run
 from saga_index.layout_change.backfill.summary import BackfillSummary, summarise
+from saga_index.layout_change.backfill.throttle_reasons import reasons_of
 from saga_index.layout_change.backfill.wire import (
     MAX_OPEN_STATE_MACHINE_SEGMENTS,
     MAX_TOTAL_SEGMENTS,
@@ -112,7 +112,6 @@ __all__ = [
     "LocalBackfill",
     "Move",
     "OpenVerify",
-    "PaceRules",
     "PlanRequest",
     "RowSample",
     "RunTicket",
@@ -128,6 +127,7 @@ __all__ = [
     "count_source_rows",
     "finish_backfill",
     "paced_bucket",
+    "paced_rules",
     "plan_run",
     "reasons_of",
     "run_backfill",

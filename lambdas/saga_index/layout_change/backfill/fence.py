@@ -51,7 +51,6 @@ from typing import Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from saga_index.index import SagaIndexError
-from saga_index.layout_change.backfill.pacer import TRANSACTION_ITEM_THROTTLE_CODES
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError
 from saga_index.layout_change.backfill.slots import (
     SLOT_PARTITION_CAP,
@@ -59,6 +58,7 @@ from saga_index.layout_change.backfill.slots import (
     describe_slot,
     read_slot,
 )
+from saga_index.layout_change.backfill.throttle_reasons import TRANSACTION_ITEM_THROTTLE_CODES
 from saga_index.layout_change.lease import LeaseLostError
 from saga_index.layout_change.record import (
     FENCE_EPOCH,

@@ -30,7 +30,11 @@ from saga_index.layout_change.backfill.caps import (
     applied_cap_limit,
 )
 from saga_index.layout_change.backfill.move import Move
-from saga_index.layout_change.backfill.pace_curve import DEFAULT_FLOOR_FRACTION, PaceRules
+from saga_index.layout_change.backfill.pace_curve import (
+    DEFAULT_FLOOR_FRACTION,
+    PaceRules,
+    paced_rules,
+)
 from saga_index.layout_change.backfill.wire import (
     ANOMALY_KEY_BUDGET,
     MAX_ANOMALY_KEYS,
@@ -96,7 +100,7 @@ class SegmentRequest(Payload):
     )
 
     def pace_rules(self) -> PaceRules:
-        return PaceRules(floor_fraction=self.pace_floor)
+        return paced_rules(self.pace_floor)
 
     @field_validator("cursor")
     @classmethod
@@ -173,7 +177,7 @@ class BackfillRequest(Payload):
         return data
 
     def pace_rules(self) -> PaceRules:
-        return PaceRules(floor_fraction=self.pace_floor)
+        return paced_rules(self.pace_floor)
 
     def per_segment_writes_per_second(self) -> float:
         return segment_share(self.max_writes_per_second, self.total_segments)

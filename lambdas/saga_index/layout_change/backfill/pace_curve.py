@@ -21,6 +21,12 @@ PROBE_GAIN: Final = 0.5
 RECOVERY_SPEED: Final = 3.0
 # A rate this much above the rate a second ago is rising: a throttle then is the rise's.
 CLIMB: Final = 0.005
+# A paced run's first rate, as a fraction of its cap, and the seconds it takes to reach the cap
+# (pacer's docstring: why a run does not start at its cap).
+PACED_START_FRACTION: Final = 0.3
+PACED_START_SECONDS: Final = 10.0
+# The reason a rate still rising from its start gives.
+STARTING: Final = "starting"
 
 # A limit's state as a snapshot carries it: name -> a JSON number, string or null, which is all
 # a Step Functions worker's `pace` accepts (wire.SegmentCounts.pace).
@@ -37,23 +43,42 @@ class PaceRules:
     approach: float = 0.9
     pause_seconds: float = 60.0
     floor_fraction: float = DEFAULT_FLOOR_FRACTION
+    # The run's first rate as a fraction of the cap (1: it starts at the cap), and the seconds
+    # it rises to the cap in, at an even pace, unless a throttle comes first.
+    start_fraction: float = 1.0
+    start_seconds: float = PACED_START_SECONDS
 
     def __post_init__(self) -> None:
         if not 0 < self.floor_fraction <= 1:
             raise InvalidInputError(
                 f"pace floor must be a fraction of the cap in (0, 1], got {self.floor_fraction!r}"
             )
-        for name in ("increase_interval", "decrease_interval", "bad_rate_seconds"):
+        if not 0 < self.start_fraction <= 1:
+            raise InvalidInputError(
+                f"pace start must be a fraction of the cap in (0, 1], got {self.start_fraction!r}"
+            )
+        for name in ("increase_interval", "decrease_interval", "bad_rate_seconds", "start_seconds"):
             if not getattr(self, name) > 0:
                 raise InvalidInputError(f"{name} must be positive, got {getattr(self, name)!r}")
         if not 0 < self.approach < 1 or not self.pause_seconds >= 0:
             raise InvalidInputError("approach must be in (0, 1) and pause_seconds >= 0")
 
 
+def paced_rules(
+    floor_fraction: float = DEFAULT_FLOOR_FRACTION, *, start_fraction: float = PACED_START_FRACTION
+) -> PaceRules:
+    """A backfill run's rules: it starts at `start_fraction` of its cap and rises to it (a run
+    at a fixed cap, floor 1, starts at it)."""
+    start = start_fraction if floor_fraction < 1 else 1.0
+    return PaceRules(floor_fraction=floor_fraction, start_fraction=start)
+
+
 @dataclass
 class PaceLimit:
     """One adaptive rate (the run's, or one segment's) and its memory: the rate follows a curve
-    from `base` (set at `base_at`, a throttle or a pause's end), clamped by its caller."""
+    from `base` (set at `base_at`, a throttle or a pause's end), clamped by its caller. While
+    `ramp_to` is set (a run's start), the curve rises evenly from `base` to it by `ramp_until`,
+    then probes upward from there; a throttle ends the ramp."""
 
     base: float
     base_at: float = -math.inf
@@ -61,6 +86,11 @@ class PaceLimit:
     bad_until: float = -math.inf
     last_decrease: float = -math.inf
     reason: str = "cap"
+    ramp_to: float | None = None
+    ramp_until: float = -math.inf
+    # The rate the last throttle stepped back from, while its decrease interval runs (the
+    # pacer halves from it if the key goes on refusing: escalate).
+    stepped_from: float | None = None
     rate: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -71,7 +101,13 @@ class PaceLimit:
         of the bad rate (concave); once it decayed, a probe upward from there (convex)."""
         since = max(0.0, t - self.base_at)
         start = self.base
-        if self.bad_rate is not None:
+        if self.ramp_to is not None:
+            if t < self.ramp_until:
+                return self.base + (self.ramp_to - self.base) * since / (
+                    self.ramp_until - self.base_at
+                )
+            start, since = self.ramp_to, t - self.ramp_until
+        elif self.bad_rate is not None:
             hold = self.bad_rate * rules.approach
             tau = rules.increase_interval / RECOVERY_SPEED
             if t < self.bad_until:
@@ -87,6 +123,7 @@ class PaceLimit:
         rate = self.curve(now, rules)
         if rate >= ceiling and now >= self.bad_until:
             self.base, self.base_at, self.bad_rate, self.reason = ceiling, now, None, "cap"
+            self.ramp_to = None
         self.rate = max(floor, min(rate, ceiling))
         return self.rate
 
@@ -99,8 +136,9 @@ class PaceLimit:
         *,
         resume: float | None = None,
     ) -> bool:
-        """A throttle at the rate now (`bounds`: floor, ceiling), by pacer's rules; a pause
-        (`resume`: when the pace starts again) halves whenever. False: not lowered."""
+        """A throttle at the rate now (`bounds`: floor, ceiling), by pacer's rules: a step back
+        (escalate() halves from where it started); a pause (`resume`: when the pace starts
+        again) halves whenever. False: not lowered."""
         if resume is None and now - self.last_decrease < rules.decrease_interval:
             return False
         floor, ceiling = bounds
@@ -108,16 +146,36 @@ class PaceLimit:
         before = max(floor, min(self.curve(now - 1.0, rules), ceiling))
         climbing = resume is None and rate > before * (1 + CLIMB)
         start = now if resume is None else resume
-        lowered = max(floor, min(rate * rules.approach, before) if climbing else rate / 2)
+        if resume is not None:
+            lowered, self.stepped_from = rate / 2, None
+        else:
+            lowered = min(rate * rules.approach, before) if climbing else rate * rules.approach
+            self.stepped_from = rate
+        lowered = max(floor, lowered)
         # A lower bad rate still remembered stays the one held under (a throttle at the floor of
         # a raised cap is no news that a faster rate is safe).
         held = self.bad_rate is not None and now < self.bad_until
         bad = min(rate, self.bad_rate) if held and self.bad_rate is not None else rate
         self.bad_rate, self.bad_until = bad, start + rules.bad_rate_seconds
         self.base, self.base_at = lowered, start
+        self.ramp_to = None
         self.last_decrease, self.reason = now, reason
         self.rate = lowered
         return lowered < rate
+
+    def escalate(self, now: float, floor: float, rules: PaceRules) -> bool:
+        """The key went on refusing after this limit's step back (within its decrease
+        interval): the load under it rose, so halve from the rate it stepped back from, once
+        (Vitess' emergency decrease). False: no step back to escalate."""
+        start = self.stepped_from
+        self.stepped_from = None
+        if start is None or now - self.last_decrease >= rules.decrease_interval:
+            return False
+        lowered = max(floor, start / 2)
+        if lowered >= self.rate:
+            return False
+        self.base, self.base_at, self.rate = lowered, now, lowered
+        return True
 
     # ---- across invocations: its times as ages (the invocations' clocks need not share an
     # origin), under the names of the snapshot's first version
@@ -132,6 +190,9 @@ class PaceLimit:
             "badFor": max(0.0, self.bad_until - now) if self.bad_rate is not None else None,
             "curveFrom": self.base,
             "curveAge": now - self.base_at if math.isfinite(self.base_at) else None,
+            # A run's start still rising: to what, for how much longer (none: not rising).
+            "rampTo": self.ramp_to,
+            "rampFor": max(0.0, self.ramp_until - now) if self.ramp_to is not None else None,
         }
 
     def restore(self, saved: Mapping[str, Any], now: float, rate: float) -> None:
@@ -144,6 +205,12 @@ class PaceLimit:
             self.bad_rate, self.bad_until = float(bad), now + float(bad_for)
         self.base = float(saved.get("curveFrom") or rate)
         self.base_at = _when(now, saved.get("curveAge", 0.0))
+        # A state saved mid-rise goes on rising; one saved after it (or before rises were
+        # carried) does not start one.
+        ramp_to, ramp_for = saved.get("rampTo"), saved.get("rampFor")
+        self.ramp_to, self.ramp_until = None, -math.inf
+        if ramp_to is not None and ramp_for is not None:
+            self.ramp_to, self.ramp_until = float(ramp_to), now + float(ramp_for)
         self.rate = rate
 
 

@@ -1,41 +1,22 @@
 """The backfill's pace, chosen from DynamoDB's throttling signals (pure, the clock injected); the
-token bucket (pacing.TokenBucket) of local runs and Step Functions workers meters it.
+token bucket (pacing.TokenBucket) of local runs and Step Functions workers meters it. What each
+throttling reason asks of it (slow a segment, slow the run, pause) is throttle_reasons'.
 
-DynamoDB's ThrottlingReasons name Table|Index, Read|Write and one of four limits, each its answer:
+A run starts at `start_fraction` of its cap (a backfill's rules: 30 %, pace_curve.paced_rules)
+and rises evenly to the cap within `start_seconds` (10 s), unless a throttle stops the rise: the
+cap is the operator's ceiling, not a rate known to be safe on a key the application writes too,
+and a run that started at it filled the key's first second and refused the application's
+requests for the rest of it (Vitess' max-replication-lag module, too, starts at its
+`initial_rate` and increases from there).
 
-  KeyRangeThroughputExceeded     one partition key is past its ceiling (the hot legacy GSI key,
-                                 a sweep or list page sharing it): slow the segment whose
-                                 request hit it and those slowed on a key range before (every
-                                 re-stamp deletes from the legacy key); a segment not slowed
-                                 paces as the slowed ones do; the run's rate stays
-  ProvisionedThroughputExceeded  the table's or an index's capacity: slow the whole run
-  AccountLimitExceeded           the account's per-table quota or the table's on-demand
-  MaxOnDemandThroughputExceeded  maximum: pausing is the only pace that does not take capacity
-                                 from the application; paused for `pause_seconds`, resumed at half
-                                 the rate, reported (progress, status, PacePausedSeconds metric)
-A plain request's throttle with no reason (an older server's) slows the run.
-
-A fenced re-stamp is a TransactWriteItems (fence.py). DynamoDB cancels one it has no capacity for
-("insufficient provisioned capacity": TransactionCanceledException) and lists no ThrottlingReasons,
-only a code per item in CancellationReasons, in the order of the items. The pacer reads those codes
-(reasons_of names them TransactionItem + the code; the names are the pacer's, not DynamoDB's):
-
-  ThrottlingError                the item's write exceeds the current capacity of its table or
-                                 index (an on-demand one: DynamoDB's message says it is scaling,
-                                 and to look for a hot key if throttles persist). Taken as a
-                                 key-range throttle of the segment that sent it: it is about the
-                                 key that item's write hits (a re-stamp's: the legacy GSI key it
-                                 deletes from). If the limit is really the table's or the
-                                 index's, every segment meets it and each slows by its own, and
-                                 the segments not yet slowed pace as the slowed ones do: the run
-                                 slows as a whole all the same
-  ProvisionedThroughputExceeded  the table's or an index's provisioned capacity: slow the run
-A cancelled transaction's throttle under another code names no reason: it slows the run.
-
-A throttle lowers a rate at most once per `decrease_interval` (1 s: DynamoDB meters a key per
-second). Throttled while rising (more than `CLIMB` within the last second), the rise overshot:
-back to the rate a second ago, at most `approach` (90 %) of the throttled one; throttled at a
-steady rate, the load under it changed: halve (Vitess' emergency decrease). The throttled rate is
+A throttle steps a rate back at most once per `decrease_interval` (1 s: DynamoDB meters a key
+per second): while rising (more than `CLIMB` within the last second) to the rate a second ago, at
+most `approach` (90 %) of the throttled one; at a steady rate to `approach` of it. How far over
+the key is shows in what follows: a pace barely over its ceiling meets a refusal or two before
+the key's second ends, one far over (the load under it rose) meets refusals for the rest of that
+second. So if the key refuses ESCALATE_AFTER more requests within the decrease interval, and at
+least ESCALATE_SHARE of a second's writes at the rate stepped back from, the step back escalates
+once: to half the rate it stepped back from (Vitess' emergency decrease). The throttled rate is
 remembered for `bad_rate_seconds` (30 s): the pace recovers toward `approach` of it, fast far
 from it and gentle near it (95 % of the way within `increase_interval`, 24 s), and holds there;
 then the memory decays and the pace probes upward on a cubic (botocore's adaptive retry's CUBIC
@@ -47,10 +28,11 @@ slowed segment: its share of the run's rate), never below `floor_fraction` of it
 (a slowed segment: its share of that), even under a remembered bad rate: a run always progresses.
 
 One pacer for a local run's whole life; in Step Functions one per worker invocation, which goes
-on from the previous invocation's `snapshot()` of that segment: the run's rate and memory, the
-pause, and the segment's own key-range slowdown while it lasts (its rate, curve and memory), so
-a segment that found the key full starts its next invocation slowed and recovers on the curve
-it was on. The arithmetic of one rate (its curve, its state as carried) is pace_curve's.
+on from the previous invocation's `snapshot()` of that segment: the run's rate and memory (a
+start's rise still under way included), the pause, and the segment's own key-range slowdown
+while it lasts (its rate, curve and memory), so a segment that found the key full starts its
+next invocation slowed and recovers on the curve it was on. The arithmetic of one rate (its
+curve, its state as carried) is pace_curve's.
 """
 
 from __future__ import annotations
@@ -59,67 +41,27 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Final
 
 from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.pace_curve import (
+    STARTING,
     LimitState,
     PaceLimit,
     PaceRules,
 )
-
-
-class Scope(StrEnum):
-    """What a throttle asks the pace to do."""
-
-    SEGMENT = "key-range"  # slow the segment that hit the key
-    RUN = "table-or-index-limit"  # slow the whole run
-    PAUSE = "account-or-on-demand-maximum"  # stop writing for a while
-
-
-# A cancelled transaction's item codes (CancellationReasons) that mean it was throttled, each
-# named by reasons_of TRANSACTION_ITEM + the code (DynamoDB's TransactionCanceledException).
-TRANSACTION_ITEM: Final = "TransactionItem"
-TRANSACTION_ITEM_THROTTLED: Final = TRANSACTION_ITEM + "ThrottlingError"
-TRANSACTION_ITEM_THROTTLE_CODES: Final = frozenset(
-    {"ThrottlingError", "ProvisionedThroughputExceeded"}
+from saga_index.layout_change.backfill.throttle_reasons import (
+    UNKNOWN_REASON,
+    Scope,
+    scope_of,
 )
 
-_LIMITS: Final[Mapping[str, Scope]] = {
-    "KeyRangeThroughputExceeded": Scope.SEGMENT,
-    # A cancelled transaction's item, throttled: the key its write hits (module docstring).
-    TRANSACTION_ITEM_THROTTLED: Scope.SEGMENT,
-    "ProvisionedThroughputExceeded": Scope.RUN,
-    "AccountLimitExceeded": Scope.PAUSE,
-    "MaxOnDemandThroughputExceeded": Scope.PAUSE,
-}
-UNKNOWN_REASON: Final = "unknown"
-
-
-def scope_of(reason: str) -> Scope:
-    """The answer a ThrottlingReason's `reason` asks for (an unknown one: slow the run)."""
-    for limit, scope in _LIMITS.items():
-        if reason.endswith(limit):
-            return scope
-    return Scope.RUN
-
-
-def reasons_of(response: Mapping[str, Any] | None) -> list[str]:
-    """The `reason` of every ThrottlingReason in a parsed error response. The service model
-    spells the list ThrottlingReasons on ProvisionedThroughputExceededException and
-    throttlingReasons on ThrottlingException. A cancelled transaction (TransactionCanceledException)
-    lists none: each of its items cancelled by a throttle (CancellationReasons' Code ThrottlingError
-    or ProvisionedThroughputExceeded) is named TRANSACTION_ITEM + its code."""
-    if not response:
-        return []
-    cancelled = response.get("CancellationReasons")
-    if cancelled:
-        codes = [str(item.get("Code")) for item in cancelled if isinstance(item, Mapping)]
-        throttled = [code for code in codes if code in TRANSACTION_ITEM_THROTTLE_CODES]
-        return [TRANSACTION_ITEM + code for code in throttled]
-    listed = response.get("ThrottlingReasons") or response.get("throttlingReasons") or []
-    return [str(item.get("reason", UNKNOWN_REASON)) for item in listed if isinstance(item, Mapping)]
+# A step back escalates to halving once the key refuses this many more requests within its
+# decrease interval, and at least this share of a second's writes at the rate stepped back from:
+# a pace barely over the key's ceiling meets a refusal or two before the second ends, one far
+# over (the load under it rose) meets them for the rest of that second.
+ESCALATE_AFTER: Final = 2
+ESCALATE_SHARE: Final = 0.02
 
 
 @dataclass(frozen=True)
@@ -175,6 +117,12 @@ class Pacer:
         self.segments = segments
         self._clock = clock
         self._run = PaceLimit(self.cap)
+        if self.rules.start_fraction < 1:
+            # The cap is the operator's ceiling, not a rate known to be safe on a key the
+            # application writes too: rise to it, and let the first throttle stop the rise.
+            now = clock()
+            self._run = PaceLimit(self.cap * self.rules.start_fraction, now, reason=STARTING)
+            self._run.ramp_to, self._run.ramp_until = self.cap, now + self.rules.start_seconds
         self._segments: dict[int, PaceLimit] = {}
         self._paused_until = -math.inf
         self._pause_reason = ""
@@ -182,8 +130,14 @@ class Pacer:
         self.decreases = 0
         self.pauses = 0
         self.paused_seconds = 0.0
-        # The lowest rate the run wrote at: its own, or its slowed segments' summed.
+        # The lowest rate the run wrote at since its start's rise: its own, or its slowed
+        # segments' summed (a throttle or a lower cap set it).
         self.lowest_rate = self.cap
+        # The last step back (when, from what writing rate) and the refusals since: enough of
+        # them within its decrease interval and it escalates to halving.
+        self._stepped_at = -math.inf
+        self._stepped_rate = 0.0
+        self._refused_since_step = 0
 
     @property
     def floor(self) -> float:
@@ -212,11 +166,38 @@ class Pacer:
         """One throttled request's reasons (none listed: an unknown reason)."""
         names = list(reasons) or [UNKNOWN_REASON]
         now = self._clock()
+        scopes = {scope_of(name) for name in names}
         with self._lock:
             self._advance(now)
-            for name in names:
-                self._answer(name, scope_of(name), segment, now)
+            # A pause is answered whenever (it is no step back); any other refusal may be the
+            # one that escalates a step back.
+            if Scope.PAUSE not in scopes and self._escalates(now):
+                self.decreases += 1
+            else:
+                writing, decreases = self._writing_rate(), self.decreases
+                for name in names:
+                    self._answer(name, scope_of(name), segment, now)
+                if self.decreases != decreases:
+                    self._stepped_at, self._stepped_rate = now, writing
+                    self._refused_since_step = 0
             self.lowest_rate = min(self.lowest_rate, self._writing_rate())
+
+    def _escalates(self, now: float) -> bool:
+        """One more refusal after a step back: True once they are enough, within its decrease
+        interval, to say the key is far over (every limit that stepped back halves)."""
+        if now - self._stepped_at >= self.rules.decrease_interval:
+            return False
+        self._refused_since_step += 1
+        enough = max(
+            ESCALATE_AFTER, ESCALATE_SHARE * self._stepped_rate * self.rules.decrease_interval
+        )
+        if self._refused_since_step < enough:
+            return False
+        self._stepped_at = -math.inf
+        lowered = self._run.escalate(now, self.floor, self.rules)
+        for limit in self._segments.values():
+            lowered |= limit.escalate(now, self.segment_floor, self.rules)
+        return lowered
 
     def _answer(self, name: str, scope: Scope, segment: int | None, now: float) -> None:
         run, bounds = self._run, (self.floor, self.cap)
@@ -234,7 +215,13 @@ class Pacer:
             return
         if scope is Scope.SEGMENT and segment is not None:
             share = run.rate / self.segments
-            limit = self._segments.setdefault(segment, PaceLimit(share, now))
+            limit = self._segments.get(segment)
+            if limit is None:
+                # Slowed from the rate it wrote at: while others are slowed, their mean
+                # (segment_rate), not the run's share, which may be far above what the key took.
+                slowed = [lim.rate for lim in self._segments.values()]
+                start = min(share, sum(slowed) / len(slowed)) if slowed else share
+                limit = self._segments[segment] = PaceLimit(start, now)
             bounds = (self.segment_floor, share)
             if limit.throttled(now, bounds, name, self.rules):
                 self.decreases += 1

@@ -29,8 +29,8 @@ from botocore.exceptions import ClientError
 from saga_index.index import keys
 from saga_index.layout_change.backfill.fence import LeaseFence, RowWrite, is_transaction_throttle
 from saga_index.layout_change.backfill.inputs import SegmentRequest
-from saga_index.layout_change.backfill.pacer import reasons_of
 from saga_index.layout_change.backfill.pacing import SegmentThrottledError, TokenBucket
+from saga_index.layout_change.backfill.throttle_reasons import reasons_of
 from saga_index.layout_change.backfill.wire import (
     TABLE_KEY_ATTRIBUTES,
     SegmentResult,

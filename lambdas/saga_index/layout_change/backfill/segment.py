@@ -36,13 +36,13 @@ from saga_index.index import InvalidInputError
 from saga_index.layout_change.backfill.fence import LeaseFence
 from saga_index.layout_change.backfill.inputs import SegmentRequest
 from saga_index.layout_change.backfill.open_row import OpenRowStamper
-from saga_index.layout_change.backfill.pacer import reasons_of
 from saga_index.layout_change.backfill.pacing import (
     SegmentThrottledError,
     TokenBucket,
     throttle_count,
 )
 from saga_index.layout_change.backfill.row import RowRestamper
+from saga_index.layout_change.backfill.throttle_reasons import reasons_of
 from saga_index.layout_change.backfill.wire import Cursor, SegmentCounts, SegmentResult, cursor_of
 from saga_index.layout_change.record import BackfillKind
 from saga_index.store.dynamo import ThrottleCounter, error_code, is_throttle, request_expressions
