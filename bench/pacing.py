@@ -5,19 +5,17 @@ Both runs meet the same model (devkit.semantics.model: the per-key ceilings and 
 ThrottlingReasons DynamoDB answers with) on the same virtual clock, at production rates: every
 re-stamp moves one row off the legacy GSI key (1 WCU on that key, as DynamoDB bills a GSI key
 change's delete) and the traffic writes sagas on it too. The backfill is the product's own
-TokenBucket and Pacer; the fixed-cap run is the same bucket with the pace floor at 1 (its rate
-never falls below the cap: it only retries, as a run without pacing would). Two runs of each:
-the traffic's load steps up half-way (30 % of the ceiling, then 60 %: the issue's) and down (60 %,
-then 30 %).
+TokenBucket and Pacer under a backfill's rules (pace_curve.paced_rules); the fixed-cap run is
+the same bucket with the pace floor at 1 (its rate never falls below the cap: it only retries,
+as a run without pacing would). Two runs of each: the traffic's load steps up half-way (30 % of
+the ceiling, then 60 %: the issue's) and down (60 %, then 30 %).
 
 Measured, side by side, each beside its target (the paced run's verdict):
   budget used    the backfill's writes/s over the budget the traffic leaves on the key (ceiling
                  minus the traffic's rate), in the steady second half of each load; the least
                  of the two loads >= 80 %
-  traffic thr.   the share of the traffic's requests DynamoDB throttled, < 0.1 % (held in the
-                 step up only: the step down's run starts at its cap into 60 % of the ceiling,
-                 and its first seconds, before and just after the first signal, throttle the
-                 traffic more than its whole step does: shown, not held)
+  traffic thr.   the share of the traffic's requests DynamoDB throttled, < 0.1 % (the run's
+                 start included: it rises from 30 % of its cap, pacer.py)
   settle         after the step, the seconds until every later second's writes lie within
                  80-102 % of the new budget, <= 60 s; beside it, informative, the last second
                  the traffic was throttled (a probe past a decayed memory costs one, at a rate
@@ -45,7 +43,7 @@ from bench.pace_figures import (
 )
 from devkit.capacity.pricing import Charge
 from devkit.semantics.model import DynamoSemantics
-from saga_index.layout_change.backfill import PaceRules, TokenBucket, reasons_of
+from saga_index.layout_change.backfill import TokenBucket, paced_rules, reasons_of
 
 NAME = "pacing"
 TABLE = "bench-pacing"
@@ -79,7 +77,7 @@ def simulate(
     len(loads) equal phases; per-second counts of both."""
     clock = _Clock()
     model = DynamoSemantics(TABLE, clock=clock, wcu_ceiling=ceiling)
-    rules = PaceRules() if paced else PaceRules(floor_fraction=1.0)
+    rules = paced_rules() if paced else paced_rules(1.0)
     bucket = TokenBucket(cap, clock=clock, rules=rules, segments=segments)
     phase = seconds / len(loads)
     written: Counter[int] = Counter()
@@ -149,13 +147,12 @@ def run(
     steps: tuple[tuple[float, float], ...] = STEPS,
     tick: float = 0.01,
 ) -> dict[str, Any]:
-    """Each step of the traffic's load (the first: the issue's, held to all three figures; the
-    others to the budget and the settling: the run starts at its cap into their first load,
-    whose throttled second no pace can avoid), paced and at the fixed cap."""
+    """Each step of the traffic's load, paced and at the fixed cap, each paced run held to all
+    three figures."""
     # One warning per decrease would bury the table: the counts below say it.
     logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
     scenarios: list[dict[str, Any]] = []
-    for index, loads in enumerate(steps):
+    for loads in steps:
         runs: list[dict[str, Any]] = []
         for paced in (True, False):
             label = f"{'paced' if paced else 'fixed-cap'} run, load {loads_text(loads)}"
@@ -163,7 +160,7 @@ def run(
             measured = simulate(
                 paced=paced, seconds=seconds, ceiling=ceiling, cap=cap, loads=loads, tick=tick
             )
-            runs.append(measured | {"verdicts": verdicts(measured, throttles_held=index == 0)})
+            runs.append(measured | {"verdicts": verdicts(measured)})
         scenarios.append({"loads": list(loads), "runs": runs})
     return {
         "seconds": seconds,

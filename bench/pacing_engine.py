@@ -233,7 +233,7 @@ def run(
                 loads=loads,
                 traffic_sagas=traffic_sagas,
             )
-            runs.append(measured | {"verdicts": verdicts(measured, throttles_held=True)})
+            runs.append(measured | {"verdicts": verdicts(measured)})
         time_text = engine.options.to_json()["time"]
     paced_run = runs[0]
     return {

@@ -27,17 +27,12 @@ def a_run(budget_used: float, throttled: float, settle: int) -> dict[str, Any]:
 def test_each_figure_meets_its_target_or_not(
     run: dict[str, Any], expected: tuple[bool, bool, bool]
 ) -> None:
-    verdicts = pacing.verdicts(run, throttles_held=True)
+    verdicts = pacing.verdicts(run)
     assert (
         verdicts["budget_used"],
         verdicts["traffic_throttled"],
         verdicts["settle_seconds"],
     ) == expected
-
-
-def test_given_a_step_not_held_to_the_throttle_target_then_that_figure_has_no_verdict() -> None:
-    verdicts = pacing.verdicts(a_run(0.9, 0.5, 10), throttles_held=False)
-    assert verdicts == {"budget_used": True, "traffic_throttled": None, "settle_seconds": True}
 
 
 def test_the_pace_is_settled_from_the_last_second_outside_the_band() -> None:
@@ -69,8 +64,8 @@ def test_a_step_still_outside_the_band_when_its_phase_ends_never_settled() -> No
     assert (figures["settling"]["settle_seconds"], figures["settling"]["settled"]) == (3, True)
     # Its last second wrote 40, four times the budget: 10 s, under the target, but no settling.
     assert (figures["unsettled"]["settle_seconds"], figures["unsettled"]["settled"]) == (10, False)
-    assert pace_figures.verdicts(figures["settling"], throttles_held=True)["settle_seconds"]
-    assert not pace_figures.verdicts(figures["unsettled"], throttles_held=True)["settle_seconds"]
+    assert pace_figures.verdicts(figures["settling"])["settle_seconds"]
+    assert not pace_figures.verdicts(figures["unsettled"])["settle_seconds"]
 
 
 def test_at_a_small_budget_one_write_over_it_is_within_the_band() -> None:

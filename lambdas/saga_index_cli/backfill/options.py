@@ -162,9 +162,10 @@ _OPTIONS: tuple[Callable[[Callable[..., Any]], Callable[..., Any]], ...] = (
         show_default=True,
         help="The least pace, as a fraction of the cap: the run paces itself on DynamoDB's "
         "throttling reasons (a hot key slows its segment, a table or index limit the run, an "
-        "account or on-demand maximum pauses it) and never falls below this while it writes. "
-        "In (0, 1]; 1 keeps the cap through throttles (botocore still retries; an account or "
-        "on-demand maximum still pauses the run).",
+        "account or on-demand maximum pauses it) and never falls below this while it writes; "
+        "it starts at 30 % of the cap (at least this) and rises to the cap within 10 s unless a "
+        "throttle stops it. In (0, 1]; 1 starts at the cap and keeps it through throttles "
+        "(botocore still retries; an account or on-demand maximum still pauses the run).",
     ),
     click.option(
         "--dry-run",
