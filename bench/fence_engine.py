@@ -4,6 +4,7 @@ segments over 3,000 rows, time dilated to ENGINE_TIME_SCALE; bench/fence.py says
 column means and what dilation does and does not show) and a verdict.
 
     python -m bench --only fence_engine
+    python -m bench.fence_engine [--tiny]
 
 Verdict: the product's per-segment fence holds at least STEADY_TARGET of its cap in the steady
 state (re-stamps per engine second while the run moved from 10 % to 90 % of its rows; the
@@ -13,9 +14,12 @@ The unfenced run beside it is the comparison, not judged.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from bench import fence
+from bench.output import save
 
 NAME = "fence_engine"
 # The scale `make test` runs it at (tests/component/test_benches.py): the engine's tiny runs.
@@ -54,3 +58,17 @@ def run(**kwargs: Any) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> None:
     fence.render(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fence_engine", description=__doc__)
+    parser.add_argument("--tiny", action="store_true", help="TINY: seconds, verdict meaningless")
+    args = parser.parse_args(argv)
+    result = run(**(TINY if args.tiny else {}))
+    render(result)
+    save(NAME, result)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

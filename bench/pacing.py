@@ -28,17 +28,21 @@ no in-process server reaches in real time on this machine.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
+import statistics
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
-from bench.output import emit, progress
+from bench.output import emit, pct, progress, save
 from bench.pace_figures import (
     TARGETS,
     comparison_rows,
     loads_text,
     measure,
+    share,
     verdicts,
 )
 from devkit.capacity.pricing import Charge
@@ -72,9 +76,11 @@ def simulate(
     segments: int = 4,
     tick: float = 0.002,
     shards: int = 16,
+    offset: float = 0.0,
 ) -> dict[str, Any]:
     """One run: the backfill at `cap` beside traffic at loads[i] x ceiling in the i-th of
-    len(loads) equal phases; per-second counts of both."""
+    len(loads) equal phases; per-second counts of both. `offset` in [0, 1): where in its
+    period the traffic's first request falls, and how late (in seconds) its steps come."""
     clock = _Clock()
     model = DynamoSemantics(TABLE, clock=clock, wcu_ceiling=ceiling)
     rules = paced_rules() if paced else paced_rules(1.0)
@@ -84,12 +90,13 @@ def simulate(
     traffic_sent: Counter[int] = Counter()
     traffic_throttled: Counter[int] = Counter()
     backfill_throttled = 0
-    owed = 0.0
+    owed = offset
     row = 0
     for n in range(round(seconds / tick)):
         clock.now = n * tick
         second = math.floor(clock.now)
-        owed += loads[min(len(loads) - 1, int(clock.now // phase))] * ceiling * tick
+        load = loads[min(len(loads) - 1, max(0, int((clock.now - offset) // phase)))]
+        owed += load * ceiling * tick
         while owed >= 1.0:
             owed -= 1.0
             traffic_sent[second] += 1
@@ -193,3 +200,108 @@ def render(result: dict[str, Any]) -> None:
         ("figure", "target", "paced", "fixed cap"),
         rows,
     )
+
+
+# The engine bench's shape in virtual time (bench.pacing_engine: 100 WCU, 30 % -> 60 % -> 30 %,
+# 120 s a load), the paced side alone over several offsets of the traffic's arrivals: the same
+# pacer decisions in seconds where the engine takes 24 minutes, for whoever tunes the pacer.
+# Its figures are not the engine's: no network, no dilation, no client-side attribution of
+# writes to seconds (docs/demo.md has both).
+ENGINE_SHAPE: dict[str, Any] = {
+    "seconds": 360.0,
+    "ceiling": 100.0,
+    "cap": 100.0,
+    "loads": (0.3, 0.6, 0.3),
+    "tick": 0.005,
+}
+
+
+def engine_shape(offsets: int = 8, **shape: Any) -> dict[str, Any]:
+    """The paced run at ENGINE_SHAPE (or `shape`) once per offset; each figure's runs, median
+    and range, and how many runs met each target."""
+    params = ENGINE_SHAPE | shape
+    logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
+    runs = []
+    for k in range(offsets):
+        progress(f"pacing: engine shape, offset {k + 1} of {offsets}")
+        measured = simulate(paced=True, offset=k / offsets, **params)
+        runs.append(measured | {"verdicts": verdicts(measured)})
+    figures = {
+        "traffic_throttled_requests": [r["traffic_throttled_requests"] for r in runs],
+        "traffic_throttled": [r["traffic_throttled"] for r in runs],
+        "budget_used": [r["budget_used"] for r in runs],
+        "settle_seconds": [r["settle_seconds"] if r["settled"] else None for r in runs],
+    }
+    met = {name: sum(bool(r["verdicts"][name]) for r in runs) for name in runs[0]["verdicts"]}
+    return {
+        "shape": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
+        "offsets": offsets,
+        "figures": figures,
+        "met": met,
+        "traffic_throttled_per_second": [r["traffic_throttled_per_second"] for r in runs],
+    }
+
+
+def render_engine_shape(result: dict[str, Any]) -> None:
+    figures, met, n = result["figures"], result["met"], result["offsets"]
+
+    def spread(values: list[Any], text: Any) -> str:
+        known = [v for v in values if v is not None]
+        never = len(values) - len(known)
+        body = (
+            f"median {text(statistics.median(known))}, {text(min(known))}-{text(max(known))}"
+            if known
+            else "-"
+        )
+        return body + (f", never {never}x" if never else "")
+
+    rows = [
+        [
+            "traffic throttled (requests)",
+            spread(figures["traffic_throttled_requests"], lambda v: f"{v:g}"),
+            f"{met['traffic_throttled']}/{n}",
+        ],
+        ["traffic throttled", spread(figures["traffic_throttled"], share), "-"],
+        ["budget used", spread(figures["budget_used"], pct), f"{met['budget_used']}/{n}"],
+        [
+            "settled after the steps (s)",
+            spread(figures["settle_seconds"], lambda v: f"{v:g}"),
+            f"{met['settle_seconds']}/{n}",
+        ],
+    ]
+    shape = result["shape"]
+    emit(
+        f"The paced run at the engine bench's shape in virtual time: ceiling "
+        f"{shape['ceiling']:g} WCU/s, load {loads_text(shape['loads'])}, "
+        f"{shape['seconds']:g} s, {n} offsets of the traffic's arrivals",
+        ("figure", "over the offsets", "met its target"),
+        rows,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pacing", description=__doc__)
+    parser.add_argument(
+        "--engine-shape",
+        action="store_true",
+        help="the paced run alone at bench.pacing_engine's shape, in virtual time, over "
+        "--offsets offsets of the traffic's arrivals (about 10 s of CPU each): a quick loop "
+        "for tuning the pacer, not the engine's figures",
+    )
+    parser.add_argument("--offsets", type=int, default=8, help="with --engine-shape")
+    args = parser.parse_args(argv)
+    if args.offsets < 1:
+        parser.error("--offsets must be at least 1")
+    if args.engine_shape:
+        shaped = engine_shape(args.offsets)
+        render_engine_shape(shaped)
+        save(f"{NAME}_engine_shape", shaped)
+        return 0
+    result = run()
+    render(result)
+    save(NAME, result)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

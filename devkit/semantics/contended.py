@@ -44,6 +44,7 @@ from saga_index.layout_change.backfill import (
     LocalBackfill,
     SegmentCounts,
     backfill_locally,
+    paced_rules,
 )
 from saga_index.layout_change.lease import pause_backfill, resume_backfill, set_throttle
 from saga_index.layout_change.record import (
@@ -278,6 +279,9 @@ def run_contended(
             transactional_fence=fence.transactional,
             fence_check=fence.check,
             on_progress=on_progress,
+            # What is measured is the fence at the run's cap: the run starts at it (a backfill's
+            # rise from its start to its cap is bench.pacing's).
+            pace_rules=paced_rules(start_fraction=1.0),
             **clocks,
         )
     finally:

@@ -3,12 +3,13 @@ against its target, on made-up runs (no simulation)."""
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from bench import pace_figures, pacing
+from bench import BENCHMARKS, pace_figures, pacing
 
 
 def a_run(budget_used: float, throttled: float, settle: int) -> dict[str, Any]:
@@ -72,3 +73,22 @@ def test_at_a_small_budget_one_write_over_it_is_within_the_band() -> None:
     # 2 % of 40 is under one write: 41 is as close to the budget as a whole count gets.
     assert pace_figures.settled_after(Counter({0: 41, 1: 32}), 0, 2, 40.0) == 0
     assert pace_figures.settled_after(Counter({0: 42, 1: 40}), 0, 2, 40.0) == 1
+
+
+def test_the_engine_shape_runs_the_paced_side_once_per_offset() -> None:
+    shaped = pacing.engine_shape(2, seconds=12.0, loads=(0.3, 0.6), tick=0.01)
+    figures = shaped["figures"]
+    assert all(len(values) == 2 for values in figures.values())
+    # each offset is its own run: the traffic's arrivals move, and so do its throttled seconds
+    assert shaped["traffic_throttled_per_second"][0] != shaped["traffic_throttled_per_second"][1]
+    assert all(0 <= met <= 2 for met in shaped["met"].values())
+    assert shaped["shape"]["loads"] == [0.3, 0.6]
+
+
+def test_every_benchmark_answers_help_on_its_own() -> None:
+    # `python -m bench.<name> --help`, as docs/demo.md says each one is
+    for name in BENCHMARKS:
+        module = importlib.import_module(name)
+        with pytest.raises(SystemExit) as raised:
+            module.main(["--help"])
+        assert raised.value.code == 0, name

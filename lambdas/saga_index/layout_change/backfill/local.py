@@ -37,6 +37,7 @@ from saga_index.layout_change.backfill.open_readback import (
     finish_open_index,
     release_run,
 )
+from saga_index.layout_change.backfill.pace_curve import PaceRules
 from saga_index.layout_change.backfill.pacing import TokenBucket, Wait, event_wait, throttle_count
 from saga_index.layout_change.backfill.readback import finish_backfill
 from saga_index.layout_change.backfill.segment import run_segment
@@ -84,14 +85,15 @@ def paced_bucket(
     *,
     clock: Callable[[], float] = time.monotonic,
     wait: Wait = event_wait,
+    rules: PaceRules | None = None,
 ) -> TokenBucket:
-    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer,
-    on `clock` (its waits cut short by `stop`)."""
+    """The run's one bucket, shared by its segments, at the run's cap and paced by its pacer
+    (under `rules`, by default the request's), on `clock` (its waits cut short by `stop`)."""
     return TokenBucket(
         request.max_writes_per_second,
         clock=clock,
         sleep=lambda seconds: wait(stop, seconds),
-        rules=request.pace_rules(),
+        rules=rules or request.pace_rules(),
         segments=request.total_segments,
     )
 
@@ -182,8 +184,7 @@ class LocalBackfill:
     summary: BackfillSummary
     seconds: float  # wall time of the segments' run, without the read-back
     ticket: RunTicket
-    # The completion recorded with the lease's release (None: a dry run, an open-index run,
-    # or the lease was lost).
+    # The completion recorded with the release (None: a dry run, an open-index run, lease lost).
     completion: BackfillCompletion | None = None
     # Why the run stopped when it lost its lease (then nothing was recorded).
     lease_lost: str | None = None
@@ -237,20 +238,22 @@ def backfill_locally(
     open_verify: OpenVerify = DEFAULT_OPEN_VERIFY,
     bucket: TokenBucket | None = None,
     wait: Wait = event_wait,
+    pace_rules: PaceRules | None = None,
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
     Refused before anything runs: a direction the record's writers would undo (LeaseDirectionError),
     a missing record, and (not for a dry run: no lease) a state younger than effectiveAt or another
     run's live lease (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread
     heartbeats every poll_seconds, applying throttle and pause to the run's `bucket` (default:
-    paced_bucket's); a lost lease stops the run (`lease_lost`). A complete run is read back
-    (finish_backfill; open-index: open_readback, as `open_verify` says), an incomplete one only
-    summarised; then the lease is released (release_run: a layout run's with its completion).
-    on_start gets the ticket and state first; on_progress the live totals; on_control every state
-    the keeper applied. `monotonic`: the run's clock, `wait` its waits (real seconds by default).
-    while_running wraps the segments' run only (a progress display, handlers that set `stop`). Every
-    write goes through the run's lease fence (transactional unless `transactional_fence` is False or
-    the server has none; checking `fence_check`). `timing`: the margin an open-index run awaits."""
+    paced_bucket's, under `pace_rules` if given); a lost lease stops the run (`lease_lost`). A
+    complete run is read back (finish_backfill; open-index: open_readback, as `open_verify` says),
+    an incomplete one only summarised; then the lease is released (release_run: a layout run's with
+    its completion). on_start gets the ticket and state first; on_progress the live totals;
+    on_control every state the keeper applied. `monotonic`: the run's clock, `wait` its waits (real
+    seconds by default). while_running wraps the segments' run only (a progress display, handlers
+    that set `stop`). Every write goes through the run's lease fence (transactional unless
+    `transactional_fence` is False or the server has none; checking `fence_check`). `timing`: the
+    margin an open-index run awaits."""
     store, stop = store or ControlStore(client, table_name), stop or threading.Event()
     ticket, state = take_run(
         store,
@@ -262,7 +265,7 @@ def backfill_locally(
         arm=transactional_fence,
         timing=timing,
     )
-    bucket = bucket or paced_bucket(request, stop, clock=monotonic, wait=wait)
+    bucket = bucket or paced_bucket(request, stop, clock=monotonic, wait=wait, rules=pace_rules)
     leased = leased_run(
         client,
         store,
