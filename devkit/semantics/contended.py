@@ -68,6 +68,10 @@ LEASE_STILL_OURS = (
     f"AND #{LEASE_STATE_VERSION} = :fenceVersion AND #{LEASE_EXPIRES_AT} > :fenceNow"
 )
 
+# What a contended run measures is the fence at the run's cap: it starts at it (a backfill's
+# rise from its start to its cap is bench.pacing's).
+AT_THE_CAP = paced_rules(start_fraction=1.0)
+
 
 class SharedStateCheck(FenceCheck):
     """Every re-stamp ConditionChecks the ONE control STATE item."""
@@ -279,9 +283,7 @@ def run_contended(
             transactional_fence=fence.transactional,
             fence_check=fence.check,
             on_progress=on_progress,
-            # What is measured is the fence at the run's cap: the run starts at it (a backfill's
-            # rise from its start to its cap is bench.pacing's).
-            pace_rules=paced_rules(start_fraction=1.0),
+            pace_rules=AT_THE_CAP,
             **clocks,
         )
     finally:

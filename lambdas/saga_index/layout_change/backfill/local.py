@@ -242,18 +242,16 @@ def backfill_locally(
 ) -> LocalBackfill:
     """Run the move the control record names, under its lease, then judge what it did.
     Refused before anything runs: a direction the record's writers would undo (LeaseDirectionError),
-    a missing record, and (not for a dry run: no lease) a state younger than effectiveAt or another
-    run's live lease (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread
-    heartbeats every poll_seconds, applying throttle and pause to the run's `bucket` (default:
-    paced_bucket's, under `pace_rules` if given); a lost lease stops the run (`lease_lost`). A
-    complete run is read back (finish_backfill; open-index: open_readback, as `open_verify` says),
-    an incomplete one only summarised; then the lease is released (release_run: a layout run's with
-    its completion). on_start gets the ticket and state first; on_progress the live totals;
-    on_control every state the keeper applied. `monotonic`: the run's clock, `wait` its waits (real
-    seconds by default). while_running wraps the segments' run only (a progress display, handlers
-    that set `stop`). Every write goes through the run's lease fence (transactional unless
-    `transactional_fence` is False or the server has none; checking `fence_check`). `timing`: the
-    margin an open-index run awaits."""
+    a missing record, and (not for a dry run) a state younger than effectiveAt or another run's live
+    lease (LeaseNotYetEffectiveError, LeaseHeldError). While the segments run, a thread heartbeats
+    every poll_seconds, applying throttle and pause to the run's `bucket` (default: paced_bucket's,
+    under `pace_rules`); a lost lease stops the run (`lease_lost`). A complete run is read back
+    (finish_backfill; open-index: open_readback), an incomplete one summarised; then the lease is
+    released (release_run: a layout run's with its completion). on_start gets the ticket and state
+    first, on_progress the live totals, on_control each state the keeper applied; `monotonic` is the
+    run's clock, `wait` its waits; while_running wraps the segments' run. Every write goes through
+    the run's lease fence (transactional unless `transactional_fence` is False or the server has
+    none; checking `fence_check`). `timing`: the margin an open-index run awaits."""
     store, stop = store or ControlStore(client, table_name), stop or threading.Event()
     ticket, state = take_run(
         store,
