@@ -33,6 +33,7 @@ import argparse
 import bisect
 import math
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -46,7 +47,7 @@ from saga_index.layout_change.backfill import (
     BackfillRequest,
     Move,
     RunTicket,
-    TokenBucket,
+    paced_bucket,
     paced_rules,
     run_backfill,
 )
@@ -144,7 +145,7 @@ def measure(
         )
         # The cap is what this bench measures: the run starts at it (a backfill's rise from its
         # start to its cap is bench.pacing's).
-        bucket = TokenBucket(cap, rules=paced_rules(start_fraction=1.0), segments=segments)
+        bucket = paced_bucket(request, threading.Event(), rules=paced_rules(start_fraction=1.0))
         run = run_backfill(client, table, request, run=ticket_for(kind, direction), bucket=bucket)
     finally:
         client.meta.events.unregister("before-call.dynamodb.UpdateItem", stamp)

@@ -125,6 +125,11 @@ def simulate(
     ) | {"paced": paced, "lowest_rate": bucket.lowest_rate, "decreases": bucket.decreases}
 
 
+def _quiet() -> None:
+    # One warning per decrease would bury the table: the counts below say it.
+    logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
+
+
 def _measure(
     written: Counter[int],
     sent: Counter[int],
@@ -156,8 +161,7 @@ def run(
 ) -> dict[str, Any]:
     """Each step of the traffic's load, paced and at the fixed cap, each paced run held to all
     three figures."""
-    # One warning per decrease would bury the table: the counts below say it.
-    logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
+    _quiet()
     scenarios: list[dict[str, Any]] = []
     for loads in steps:
         runs: list[dict[str, Any]] = []
@@ -220,7 +224,7 @@ def engine_shape(offsets: int = 8, **shape: Any) -> dict[str, Any]:
     """The paced run at ENGINE_SHAPE (or `shape`) once per offset; each figure's runs, median
     and range, and how many runs met each target."""
     params = ENGINE_SHAPE | shape
-    logging.getLogger("saga_index.layout_change.backfill.pacing").setLevel(logging.ERROR)
+    _quiet()
     runs = []
     for k in range(offsets):
         progress(f"pacing: engine shape, offset {k + 1} of {offsets}")

@@ -166,17 +166,17 @@ class Pacer:
         """One throttled request's reasons (none listed: an unknown reason)."""
         names = list(reasons) or [UNKNOWN_REASON]
         now = self._clock()
-        scopes = {scope_of(name) for name in names}
+        answers = [(name, scope_of(name)) for name in names]
         with self._lock:
             self._advance(now)
             # A pause is answered whenever (it is no step back); any other refusal may be the
             # one that escalates a step back.
-            if Scope.PAUSE not in scopes and self._escalates(now):
+            if all(scope is not Scope.PAUSE for _, scope in answers) and self._escalates(now):
                 self.decreases += 1
             else:
                 writing, decreases = self._writing_rate(), self.decreases
-                for name in names:
-                    self._answer(name, scope_of(name), segment, now)
+                for name, scope in answers:
+                    self._answer(name, scope, segment, now)
                 if self.decreases != decreases:
                     self._stepped_at, self._stepped_rate = now, writing
                     self._refused_since_step = 0
