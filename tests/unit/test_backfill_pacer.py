@@ -218,15 +218,28 @@ def test_given_a_remembered_bad_rate_then_the_pace_holds_under_it_until_it_decay
         held.append(pacer.run_rate())
     assert max(held) < 0.9 * bad  # the memory holds it under the bad rate's 90 %
     assert held[-1] > 0.88 * bad  # and near it, once recovered
-    clock.now += 1  # 30 s: the memory decayed: a probe upward, gentle near the bad rate
+    clock.now += 1  # 30 s: the memory decayed: a probe, CUBIC centred on the bad rate
+    start = 0.9 * bad - (0.9 * bad - bad / 2) * math.exp(-30 / 8)
+    flat_at = 24 * ((1 - start / bad) / 0.5) ** (1 / 3)  # back at the bad rate (CUBIC's K)
     probe = []
-    for _ in range(24):
+    for _ in range(40):
         clock.now += 1
         probe.append(pacer.run_rate())
-    assert all(a <= b for a, b in pairwise(probe))
-    assert probe[1] - probe[0] < 2  # gentle at first
-    assert probe[16] > bad  # past the bad rate within 17 s of the probe
-    assert probe[-1] == pytest.approx(min(1000, 1.5 * 0.9 * bad), rel=1e-3)
+    # each second's rate and its rise to the next, short of the cap (where the probe ends)
+    rises = [(rate, later - rate) for rate, later in pairwise(probe) if later < 1000]
+    assert len(rises) > 20
+    assert all(rise > 0 for _, rise in rises)
+    below = [rise for rate, rise in rises if rate < bad]
+    above = [rise for rate, rise in rises if rate > bad]
+    assert all(a > b for a, b in pairwise(below))  # concave back to the bad rate
+    assert all(a < b for a, b in pairwise(above))  # convex past it
+    # flat around it: seven seconds within half a percent of the rate the key refused at, where
+    # the key's ceiling is (the first seconds past the memory climbed 3 % of it each)
+    assert sum(abs(rate - bad) < 0.005 * bad for rate in probe) >= 7
+    assert probe[0] - start > 0.02 * bad
+    assert probe[math.floor(flat_at) - 1] < bad < probe[math.ceil(flat_at) - 1]
+    # +50 % of the bad rate within the increase interval past it (the cap the ceiling)
+    assert probe[math.ceil(flat_at + 24) - 1] == pytest.approx(min(1000, 1.5 * bad), rel=1e-3)
 
 
 def test_given_a_throttle_while_rising_then_the_pace_steps_back_under_it() -> None:
@@ -488,3 +501,17 @@ def test_given_segments_slowed_then_another_segment_slows_from_the_rate_it_wrote
 def test_given_a_start_out_of_range_then_it_is_refused(start: float) -> None:
     with pytest.raises(InvalidInputError, match="pace start"):
         PaceRules(start_fraction=start)
+
+
+def test_a_probe_is_cubic_centred_on_the_bad_rate() -> None:
+    from saga_index.layout_change.backfill.pace_curve import probe
+
+    flat_at = 24 * (0.1 / 0.5) ** (1 / 3)
+    assert probe(90, 100, 0, 24) == pytest.approx(90)
+    assert probe(90, 100, flat_at, 24) == pytest.approx(100)
+    assert probe(90, 100, flat_at + 24, 24) == pytest.approx(150)
+    # a second either side of the bad rate it barely moves; a second after the memory, 1.2 %
+    assert probe(90, 100, flat_at + 1, 24) - 100 < 0.01
+    assert probe(90, 100, 1, 24) - 90 > 1.2
+    # from at or above the bad rate (a raised cap's floor): convex from where it starts
+    assert probe(120, 100, 24, 24) == pytest.approx(180)

@@ -15,7 +15,8 @@ from saga_index.index import InvalidInputError
 
 # The least fraction of the cap the pace falls to (a run always makes progress), by default.
 DEFAULT_FLOOR_FRACTION: Final = 1 / 64
-# A probe rises by this share of where it started within `increase_interval` (on a cubic).
+# A probe's cubic: past the rate it probes toward, it rises by this share of that rate within
+# `increase_interval`; below it, the same cubic closes the gap (flattening as it gets there).
 PROBE_GAIN: Final = 0.5
 # A recovery closes all but e**-3 (5 %) of its gap to the hold within `increase_interval`.
 RECOVERY_SPEED: Final = 3.0
@@ -98,7 +99,7 @@ class PaceLimit:
 
     def curve(self, t: float, rules: PaceRules) -> float:
         """The rate at time `t`, unclamped: under a held memory, closing the gap to `approach`
-        of the bad rate (concave); once it decayed, a probe upward from there (convex)."""
+        of the bad rate (concave); once it decayed, a probe (probe())."""
         since = max(0.0, t - self.base_at)
         start = self.base
         if self.ramp_to is not None:
@@ -115,6 +116,7 @@ class PaceLimit:
             held = max(0.0, self.bad_until - self.base_at)
             start = hold - max(0.0, hold - self.base) * math.exp(-held / tau)
             since = max(0.0, t - max(self.bad_until, self.base_at))
+            return probe(start, self.bad_rate, since, rules.increase_interval)
         return start * (1 + PROBE_GAIN * (since / rules.increase_interval) ** 3)
 
     def grow(self, now: float, ceiling: float, floor: float, rules: PaceRules) -> float:
@@ -212,6 +214,23 @@ class PaceLimit:
         if ramp_to is not None and ramp_for is not None:
             self.ramp_to, self.ramp_until = float(ramp_to), now + float(ramp_for)
         self.rate = rate
+
+
+def probe(start: float, bad_rate: float, since: float, interval: float) -> float:
+    """The rate `since` seconds into a probe from `start` after a bad rate's memory decayed:
+    botocore's CUBIC (adaptive retry's CubicCalculator), centred on the bad rate. Concave from
+    `start` back to the bad rate, flat around it, convex beyond (+PROBE_GAIN of it within
+    `interval`). The key refused writes at the bad rate, so unless the load under it changed
+    its ceiling lies at or just under it: a probe crosses that ceiling where the curve is
+    flattest, a write or so over it in a second until a refusal of the run's own tells the pace
+    (a steep crossing wrote more over it each second, and refused more of the application's
+    requests, before the pace heard); a load that fell is found on the convex side. A `start`
+    at or above the bad rate (a curve's hold never is) probes convex from itself."""
+    if start >= bad_rate:
+        return start * (1 + PROBE_GAIN * (since / interval) ** 3)
+    # The seconds the cubic takes from `start` back to the bad rate (CUBIC's K).
+    flat_at = interval * ((1 - start / bad_rate) / PROBE_GAIN) ** (1 / 3)
+    return bad_rate * (1 + PROBE_GAIN * ((since - flat_at) / interval) ** 3)
 
 
 def _age(now: float, then: float) -> float | None:
