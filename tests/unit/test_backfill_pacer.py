@@ -515,3 +515,23 @@ def test_a_probe_is_cubic_centred_on_the_bad_rate() -> None:
     assert probe(90, 100, 1, 24) - 90 > 1.2
     # from at or above the bad rate (a raised cap's floor): convex from where it starts
     assert probe(120, 100, 24, 24) == pytest.approx(180)
+
+
+def test_given_a_rise_that_overshot_then_the_rest_of_its_second_does_not_halve_it() -> None:
+    clock = Clock()
+    pacer = Pacer(1000, clock=clock, rules=paced_rules())  # 300, rising to 1000 within 10 s
+    clock.now += 5  # 650, 580 a second ago
+    # the rise overshot: the key refuses the rest of its second, 50 requests
+    for _ in range(50):
+        pacer.observe(["TableWriteProvisionedThroughputExceeded"])
+        clock.now += 0.01
+    assert pacer.decreases == 1  # stepped back to the rate a second ago, not halved (325)
+    assert 580 <= pacer.run_rate() < 650
+    # held steady under the memory, the same refusals say the load under it rose: halved
+    clock.now += 20
+    steady = pacer.run_rate()
+    for _ in range(50):
+        pacer.observe(["TableWriteProvisionedThroughputExceeded"])
+        clock.now += 0.01
+    assert pacer.decreases == 3
+    assert pacer.run_rate() < steady / 2 * 1.05

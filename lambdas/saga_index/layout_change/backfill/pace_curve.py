@@ -152,7 +152,9 @@ class PaceLimit:
             lowered, self.stepped_from = rate / 2, None
         else:
             lowered = min(rate * rules.approach, before) if climbing else rate * rules.approach
-            self.stepped_from = rate
+            # A rise that overshot meets refusals for the rest of the key's second whatever the
+            # load did: its step back does not escalate (a steady rate's does, pacer.py).
+            self.stepped_from = None if climbing else rate
         lowered = max(floor, lowered)
         # A lower bad rate still remembered stays the one held under (a throttle at the floor of
         # a raised cap is no news that a faster rate is safe).

@@ -16,9 +16,12 @@ the key is shows in what follows: a pace barely over its ceiling meets a refusal
 the key's second ends, one far over (the load under it rose) meets refusals for the rest of that
 second. So if the key refuses ESCALATE_AFTER more requests within the decrease interval, and at
 least ESCALATE_SHARE of a second's writes at the rate stepped back from, the step back escalates
-once: to half the rate it stepped back from (Vitess' emergency decrease). The throttled rate is
-remembered for `bad_rate_seconds` (30 s): the pace recovers toward `approach` of it, fast far
-from it and gentle near it (95 % of the way within `increase_interval`, 24 s), and holds there;
+once: to half the rate it stepped back from (Vitess' emergency decrease). A step back from a rise
+does not escalate: a rise that crossed the ceiling meets refusals for the rest of that second
+whatever the load did (a probe finding a load that fell was halved at the top of its climb).
+The throttled rate is remembered for `bad_rate_seconds` (30 s): the pace recovers toward
+`approach` of it, fast far from it and gentle near it (95 % of the way within
+`increase_interval`, 24 s), and holds there;
 then the memory decays and the pace probes on botocore's adaptive-retry CUBIC centred on the
 throttled rate (pace_curve.probe): back up to it, flat around it, where the key's ceiling is,
 then faster beyond it (+50 % of it within `increase_interval`). A load that fell is found about
