@@ -171,7 +171,18 @@ class Engine:
             cancelled_transactions=counts.get("cancelledTransactions", 0),
             throttles=Counter(counts.get("throttles", {})),
             transactions=counts.get("transactions", 0),
+            writes=Counter(
+                {
+                    (operation, int(second)): n
+                    for operation, seconds in counts.get("writesPerSecond", {}).items()
+                    for second, n in seconds.items()
+                }
+            ),
         )
+
+    def clock(self) -> float:
+        """The proxy's model clock now, in engine seconds (Stats.writes' seconds)."""
+        return float(self.stats()["clock"])
 
     def alive(self) -> bool:
         """Both processes still run."""

@@ -165,7 +165,8 @@ class SemanticsProxy:
         return web.json_response(self.stats())
 
     def stats(self) -> dict[str, Any]:
-        """What the proxy refused and admitted, per table, and the keys it throttled."""
+        """What the proxy refused and admitted, per table (with the writes it charged in each
+        second of its clock, by operation), the keys it throttled, and its clock now."""
         tables = {}
         for name, model in self.tables.items():
             stats = model.semantics.stats
@@ -174,9 +175,12 @@ class SemanticsProxy:
                 "cancelledTransactions": stats.cancelled_transactions,
                 "conflicts": dict(stats.conflicts),
                 "throttles": dict(stats.throttles),
+                "writesPerSecond": _per_second(stats.writes),
             }
         return {
             "options": self.options.to_json(),
+            # The model's clock now (engine seconds): where writesPerSecond's seconds fall.
+            "clock": self.clock(),
             "requests": dict(self.requests),
             "tables": tables,
             "throttledKeys": [
@@ -288,7 +292,9 @@ class SemanticsProxy:
                 return self.refuse(refusal)
             reply, after = await self._run_write(operation, params, headers, body, before)
             if reply.ok:
-                semantics.charge(write_cost(schema, touch, {ref: before}, {ref: after}))
+                semantics.charge(
+                    write_cost(schema, touch, {ref: before}, {ref: after}), operation=operation
+                )
             return reply
 
     async def _run_write(
@@ -328,6 +334,14 @@ class SemanticsProxy:
             raise UpstreamError(reply)
         item: dict[str, Any] | None = reply.json().get("Item")
         return item
+
+
+def _per_second(writes: Counter[tuple[str, int]]) -> dict[str, dict[str, int]]:
+    """operation -> {second: writes}, seconds as JSON's keys (strings)."""
+    out: dict[str, dict[str, int]] = {}
+    for (operation, second), n in sorted(writes.items()):
+        out.setdefault(operation, {})[str(second)] = n
+    return out
 
 
 def _params(body: bytes) -> dict[str, Any]:

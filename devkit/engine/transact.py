@@ -439,4 +439,7 @@ def _charge(
 ) -> None:
     for table in dict.fromkeys(step.table for step in steps):
         model = _model_of(steps, table)
-        model.semantics.charge(write_cost(model.schema, _touch(steps, table), before, after))
+        model.semantics.charge(
+            write_cost(model.schema, _touch(steps, table), before, after),
+            operation="TransactWriteItems",
+        )

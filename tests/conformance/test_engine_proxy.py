@@ -340,6 +340,39 @@ def test_a_key_past_its_write_ceiling_is_throttled_with_its_reason(engine: Engin
 
 
 @pytest.mark.parametrize("shared_engine", [SMALL_CEILING], indirect=True)
+def test_the_writes_a_key_admitted_are_counted_in_its_own_seconds(engine: Engine) -> None:
+    """What a bench judges a pace by: the writes the proxy charged, per second of the clock its
+    ceiling counts in, by operation (a client's own clock places some in the next second)."""
+    client = _client(engine.endpoint_url)
+    pad = {"pad": {"S": "x" * 900}}  # 1 WCU an item, all on the table key "hot"
+    start = engine.clock()
+    accepted, refused = 0, []
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        try:
+            item = {"PK": {"S": "hot"}, "SK": {"S": f"s{accepted + len(refused)}"}, **pad}
+            client.put_item(TableName=TABLE, Item=item)
+            accepted += 1
+        except ClientError as err:
+            refused.append(err.response["Error"]["Code"])
+        time.sleep(0.02)
+    client.transact_write_items(
+        TransactItems=[{"Put": {"TableName": TABLE, "Item": {**_key("tx"), "n": {"N": "1"}}}}]
+    )
+    end = engine.clock()
+
+    writes = engine.table_stats(TABLE).writes
+    puts = {second: count for (op, second), count in writes.items() if op == "PutItem"}
+    assert refused
+    assert set(refused) == {"ThrottlingException"}
+    assert sum(puts.values()) == accepted
+    # every second of the key's full, none over its ceiling of 3
+    assert max(puts.values()) == 3
+    assert all(int(start) <= second <= end for second in puts)
+    assert sum(c for (op, _), c in writes.items() if op == "TransactWriteItems") == 1
+
+
+@pytest.mark.parametrize("shared_engine", [SMALL_CEILING], indirect=True)
 def test_a_transaction_moving_items_off_an_index_key_is_throttled_on_that_key(
     engine: Engine,
 ) -> None:

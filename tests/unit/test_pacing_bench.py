@@ -92,3 +92,19 @@ def test_every_benchmark_answers_help_on_its_own() -> None:
         with pytest.raises(SystemExit) as raised:
             module.main(["--help"])
         assert raised.value.code == 0, name
+
+
+def test_the_engine_bench_counts_re_stamps_in_the_keys_own_seconds() -> None:
+    from bench.pacing_engine import key_seconds
+
+    writes = Counter(
+        {
+            ("TransactWriteItems", 1000): 5,
+            ("UpdateItem", 1000): 9,  # the traffic's, not the backfill's
+            ("TransactWriteItems", 1001): 4,
+            ("TransactWriteItems", 1003): 2,
+        }
+    )
+    # the run's second 0 began at engine time 999.7: each engine second lands on the nearest
+    assert key_seconds(writes, 999.7) == Counter({0: 5, 1: 4, 3: 2})
+    assert key_seconds(writes, 999.2) == Counter({1: 5, 2: 4, 4: 2})
