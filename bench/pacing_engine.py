@@ -40,9 +40,10 @@ within 80-102 % of the new budget (<= 60 s); all per ENGINE second. The re-stamp
 the key's own seconds, the proxy's (the windows its ceiling counts writes in: key_seconds), not
 as the backfill's progress reports reach this process (a report a fraction of a second late
 moves writes into the next second: 31 then 43 against a budget of 40, none of them over the
-key's ceiling); the settling that count gives is printed beside, for comparison. The result
-also keeps the pace per second, the backfill's throttles by ThrottlingReason and the proxy's
-throttles on the table. What dilation does not show: this machine serving the rate in real
+key's ceiling). The key's last second, which straddles the run's end, is not judged; the
+settling the client's count gives is printed beside, for comparison. The result also keeps the
+pace per second, the backfill's throttles by ThrottlingReason and the proxy's throttles on the
+table. What dilation does not show: this machine serving the rate in real
 time, or botocore's retry backoff (real time, so shorter in engine time by the scale).
 """
 
@@ -178,16 +179,15 @@ def run_once(
             timer.join()
     progress(f"pacing_engine: the run took {ran:,.1f} engine s")
     bounds = [round(phase_seconds * i) for i in range(len(loads) + 1)]
-    budgets = [
-        ceiling - sum(seconds["sent"][s] for s in range(a, b)) / max(1, b - a)
-        for a, b in itertools.pairwise(bounds)
-    ]
+    budgets = left_by_traffic(seconds["sent"], ceiling, bounds)
     stats = engine.table_stats(table)
     figures = measure(
         key_seconds(stats.writes, engine_origin),
         seconds["sent"],
         seconds["throttled"],
-        bounds=bounds,
+        # The key's seconds are offset from the run's by a fraction: its last one straddles
+        # the run's end, half written, and is not judged.
+        bounds=[*bounds[:-1], bounds[-1] - 1],
         loads=loads,
         budgets=budgets,
         backfill_throttled=bucket.throttled,
@@ -214,6 +214,14 @@ def run_once(
         }
         | client_counted(seconds["written"], bounds, budgets)
     )
+
+
+def left_by_traffic(sent: Counter[int], ceiling: float, bounds: Sequence[int]) -> list[float]:
+    """Each phase's budget: the ceiling less the traffic's measured rate in it."""
+    return [
+        ceiling - sum(sent[s] for s in range(a, b)) / max(1, b - a)
+        for a, b in itertools.pairwise(bounds)
+    ]
 
 
 def client_counted(
