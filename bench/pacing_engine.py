@@ -43,8 +43,8 @@ moves writes into the next second: 31 then 43 against a budget of 40, none of th
 key's ceiling). The key's last second, which straddles the run's end, is not judged; the
 settling the client's count gives is printed beside, for comparison. The result also keeps the
 pace per second, the backfill's throttles by ThrottlingReason and the proxy's throttles on the
-table. What dilation does not show: this machine serving the rate in real
-time, or botocore's retry backoff (real time, so shorter in engine time by the scale).
+table. What dilation does not show: this machine serving the rate in real time, or botocore's
+retry backoff (real time, so shorter in engine time by the scale).
 """
 
 from __future__ import annotations

@@ -21,13 +21,14 @@ does not escalate: a rise that crossed the ceiling meets refusals for the rest o
 whatever the load did (a probe finding a load that fell was halved at the top of its climb).
 The throttled rate is remembered for `bad_rate_seconds` (30 s): the pace recovers toward
 `approach` of it, fast far from it and gentle near it (95 % of the way within
-`increase_interval`, 24 s), and holds there;
-then the memory decays and the pace probes on botocore's adaptive-retry CUBIC centred on the
-throttled rate (pace_curve.probe): back up to it, flat around it, where the key's ceiling is,
-then faster beyond it (+50 % of it within `increase_interval`). A load that fell is found about
-45 s after the last throttle (the memory, then the cubic's way back to the old rate); one that
-did not costs a write or so over the ceiling in a second, and with it about one of the
-application's requests, before a refusal of the run's own tells the pace.
+`increase_interval`, 24 s), and holds there; then the memory decays and the pace probes on
+botocore's adaptive-retry CUBIC centred on the throttled rate (pace_curve.probe): back up to it,
+flat around it, where the key's ceiling is, then faster beyond it (+50 % of it within
+`increase_interval`). A load that fell is found about 45 s after the last throttle (the memory,
+then the cubic's way back to the old rate); one that did not costs a write or so over the
+ceiling in a second, and with it one or two of the application's requests (each refusal is
+theirs as often as their share of the key's writes), before a refusal of the run's own tells
+the pace.
 
 Bounds: never above the cap (--max-writes-per-second or the record's throttle, the lower; a
 slowed segment: its share of the run's rate), never below `floor_fraction` of it but while paused
