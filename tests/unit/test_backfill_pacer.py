@@ -517,21 +517,72 @@ def test_a_probe_is_cubic_centred_on_the_bad_rate() -> None:
     assert probe(120, 100, 24, 24) == pytest.approx(180)
 
 
-def test_given_a_rise_that_overshot_then_the_rest_of_its_second_does_not_halve_it() -> None:
+def rising_pacer() -> tuple[Clock, Pacer]:
+    """A run 5 s into its start's rise: 650/s, 580 a second ago (a rise of 70 writes)."""
     clock = Clock()
     pacer = Pacer(1000, clock=clock, rules=paced_rules())  # 300, rising to 1000 within 10 s
-    clock.now += 5  # 650, 580 a second ago
-    # the rise overshot: the key refuses the rest of its second, 50 requests
-    for _ in range(50):
-        pacer.observe(["TableWriteProvisionedThroughputExceeded"])
+    clock.now += 5
+    return clock, pacer
+
+
+def refuse(clock: Clock, pacer: Pacer, count: int, reason: str, segment: int | None = None) -> None:
+    """`count` refused requests 10 ms apart (the rest of one key second)."""
+    for _ in range(count):
+        pacer.observe([reason], segment)
         clock.now += 0.01
+
+
+def test_given_a_rise_that_overshot_then_the_rest_of_its_second_does_not_halve_it() -> None:
+    clock, pacer = rising_pacer()
+    # the rise overshot: the key refuses the rest of its second, 50 requests (fewer than the
+    # 70 it rose by, and the 13 a steady rate's step back takes to escalate, together)
+    refuse(clock, pacer, 50, "TableWriteProvisionedThroughputExceeded")
     assert pacer.decreases == 1  # stepped back to the rate a second ago, not halved (325)
     assert 580 <= pacer.run_rate() < 650
     # held steady under the memory, the same refusals say the load under it rose: halved
     clock.now += 20
     steady = pacer.run_rate()
-    for _ in range(50):
-        pacer.observe(["TableWriteProvisionedThroughputExceeded"])
-        clock.now += 0.01
+    refuse(clock, pacer, 50, "TableWriteProvisionedThroughputExceeded")
     assert pacer.decreases == 3
     assert pacer.run_rate() < steady / 2 * 1.05
+
+
+def test_given_a_rise_when_the_load_rose_then_refusals_beyond_the_rise_halve_it() -> None:
+    clock, pacer = rising_pacer()
+    # the step back, the 13 refusals a steady rate's takes to escalate, the 70 the rise could
+    # explain and one more: the load under the rise rose too
+    enough = max(ESCALATE_AFTER, ESCALATE_SHARE * 650)
+    refuse(
+        clock, pacer, 1 + math.ceil(enough + 70.0) + 1, "TableWriteProvisionedThroughputExceeded"
+    )
+    assert pacer.decreases == 2
+    assert pacer.run_rate() == pytest.approx(325, rel=0.01)  # half the rate it stepped from
+
+
+def test_given_segments_rising_on_a_key_range_then_a_load_that_rose_halves_them() -> None:
+    """Segments slowed by a key range probe upward on their own curves; a rise of the traffic
+    on that key during their climb refuses more than the climb could: they halve at once
+    (the refusals do not run on for a second at the stepped-back rates)."""
+    reason = "IndexWriteKeyRangeThroughputExceeded"
+    clock = Clock()
+    pacer = Pacer(1000, clock=clock, segments=4)
+    pacer.observe([reason], 0)  # segment 0 slowed from its share, 250 -> 225
+    clock.now += 1.0
+    pacer.observe([reason], 0)  # and again: 225 remembered as bad, 202.5
+    clock.now += 30 + 14 + 11  # the memory decayed, back at 225 and climbing past it
+    climbing = pacer.segment_rate(0) or 0.0
+    assert 225 < climbing < 250
+    refused = 0
+    while pacer.decreases < 4 and refused < 60:
+        refuse(clock, pacer, 1, reason, segment=0)
+        refused += 1
+        if refused == 4:
+            # a few refusals (the climb's own, a write or two over the key's ceiling): one step
+            # back (to the rate a second ago)
+            assert pacer.decreases == 3
+            assert climbing * 0.9 <= (pacer.segment_rate(0) or 0) < climbing
+    # enough more (the key far over): the step back escalated to half the rate it stepped from,
+    # more than a steady rate's step back takes but fewer than a second's refusals
+    assert pacer.decreases == 4
+    assert ESCALATE_SHARE * 4 * climbing < refused < 60
+    assert pacer.segment_rate(0) == pytest.approx(climbing / 2, rel=0.01)

@@ -90,8 +90,10 @@ class PaceLimit:
     ramp_to: float | None = None
     ramp_until: float = -math.inf
     # The rate the last throttle stepped back from, while its decrease interval runs (the
-    # pacer halves from it if the key goes on refusing: escalate).
+    # pacer halves from it if the key goes on refusing: escalate), and how much of it was the
+    # last second's rise (a share of it; 0: steady).
     stepped_from: float | None = None
+    rise: float = 0.0
     rate: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -148,13 +150,12 @@ class PaceLimit:
         before = max(floor, min(self.curve(now - 1.0, rules), ceiling))
         climbing = resume is None and rate > before * (1 + CLIMB)
         start = now if resume is None else resume
+        self.rise = 1 - before / rate if climbing else 0.0
         if resume is not None:
             lowered, self.stepped_from = rate / 2, None
         else:
             lowered = min(rate * rules.approach, before) if climbing else rate * rules.approach
-            # A rise that overshot meets refusals for the rest of the key's second whatever the
-            # load did: its step back does not escalate (a steady rate's does, pacer.py).
-            self.stepped_from = None if climbing else rate
+            self.stepped_from = rate
         lowered = max(floor, lowered)
         # A lower bad rate still remembered stays the one held under (a throttle at the floor of
         # a raised cap is no news that a faster rate is safe).

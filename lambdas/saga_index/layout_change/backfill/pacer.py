@@ -17,8 +17,12 @@ the key's second ends, one far over (the load under it rose) meets refusals for 
 second. So if the key refuses ESCALATE_AFTER more requests within the decrease interval, and at
 least ESCALATE_SHARE of a second's writes at the rate stepped back from, the step back escalates
 once: to half the rate it stepped back from (Vitess' emergency decrease). A step back from a rise
-does not escalate: a rise that crossed the ceiling meets refusals for the rest of that second
-whatever the load did (a probe finding a load that fell was halved at the top of its climb).
+needs that many more on top of the rise itself (its last second's, in writes): a rise that
+crossed the ceiling meets refusals for the rest of that second whatever the load did, but no more
+of them than it rose by (a probe finding a load that fell was halved at the top of its climb),
+while a load that rose during the rise meets as many as it rose by (a step up of the traffic in
+a probe's climb went on for a second more at the stepped-back rate, refusing the application's
+requests all through it).
 The throttled rate is remembered for `bad_rate_seconds` (30 s): the pace recovers toward
 `approach` of it, fast far from it and gentle near it (95 % of the way within
 `increase_interval`, 24 s), and holds there; then the memory decays and the pace probes on
@@ -144,6 +148,7 @@ class Pacer:
         # them within its decrease interval and it escalates to halving.
         self._stepped_at = -math.inf
         self._stepped_rate = 0.0
+        self._stepped_rise = 0.0
         self._refused_since_step = 0
 
     @property
@@ -186,6 +191,7 @@ class Pacer:
                     self._answer(name, scope, segment, now)
                 if self.decreases != decreases:
                     self._stepped_at, self._stepped_rate = now, writing
+                    self._stepped_rise = writing * self._rise_of_steps(now)
                     self._refused_since_step = 0
             self.lowest_rate = min(self.lowest_rate, self._writing_rate())
 
@@ -195,9 +201,11 @@ class Pacer:
         if now - self._stepped_at >= self.rules.decrease_interval:
             return False
         self._refused_since_step += 1
-        enough = max(
-            ESCALATE_AFTER, ESCALATE_SHARE * self._stepped_rate * self.rules.decrease_interval
-        )
+        interval = self.rules.decrease_interval
+        enough = max(ESCALATE_AFTER, ESCALATE_SHARE * self._stepped_rate * interval)
+        # A rise over the key's ceiling writes at most its rise over it in a second: refusals
+        # up to that many are the rise's, whatever the load under it did.
+        enough += self._stepped_rise * interval
         if self._refused_since_step < enough:
             return False
         self._stepped_at = -math.inf
@@ -205,6 +213,12 @@ class Pacer:
         for limit in self._segments.values():
             lowered |= limit.escalate(now, self.segment_floor, self.rules)
         return lowered
+
+    def _rise_of_steps(self, now: float) -> float:
+        """The most the limits that stepped back at `now` had risen over the second before (a
+        share of their rate; 0: all steady)."""
+        limits = [self._run, *self._segments.values()]
+        return max((limit.rise for limit in limits if limit.last_decrease == now), default=0.0)
 
     def _answer(self, name: str, scope: Scope, segment: int | None, now: float) -> None:
         run, bounds = self._run, (self.floor, self.cap)
