@@ -6,7 +6,11 @@ The traffic is the demo's traffic mix's writes (devkit.traffic.mix: `transition`
 moving a saga to its next open state, Poisson in the demo; here evenly spaced), through the
 product's SagaWriter following the record's routing, so each stamps the legacy GSI4 key (1 WCU
 on it: a saga row is under 1 KB). Each request is sent once (no retry: a throttled one is
-counted, as bench.pacing's traffic), from a pool of threads on the engine's clock. The mix's
+counted, as bench.pacing's traffic), from a pool of threads on the engine's clock, but for one
+DynamoDB refused because the backfill's re-stamp of the same row was in flight
+(TransactionConflictException: the traffic's sagas are rows the backfill moves): that one is
+sent again after the product writer's back-off (store.dynamo.DEFAULT_POLICY), as the product's
+writer does, and counted apart (`conflicts`). The mix's
 reads (list pages, sweeps, inbound messages) are left out: they take read units, which do not
 share the write ceiling the backfill's pace is judged by.
 """
@@ -31,7 +35,14 @@ from saga_index.index import LEGACY, Layout, RetryLaterError, SagaIndexError
 from saga_index.layout_change.backfill import TokenBucket
 from saga_index.layout_change.record import ControlState, Routing, Transition, state_item
 from saga_index.store import SagaWriter, utc_iso
-from saga_index.store.dynamo import RetryPolicy, error_code, is_throttle, make_client, serialize
+from saga_index.store.dynamo import (
+    DEFAULT_POLICY,
+    RetryPolicy,
+    error_code,
+    is_throttle,
+    make_client,
+    serialize,
+)
 
 SHARDS = 16
 TRAFFIC_THREADS = 16
@@ -133,6 +144,10 @@ def plant_rolling_back(client: Any, table: str) -> None:
     client.put_item(TableName=table, Item=serialize(state_item(ControlState(transition=change))))
 
 
+# DynamoDB's refusal of a plain write to an item a transaction is writing.
+CONFLICT = "TransactionConflictException"
+
+
 class Traffic:
     """The application's transitions at loads[i] x ceiling per engine second in phase i, each
     request sent once on a pool of threads; sent, throttled and other outcomes counted by the
@@ -158,6 +173,9 @@ class Traffic:
         self.sagas, self.seconds, self.scale = sagas, seconds, scale
         self.rates, self.phase_seconds = rates, phase_seconds
         self.errors: Counter[str] = Counter()
+        # Requests resent after a TransactionConflictException (the backfill's transaction on
+        # the same row), by attempt: each still counts once as sent.
+        self.conflicts: Counter[int] = Counter()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="traffic", daemon=True)
 
@@ -185,21 +203,29 @@ class Traffic:
     def _send(self, n: int) -> None:
         saga, person = self.sagas[n % len(self.sagas)]
         self.seconds.add("sent")
-        try:
-            self.writer.transition(
-                saga_id=saga,
-                person_id=person,
-                to_state=_STATES[(n // len(self.sagas) + 1) % 2],
-                updated_at=utc_iso(self.scale.wall()),
-            )
-        except (ClientError, SagaIndexError, BotoCoreError) as err:
-            # The writer's refusal after its one attempt (RetryLaterError) carries DynamoDB's.
-            refusal = err.__cause__ if isinstance(err, RetryLaterError) else err
-            if isinstance(refusal, ClientError) and is_throttle(refusal):
-                self.seconds.add("throttled")
-            else:
+        for attempt in range(DEFAULT_POLICY.attempts):
+            try:
+                self.writer.transition(
+                    saga_id=saga,
+                    person_id=person,
+                    to_state=_STATES[(n // len(self.sagas) + 1) % 2],
+                    updated_at=utc_iso(self.scale.wall()),
+                )
+                return
+            except (ClientError, SagaIndexError, BotoCoreError) as err:
+                # The writer's refusal after its one attempt (RetryLaterError) carries DynamoDB's.
+                refusal = err.__cause__ if isinstance(err, RetryLaterError) else err
                 code = error_code(refusal) if isinstance(refusal, ClientError) else None
-                self.errors[code or type(refusal).__name__] += 1
+                if isinstance(refusal, ClientError) and is_throttle(refusal):
+                    self.seconds.add("throttled")
+                elif code == CONFLICT and attempt + 1 < DEFAULT_POLICY.attempts:
+                    # Refused unapplied: sent again, as the product's writer would.
+                    self.conflicts[attempt + 1] += 1
+                    time.sleep(DEFAULT_POLICY.delay(attempt))
+                    continue
+                else:
+                    self.errors[code or type(refusal).__name__] += 1
+                return
 
     def __enter__(self) -> Traffic:
         self.thread.start()

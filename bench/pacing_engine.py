@@ -22,7 +22,8 @@ Phases of PHASE_SECONDS (120 engine s: the settling target is 60 s, then the ste
 judged).
 
 The traffic (bench.pace_traffic) is the demo's traffic mix's writes at LOADS of the ceiling in
-equal phases (30 %, 60 %, 30 %: a step up, then a step down), each request sent once.
+equal phases (30 %, 60 %, 30 %: a step up, then a step down), each request sent once (but
+after a conflict with a re-stamp of its row: bench.pace_traffic).
 
 The backfill is the product's: backfill_locally under its lease and fence, on 4 segments at a
 cap of the key's ceiling, its TokenBucket and Pacer on the engine's clock; the fixed-cap run is
@@ -205,6 +206,7 @@ def run_once(
             "lease_lost": outcome.lease_lost,
             "traffic_nominal_per_second": rates,
             "traffic_errors": dict(t.errors),
+            "traffic_resent_after_conflict": sum(t.conflicts.values()),
             "decreases": bucket.decreases,
             "lowest_rate": bucket.lowest_rate,
             "backfill_throttle_reasons": dict(bucket.reasons),
@@ -321,6 +323,13 @@ def render(result: dict[str, Any]) -> None:
                 for p, n in zip(paced["phases"], paced["traffic_nominal_per_second"], strict=True)
             ),
             " / ".join(num(p["traffic_per_second"], 0) for p in fixed["phases"]),
+        ]
+    )
+    rows.append(
+        [
+            "traffic requests resent after a conflict with a re-stamp of their row",
+            "-",
+            *(f"{run['traffic_resent_after_conflict']:,}" for run in (paced, fixed)),
         ]
     )
     rows.append(
