@@ -150,8 +150,8 @@ CONFLICT = "TransactionConflictException"
 
 class Traffic:
     """The application's transitions at loads[i] x ceiling per engine second in phase i, each
-    request sent once on a pool of threads; sent, throttled and other outcomes counted by the
-    engine second it was sent in."""
+    request sent once on a pool of threads (again only after a conflict with a re-stamp of its
+    row); sent, throttled and other outcomes counted by the engine second it was sent in."""
 
     def __init__(
         self,
