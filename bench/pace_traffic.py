@@ -1,6 +1,7 @@
 """The world bench.pacing_engine runs its backfills in: a table seeded on the shard keys of a move
 being rolled back (sharded(16) -> legacy), and the application's writes on the legacy key beside
-the backfill, counted per engine second.
+the backfill, counted per engine second; and the arithmetic of those seconds the bench judges by
+(the budget the traffic left, the re-stamps in the key's seconds and in the client's).
 
 The traffic is the demo's traffic mix's writes (devkit.traffic.mix: `transition`, a workflow
 moving a saga to its next open state, Poisson in the demo; here evenly spaced), through the
@@ -17,6 +18,7 @@ share the write ceiling the backfill's pace is judged by.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -29,6 +31,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from bench.pace_figures import settled_after
 from devkit.seed import bare_saga_row
 from devkit.semantics.dilation import TimeScale
 from saga_index.index import LEGACY, Layout, RetryLaterError, SagaIndexError
@@ -234,3 +237,36 @@ class Traffic:
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         self.thread.join(timeout=60)
+
+
+def left_by_traffic(sent: Counter[int], ceiling: float, bounds: Sequence[int]) -> list[float]:
+    """Each phase's budget: the ceiling less the traffic's measured rate in it."""
+    return [
+        ceiling - sum(sent[s] for s in range(a, b)) / max(1, b - a)
+        for a, b in itertools.pairwise(bounds)
+    ]
+
+
+def client_counted(
+    written: Counter[int], bounds: Sequence[int], budgets: Sequence[float]
+) -> dict[str, Any]:
+    """The re-stamps per second as the backfill's progress reports counted them on the
+    client's clock (what this bench judged before it read the key's own seconds: a report late
+    by a fraction of a second moves writes into the next second), and the settling they give."""
+    steps = list(zip(itertools.pairwise(bounds), budgets, strict=True))[1:]
+    return {
+        "client_per_second": [written[s] for s in range(bounds[-1])],
+        "client_settle_seconds": [settled_after(written, a, b, budget) for (a, b), budget in steps],
+    }
+
+
+def key_seconds(writes: Counter[tuple[str, int]], origin: float) -> Counter[int]:
+    """The backfill's re-stamps per second of the run, as the key's ceiling counted them: the
+    proxy's TransactWriteItems on the run's table (every fenced re-stamp is one; the traffic's
+    writes are single UpdateItems and PutItems) in each of the engine's whole seconds, placed on
+    the run's second nearest its start (`origin`: the engine's clock at the run's second 0)."""
+    out: Counter[int] = Counter()
+    for (operation, second), n in writes.items():
+        if operation == "TransactWriteItems":
+            out[round(second - origin)] += n
+    return out

@@ -55,7 +55,6 @@ import itertools
 import logging
 import math
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,10 +64,18 @@ from bench.pace_figures import (
     comparison_rows,
     loads_text,
     measure,
-    settled_after,
     verdicts,
 )
-from bench.pace_traffic import CountingBucket, Seconds, Traffic, plant_rolling_back, seed
+from bench.pace_traffic import (
+    CountingBucket,
+    Seconds,
+    Traffic,
+    client_counted,
+    key_seconds,
+    left_by_traffic,
+    plant_rolling_back,
+    seed,
+)
 from devkit.engine import Engine, ProxyOptions
 from devkit.local_env import local_credentials
 from devkit.schema import create_table, load_template
@@ -216,39 +223,6 @@ def run_once(
         }
         | client_counted(seconds["written"], bounds, budgets)
     )
-
-
-def left_by_traffic(sent: Counter[int], ceiling: float, bounds: Sequence[int]) -> list[float]:
-    """Each phase's budget: the ceiling less the traffic's measured rate in it."""
-    return [
-        ceiling - sum(sent[s] for s in range(a, b)) / max(1, b - a)
-        for a, b in itertools.pairwise(bounds)
-    ]
-
-
-def client_counted(
-    written: Counter[int], bounds: Sequence[int], budgets: Sequence[float]
-) -> dict[str, Any]:
-    """The re-stamps per second as the backfill's progress reports counted them on the
-    client's clock (what this bench judged before it read the key's own seconds: a report late
-    by a fraction of a second moves writes into the next second), and the settling they give."""
-    steps = list(zip(itertools.pairwise(bounds), budgets, strict=True))[1:]
-    return {
-        "client_per_second": [written[s] for s in range(bounds[-1])],
-        "client_settle_seconds": [settled_after(written, a, b, budget) for (a, b), budget in steps],
-    }
-
-
-def key_seconds(writes: Counter[tuple[str, int]], origin: float) -> Counter[int]:
-    """The backfill's re-stamps per second of the run, as the key's ceiling counted them: the
-    proxy's TransactWriteItems on the run's table (every fenced re-stamp is one; the traffic's
-    writes are single UpdateItems and PutItems) in each of the engine's whole seconds, placed on
-    the run's second nearest its start (`origin`: the engine's clock at the run's second 0)."""
-    out: Counter[int] = Counter()
-    for (operation, second), n in writes.items():
-        if operation == "TransactWriteItems":
-            out[round(second - origin)] += n
-    return out
 
 
 def run(

@@ -95,7 +95,7 @@ def test_every_benchmark_answers_help_on_its_own() -> None:
 
 
 def test_the_engine_bench_counts_re_stamps_in_the_keys_own_seconds() -> None:
-    from bench.pacing_engine import key_seconds
+    from bench.pace_traffic import key_seconds
 
     writes = Counter(
         {
