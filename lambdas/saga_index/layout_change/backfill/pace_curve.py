@@ -119,7 +119,7 @@ class PaceLimit:
             start = hold - max(0.0, hold - self.base) * math.exp(-held / tau)
             since = max(0.0, t - max(self.bad_until, self.base_at))
             return probe(start, self.bad_rate, since, rules.increase_interval)
-        return start * (1 + PROBE_GAIN * (since / rules.increase_interval) ** 3)
+        return _convex(start, since, rules.increase_interval)
 
     def grow(self, now: float, ceiling: float, floor: float, rules: PaceRules) -> float:
         """The rate now, within [floor, ceiling]; back at the ceiling with no memory holding,
@@ -230,10 +230,16 @@ def probe(start: float, bad_rate: float, since: float, interval: float) -> float
     requests, before the pace heard); a load that fell is found on the convex side. A `start`
     at or above the bad rate (a curve's hold never is) probes convex from itself."""
     if start >= bad_rate:
-        return start * (1 + PROBE_GAIN * (since / interval) ** 3)
+        return _convex(start, since, interval)
     # The seconds the cubic takes from `start` back to the bad rate (CUBIC's K).
     flat_at = interval * ((1 - start / bad_rate) / PROBE_GAIN) ** (1 / 3)
-    return bad_rate * (1 + PROBE_GAIN * ((since - flat_at) / interval) ** 3)
+    return _convex(bad_rate, since - flat_at, interval)
+
+
+def _convex(centre: float, since: float, interval: float) -> float:
+    """The cubic through `centre` at `since` 0: +PROBE_GAIN of it `interval` later, as far
+    under it as long before."""
+    return centre * (1 + PROBE_GAIN * (since / interval) ** 3)
 
 
 def _age(now: float, then: float) -> float | None:
