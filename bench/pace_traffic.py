@@ -11,7 +11,7 @@ counted, as bench.pacing's traffic), from a pool of threads on the engine's cloc
 DynamoDB refused because the backfill's re-stamp of the same row was in flight
 (TransactionConflictException: the traffic's sagas are rows the backfill moves): that one is
 sent again after the product writer's back-off (store.dynamo.DEFAULT_POLICY), as the product's
-writer does, and counted apart (`conflicts`). The mix's
+writer does, and counted apart (the seconds' `conflicts`). The mix's
 reads (list pages, sweeps, inbound messages) are left out: they take read units, which do not
 share the write ceiling the backfill's pace is judged by.
 """
@@ -176,9 +176,6 @@ class Traffic:
         self.sagas, self.seconds, self.scale = sagas, seconds, scale
         self.rates, self.phase_seconds = rates, phase_seconds
         self.errors: Counter[str] = Counter()
-        # Requests resent after a TransactionConflictException (the backfill's transaction on
-        # the same row), by attempt: each still counts once as sent.
-        self.conflicts: Counter[int] = Counter()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="traffic", daemon=True)
 
@@ -222,8 +219,9 @@ class Traffic:
                 if isinstance(refusal, ClientError) and is_throttle(refusal):
                     self.seconds.add("throttled")
                 elif code == CONFLICT and attempt + 1 < DEFAULT_POLICY.attempts:
-                    # Refused unapplied: sent again, as the product's writer would.
-                    self.conflicts[attempt + 1] += 1
+                    # Refused unapplied: sent again, as the product's writer would (counted
+                    # as "conflicts"; the request still counts once as sent).
+                    self.seconds.add("conflicts")
                     time.sleep(DEFAULT_POLICY.delay(attempt))
                     continue
                 else:

@@ -59,13 +59,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.output import emit, num, pct, progress, save
-from bench.pace_figures import (
-    TARGETS,
-    comparison_rows,
-    loads_text,
-    measure,
-    verdicts,
-)
+from bench.pace_figures import TARGETS, comparison_rows, loads_text, measure, verdicts
 from bench.pace_traffic import (
     CountingBucket,
     Seconds,
@@ -213,7 +207,7 @@ def run_once(
             "lease_lost": outcome.lease_lost,
             "traffic_nominal_per_second": rates,
             "traffic_errors": dict(t.errors),
-            "traffic_resent_after_conflict": sum(t.conflicts.values()),
+            "traffic_resent_after_conflict": sum(seconds["conflicts"].values()),
             "decreases": bucket.decreases,
             "lowest_rate": bucket.lowest_rate,
             "backfill_throttle_reasons": dict(bucket.reasons),

@@ -53,7 +53,7 @@ def test_given_a_conflict_with_a_restamp_then_the_request_is_sent_again_and_coun
     sent, writer, seconds = traffic([pace_traffic.CONFLICT, pace_traffic.CONFLICT], monkeypatch)
     sent._send(0)
     assert writer.calls == 3  # refused twice unapplied, then written
-    assert sum(sent.conflicts.values()) == 2
+    assert sum(seconds["conflicts"].values()) == 2
     assert (sum(seconds["sent"].values()), sum(seconds["throttled"].values())) == (1, 0)
     assert sent.errors == {}
 
